@@ -1,0 +1,82 @@
+/*  The Docker launcher: each kernel in its own hardened container.
+ *
+ *  Transport is ipc: the kernel's runtime_dir is bind-mounted into the
+ *  container (at runtime_mount, default /run/korch) and the kernel creates its
+ *  zmq sockets there, so the container needs no network at all. start()
+ *  writes runtime_dir/kernel.json with ip rewritten to the in-container path.
+ *
+ *  The kernelspec's argv is the container's command, with {connection_file}
+ *  replaced by the in-container path and argv[0] reduced to its basename
+ *  ("/usr/bin/python3" -> "python3", found on the image's PATH). The image
+ *  comes from opts.image, else the kernelspec's metadata.korch.image, else
+ *  "korch-kernel-<spec name>:latest" (scripts/build-image.sh builds it).
+ *
+ *  Permissions: the kernel runs as opts.user. When that is not korch's own
+ *  uid, korch must be root and chowns runtime_dir (still 0700) and the
+ *  connection file to it for the life of the container; see docker.c.
+ *
+ *  Liveness: exit_fd() is a socket on which the engine answers
+ *  POST /containers/{id}/wait when the container stops (unix socket engines),
+ *  else -1 and the client polls is_alive (one GET /containers/{id}/json).
+ *
+ *  Calls block the caller for one or two Engine API round trips (about
+ *  100 ms for start, a millisecond for is_alive on a local engine).
+ */
+#ifndef KORCH_DOCKER_H
+#define KORCH_DOCKER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "korch/error.h"
+#include "korch/launcher.h"
+
+/* Every knob of a kernel container. korch_docker_opts_init fills the hardened
+   defaults; strings are borrowed (the launcher copies them). A limit <= 0
+   means "no limit" (the engine default). */
+typedef struct {
+    const char *host;           /* engine: NULL = $DOCKER_HOST, else unix:///var/run/docker.sock */
+    const char *image;          /* NULL = metadata.korch.image, else korch-kernel-<spec>:latest */
+    const char *instance;       /* this korch's id, label korch.instance; NULL = "default" */
+    const char *user;           /* "uid:gid"; NULL = "1000:1000" when korch is root, else korch's uid:gid */
+    const char *workdir;        /* host dir mounted read-write as the kernel's cwd; NULL = a tmpfs */
+    bool workdir_from_cwd;      /* mount the request's cwd when workdir is NULL (default false) */
+    const char *workdir_mount;  /* the cwd inside: "/home/korch/work" */
+    const char *runtime_mount;  /* where runtime_dir appears: "/run/korch" */
+    const char *network;        /* NetworkMode: "none" */
+    const char *runtime;        /* OCI runtime, e.g. "runsc"; NULL = the engine's default (runc) */
+    int64_t memory;             /* bytes, also MemorySwap (no swap): 1 GiB */
+    int64_t nano_cpus;          /* 1e9 per CPU: 1 CPU */
+    int64_t pids_limit;         /* 256 */
+    int64_t nofile;             /* RLIMIT_NOFILE soft = hard: 4096 */
+    int64_t tmp_size;           /* /tmp tmpfs bytes: 256 MiB (counts against memory) */
+    int64_t workdir_size;       /* work dir tmpfs bytes when not a host dir: 512 MiB */
+    bool readonly_rootfs;       /* true */
+    bool cap_drop_all;          /* true: CapDrop ALL */
+    bool no_new_privileges;     /* true: SecurityOpt no-new-privileges */
+    bool init;                  /* true: docker-init as PID 1 forwards signals and reaps zombies */
+    bool use_wait_fd;           /* true: exit_fd from POST /wait (unix sockets only) */
+    long api_timeout_ms;        /* per Engine API call: 30000 */
+} korch_docker_opts_t;
+
+/* The hardened defaults above. */
+void korch_docker_opts_init(korch_docker_opts_t *opts);
+
+/* A Docker launcher (opts NULL = defaults). Pings the engine, so a stopped
+   dockerd is reported here: NULL + err ("cannot reach docker at ..."). */
+korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, korch_err_t *err);
+
+/* The container id of a proc started by a docker launcher (borrowed), or NULL
+   when p comes from another backend. */
+const char *korch_docker_proc_container(korch_proc_t *p);
+
+/* Containers labelled korch.instance=instance (NULL = every korch container),
+   running or not, as a new array of {"id", "name", "kernel_id", "instance",
+   "kernelspec", "state", "runtime_dir"}: for re-adoption and cleanup. */
+json_t *korch_docker_list(korch_launcher_t *l, const char *instance, korch_err_t *err);
+
+/* Force-remove every container korch_docker_list(l, instance) finds.
+   Returns how many were removed, or -1 + err. */
+int korch_docker_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err);
+
+#endif

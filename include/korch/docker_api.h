@@ -1,0 +1,84 @@
+/*  A small Docker Engine API client: one HTTP request, a JSON body in, a
+ *  status and a JSON reply out, over libcurl.
+ *
+ *  Where the engine is: $DOCKER_HOST as the docker CLI reads it
+ *  (unix:///path, tcp://host:port), default unix:///var/run/docker.sock.
+ *  With tcp://, TLS is used when DOCKER_TLS_VERIFY is non-empty (the server
+ *  is verified against $DOCKER_CERT_PATH/ca.pem) or DOCKER_CERT_PATH is set
+ *  (client certificate cert.pem + key.pem from that directory).
+ *
+ *  Paths are unversioned ("/containers/json"): the engine answers with its
+ *  own API version, and korch only uses fields that exist since API 1.25.
+ *
+ *  A korch_docker_t keeps one curl handle (so the connection is reused) and
+ *  is not thread-safe: one per thread. Calls block for at most the timeout.
+ */
+#ifndef KORCH_DOCKER_API_H
+#define KORCH_DOCKER_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include "korch/error.h"
+
+typedef struct korch_docker korch_docker_t;
+
+/* One answer from the engine. Owned by the caller; release with
+   korch_docker_reply_clear. */
+typedef struct {
+    long status;        /* HTTP status (200, 404, ...) */
+    json_t *json;       /* the body parsed as JSON, new reference; NULL if not JSON or empty */
+    char *body;         /* the raw body, NUL-terminated, malloc'd (never NULL after a reply) */
+    size_t body_len;
+} korch_docker_reply_t;
+
+#define KORCH_DOCKER_DEFAULT_HOST "unix:///var/run/docker.sock"
+#define KORCH_DOCKER_MAX_REPLY (8u << 20)   /* default reply bound, bytes */
+
+/* A client for host (NULL = $DOCKER_HOST, else the default socket). Does not
+   connect yet. NULL + err for an unsupported or malformed host (ssh://). */
+korch_docker_t *korch_docker_new(const char *host, korch_err_t *err);
+
+void korch_docker_destroy(korch_docker_t **d);
+
+/* Where the engine is, for messages: "/var/run/docker.sock" or "tcp://h:2376". */
+const char *korch_docker_where(const korch_docker_t *d);
+
+/* The unix socket path when the engine is on one, else NULL (tcp). */
+const char *korch_docker_socket_path(const korch_docker_t *d);
+
+/* Limits for later requests: whole-request timeout (default 30000 ms) and
+   the largest reply kept (default KORCH_DOCKER_MAX_REPLY). */
+void korch_docker_set_timeout_ms(korch_docker_t *d, long timeout_ms);
+void korch_docker_set_max_reply(korch_docker_t *d, size_t max_bytes);
+
+/* Send method path (with its query string) and body (borrowed; NULL = no
+   body). Returns KORCH_OK whenever the engine answered, whatever the HTTP
+   status: look at reply->status. Fails with KORCH_E_DOCKER when the engine
+   cannot be reached ("cannot reach docker at '/var/run/docker.sock':
+   connection refused (is dockerd running?)"), KORCH_E_TIMEOUT, or
+   KORCH_E_TOOBIG when the reply exceeds the bound. reply is cleared first
+   and is empty on failure. */
+korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const char *path, const json_t *body,
+                                korch_docker_reply_t *reply, korch_err_t *err);
+
+void korch_docker_reply_clear(korch_docker_reply_t *reply);
+
+/* The engine's own error text for a failed reply ({"message": ...}), else
+   the body, else "HTTP <status>". Borrowed from reply. */
+const char *korch_docker_reply_message(const korch_docker_reply_t *reply);
+
+/* GET /_ping: KORCH_OK when the engine answers "OK". */
+korch_rc_t korch_docker_ping(korch_docker_t *d, korch_err_t *err);
+
+/* GET /version as a new object ({"Version": "20.10.24", "ApiVersion": ...}). */
+json_t *korch_docker_version(korch_docker_t *d, korch_err_t *err);
+
+/* Inspect an image (GET /images/{name}/json) as a new object. A missing image
+   is KORCH_E_NOTFOUND: "image 'X' not found (build it with: make image)". */
+json_t *korch_docker_image_inspect(korch_docker_t *d, const char *image, korch_err_t *err);
+
+/* Percent-encode s for a query string into a new string (NULL on ENOMEM). */
+char *korch_docker_escape(korch_docker_t *d, const char *s);
+
+#endif

@@ -1,0 +1,170 @@
+/*  A kernel and korch's client for it.
+ *
+ *  korch_kernel_new starts a kernel through a launcher (or attaches to one
+ *  someone else started, opts.existing) and connects the five channels on a
+ *  korch_loop. Everything is asynchronous: executions report their outputs
+ *  and completion through callbacks as messages arrive, and many kernels can
+ *  share one loop. The *_wait calls are blocking conveniences that run the
+ *  loop until their condition holds.
+ *
+ *  An execution is done when both its execute_reply (shell) and its
+ *  status: idle (iopub) have arrived - in either order. Messages whose parent
+ *  is another request are never mixed into its outputs.
+ *
+ *  Ownership: the caller owns the kernel and every korch_exec_t it gets and
+ *  destroys them; destroying a kernel shuts it down (shutdown_request, grace,
+ *  SIGTERM, SIGKILL) and detaches its pending executions.
+ */
+#ifndef KORCH_KERNEL_H
+#define KORCH_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "korch/conn.h"
+#include "korch/error.h"
+#include "korch/launcher.h"
+#include "korch/loop.h"
+#include "korch/msg.h"
+#include "korch/outputs.h"
+#include "korch/session.h"
+
+typedef struct korch_kernel korch_kernel_t;
+typedef struct korch_exec korch_exec_t;
+
+typedef enum {
+    KORCH_KERNEL_STARTING,      /* launched, waiting for kernel_info + iopub */
+    KORCH_KERNEL_IDLE,
+    KORCH_KERNEL_BUSY,
+    KORCH_KERNEL_RESTARTING,
+    KORCH_KERNEL_DEAD,          /* died and will not be restarted */
+    KORCH_KERNEL_STOPPED,       /* shut down on request */
+} korch_kernel_state_t;
+
+typedef struct {
+    const char *kernelspec;     /* name, default "python3" */
+    korch_launcher_t *launcher; /* borrowed; NULL = a local launcher owned by the kernel */
+    const char *existing;       /* attach to this connection file instead of launching */
+    const char *cwd;            /* kernel's working directory (local: default inherit) */
+    const char *const *env;     /* extra "NAME=value", NULL-terminated */
+    const char *transport;      /* "tcp" or "ipc"; default: what the launcher wants */
+    const char *kernel_id;      /* default: a new uuid */
+    int start_timeout_ms;       /* ready within this (default 60000) */
+    int shutdown_grace_ms;      /* shutdown_request, half of it, SIGTERM, half, SIGKILL (default 4000) */
+    int hb_interval_ms;         /* heartbeat period for attached / fd-less kernels (default 500) */
+    int hb_max_missed;          /* dead after this many missed beats in a row (default 3) */
+    bool no_auto_restart;       /* after a death, stay dead */
+    size_t max_stream_bytes;    /* per execution (default 8 MiB) */
+    size_t max_outputs;         /* per execution (default 10000) */
+} korch_kernel_opts_t;
+
+typedef enum {
+    KORCH_EXEC_PENDING,         /* not finished yet */
+    KORCH_EXEC_OK,
+    KORCH_EXEC_ERROR,           /* the code raised */
+    KORCH_EXEC_ABORTED,         /* the kernel dropped it after an earlier error */
+    KORCH_EXEC_TIMEOUT,         /* interrupted (or the kernel restarted) after its timeout */
+    KORCH_EXEC_DIED,            /* the kernel died while it ran */
+} korch_exec_status_t;
+
+typedef struct {
+    bool silent;
+    bool no_store_history;      /* default: store history */
+    bool allow_stdin;           /* default off: input() raises in the kernel */
+    bool no_stop_on_error;      /* default: stop_on_error as jupyter_client */
+    int timeout_ms;             /* 0 = none */
+    int interrupt_grace_ms;     /* after the interrupt, restart if not idle within (default 5000) */
+} korch_exec_opts_t;
+
+typedef struct {
+    korch_exec_status_t status;
+    int execution_count;        /* -1 when unknown */
+    json_t *outputs;            /* nbformat outputs, borrowed from the exec */
+    json_t *reply;              /* execute_reply content, borrowed (NULL if none came) */
+    bool interrupted;           /* korch interrupted it (timeout) */
+    bool restarted;             /* the kernel was restarted: its state is gone */
+    size_t dropped_bytes;       /* stream text dropped by the memory limit */
+    int64_t elapsed_ms;
+    char detail[512];           /* for TIMEOUT / DIED: what happened, for a human */
+} korch_exec_result_t;
+
+typedef struct {
+    /* An output arrived or changed (see korch_output_event_t); output borrowed. */
+    void (*on_output)(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg);
+    /* The kernel asks for input; answer with korch_exec_input_reply (now or later). */
+    void (*on_input)(korch_exec_t *ex, const char *prompt, bool password, void *arg);
+    /* Finished. The last callback for ex; ex may be destroyed inside it. */
+    void (*on_done)(korch_exec_t *ex, const korch_exec_result_t *result, void *arg);
+    void *arg;
+} korch_exec_cb_t;
+
+/* Kernel-level events (state changes), for servers. */
+typedef struct {
+    void (*on_state)(korch_kernel_t *k, korch_kernel_state_t state, const char *detail, void *arg);
+    /* Every accepted message from the kernel, before korch handles it. msg borrowed. */
+    void (*on_message)(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, void *arg);
+    void *arg;
+} korch_kernel_cb_t;
+
+/* Start (or attach to) a kernel on loop. Returns at once; the kernel is
+   STARTING until ready. NULL + err when it cannot even be launched. */
+korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *opts, korch_err_t *err);
+
+/* Shut down (if launched by korch), release everything. */
+void korch_kernel_destroy(korch_kernel_t **k);
+
+/* Run the loop until the kernel is ready. On failure err says why, with the
+   kernel's own last words, e.g. "cannot start kernel 'python3':
+   '/usr/bin/python3 -m ipykernel_launcher' exited 1: No module named
+   ipykernel (install python3-ipykernel)". */
+korch_rc_t korch_kernel_wait_ready(korch_kernel_t *k, korch_err_t *err);
+
+void korch_kernel_set_callbacks(korch_kernel_t *k, const korch_kernel_cb_t *cb);
+
+/* Send an execute_request. opts and cb may be NULL. The code is copied. */
+korch_exec_t *korch_kernel_execute(korch_kernel_t *k, const char *code, const korch_exec_opts_t *opts,
+                                   const korch_exec_cb_t *cb, korch_err_t *err);
+
+/* Execute and run the loop until it is done. The result stays valid until
+   the exec is destroyed. */
+korch_exec_t *korch_kernel_execute_wait(korch_kernel_t *k, const char *code, const korch_exec_opts_t *opts,
+                                        const korch_exec_cb_t *cb, korch_err_t *err);
+
+/* Interrupt per the kernelspec: SIGINT to the process group, or
+   interrupt_request on control (also for attached kernels). */
+korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err);
+
+/* Restart as jupyter_client does (shutdown_request restart=true, grace,
+   SIGTERM, SIGKILL, launch again on the same connection). Asynchronous;
+   korch_kernel_wait_ready waits for it. Pending executions end as DIED. */
+korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err);
+
+/* Shut the kernel down and run the loop until it is gone. */
+korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err);
+
+/* Send a message of ours on a channel (for relays). Consumes *msg. */
+korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err);
+
+korch_kernel_state_t korch_kernel_state(const korch_kernel_t *k);
+const char *korch_kernel_state_name(korch_kernel_state_t s);
+const char *korch_kernel_id(const korch_kernel_t *k);
+const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k);
+/* The last kernel_info_reply content, borrowed; NULL before ready. */
+json_t *korch_kernel_info(const korch_kernel_t *k);
+const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k);
+/* How long the last (re)start took to become ready, in ms. */
+int64_t korch_kernel_ready_ms(const korch_kernel_t *k);
+/* Times the kernel was restarted (on request or after a death). */
+int korch_kernel_restarts(const korch_kernel_t *k);
+korch_loop_t *korch_kernel_loop(korch_kernel_t *k);
+
+bool korch_exec_done(const korch_exec_t *ex);
+const korch_exec_result_t *korch_exec_result(korch_exec_t *ex);
+const char *korch_exec_msg_id(const korch_exec_t *ex);
+/* Answer an input_request. */
+korch_rc_t korch_exec_input_reply(korch_exec_t *ex, const char *value, korch_err_t *err);
+/* Release; if it is still running it is detached (no more callbacks). */
+void korch_exec_destroy(korch_exec_t **ex);
+const char *korch_exec_status_name(korch_exec_status_t s);
+
+#endif

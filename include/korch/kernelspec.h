@@ -1,0 +1,43 @@
+/*  Kernelspecs, found the way Jupyter finds them.
+ *
+ *  Search order: $KORCH_KERNELSPEC_PATH (colon separated), korch's own
+ *  kernelspec/ (beside the binary: ../kernelspec, ../share/korch/kernelspec),
+ *  then each $JUPYTER_PATH entry + /kernels, $JUPYTER_DATA_DIR/kernels,
+ *  ~/.local/share/jupyter/kernels, /usr/local/share/jupyter/kernels,
+ *  /usr/share/jupyter/kernels. A kernelspec is a directory named after the
+ *  kernel holding kernel.json. The first directory that has the name wins.
+ */
+#ifndef KORCH_KERNELSPEC_H
+#define KORCH_KERNELSPEC_H
+
+#include <stdbool.h>
+#include <jansson.h>
+#include "korch/error.h"
+
+typedef struct {
+    char *name;             /* directory name, e.g. "python3" */
+    char *dir;              /* absolute directory holding kernel.json */
+    char **argv;            /* NULL-terminated, with "{connection_file}" unexpanded */
+    char *display_name;
+    char *language;
+    bool interrupt_message; /* interrupt_mode "message" (else "signal") */
+    json_t *env;            /* object of strings, owned; may be empty */
+    json_t *json;           /* the whole kernel.json, owned */
+} korch_kernelspec_t;
+
+/* Find a kernelspec by name along the search path. NULL + err when absent. */
+korch_kernelspec_t *korch_kernelspec_find(const char *name, korch_err_t *err);
+
+/* Load the kernelspec in dir (which holds kernel.json). */
+korch_kernelspec_t *korch_kernelspec_load(const char *dir, const char *name, korch_err_t *err);
+
+/* All kernelspecs on the search path: a new object {name: {name, spec, resources}}
+   in the shape of Jupyter Server's GET /api/kernelspecs. */
+json_t *korch_kernelspec_list(void);
+
+/* Directories searched, in order, as a new array of strings. */
+json_t *korch_kernelspec_path(void);
+
+void korch_kernelspec_destroy(korch_kernelspec_t **spec);
+
+#endif

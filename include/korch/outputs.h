@@ -1,0 +1,49 @@
+/*  The outputs of one execution, in nbformat v4 shape, built from IOPub.
+ *
+ *  stream (consecutive chunks of the same name merged), execute_result and
+ *  display_data (full mime bundle + metadata), error (ename, evalue,
+ *  traceback). clear_output (also with wait=true) and update_display_data
+ *  (by transient.display_id) are applied as a notebook front end does.
+ *
+ *  Memory is bounded: stream text beyond max_stream_bytes and outputs beyond
+ *  max_outputs are dropped and counted, and korch_outputs_finish says so in
+ *  the outputs themselves.
+ */
+#ifndef KORCH_OUTPUTS_H
+#define KORCH_OUTPUTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <jansson.h>
+
+typedef struct korch_outputs korch_outputs_t;
+
+typedef enum {
+    KORCH_OUTPUT_NONE,      /* the message was not an output */
+    KORCH_OUTPUT_NEW,       /* a new output at index */
+    KORCH_OUTPUT_STREAM,    /* stream text appended to the output at index; the event's json is the chunk */
+    KORCH_OUTPUT_UPDATE,    /* the output at index was replaced (update_display_data) */
+    KORCH_OUTPUT_CLEAR,     /* all outputs were cleared */
+} korch_output_event_t;
+
+/* 0 for a limit = its default (8 MiB of stream text, 10000 outputs). */
+korch_outputs_t *korch_outputs_new(size_t max_stream_bytes, size_t max_outputs);
+void korch_outputs_destroy(korch_outputs_t **self);
+
+/* Apply one IOPub message (msg_type and its content, borrowed). Returns what
+   happened; *out (borrowed, valid until the next call) is the output
+   concerned and *index its position. */
+korch_output_event_t korch_outputs_apply(korch_outputs_t *self, const char *msg_type, json_t *content,
+                                         json_t **out, size_t *index);
+
+/* Append the truncation notes, if anything was dropped. Idempotent. */
+void korch_outputs_finish(korch_outputs_t *self);
+
+/* The outputs so far: a borrowed JSON array. */
+json_t *korch_outputs_json(korch_outputs_t *self);
+
+/* Bytes of stream text and number of outputs dropped by the limits. */
+size_t korch_outputs_dropped_bytes(const korch_outputs_t *self);
+size_t korch_outputs_dropped_outputs(const korch_outputs_t *self);
+
+#endif

@@ -1,0 +1,88 @@
+/*  A Jupyter session: signs what korch sends and verifies what it receives.
+ *
+ *  Signature (spec "The Wire Protocol"): HMAC-SHA256 keyed with the
+ *  connection key, over header, parent_header, metadata and content exactly
+ *  as they are on the wire, in that order, as lowercase hex. An empty key
+ *  means unsigned messages: the signature frame is empty and not checked.
+ *
+ *  Receiving verifies over the raw frames before any JSON is parsed: the
+ *  signature length first, then a constant-time compare (CRYPTO_memcmp),
+ *  then replay protection - a bounded history of recently seen signatures,
+ *  as jupyter_client's digest_history - and only then JSON. Every rejected
+ *  message is counted by reason and never crashes anything.
+ */
+#ifndef KORCH_SESSION_H
+#define KORCH_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <czmq.h>
+#include "korch/error.h"
+#include "korch/msg.h"
+
+typedef struct korch_session korch_session_t;
+
+typedef enum {
+    KORCH_REJ_NO_DELIMITER,     /* no <IDS|MSG> frame */
+    KORCH_REJ_SHORT,            /* fewer than the 5 frames after the delimiter */
+    KORCH_REJ_UNSIGNED,         /* empty signature while a key is set */
+    KORCH_REJ_BAD_SIGNATURE,    /* wrong length, not hex or wrong digest */
+    KORCH_REJ_DUPLICATE,        /* signature seen before: a replay */
+    KORCH_REJ_TOO_BIG,          /* a frame over its limit */
+    KORCH_REJ_BAD_JSON,         /* a part is not a JSON object */
+    KORCH_REJ_BAD_HEADER,       /* header lacks msg_id, msg_type or session */
+    KORCH_REJ__COUNT
+} korch_reject_t;
+
+typedef struct {
+    uint64_t sent;
+    uint64_t received;                      /* accepted messages */
+    uint64_t rejected[KORCH_REJ__COUNT];
+} korch_session_stats_t;
+
+typedef struct {
+    size_t max_json_part;       /* header, parent_header, metadata (default 1 MiB) */
+    size_t max_content;         /* content frame (default 256 MiB) */
+    size_t max_buffers_total;   /* all binary buffers of a message (default 256 MiB) */
+    size_t digest_history;      /* signatures remembered (default 65536) */
+} korch_session_limits_t;
+
+/* A session with the given HMAC key (key_len 0 = unsigned) and username
+   (NULL = $USER or "korch"). Limits may be NULL for the defaults. */
+korch_session_t *korch_session_new(const void *key, size_t key_len, const char *username,
+                                   const korch_session_limits_t *limits);
+void korch_session_destroy(korch_session_t **self);
+
+/* This session's id (a uuid string), put into every header it makes. */
+const char *korch_session_id(const korch_session_t *self);
+
+/* Fill msg's header (new msg_id, date, session, username, version 5.3) unless
+   it already has a msg_id. Returns the msg_id (borrowed from the message). */
+const char *korch_session_stamp(korch_session_t *self, korch_msg_t *msg);
+
+/* Serialize msg to wire frames, signed. Consumes *msg (set to NULL), also on
+   failure. The result is a new zmsg_t, or NULL when out of memory. */
+zmsg_t *korch_session_serialize(korch_session_t *self, korch_msg_t **msg);
+
+/* Serialize and send on sock. Consumes *msg. */
+korch_rc_t korch_session_send(korch_session_t *self, zsock_t *sock, korch_msg_t **msg, korch_err_t *err);
+
+/* Verify and parse wire frames; consumes *frames. On success *out is a new
+   message. On rejection returns the reason's code, counts it and fills err. */
+korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **frames, korch_msg_t **out,
+                                     korch_reject_t *why, korch_err_t *err);
+
+/* The HMAC of the four parts as 64 lowercase hex chars + NUL into hex[65].
+   With no key hex is "". */
+void korch_session_sign(korch_session_t *self, const void *const parts[4], const size_t lens[4], char hex[65]);
+
+const korch_session_stats_t *korch_session_stats(const korch_session_t *self);
+const char *korch_reject_name(korch_reject_t why);
+
+/* ISO 8601 UTC with microseconds and Z, e.g. 2026-11-29T17:13:39.123456Z. */
+void korch_iso8601_now(char buf[32]);
+
+/* A random uuid4 string into buf[37]. */
+void korch_uuid(char buf[37]);
+
+#endif

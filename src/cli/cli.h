@@ -1,0 +1,13 @@
+/*  The korch command line: one function per subcommand. */
+#ifndef KORCH_CLI_H
+#define KORCH_CLI_H
+
+int korch_cmd_exec(int argc, char **argv);
+
+/* A self-pipe that SIGINT/SIGTERM write to, so the loop sees signals as I/O.
+   Returns the read end, or -1. */
+int korch_cli_signal_pipe(void);
+/* The last signal delivered through the pipe (0 if none), and reset it. */
+int korch_cli_take_signal(void);
+
+#endif

@@ -1,0 +1,1128 @@
+/*  korch_kernel: the client side of one Jupyter kernel, on a korch_loop.
+ *
+ *  Channels (messaging spec "Introduction"): shell and control are DEALERs,
+ *  stdin is a DEALER with the shell's identity (the kernel routes
+ *  input_request to the socket whose identity equals the shell's), iopub is
+ *  a SUB subscribed to everything, heartbeat is a REQ that is rebuilt after a
+ *  missed beat (a REQ cannot send twice without a reply).
+ *
+ *  Ready: kernel_info_request is sent until its reply has arrived AND iopub
+ *  has delivered something, which solves the slow-joiner problem the way
+ *  jupyter_client's wait_for_ready does; protocol 5.5 kernels announce
+ *  themselves with iopub_welcome, which counts as iopub being live.
+ */
+#include "korch/kernel.h"
+#include "korch/log.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef enum { STOP_NONE, STOP_SHUTDOWN, STOP_TERM, STOP_KILL } stop_phase_t;
+
+struct korch_exec {
+    korch_kernel_t *k;              /* NULL once detached */
+    char msg_id[96];
+    korch_msg_t *request;           /* until sent */
+    korch_exec_opts_t opts;
+    korch_exec_cb_t cb;
+    bool sent, got_reply, got_idle, done, timed_out;
+    korch_outputs_t *outputs;
+    json_t *reply;
+    json_t *input_parent;           /* header of the pending input_request */
+    korch_exec_result_t result;
+    int64_t t0;
+    int timer;                      /* timeout, then interrupt grace; -1 none */
+};
+
+struct korch_kernel {
+    korch_loop_t *loop;
+    zloop_t *z;
+    char id[37];
+    korch_kernel_opts_t opts;
+    korch_kernelspec_t *spec;       /* NULL when attached */
+    korch_launcher_t *launcher;
+    bool own_launcher;
+    korch_proc_t *proc;             /* NULL when attached */
+    char **env;                     /* copy of opts.env */
+    char *cwd;
+    korch_conn_t conn;
+    char runtime_dir[PATH_MAX];     /* "" when attached */
+    korch_session_t *session;
+    zsock_t *sock[KORCH_CH__COUNT];
+    korch_kernel_state_t state;
+    korch_kernel_cb_t cb;
+    /* readiness */
+    bool got_info, iopub_live, ever_ready;
+    int64_t start_began, last_info_sent, ready_ms;
+    int ready_timer;
+    json_t *info;
+    korch_err_t start_err;
+    /* liveness */
+    int exit_fd;
+    bool exit_polled;
+    int alive_timer;
+    int hb_timer;
+    bool hb_waiting;
+    int hb_missed;
+    /* stopping / restarting */
+    stop_phase_t stop_phase;
+    bool stop_restart;
+    int stop_timer;
+    char stop_reason[256];
+    int restarts;
+    /* executions */
+    zlistx_t *pending;              /* korch_exec_t*, not owned */
+};
+
+static void s_launch(korch_kernel_t *k);
+static void s_on_death(korch_kernel_t *k, const char *why);
+static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason);
+
+/* ------------------------------------------------------------------ names */
+
+const char *korch_kernel_state_name(korch_kernel_state_t s)
+{
+    static const char *const names[] = {"starting", "idle", "busy", "restarting", "dead", "stopped"};
+    return (unsigned)s <= KORCH_KERNEL_STOPPED ? names[s] : "unknown";
+}
+
+const char *korch_exec_status_name(korch_exec_status_t s)
+{
+    static const char *const names[] = {"pending", "ok", "error", "aborted", "timeout", "died"};
+    return (unsigned)s <= KORCH_EXEC_DIED ? names[s] : "unknown";
+}
+
+static void s_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail)
+{
+    if (k->state == st)
+        return;
+    k->state = st;
+    korch_debug("kernel %.8s: %s%s%s", k->id, korch_kernel_state_name(st), detail ? ": " : "", detail ? detail : "");
+    if (k->cb.on_state)
+        k->cb.on_state(k, st, detail, k->cb.arg);
+    korch_loop_break(k->loop);
+}
+
+/* ------------------------------------------------------------- executions */
+
+static void s_exec_stop_timer(korch_exec_t *ex)
+{
+    if (ex->timer >= 0 && ex->k)
+        zloop_timer_end(ex->k->z, ex->timer);
+    ex->timer = -1;
+}
+
+static void s_exec_complete(korch_exec_t *ex, korch_exec_status_t status, const char *detail)
+{
+    if (ex->done)
+        return;
+    korch_kernel_t *k = ex->k;
+    s_exec_stop_timer(ex);
+    ex->done = true;
+    korch_outputs_finish(ex->outputs);
+    korch_exec_result_t *r = &ex->result;
+    r->status = status;
+    r->outputs = korch_outputs_json(ex->outputs);
+    r->reply = ex->reply;
+    r->dropped_bytes = korch_outputs_dropped_bytes(ex->outputs);
+    r->elapsed_ms = korch_now_ms() - ex->t0;
+    if (detail && !r->detail[0])
+        snprintf(r->detail, sizeof r->detail, "%s", detail);
+    if (k) {
+        void *h = zlistx_find(k->pending, ex);
+        if (h)
+            zlistx_delete(k->pending, h);
+        korch_loop_break(k->loop);
+    }
+    if (ex->cb.on_done)
+        ex->cb.on_done(ex, r, ex->cb.arg); /* last touch: ex may be freed in there */
+}
+
+/* Complete ex if both halves of the execution have arrived. */
+static void s_exec_maybe_done(korch_exec_t *ex)
+{
+    if (ex->done || !ex->got_reply || !ex->got_idle)
+        return;
+    const char *st = json_string_value(json_object_get(ex->reply, "status"));
+    json_t *count = json_object_get(ex->reply, "execution_count");
+    if (json_is_integer(count))
+        ex->result.execution_count = (int)json_integer_value(count);
+    korch_exec_status_t status = KORCH_EXEC_OK;
+    if (ex->timed_out) {
+        status = KORCH_EXEC_TIMEOUT;
+        ex->result.interrupted = true;
+        snprintf(ex->result.detail, sizeof ex->result.detail,
+                 "timed out after %.1f s and was interrupted; the kernel's state is kept", ex->opts.timeout_ms / 1e3);
+    } else if (st && strcmp(st, "error") == 0)
+        status = KORCH_EXEC_ERROR;
+    else if (st && strcmp(st, "aborted") == 0)
+        status = KORCH_EXEC_ABORTED;
+    s_exec_complete(ex, status, NULL);
+}
+
+static korch_exec_t *s_find_exec(korch_kernel_t *k, const char *msg_id)
+{
+    if (!msg_id || !*msg_id)
+        return NULL;
+    for (korch_exec_t *ex = zlistx_first(k->pending); ex; ex = zlistx_next(k->pending))
+        if (strcmp(ex->msg_id, msg_id) == 0)
+            return ex;
+    return NULL;
+}
+
+/* End every pending execution, e.g. because the kernel died. */
+static void s_fail_pending(korch_kernel_t *k, const char *detail, bool restarted)
+{
+    korch_exec_t *ex;
+    while ((ex = zlistx_first(k->pending))) {
+        ex->result.restarted = restarted;
+        if (ex->timed_out) {
+            ex->result.interrupted = true;
+            snprintf(ex->result.detail, sizeof ex->result.detail,
+                     "timed out after %.1f s; the interrupt did not stop it within %.1f s, so the kernel was "
+                     "restarted (its variables are gone)",
+                     ex->opts.timeout_ms / 1e3, ex->opts.interrupt_grace_ms / 1e3);
+            s_exec_complete(ex, KORCH_EXEC_TIMEOUT, NULL);
+        } else
+            s_exec_complete(ex, KORCH_EXEC_DIED, detail);
+    }
+}
+
+static int s_on_exec_grace(zloop_t *z, int timer_id, void *arg)
+{
+    korch_exec_t *ex = arg;
+    korch_kernel_t *k = ex->k;
+    ex->timer = -1;
+    if (!k || ex->done)
+        return 0;
+    korch_warn("kernel %.8s: still busy %d ms after the interrupt; restarting it", k->id, ex->opts.interrupt_grace_ms);
+    korch_err_t err = {0};
+    if (korch_kernel_restart(k, &err) != KORCH_OK)
+        s_fail_pending(k, err.msg, false);
+    return korch_loop_rc(k->loop);
+}
+
+static int s_on_exec_timeout(zloop_t *z, int timer_id, void *arg)
+{
+    korch_exec_t *ex = arg;
+    korch_kernel_t *k = ex->k;
+    ex->timer = -1;
+    if (!k || ex->done)
+        return 0;
+    ex->timed_out = true;
+    korch_err_t err = {0};
+    korch_info("kernel %.8s: execution timed out after %d ms; interrupting", k->id, ex->opts.timeout_ms);
+    if (korch_kernel_interrupt(k, &err) != KORCH_OK)
+        korch_warn("%s", err.msg);
+    ex->timer = zloop_timer(k->z, (size_t)ex->opts.interrupt_grace_ms, 1, s_on_exec_grace, ex);
+    return korch_loop_rc(k->loop);
+}
+
+static korch_rc_t s_exec_send(korch_exec_t *ex, korch_err_t *err)
+{
+    korch_kernel_t *k = ex->k;
+    korch_rc_t rc = korch_session_send(k->session, k->sock[KORCH_CH_SHELL], &ex->request, err);
+    if (rc)
+        return rc;
+    ex->sent = true;
+    ex->t0 = korch_now_ms();
+    if (ex->opts.timeout_ms > 0)
+        ex->timer = zloop_timer(k->z, (size_t)ex->opts.timeout_ms, 1, s_on_exec_timeout, ex);
+    return KORCH_OK;
+}
+
+static void s_flush_unsent(korch_kernel_t *k)
+{
+    for (korch_exec_t *ex = zlistx_first(k->pending); ex; ex = zlistx_next(k->pending)) {
+        if (ex->sent)
+            continue;
+        korch_err_t err = {0};
+        if (s_exec_send(ex, &err) != KORCH_OK) {
+            s_exec_complete(ex, KORCH_EXEC_DIED, err.msg);
+            return; /* the list changed under us; the rest waits for the next ready */
+        }
+    }
+}
+
+/* --------------------------------------------------------------- messages */
+
+static void s_send(korch_kernel_t *k, korch_channel_t ch, const char *type, json_t *content)
+{
+    korch_msg_t *msg = korch_msg_new(type, content);
+    korch_err_t err = {0};
+    if (msg && korch_session_send(k->session, k->sock[ch], &msg, &err) != KORCH_OK)
+        korch_warn("kernel %.8s: %s", k->id, err.msg);
+}
+
+static void s_send_kernel_info(korch_kernel_t *k)
+{
+    s_send(k, KORCH_CH_SHELL, "kernel_info_request", NULL);
+    k->last_info_sent = korch_now_ms();
+}
+
+static void s_check_ready(korch_kernel_t *k)
+{
+    if ((k->state != KORCH_KERNEL_STARTING && k->state != KORCH_KERNEL_RESTARTING) || !k->got_info ||
+        !k->iopub_live || k->stop_phase != STOP_NONE)
+        return;
+    if (k->ready_timer >= 0)
+        zloop_timer_end(k->z, k->ready_timer);
+    k->ready_timer = -1;
+    k->ready_ms = korch_now_ms() - k->start_began;
+    k->ever_ready = true;
+    korch_debug("kernel %.8s: ready in %lld ms", k->id, (long long)k->ready_ms);
+    s_set_state(k, KORCH_KERNEL_IDLE, NULL);
+    s_flush_unsent(k);
+}
+
+static void s_on_iopub(korch_kernel_t *k, korch_msg_t *msg)
+{
+    const char *type = korch_msg_type(msg);
+    if (!k->iopub_live) {
+        k->iopub_live = true;
+        s_check_ready(k);
+    }
+    korch_exec_t *ex = s_find_exec(k, korch_msg_parent_id(msg));
+    if (strcmp(type, "status") == 0) {
+        const char *st = json_string_value(json_object_get(msg->content, "execution_state"));
+        if (!st)
+            return;
+        if (k->state == KORCH_KERNEL_IDLE || k->state == KORCH_KERNEL_BUSY) {
+            if (strcmp(st, "busy") == 0)
+                s_set_state(k, KORCH_KERNEL_BUSY, NULL);
+            else if (strcmp(st, "idle") == 0)
+                s_set_state(k, KORCH_KERNEL_IDLE, NULL);
+        }
+        if (ex && strcmp(st, "idle") == 0) {
+            ex->got_idle = true;
+            s_exec_maybe_done(ex);
+        }
+        return;
+    }
+    if (!ex)
+        return;
+    if (strcmp(type, "execute_input") == 0) {
+        json_t *c = json_object_get(msg->content, "execution_count");
+        if (json_is_integer(c))
+            ex->result.execution_count = (int)json_integer_value(c);
+        return;
+    }
+    json_t *out = NULL;
+    size_t index = 0;
+    korch_output_event_t ev = korch_outputs_apply(ex->outputs, type, msg->content, &out, &index);
+    if (ev != KORCH_OUTPUT_NONE && ex->cb.on_output)
+        ex->cb.on_output(ex, ev, out, index, ex->cb.arg);
+}
+
+static void s_on_shell(korch_kernel_t *k, korch_msg_t *msg)
+{
+    const char *type = korch_msg_type(msg);
+    if (strcmp(type, "kernel_info_reply") == 0) {
+        json_decref(k->info);
+        k->info = json_incref(msg->content);
+        if (!k->got_info) {
+            k->got_info = true;
+            s_check_ready(k);
+        }
+        return;
+    }
+    korch_exec_t *ex = s_find_exec(k, korch_msg_parent_id(msg));
+    if (ex && strcmp(type, "execute_reply") == 0) {
+        json_decref(ex->reply);
+        ex->reply = json_incref(msg->content);
+        ex->got_reply = true;
+        s_exec_maybe_done(ex);
+    }
+}
+
+static void s_on_stdin(korch_kernel_t *k, korch_msg_t *msg)
+{
+    if (strcmp(korch_msg_type(msg), "input_request") != 0)
+        return;
+    korch_exec_t *ex = s_find_exec(k, korch_msg_parent_id(msg));
+    if (!ex) {
+        korch_warn("kernel %.8s: input_request for a request korch does not know; answering empty", k->id);
+        korch_msg_t *reply = korch_msg_new_reply(msg, "input_reply", json_pack("{s:s}", "value", ""));
+        if (reply)
+            korch_session_send(k->session, k->sock[KORCH_CH_STDIN], &reply, NULL);
+        return;
+    }
+    json_decref(ex->input_parent);
+    ex->input_parent = json_deep_copy(msg->header);
+    const char *prompt = json_string_value(json_object_get(msg->content, "prompt"));
+    bool password = json_is_true(json_object_get(msg->content, "password"));
+    if (ex->cb.on_input)
+        ex->cb.on_input(ex, prompt ? prompt : "", password, ex->cb.arg);
+    else
+        korch_exec_input_reply(ex, "", NULL);
+}
+
+static void s_dispatch(korch_kernel_t *k, korch_channel_t ch, korch_msg_t *msg)
+{
+    if (k->cb.on_message)
+        k->cb.on_message(k, ch, msg, k->cb.arg);
+    switch (ch) {
+    case KORCH_CH_IOPUB: s_on_iopub(k, msg); break;
+    case KORCH_CH_SHELL: s_on_shell(k, msg); break;
+    case KORCH_CH_STDIN: s_on_stdin(k, msg); break;
+    case KORCH_CH_CONTROL:
+        if (strcmp(korch_msg_type(msg), "shutdown_reply") == 0 && k->stop_phase != STOP_NONE && !k->proc) {
+            /* An attached kernel acknowledged; there is no process to wait for. */
+            s_on_death(k, "shut down");
+        }
+        break;
+    default: break;
+    }
+}
+
+/* Read and handle what one socket has (bounded, so one busy kernel cannot
+   starve the others on the loop). */
+static void s_drain(korch_kernel_t *k, korch_channel_t ch, int max)
+{
+    for (int i = 0; i < max && k->sock[ch]; i++) {
+        if (!(zsock_events(k->sock[ch]) & ZMQ_POLLIN))
+            break;
+        zmsg_t *frames = zmsg_recv(k->sock[ch]);
+        if (!frames)
+            break;
+        korch_msg_t *msg = NULL;
+        korch_err_t err = {0};
+        if (korch_session_deserialize(k->session, &frames, &msg, NULL, &err) != KORCH_OK) {
+            korch_info("kernel %.8s: %s channel: %s", k->id, korch_channel_name(ch), err.msg);
+            continue;
+        }
+        s_dispatch(k, ch, msg);
+        korch_msg_destroy(&msg);
+    }
+}
+
+static int s_on_readable(zloop_t *z, zsock_t *sock, void *arg)
+{
+    korch_kernel_t *k = arg;
+    for (int ch = 0; ch < KORCH_CH_HB; ch++)
+        if (k->sock[ch] == sock) {
+            s_drain(k, (korch_channel_t)ch, 64);
+            break;
+        }
+    return korch_loop_rc(k->loop);
+}
+
+/* ---------------------------------------------------------------- sockets */
+
+static korch_rc_t s_connect(korch_kernel_t *k, korch_channel_t ch, korch_err_t *err)
+{
+    static const int types[KORCH_CH__COUNT] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER, ZMQ_REQ};
+    char ep[PATH_MAX + 32];
+    korch_conn_endpoint(&k->conn, ch, ep, sizeof ep);
+    zsock_t *s = zsock_new(types[ch]);
+    if (!s)
+        return korch_err_set(err, KORCH_E_IO, "cannot create a zeromq socket: %s", zmq_strerror(zmq_errno()));
+    zsock_set_linger(s, 0);
+    zsock_set_rcvtimeo(s, 0);
+    zsock_set_maxmsgsize(s, (int64_t)1 << 30);
+    if (ch == KORCH_CH_SHELL || ch == KORCH_CH_STDIN)
+        zsock_set_identity(s, korch_session_id(k->session));
+    if (ch == KORCH_CH_IOPUB)
+        zsock_set_subscribe(s, "");
+    if (zsock_connect(s, "%s", ep) != 0) {
+        zsock_destroy(&s);
+        return korch_err_set(err, KORCH_E_IO, "cannot connect to '%s': %s", ep, zmq_strerror(zmq_errno()));
+    }
+    k->sock[ch] = s;
+    if (ch != KORCH_CH_HB) {
+        zloop_reader(k->z, s, s_on_readable, k);
+        zloop_reader_set_tolerant(k->z, s);
+    }
+    return KORCH_OK;
+}
+
+static void s_close(korch_kernel_t *k, korch_channel_t ch)
+{
+    if (!k->sock[ch])
+        return;
+    zloop_reader_end(k->z, k->sock[ch]);
+    zsock_destroy(&k->sock[ch]);
+}
+
+/* -------------------------------------------------------------- heartbeat */
+
+static int s_on_hb_reply(zloop_t *z, zsock_t *sock, void *arg)
+{
+    korch_kernel_t *k = arg;
+    zmsg_t *m = zmsg_recv(sock);
+    zmsg_destroy(&m);
+    k->hb_waiting = false;
+    k->hb_missed = 0;
+    return korch_loop_rc(k->loop);
+}
+
+static int s_on_hb_timer(zloop_t *z, int timer_id, void *arg)
+{
+    korch_kernel_t *k = arg;
+    if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
+        return 0;
+    if (k->hb_waiting) {
+        k->hb_missed++;
+        /* A REQ that got no reply cannot send again: rebuild it. */
+        s_close(k, KORCH_CH_HB);
+        if (k->hb_missed >= k->opts.hb_max_missed) {
+            char why[128];
+            snprintf(why, sizeof why, "heartbeat lost (%d beats of %d ms unanswered)", k->hb_missed,
+                     k->opts.hb_interval_ms);
+            s_on_death(k, why);
+            return korch_loop_rc(k->loop);
+        }
+    }
+    if (!k->sock[KORCH_CH_HB]) {
+        if (s_connect(k, KORCH_CH_HB, NULL) != KORCH_OK)
+            return 0;
+        zloop_reader(k->z, k->sock[KORCH_CH_HB], s_on_hb_reply, k);
+        zloop_reader_set_tolerant(k->z, k->sock[KORCH_CH_HB]);
+    }
+    zstr_send(k->sock[KORCH_CH_HB], "ping");
+    k->hb_waiting = true;
+    return korch_loop_rc(k->loop);
+}
+
+/* --------------------------------------------------------------- liveness */
+
+static void s_unwatch(korch_kernel_t *k)
+{
+    if (k->exit_polled) {
+        zmq_pollitem_t item = {NULL, k->exit_fd, ZMQ_POLLIN, 0};
+        zloop_poller_end(k->z, &item);
+        k->exit_polled = false;
+    }
+    if (k->alive_timer >= 0)
+        zloop_timer_end(k->z, k->alive_timer);
+    k->alive_timer = -1;
+}
+
+static void s_check_alive(korch_kernel_t *k)
+{
+    char why[256];
+    if (k->proc && !korch_proc_is_alive(k->proc, why, sizeof why))
+        s_on_death(k, why);
+}
+
+static int s_on_exit_fd(zloop_t *z, zmq_pollitem_t *item, void *arg)
+{
+    korch_kernel_t *k = arg;
+    s_check_alive(k);
+    return korch_loop_rc(k->loop);
+}
+
+static int s_on_alive_timer(zloop_t *z, int timer_id, void *arg)
+{
+    korch_kernel_t *k = arg;
+    s_check_alive(k);
+    return korch_loop_rc(k->loop);
+}
+
+static void s_watch(korch_kernel_t *k)
+{
+    s_unwatch(k);
+    k->exit_fd = korch_proc_exit_fd(k->proc);
+    if (k->exit_fd >= 0) {
+        zmq_pollitem_t item = {NULL, k->exit_fd, ZMQ_POLLIN, 0};
+        if (zloop_poller(k->z, &item, s_on_exit_fd, k) == 0) {
+            k->exit_polled = true;
+            return;
+        }
+    }
+    int period = k->stop_phase != STOP_NONE ? 100 : k->opts.hb_interval_ms;
+    k->alive_timer = zloop_timer(k->z, (size_t)period, 0, s_on_alive_timer, k);
+}
+
+/* ------------------------------------------------------------- start, ready */
+
+/* "cannot start kernel 'python3': '/usr/bin/python3 -m ipykernel_launcher'
+   exited 1: No module named ipykernel (install python3-ipykernel)" */
+static void s_start_failed(korch_kernel_t *k, const char *why)
+{
+    char cmd[256] = "";
+    if (k->spec)
+        for (int i = 0; i < 3 && k->spec->argv[i]; i++) {
+            if (strcmp(k->spec->argv[i], "-f") == 0)
+                break;
+            size_t n = strlen(cmd);
+            snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? " " : "", k->spec->argv[i]);
+        }
+    char last[512] = "";
+    const char *tail = k->proc ? korch_proc_log_tail(k->proc) : "";
+    /* The last non-empty line says most (Python's exception line). */
+    const char *end = tail + strlen(tail);
+    while (end > tail && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
+        end--;
+    const char *start = end;
+    while (start > tail && start[-1] != '\n')
+        start--;
+    snprintf(last, sizeof last, "%.*s", (int)(end - start), start);
+    const char *hint = "";
+    char hintbuf[160] = "";
+    const char *mod = strstr(last, "No module named ");
+    if (mod) {
+        char name[64] = "";
+        if (sscanf(mod + 16, " '%63[A-Za-z0-9_]", name) != 1)
+            sscanf(mod + 16, "%63[A-Za-z0-9_]", name);
+        if (name[0]) {
+            snprintf(hintbuf, sizeof hintbuf, " (install python3-%s)", name);
+            for (char *p = hintbuf; *p; p++)
+                if (*p == '_')
+                    *p = '-';
+            hint = hintbuf;
+        }
+    }
+    korch_err_set(&k->start_err, KORCH_E_LAUNCH, "cannot start kernel '%s': '%s' %s%s%s%s",
+                  k->spec ? k->spec->name : "?", cmd, why, last[0] ? ": " : "", last, hint);
+}
+
+static int s_on_ready_timer(zloop_t *z, int timer_id, void *arg)
+{
+    korch_kernel_t *k = arg;
+    int64_t now = korch_now_ms();
+    if (now - k->start_began > k->opts.start_timeout_ms) {
+        k->ready_timer = -1;
+        zloop_timer_end(z, timer_id);
+        char why[128];
+        snprintf(why, sizeof why, "did not become ready within %d s", k->opts.start_timeout_ms / 1000);
+        if (k->proc) {
+            s_start_failed(k, why);
+            korch_proc_kill(k->proc);
+        } else
+            korch_err_set(&k->start_err, KORCH_E_TIMEOUT, "kernel at '%s' did not answer within %d s", k->conn.ip,
+                          k->opts.start_timeout_ms / 1000);
+        s_unwatch(k);
+        s_fail_pending(k, k->start_err.msg, false);
+        s_set_state(k, KORCH_KERNEL_DEAD, k->start_err.msg);
+        return korch_loop_rc(k->loop);
+    }
+    /* No reply yet: ask again each second (the first may predate the
+       kernel's sockets). Replied but iopub silent: each request makes the
+       kernel publish busy/idle, so ask until the subscription catches one. */
+    if (!k->got_info ? now - k->last_info_sent >= 1000 : !k->iopub_live)
+        s_send_kernel_info(k);
+    return korch_loop_rc(k->loop);
+}
+
+static void s_begin_ready(korch_kernel_t *k)
+{
+    k->got_info = false;
+    k->iopub_live = false;
+    k->start_began = korch_now_ms();
+    s_send_kernel_info(k);
+    if (k->ready_timer >= 0)
+        zloop_timer_end(k->z, k->ready_timer);
+    k->ready_timer = zloop_timer(k->z, 50, 0, s_on_ready_timer, k);
+}
+
+static void s_launch(korch_kernel_t *k)
+{
+    korch_launch_t req = {
+        .spec = k->spec,
+        .conn = &k->conn,
+        .runtime_dir = k->runtime_dir,
+        .cwd = k->cwd,
+        .env = (const char *const *)k->env,
+        .kernel_id = k->id,
+    };
+    korch_err_t err = {0};
+    korch_proc_destroy(&k->proc);
+    if (korch_launcher_start(k->launcher, &req, &k->proc, &err) != KORCH_OK) {
+        korch_err_set(&k->start_err, err.rc, "%s", err.msg);
+        s_fail_pending(k, err.msg, false);
+        s_set_state(k, KORCH_KERNEL_DEAD, err.msg);
+        return;
+    }
+    s_watch(k);
+    s_begin_ready(k);
+}
+
+/* ------------------------------------------------------- death and stopping */
+
+static void s_stop_timers(korch_kernel_t *k)
+{
+    if (k->stop_timer >= 0)
+        zloop_timer_end(k->z, k->stop_timer);
+    k->stop_timer = -1;
+}
+
+static void s_on_death(korch_kernel_t *k, const char *why)
+{
+    if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
+        return;
+    s_unwatch(k);
+    if (k->ready_timer >= 0)
+        zloop_timer_end(k->z, k->ready_timer);
+    k->ready_timer = -1;
+    /* Whatever the kernel said before it went belongs to its executions. */
+    for (int ch = 0; ch < KORCH_CH_HB; ch++)
+        s_drain(k, (korch_channel_t)ch, 100000);
+
+    if (k->stop_phase != STOP_NONE) {
+        bool restart = k->stop_restart;
+        s_stop_timers(k);
+        k->stop_phase = STOP_NONE;
+        s_fail_pending(k, k->stop_reason, restart);
+        if (restart && k->proc) {
+            k->restarts++;
+            s_set_state(k, KORCH_KERNEL_RESTARTING, k->stop_reason);
+            s_launch(k);
+        } else
+            s_set_state(k, KORCH_KERNEL_STOPPED, k->stop_reason);
+        return;
+    }
+    if (!k->ever_ready && k->proc) {
+        s_start_failed(k, why);
+        s_fail_pending(k, k->start_err.msg, false);
+        s_set_state(k, KORCH_KERNEL_DEAD, k->start_err.msg);
+        return;
+    }
+    char detail[512];
+    snprintf(detail, sizeof detail, "kernel died: %s", why);
+    korch_warn("kernel %.8s: %s", k->id, detail);
+    bool restart = k->proc && !k->opts.no_auto_restart;
+    s_fail_pending(k, detail, restart);
+    if (restart) {
+        k->restarts++;
+        s_set_state(k, KORCH_KERNEL_RESTARTING, detail);
+        s_launch(k);
+    } else {
+        korch_err_set(&k->start_err, KORCH_E_DIED, "%s", detail);
+        s_set_state(k, KORCH_KERNEL_DEAD, detail);
+    }
+}
+
+static int s_on_stop_timer(zloop_t *z, int timer_id, void *arg)
+{
+    korch_kernel_t *k = arg;
+    k->stop_timer = -1;
+    int half = k->opts.shutdown_grace_ms / 2;
+    if (!k->proc) {
+        s_on_death(k, "shut down (no reply)");
+        return korch_loop_rc(k->loop);
+    }
+    if (k->stop_phase == STOP_SHUTDOWN) {
+        k->stop_phase = STOP_TERM;
+        korch_debug("kernel %.8s: no exit after shutdown_request; SIGTERM", k->id);
+        korch_proc_signal(k->proc, SIGTERM, NULL);
+        k->stop_timer = zloop_timer(z, (size_t)half, 1, s_on_stop_timer, k);
+    } else {
+        k->stop_phase = STOP_KILL;
+        korch_debug("kernel %.8s: still there after SIGTERM; SIGKILL", k->id);
+        korch_proc_kill(k->proc);
+        s_check_alive(k);
+    }
+    return korch_loop_rc(k->loop);
+}
+
+static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason)
+{
+    if (k->stop_phase != STOP_NONE)
+        return;
+    snprintf(k->stop_reason, sizeof k->stop_reason, "%s", reason);
+    k->stop_restart = restart;
+    k->stop_phase = STOP_SHUTDOWN;
+    s_send(k, KORCH_CH_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", restart));
+    k->stop_timer = zloop_timer(k->z, (size_t)(k->opts.shutdown_grace_ms / 2), 1, s_on_stop_timer, k);
+    if (k->proc) {
+        char why[256];
+        if (!korch_proc_is_alive(k->proc, why, sizeof why))
+            s_on_death(k, why);
+        else if (!k->exit_polled) {
+            s_unwatch(k);
+            k->alive_timer = zloop_timer(k->z, 100, 0, s_on_alive_timer, k);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ public API */
+
+static char **s_copy_strv(const char *const *v)
+{
+    size_t n = 0;
+    if (v)
+        while (v[n])
+            n++;
+    char **out = calloc(n + 1, sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        out[i] = strdup(v[i]);
+    return out;
+}
+
+static int s_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    remove(path);
+    return 0;
+}
+
+static korch_rc_t s_make_runtime_dir(korch_kernel_t *k, korch_err_t *err)
+{
+    char base[PATH_MAX];
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *env = getenv("KORCH_RUNTIME_DIR");
+    if (env && *env)
+        snprintf(base, sizeof base, "%s", env);
+    else if (xdg && *xdg && access(xdg, W_OK) == 0)
+        snprintf(base, sizeof base, "%s/korch", xdg);
+    else
+        snprintf(base, sizeof base, "/tmp/korch-%d", (int)getuid());
+    if (mkdir(base, 0700) != 0 && errno != EEXIST)
+        return korch_err_set(err, KORCH_E_IO, "cannot create runtime dir '%s': %s", base, strerror(errno));
+    struct stat st;
+    if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+        return korch_err_set(err, KORCH_E_IO,
+                             "runtime dir '%s' is not a private directory of ours (mode 0700, owned by uid %d)", base,
+                             (int)getuid());
+    /* Short names: unix socket paths are limited to 107 bytes. */
+    snprintf(k->runtime_dir, sizeof k->runtime_dir, "%s/%.12s", base, k->id);
+    if (mkdir(k->runtime_dir, 0700) != 0)
+        return korch_err_set(err, KORCH_E_IO, "cannot create runtime dir '%s': %s", k->runtime_dir, strerror(errno));
+    return KORCH_OK;
+}
+
+korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *opts, korch_err_t *err)
+{
+    korch_kernel_t *k = calloc(1, sizeof *k);
+    if (!k) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    korch_kernel_opts_t o = opts ? *opts : (korch_kernel_opts_t){0};
+    if (!o.kernelspec)
+        o.kernelspec = "python3";
+    if (o.start_timeout_ms <= 0)
+        o.start_timeout_ms = 60000;
+    if (o.shutdown_grace_ms <= 0)
+        o.shutdown_grace_ms = 4000;
+    if (o.hb_interval_ms <= 0)
+        o.hb_interval_ms = 500;
+    if (o.hb_max_missed <= 0)
+        o.hb_max_missed = 3;
+    k->opts = o;
+    k->loop = loop;
+    k->z = korch_loop_zloop(loop);
+    k->ready_timer = k->alive_timer = k->hb_timer = k->stop_timer = -1;
+    k->exit_fd = -1;
+    k->state = KORCH_KERNEL_STARTING;
+    k->pending = zlistx_new();
+    k->env = s_copy_strv(o.env);
+    k->cwd = o.cwd ? strdup(o.cwd) : NULL;
+    k->opts.env = NULL;
+    k->opts.cwd = NULL;
+    k->opts.existing = NULL;
+    k->opts.kernel_id = NULL;
+    k->opts.kernelspec = NULL;
+    k->opts.transport = NULL;
+    if (o.kernel_id)
+        snprintf(k->id, sizeof k->id, "%s", o.kernel_id);
+    else
+        korch_uuid(k->id);
+    if (!k->pending || !k->env || (o.cwd && !k->cwd)) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (o.existing) {
+        if (korch_conn_load(&k->conn, o.existing, err) != KORCH_OK)
+            goto fail;
+    } else {
+        k->spec = korch_kernelspec_find(o.kernelspec, err);
+        if (!k->spec)
+            goto fail;
+        if (o.launcher)
+            k->launcher = o.launcher;
+        else {
+            k->launcher = korch_launcher_local_new();
+            k->own_launcher = true;
+        }
+        if (!k->launcher) {
+            korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            goto fail;
+        }
+        if (s_make_runtime_dir(k, err) != KORCH_OK)
+            goto fail;
+        const char *transport = o.transport ? o.transport : k->launcher->ops->transport(k->launcher);
+        korch_rc_t rc;
+        if (strcmp(transport, "ipc") == 0) {
+            char prefix[PATH_MAX];
+            snprintf(prefix, sizeof prefix, "%s/k", k->runtime_dir);
+            rc = korch_conn_init_ipc(&k->conn, prefix, err);
+        } else
+            rc = korch_conn_init_tcp(&k->conn, "127.0.0.1", err);
+        if (rc)
+            goto fail;
+        snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
+    }
+    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, NULL);
+    if (!k->session) {
+        korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
+        goto fail;
+    }
+    for (int ch = 0; ch < KORCH_CH_HB; ch++)
+        if (s_connect(k, (korch_channel_t)ch, err) != KORCH_OK)
+            goto fail;
+    if (o.existing) {
+        /* No process to watch: the heartbeat tells us when it is gone. */
+        k->hb_timer = zloop_timer(k->z, (size_t)o.hb_interval_ms, 0, s_on_hb_timer, k);
+        s_begin_ready(k);
+    } else {
+        s_launch(k);
+        if (k->state == KORCH_KERNEL_DEAD) {
+            korch_err_set(err, k->start_err.rc, "%s", k->start_err.msg);
+            goto fail;
+        }
+    }
+    return k;
+fail:
+    korch_kernel_destroy(&k);
+    return NULL;
+}
+
+static bool s_not_starting(void *arg)
+{
+    korch_kernel_t *k = arg;
+    return k->state != KORCH_KERNEL_STARTING && k->state != KORCH_KERNEL_RESTARTING;
+}
+
+korch_rc_t korch_kernel_wait_ready(korch_kernel_t *k, korch_err_t *err)
+{
+    korch_loop_run(k->loop, s_not_starting, k, -1);
+    if (k->state == KORCH_KERNEL_IDLE || k->state == KORCH_KERNEL_BUSY)
+        return KORCH_OK;
+    if (k->start_err.rc)
+        return korch_err_set(err, k->start_err.rc, "%s", k->start_err.msg);
+    return korch_err_set(err, KORCH_E_DIED, "kernel is %s", korch_kernel_state_name(k->state));
+}
+
+static bool s_stopped(void *arg)
+{
+    korch_kernel_t *k = arg;
+    return k->state == KORCH_KERNEL_STOPPED || k->state == KORCH_KERNEL_DEAD;
+}
+
+korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
+{
+    if (s_stopped(k))
+        return KORCH_OK;
+    s_stop_begin(k, false, "kernel shut down");
+    korch_loop_run(k->loop, s_stopped, k, k->opts.shutdown_grace_ms + 2000);
+    if (!s_stopped(k)) {
+        if (k->proc)
+            korch_proc_kill(k->proc);
+        s_on_death(k, "killed");
+    }
+    return KORCH_OK;
+}
+
+korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err)
+{
+    if (!k->proc)
+        return korch_err_set(err, KORCH_E_STATE,
+                             "cannot restart kernel %.8s: korch did not start it (attached with --existing)", k->id);
+    if (k->state == KORCH_KERNEL_STOPPED)
+        return korch_err_set(err, KORCH_E_STATE, "cannot restart kernel %.8s: it was shut down", k->id);
+    if (k->state == KORCH_KERNEL_DEAD) {
+        k->restarts++;
+        s_set_state(k, KORCH_KERNEL_RESTARTING, "restart requested");
+        s_launch(k);
+        return KORCH_OK;
+    }
+    s_stop_begin(k, true, "kernel restarted");
+    return KORCH_OK;
+}
+
+korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err)
+{
+    if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
+        return korch_err_set(err, KORCH_E_DIED, "cannot interrupt kernel %.8s: it is %s", k->id,
+                             korch_kernel_state_name(k->state));
+    if (!k->proc || (k->spec && k->spec->interrupt_message)) {
+        s_send(k, KORCH_CH_CONTROL, "interrupt_request", NULL);
+        return KORCH_OK;
+    }
+    return korch_proc_signal(k->proc, SIGINT, err);
+}
+
+korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err)
+{
+    if (ch == KORCH_CH_IOPUB || ch >= KORCH_CH_HB || !k->sock[ch]) {
+        korch_msg_destroy(msg);
+        return korch_err_set(err, KORCH_E_INVALID, "cannot send on the %s channel", korch_channel_name(ch));
+    }
+    return korch_session_send(k->session, k->sock[ch], msg, err);
+}
+
+korch_exec_t *korch_kernel_execute(korch_kernel_t *k, const char *code, const korch_exec_opts_t *opts,
+                                   const korch_exec_cb_t *cb, korch_err_t *err)
+{
+    if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED) {
+        korch_err_set(err, KORCH_E_DIED, "cannot execute: kernel %.8s is %s%s%s", k->id,
+                      korch_kernel_state_name(k->state), k->start_err.rc ? ": " : "",
+                      k->start_err.rc ? k->start_err.msg : "");
+        return NULL;
+    }
+    korch_exec_t *ex = calloc(1, sizeof *ex);
+    if (!ex) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    ex->k = k;
+    ex->timer = -1;
+    ex->opts = opts ? *opts : (korch_exec_opts_t){0};
+    if (ex->opts.interrupt_grace_ms <= 0)
+        ex->opts.interrupt_grace_ms = 5000;
+    if (cb)
+        ex->cb = *cb;
+    ex->result.execution_count = -1;
+    ex->t0 = korch_now_ms();
+    ex->outputs = korch_outputs_new(k->opts.max_stream_bytes, k->opts.max_outputs);
+    ex->request = korch_msg_new(
+        "execute_request",
+        json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code ? code : "", "silent", ex->opts.silent,
+                  "store_history", !ex->opts.no_store_history && !ex->opts.silent, "user_expressions", "allow_stdin",
+                  ex->opts.allow_stdin, "stop_on_error", !ex->opts.no_stop_on_error));
+    if (!ex->outputs || !ex->request || !json_is_object(ex->request->content) ||
+        !json_object_get(ex->request->content, "code")) {
+        korch_err_set(err, KORCH_E_INVALID, "cannot build execute_request (is the code valid UTF-8?)");
+        ex->k = NULL;
+        korch_exec_destroy(&ex);
+        return NULL;
+    }
+    snprintf(ex->msg_id, sizeof ex->msg_id, "%s", korch_session_stamp(k->session, ex->request));
+    zlistx_add_end(k->pending, ex);
+    if (k->state == KORCH_KERNEL_IDLE || k->state == KORCH_KERNEL_BUSY) {
+        if (s_exec_send(ex, err) != KORCH_OK) {
+            zlistx_delete(k->pending, zlistx_find(k->pending, ex));
+            ex->k = NULL;
+            korch_exec_destroy(&ex);
+            return NULL;
+        }
+    }
+    return ex;
+}
+
+static bool s_exec_is_done(void *arg) { return ((korch_exec_t *)arg)->done; }
+
+korch_exec_t *korch_kernel_execute_wait(korch_kernel_t *k, const char *code, const korch_exec_opts_t *opts,
+                                        const korch_exec_cb_t *cb, korch_err_t *err)
+{
+    korch_exec_cb_t c = cb ? *cb : (korch_exec_cb_t){0};
+    c.on_done = NULL; /* the caller holds ex; a done callback must not free it here */
+    korch_exec_t *ex = korch_kernel_execute(k, code, opts, &c, err);
+    if (ex)
+        korch_loop_run(k->loop, s_exec_is_done, ex, -1);
+    return ex;
+}
+
+void korch_kernel_destroy(korch_kernel_t **pk)
+{
+    if (!pk || !*pk)
+        return;
+    korch_kernel_t *k = *pk;
+    *pk = NULL;
+    if (k->proc && k->session && k->state != KORCH_KERNEL_STOPPED && k->state != KORCH_KERNEL_DEAD) {
+        k->cb = (korch_kernel_cb_t){0};
+        korch_kernel_shutdown(k, NULL);
+    }
+    if (k->pending) {
+        korch_exec_t *ex;
+        while ((ex = zlistx_first(k->pending))) {
+            zlistx_delete(k->pending, zlistx_cursor(k->pending));
+            s_exec_stop_timer(ex);
+            ex->k = NULL;
+            if (!ex->done) {
+                ex->done = true;
+                ex->result.status = KORCH_EXEC_DIED;
+                ex->result.outputs = korch_outputs_json(ex->outputs);
+                snprintf(ex->result.detail, sizeof ex->result.detail, "kernel was closed");
+            }
+        }
+        zlistx_destroy(&k->pending);
+    }
+    s_unwatch(k);
+    s_stop_timers(k);
+    if (k->ready_timer >= 0)
+        zloop_timer_end(k->z, k->ready_timer);
+    if (k->hb_timer >= 0)
+        zloop_timer_end(k->z, k->hb_timer);
+    for (int ch = 0; ch < KORCH_CH__COUNT; ch++)
+        s_close(k, (korch_channel_t)ch);
+    korch_proc_destroy(&k->proc);
+    if (k->runtime_dir[0])
+        nftw(k->runtime_dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    if (k->own_launcher)
+        korch_launcher_destroy(&k->launcher);
+    korch_session_destroy(&k->session);
+    korch_kernelspec_destroy(&k->spec);
+    json_decref(k->info);
+    if (k->env)
+        for (char **e = k->env; *e; e++)
+            free(*e);
+    free(k->env);
+    free(k->cwd);
+    free(k);
+}
+
+void korch_kernel_set_callbacks(korch_kernel_t *k, const korch_kernel_cb_t *cb)
+{
+    k->cb = cb ? *cb : (korch_kernel_cb_t){0};
+}
+
+korch_kernel_state_t korch_kernel_state(const korch_kernel_t *k) { return k->state; }
+const char *korch_kernel_id(const korch_kernel_t *k) { return k->id; }
+const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k) { return &k->conn; }
+json_t *korch_kernel_info(const korch_kernel_t *k) { return k->info; }
+const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k) { return korch_session_stats(k->session); }
+int64_t korch_kernel_ready_ms(const korch_kernel_t *k) { return k->ready_ms; }
+int korch_kernel_restarts(const korch_kernel_t *k) { return k->restarts; }
+korch_loop_t *korch_kernel_loop(korch_kernel_t *k) { return k->loop; }
+
+/* ----------------------------------------------------------------- execs */
+
+bool korch_exec_done(const korch_exec_t *ex) { return ex->done; }
+const char *korch_exec_msg_id(const korch_exec_t *ex) { return ex->msg_id; }
+
+const korch_exec_result_t *korch_exec_result(korch_exec_t *ex)
+{
+    ex->result.outputs = korch_outputs_json(ex->outputs);
+    ex->result.reply = ex->reply;
+    return &ex->result;
+}
+
+korch_rc_t korch_exec_input_reply(korch_exec_t *ex, const char *value, korch_err_t *err)
+{
+    if (!ex->k || ex->done || !ex->input_parent)
+        return korch_err_set(err, KORCH_E_STATE, "no input is being asked for");
+    korch_msg_t *reply = korch_msg_new("input_reply", json_pack("{s:s}", "value", value ? value : ""));
+    if (!reply)
+        return korch_err_set(err, KORCH_E_INVALID, "cannot build input_reply (is the text valid UTF-8?)");
+    json_decref(reply->parent_header);
+    reply->parent_header = ex->input_parent;
+    ex->input_parent = NULL;
+    return korch_session_send(ex->k->session, ex->k->sock[KORCH_CH_STDIN], &reply, err);
+}
+
+void korch_exec_destroy(korch_exec_t **pex)
+{
+    if (!pex || !*pex)
+        return;
+    korch_exec_t *ex = *pex;
+    *pex = NULL;
+    if (ex->k) {
+        s_exec_stop_timer(ex);
+        void *h = zlistx_find(ex->k->pending, ex);
+        if (h)
+            zlistx_delete(ex->k->pending, h);
+    }
+    korch_msg_destroy(&ex->request);
+    korch_outputs_destroy(&ex->outputs);
+    json_decref(ex->reply);
+    json_decref(ex->input_parent);
+    free(ex);
+}

@@ -1,0 +1,249 @@
+/*  nbformat v4 outputs from IOPub messages (messaging spec "IOPub";
+ *  nbformat v4 schema "output"). */
+#include "korch/outputs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct korch_outputs {
+    json_t *outputs;            /* array of nbformat outputs */
+    json_t *display_ids;        /* array parallel to outputs: display_id string or null */
+    json_t *chunk;              /* the last stream chunk handed out */
+    bool clear_pending;         /* clear_output(wait=True) seen */
+    bool finished;
+    char *sbuf;                 /* text of the last output while it is a growing stream */
+    size_t slen, scap;
+    bool sopen;                 /* sbuf belongs to the last output */
+    size_t max_stream, max_outputs;
+    size_t stream_bytes;        /* stream text kept */
+    size_t dropped_bytes, dropped_outputs;
+};
+
+korch_outputs_t *korch_outputs_new(size_t max_stream_bytes, size_t max_outputs)
+{
+    korch_outputs_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->outputs = json_array();
+    self->display_ids = json_array();
+    self->max_stream = max_stream_bytes ? max_stream_bytes : (8u << 20);
+    self->max_outputs = max_outputs ? max_outputs : 10000;
+    if (!self->outputs || !self->display_ids)
+        korch_outputs_destroy(&self);
+    return self;
+}
+
+void korch_outputs_destroy(korch_outputs_t **pself)
+{
+    if (!pself || !*pself)
+        return;
+    json_decref((*pself)->outputs);
+    json_decref((*pself)->display_ids);
+    json_decref((*pself)->chunk);
+    free((*pself)->sbuf);
+    free(*pself);
+    *pself = NULL;
+}
+
+/* Write the growing stream's text into its output; appending to one JSON
+   string per chunk would copy quadratically. */
+static void s_flush_stream(korch_outputs_t *self)
+{
+    if (!self->sopen)
+        return;
+    size_t n = json_array_size(self->outputs);
+    if (n)
+        json_object_set_new(json_array_get(self->outputs, n - 1), "text",
+                            json_stringn_nocheck(self->sbuf ? self->sbuf : "", self->slen));
+    self->sopen = false;
+    self->slen = 0;
+}
+
+json_t *korch_outputs_json(korch_outputs_t *self)
+{
+    s_flush_stream(self);
+    return self->outputs;
+}
+size_t korch_outputs_dropped_bytes(const korch_outputs_t *self) { return self->dropped_bytes; }
+size_t korch_outputs_dropped_outputs(const korch_outputs_t *self) { return self->dropped_outputs; }
+
+static void s_clear(korch_outputs_t *self)
+{
+    self->sopen = false;
+    self->slen = 0;
+    json_array_clear(self->outputs);
+    json_array_clear(self->display_ids);
+    self->stream_bytes = 0;
+    self->clear_pending = false;
+}
+
+static json_t *s_obj_or_empty(json_t *v) { return json_is_object(v) ? json_deep_copy(v) : json_object(); }
+
+/* Append a new output (stolen). */
+static korch_output_event_t s_append(korch_outputs_t *self, json_t *output, const char *display_id, json_t **out,
+                                     size_t *index)
+{
+    if (!output)
+        return KORCH_OUTPUT_NONE;
+    s_flush_stream(self);
+    if (json_array_size(self->outputs) >= self->max_outputs) {
+        self->dropped_outputs++;
+        json_decref(output);
+        return KORCH_OUTPUT_NONE;
+    }
+    json_array_append_new(self->outputs, output);
+    json_array_append_new(self->display_ids, display_id ? json_string(display_id) : json_null());
+    *index = json_array_size(self->outputs) - 1;
+    *out = output;
+    return KORCH_OUTPUT_NEW;
+}
+
+static korch_output_event_t s_stream(korch_outputs_t *self, json_t *content, json_t **out, size_t *index)
+{
+    const char *name = json_string_value(json_object_get(content, "name"));
+    json_t *jtext = json_object_get(content, "text");
+    if (!name || !json_is_string(jtext))
+        return KORCH_OUTPUT_NONE;
+    const char *text = json_string_value(jtext);
+    size_t len = json_string_length(jtext);
+    size_t room = self->stream_bytes < self->max_stream ? self->max_stream - self->stream_bytes : 0;
+    if (len > room) {
+        /* Cut on a UTF-8 character boundary. */
+        size_t keep = room;
+        while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80)
+            keep--;
+        self->dropped_bytes += len - keep;
+        len = keep;
+    }
+    if (len == 0)
+        return KORCH_OUTPUT_NONE;
+    self->stream_bytes += len;
+    json_decref(self->chunk);
+    self->chunk = json_pack("{s:s, s:s, s:s%}", "output_type", "stream", "name", name, "text", text, len);
+    size_t n = json_array_size(self->outputs);
+    json_t *last = n ? json_array_get(self->outputs, n - 1) : NULL;
+    const char *ln = json_string_value(json_object_get(last, "name"));
+    if (self->sopen && ln && strcmp(ln, name) == 0) {
+        if (self->slen + len + 1 > self->scap) {
+            size_t cap = self->scap ? self->scap : 4096;
+            while (cap < self->slen + len + 1)
+                cap *= 2;
+            char *nb = realloc(self->sbuf, cap);
+            if (!nb)
+                return KORCH_OUTPUT_NONE;
+            self->sbuf = nb;
+            self->scap = cap;
+        }
+        memcpy(self->sbuf + self->slen, text, len);
+        self->slen += len;
+        *index = n - 1;
+        *out = self->chunk;
+        return KORCH_OUTPUT_STREAM;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s%}", "output_type", "stream", "name", name, "text", text, len);
+    korch_output_event_t ev = s_append(self, o, NULL, out, index);
+    if (ev == KORCH_OUTPUT_NEW) {
+        *out = self->chunk;
+        /* Later chunks of this stream grow in sbuf. */
+        if (len + 1 > self->scap) {
+            char *nb = realloc(self->sbuf, len + 4096);
+            if (!nb)
+                return ev;
+            self->sbuf = nb;
+            self->scap = len + 4096;
+        }
+        memcpy(self->sbuf, text, len);
+        self->slen = len;
+        self->sopen = true;
+    }
+    return ev;
+}
+
+static const char *s_display_id(json_t *content)
+{
+    return json_string_value(json_object_get(json_object_get(content, "transient"), "display_id"));
+}
+
+korch_output_event_t korch_outputs_apply(korch_outputs_t *self, const char *msg_type, json_t *content,
+                                         json_t **out, size_t *index)
+{
+    *out = NULL;
+    *index = 0;
+    if (strcmp(msg_type, "clear_output") == 0) {
+        if (json_is_true(json_object_get(content, "wait"))) {
+            self->clear_pending = true;
+            return KORCH_OUTPUT_NONE;
+        }
+        s_clear(self);
+        return KORCH_OUTPUT_CLEAR;
+    }
+    if (strcmp(msg_type, "update_display_data") == 0) {
+        const char *id = s_display_id(content);
+        korch_output_event_t ev = KORCH_OUTPUT_NONE;
+        if (!id)
+            return ev;
+        /* Update every output showing that display, keep their positions. */
+        for (size_t i = 0; i < json_array_size(self->display_ids); i++) {
+            const char *have = json_string_value(json_array_get(self->display_ids, i));
+            if (!have || strcmp(have, id) != 0)
+                continue;
+            json_t *o = json_array_get(self->outputs, i);
+            json_object_set_new(o, "data", s_obj_or_empty(json_object_get(content, "data")));
+            json_object_set_new(o, "metadata", s_obj_or_empty(json_object_get(content, "metadata")));
+            *out = o;
+            *index = i;
+            ev = KORCH_OUTPUT_UPDATE;
+        }
+        return ev;
+    }
+    bool is_output = strcmp(msg_type, "stream") == 0 || strcmp(msg_type, "display_data") == 0 ||
+                     strcmp(msg_type, "execute_result") == 0 || strcmp(msg_type, "error") == 0;
+    if (!is_output)
+        return KORCH_OUTPUT_NONE;
+    if (self->clear_pending)
+        s_clear(self);
+    if (strcmp(msg_type, "stream") == 0)
+        return s_stream(self, content, out, index);
+    json_t *o = NULL;
+    if (strcmp(msg_type, "display_data") == 0) {
+        o = json_pack("{s:s, s:o, s:o}", "output_type", "display_data", "data",
+                      s_obj_or_empty(json_object_get(content, "data")), "metadata",
+                      s_obj_or_empty(json_object_get(content, "metadata")));
+    } else if (strcmp(msg_type, "execute_result") == 0) {
+        json_t *count = json_object_get(content, "execution_count");
+        o = json_pack("{s:s, s:O, s:o, s:o}", "output_type", "execute_result", "execution_count",
+                      json_is_integer(count) ? count : json_null(), "data",
+                      s_obj_or_empty(json_object_get(content, "data")), "metadata",
+                      s_obj_or_empty(json_object_get(content, "metadata")));
+    } else {
+        json_t *tb = json_object_get(content, "traceback");
+        const char *ename = json_string_value(json_object_get(content, "ename"));
+        const char *evalue = json_string_value(json_object_get(content, "evalue"));
+        o = json_pack("{s:s, s:s, s:s, s:o}", "output_type", "error", "ename", ename ? ename : "", "evalue",
+                      evalue ? evalue : "", "traceback", json_is_array(tb) ? json_deep_copy(tb) : json_array());
+    }
+    return s_append(self, o, s_display_id(content), out, index);
+}
+
+void korch_outputs_finish(korch_outputs_t *self)
+{
+    if (self->finished)
+        return;
+    self->finished = true;
+    s_flush_stream(self);
+    char note[160];
+    if (self->dropped_bytes) {
+        snprintf(note, sizeof note, "\n[korch: output truncated: %zu more bytes of stream output dropped]\n",
+                 self->dropped_bytes);
+        json_array_append_new(self->outputs, json_pack("{s:s, s:s, s:s}", "output_type", "stream", "name", "stderr",
+                                                       "text", note));
+        json_array_append_new(self->display_ids, json_null());
+    }
+    if (self->dropped_outputs) {
+        snprintf(note, sizeof note, "\n[korch: %zu more outputs dropped]\n", self->dropped_outputs);
+        json_array_append_new(self->outputs, json_pack("{s:s, s:s, s:s}", "output_type", "stream", "name", "stderr",
+                                                       "text", note));
+        json_array_append_new(self->display_ids, json_null());
+    }
+}

@@ -1,0 +1,879 @@
+/*  The Docker launcher: one hardened container per kernel, created and
+ *  watched through the Engine API (docker_api.c); no docker CLI.
+ *
+ *  Why these choices:
+ *  - ipc over a bind mount, NetworkMode none: the kernel binds its five zmq
+ *    sockets as files in runtime_dir, which korch connects to from the host.
+ *    No ports to allocate, nothing listening on any network.
+ *  - runtime_dir stays 0700 and is chowned to the kernel's uid (when that is
+ *    not korch's own) rather than made 0777: a world-writable dir would let
+ *    any local user plant or replace socket files next to the kernel's. root
+ *    korch still reaches the sockets (it bypasses file permissions); the
+ *    owner is given back in proc_free.
+ *  - Init: docker-init (tini) is PID 1. `POST /kill?signal=SIGINT` reaches
+ *    PID 1, which forwards it to its child, the kernel, whose handler turns
+ *    it into KeyboardInterrupt. Without it the kernel would be PID 1, and
+ *    zombies of the shell commands a notebook runs would never be reaped.
+ *  - exit_fd: a second connection holds POST /containers/{id}/wait. The
+ *    engine sends the status line and headers at once (API >= 1.30) and the
+ *    body only when the container stops, so once the headers are consumed
+ *    the socket becomes readable exactly when the kernel ends.
+ *  - OOM: the engine records State.OOMKilled when the memory cgroup's OOM
+ *    killer fired in the container; is_alive reports it with the limit.
+ */
+#include "korch/docker.h"
+#include "korch/docker_api.h"
+#include "korch/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define S_GIB (1024LL * 1024 * 1024)
+#define S_MIB (1024LL * 1024)
+#define S_CONN_FILE "kernel.json"
+#define S_TAIL_MAX 4096
+
+typedef struct {
+    korch_launcher_t base;
+    korch_docker_t *api;
+    korch_docker_opts_t o;      /* strings below point into owned copies */
+    char *strs[10];             /* the copies, freed with the launcher */
+} docker_launcher_t;
+
+typedef struct {
+    korch_proc_t base;
+    docker_launcher_t *l;
+    char id[80];                    /* container id */
+    char runtime_dir[PATH_MAX];
+    char conn_file[PATH_MAX];       /* host path of the kernel's connection file */
+    char ipc_prefix[PATH_MAX];      /* host path prefix of the ipc sockets */
+    int ports[KORCH_CH__COUNT];
+    bool chowned;                   /* runtime_dir given to the kernel's uid */
+    uid_t old_uid;
+    gid_t old_gid;
+    int wait_fd;                    /* POST /wait connection, or -1 */
+    bool dead;                      /* end seen and described in why */
+    char why[256];
+    int64_t memory;                 /* the limit, for the OOM message */
+    char tail[S_TAIL_MAX + 1];
+} docker_proc_t;
+
+void korch_docker_opts_init(korch_docker_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->workdir_mount = "/home/korch/work";
+    o->runtime_mount = "/run/korch";
+    o->network = "none";
+    o->memory = S_GIB;
+    o->nano_cpus = 1000000000LL;
+    o->pids_limit = 256;
+    o->nofile = 4096;
+    o->tmp_size = 256 * S_MIB;
+    o->workdir_size = 512 * S_MIB;
+    o->readonly_rootfs = true;
+    o->cap_drop_all = true;
+    o->no_new_privileges = true;
+    o->init = true;
+    o->use_wait_fd = true;
+    o->api_timeout_ms = 30000;
+}
+
+/* "1 GiB", "512 MiB", "123456 bytes". */
+static void s_human_bytes(int64_t n, char *buf, size_t len)
+{
+    if (n > 0 && n % S_GIB == 0)
+        snprintf(buf, len, "%lld GiB", (long long)(n / S_GIB));
+    else if (n > 0 && n % S_MIB == 0)
+        snprintf(buf, len, "%lld MiB", (long long)(n / S_MIB));
+    else
+        snprintf(buf, len, "%lld bytes", (long long)n);
+}
+
+/* "uid:gid" (gid defaults to uid). Numeric only: korch must know the uid to
+   hand runtime_dir over. */
+static bool s_parse_user(const char *s, uid_t *uid, gid_t *gid)
+{
+    char *end;
+    errno = 0;
+    long u = strtol(s, &end, 10);
+    if (errno || end == s || u < 0 || u > 0x7fffffffL)
+        return false;
+    long g = u;
+    if (*end == ':') {
+        const char *gs = end + 1;
+        g = strtol(gs, &end, 10);
+        if (errno || end == gs || g < 0 || g > 0x7fffffffL)
+            return false;
+    }
+    if (*end)
+        return false;
+    *uid = (uid_t)u;
+    *gid = (gid_t)g;
+    return true;
+}
+
+/* Copy of s with every "{name}" replaced by val (new string). */
+static char *s_replace(const char *s, const char *name, const char *val)
+{
+    size_t nl = strlen(name), vl = strlen(val), count = 0;
+    for (const char *p = strstr(s, name); p; p = strstr(p + nl, name))
+        count++;
+    size_t len = strlen(s) + count * vl + 1;
+    char *out = malloc(len), *w = out;
+    if (!out)
+        return NULL;
+    const char *p = s, *hit;
+    while ((hit = strstr(p, name))) {
+        memcpy(w, p, (size_t)(hit - p));
+        w += hit - p;
+        memcpy(w, val, vl);
+        w += vl;
+        p = hit + nl;
+    }
+    memcpy(w, p, strlen(p) + 1);
+    return out;
+}
+
+/* The kernelspec argv as the container's Cmd: argv[0] by basename (the host's
+   interpreter path means nothing in the image), {connection_file} inside. */
+static json_t *s_cmd(const korch_kernelspec_t *spec, const char *conn_in)
+{
+    json_t *cmd = json_array();
+    for (size_t i = 0; cmd && spec->argv[i]; i++) {
+        const char *a = spec->argv[i];
+        if (i == 0 && strchr(a, '/'))
+            a = strrchr(a, '/') + 1;
+        char *x = s_replace(a, "{connection_file}", conn_in);
+        if (!x || json_array_append_new(cmd, json_string(x))) {
+            free(x);
+            json_decref(cmd);
+            return NULL;
+        }
+        free(x);
+    }
+    return cmd;
+}
+
+/* Env: the kernelspec's, then the request's; a later NAME replaces an earlier
+   one (getenv takes the first, so duplicates must go). The host's environ
+   is not passed: the container is its own world. */
+static json_t *s_env(const korch_launch_t *req)
+{
+    json_t *byname = json_object(), *env = json_array();
+    const char *key;
+    json_t *val;
+    char buf[8192];
+    if (!byname || !env)
+        goto fail;
+    json_object_foreach(req->spec->env, key, val) {
+        if (!json_is_string(val))
+            continue;
+        snprintf(buf, sizeof buf, "%s=%s", key, json_string_value(val));
+        if (json_object_set_new(byname, key, json_string(buf)))
+            goto fail;
+    }
+    for (const char *const *e = req->env; e && *e; e++) {
+        size_t klen = strcspn(*e, "=");
+        if (!(*e)[klen] || klen == 0 || klen >= 256)
+            continue;
+        char name[256];
+        memcpy(name, *e, klen);
+        name[klen] = 0;
+        if (json_object_set_new(byname, name, json_string(*e)))
+            goto fail;
+    }
+    json_object_foreach(byname, key, val) {
+        if (json_array_append(env, val))
+            goto fail;
+    }
+    json_decref(byname);
+    return env;
+fail:
+    json_decref(byname);
+    json_decref(env);
+    return NULL;
+}
+
+static bool s_valid_name(const char *s)
+{
+    if (!s || !*s || strlen(s) > 100)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *p))
+            return false;
+    return true;
+}
+
+/* The image: the option, the kernelspec's metadata.korch.image, or the
+   convention korch-kernel-<name>:latest. */
+static void s_image(const docker_launcher_t *l, const korch_kernelspec_t *spec, char *buf, size_t len)
+{
+    json_t *meta = spec->json ? json_object_get(spec->json, "metadata") : NULL;
+    json_t *img = json_object_get(json_object_get(meta, "korch"), "image");
+    if (l->o.image)
+        snprintf(buf, len, "%s", l->o.image);
+    else if (json_is_string(img))
+        snprintf(buf, len, "%s", json_string_value(img));
+    else
+        snprintf(buf, len, "korch-kernel-%s:latest", spec->name ? spec->name : "python3");
+}
+
+/* POST /containers/create's body. */
+static json_t *s_create_body(docker_launcher_t *l, const korch_launch_t *req, const char *image, const char *user,
+                             uid_t uid, gid_t gid, const char *workdir, const char *conn_in)
+{
+    const korch_docker_opts_t *o = &l->o;
+    char opt[256];
+    json_t *cmd = s_cmd(req->spec, conn_in);
+    json_t *env = s_env(req);
+    json_t *tmpfs = json_object();
+    json_t *mounts = json_array();
+    json_t *labels = json_object();
+    json_t *host = json_object();
+    json_t *body = json_object();
+    if (!cmd || !env || !tmpfs || !mounts || !labels || !host || !body) {
+        json_decref(cmd);
+        json_decref(env);
+        json_decref(tmpfs);
+        json_decref(mounts);
+        json_decref(labels);
+        json_decref(host);
+        json_decref(body);
+        return NULL;
+    }
+    json_object_set_new(labels, "korch.kernel_id", json_string(req->kernel_id ? req->kernel_id : ""));
+    json_object_set_new(labels, "korch.instance", json_string(o->instance ? o->instance : "default"));
+    json_object_set_new(labels, "korch.kernelspec", json_string(req->spec->name ? req->spec->name : ""));
+    json_object_set_new(labels, "korch.runtime_dir", json_string(req->runtime_dir));
+
+    snprintf(opt, sizeof opt, "rw,nosuid,nodev,mode=1777%s", "");
+    if (o->tmp_size > 0)
+        snprintf(opt, sizeof opt, "rw,nosuid,nodev,mode=1777,size=%lld", (long long)o->tmp_size);
+    json_object_set_new(tmpfs, "/tmp", json_string(opt));
+    json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source", req->runtime_dir,
+                                            "Target", o->runtime_mount, "ReadOnly", 0));
+    if (workdir) {
+        json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source", workdir, "Target",
+                                                o->workdir_mount, "ReadOnly", 0));
+    } else {
+        int n = snprintf(opt, sizeof opt, "rw,nosuid,nodev,mode=0755,uid=%u,gid=%u", (unsigned)uid, (unsigned)gid);
+        if (o->workdir_size > 0 && n > 0 && (size_t)n < sizeof opt)
+            snprintf(opt + n, sizeof opt - (size_t)n, ",size=%lld", (long long)o->workdir_size);
+        json_object_set_new(tmpfs, o->workdir_mount, json_string(opt));
+    }
+
+    json_object_set_new(host, "NetworkMode", json_string(o->network ? o->network : "none"));
+    json_object_set_new(host, "ReadonlyRootfs", json_boolean(o->readonly_rootfs));
+    json_object_set_new(host, "Tmpfs", tmpfs);
+    json_object_set_new(host, "Mounts", mounts);
+    if (o->memory > 0) {
+        json_object_set_new(host, "Memory", json_integer(o->memory));
+        json_object_set_new(host, "MemorySwap", json_integer(o->memory)); /* = Memory: no swap */
+    }
+    if (o->nano_cpus > 0)
+        json_object_set_new(host, "NanoCpus", json_integer(o->nano_cpus));
+    if (o->pids_limit > 0)
+        json_object_set_new(host, "PidsLimit", json_integer(o->pids_limit));
+    if (o->cap_drop_all)
+        json_object_set_new(host, "CapDrop", json_pack("[s]", "ALL"));
+    if (o->no_new_privileges)
+        json_object_set_new(host, "SecurityOpt", json_pack("[s]", "no-new-privileges"));
+    if (o->nofile > 0)
+        json_object_set_new(host, "Ulimits", json_pack("[{s:s, s:I, s:I}]", "Name", "nofile", "Soft",
+                                                       (json_int_t)o->nofile, "Hard", (json_int_t)o->nofile));
+    json_object_set_new(host, "Init", json_boolean(o->init));
+    if (o->runtime)
+        json_object_set_new(host, "Runtime", json_string(o->runtime));
+    json_object_set_new(host, "IpcMode", json_string("private"));
+    json_object_set_new(host, "RestartPolicy", json_pack("{s:s}", "Name", "no"));
+    /* A bounded log on disk, and one the logs endpoint can always read. */
+    json_object_set_new(host, "LogConfig", json_pack("{s:s, s:{s:s, s:s}}", "Type", "json-file", "Config",
+                                                     "max-size", "1m", "max-file", "1"));
+
+    json_object_set_new(body, "Image", json_string(image));
+    json_object_set_new(body, "Cmd", cmd);
+    json_object_set_new(body, "Env", env);
+    json_object_set_new(body, "User", json_string(user));
+    json_object_set_new(body, "WorkingDir", json_string(o->workdir_mount));
+    json_object_set_new(body, "Labels", labels);
+    json_object_set_new(body, "AttachStdin", json_false());
+    json_object_set_new(body, "AttachStdout", json_false());
+    json_object_set_new(body, "AttachStderr", json_false());
+    json_object_set_new(body, "Tty", json_false());
+    json_object_set_new(body, "OpenStdin", json_false());
+    json_object_set_new(body, "HostConfig", host);
+    return body;
+}
+
+/* Remove a container, quietly: used on failed starts and in proc_free. */
+static void s_remove(docker_launcher_t *l, const char *id)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s?force=1&v=1", id);
+    korch_docker_reply_t r;
+    korch_err_t e = {0};
+    if (korch_docker_request(l->api, "DELETE", path, NULL, &r, &e))
+        korch_warn("cannot remove container %.12s: %s", id, e.msg);
+    else if (r.status != 204 && r.status != 404)
+        korch_warn("cannot remove container %.12s: %s", id, korch_docker_reply_message(&r));
+    korch_docker_reply_clear(&r);
+}
+
+/* A connection holding POST /wait, headers consumed: readable when the
+   container stops (or the engine goes away). -1 when not possible. */
+static int s_wait_fd(docker_launcher_t *l, const char *id)
+{
+    const char *sock = korch_docker_socket_path(l->api);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!sock || strlen(sock) >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "POST /containers/%s/wait?condition=not-running HTTP/1.1\r\n"
+                     "Host: docker\r\nUser-Agent: korch\r\nContent-Length: 0\r\n\r\n",
+                     id);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || n <= 0 || (size_t)n >= sizeof req ||
+        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+        goto fail;
+    /* Peek until the end of the headers, then take exactly the headers so a
+       body that is already there keeps the socket readable. */
+    char buf[2048];
+    for (int waited = 0; waited < 5000;) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 100) < 0 && errno != EINTR)
+            goto fail;
+        waited += 100;
+        if (!(pfd.revents & (POLLIN | POLLHUP)))
+            continue;
+        ssize_t got = recv(fd, buf, sizeof buf - 1, MSG_PEEK);
+        if (got <= 0)
+            goto fail;
+        buf[got] = 0;
+        char *end = strstr(buf, "\r\n\r\n");
+        if (!end) {
+            if ((size_t)got == sizeof buf - 1)
+                goto fail;
+            continue;
+        }
+        if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+            goto fail;
+        size_t hl = (size_t)(end + 4 - buf);
+        if (recv(fd, buf, hl, 0) != (ssize_t)hl)
+            goto fail;
+        return fd;
+    }
+fail:
+    korch_debug("no wait connection for container %.12s; the client polls is_alive", id);
+    close(fd);
+    return -1;
+}
+
+static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
+
+/* Trailing slashes do not make a different directory. */
+static size_t s_dir_len(const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 1 && s[n - 1] == '/')
+        n--;
+    return n;
+}
+
+static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    korch_rc_t rc = KORCH_OK;
+    json_t *body = NULL;
+    korch_docker_reply_t r = {0};
+    char image[512], user[64], path[256], conn_in[PATH_MAX];
+    korch_conn_t conn;
+    uid_t uid;
+    gid_t gid;
+    docker_proc_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    p->wait_fd = -1;
+    p->l = l;
+    p->base.launcher = self;
+    p->memory = l->o.memory;
+    snprintf(p->runtime_dir, sizeof p->runtime_dir, "%s", req->runtime_dir ? req->runtime_dir : "");
+
+    if (!req->spec || !req->spec->argv || !req->spec->argv[0] || !req->conn || !req->runtime_dir) {
+        rc = korch_err_set(err, KORCH_E_INVALID, "docker launcher: incomplete launch request");
+        goto out;
+    }
+    /* The kernel's ipc prefix must lie in runtime_dir, the directory mounted. */
+    const char *slash = strrchr(req->conn->ip, '/');
+    size_t dl = s_dir_len(req->runtime_dir);
+    if (strcmp(req->conn->transport, "ipc") != 0 || !slash || (size_t)(slash - req->conn->ip) != dl ||
+        strncmp(req->conn->ip, req->runtime_dir, dl) != 0 || !slash[1]) {
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "docker kernels need ipc endpoints directly in runtime dir '%s', not %s '%s'",
+                           req->runtime_dir, req->conn->transport, req->conn->ip);
+        goto out;
+    }
+    snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", req->conn->ip);
+    memcpy(p->ports, req->conn->port, sizeof p->ports);
+
+    if (l->o.user) {
+        if (!s_parse_user(l->o.user, &uid, &gid)) {
+            rc = korch_err_set(err, KORCH_E_INVALID, "docker user '%s' is not numeric uid:gid", l->o.user);
+            goto out;
+        }
+    } else if (geteuid() == 0) {
+        uid = 1000;
+        gid = 1000;
+    } else {
+        uid = geteuid();
+        gid = getegid();
+    }
+    snprintf(user, sizeof user, "%u:%u", (unsigned)uid, (unsigned)gid);
+
+    /* Give runtime_dir to the kernel's uid so it can create its sockets. */
+    if (uid != geteuid()) {
+        struct stat st;
+        if (geteuid() != 0) {
+            rc = korch_err_set(err, KORCH_E_LAUNCH,
+                               "cannot give runtime dir '%s' to the kernel's user %s: korch runs as uid %u, not root "
+                               "(leave the docker user unset to run the kernel as uid %u)",
+                               req->runtime_dir, user, (unsigned)geteuid(), (unsigned)geteuid());
+            goto out;
+        }
+        if (stat(req->runtime_dir, &st) != 0) {
+            rc = korch_err_set(err, KORCH_E_IO, "cannot use runtime dir '%s': %s", req->runtime_dir, strerror(errno));
+            goto out;
+        }
+        if (chown(req->runtime_dir, uid, gid) != 0) {
+            rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to %s: %s", req->runtime_dir, user,
+                               strerror(errno));
+            goto out;
+        }
+        p->chowned = true;
+        p->old_uid = st.st_uid;
+        p->old_gid = st.st_gid;
+    }
+
+    /* The connection file as the kernel sees it: same key and ports, the ipc
+       prefix under the container's mount point. */
+    conn = *req->conn;
+    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, slash + 1);
+    snprintf(conn_in, sizeof conn_in, "%s/%s", l->o.runtime_mount, S_CONN_FILE);
+    snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)dl, req->runtime_dir, S_CONN_FILE);
+    rc = korch_conn_save(&conn, p->conn_file, err);
+    if (rc)
+        goto out;
+    if (uid != geteuid() && chown(p->conn_file, uid, gid) != 0) {
+        rc = korch_err_set(err, KORCH_E_IO, "cannot give connection file '%s' to %s: %s", p->conn_file, user,
+                           strerror(errno));
+        goto out;
+    }
+
+    const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
+    s_image(l, req->spec, image, sizeof image);
+    body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
+    if (!body) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    if (s_valid_name(req->kernel_id))
+        snprintf(path, sizeof path, "/containers/create?name=korch-%s", req->kernel_id);
+    else
+        snprintf(path, sizeof path, "/containers/create");
+    rc = korch_docker_request(l->api, "POST", path, body, &r, err);
+    if (rc)
+        goto out;
+    json_t *id = json_object_get(r.json, "Id");
+    if (r.status == 404) {
+        rc = korch_err_set(err, KORCH_E_NOTFOUND, "image '%s' not found (build it with: make image)", image);
+        goto out;
+    }
+    if (r.status != 201 || !json_is_string(id)) {
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot create a container for kernel '%s' from image '%s': %s",
+                           req->spec->name, image, korch_docker_reply_message(&r));
+        goto out;
+    }
+    snprintf(p->id, sizeof p->id, "%s", json_string_value(id));
+    json_t *warnings = json_object_get(r.json, "Warnings");
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w) korch_info("docker: container %.12s: %s", p->id, json_string_value(w));
+    korch_docker_reply_clear(&r);
+
+    snprintf(path, sizeof path, "/containers/%s/start", p->id);
+    rc = korch_docker_request(l->api, "POST", path, NULL, &r, err);
+    if (rc)
+        goto out;
+    if (r.status != 204 && r.status != 304) {
+        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start the container of kernel '%s' (image '%s'): %s",
+                           req->spec->name, image, korch_docker_reply_message(&r));
+        goto out;
+    }
+    if (l->o.use_wait_fd)
+        p->wait_fd = s_wait_fd(l, p->id);
+    korch_debug("started kernel '%s' in container %.12s (image %s, user %s)", req->spec->name, p->id, image, user);
+out:
+    korch_docker_reply_clear(&r);
+    json_decref(body);
+    if (rc) {
+        if (p->id[0])
+            s_remove(l, p->id);
+        if (p->conn_file[0] && rc != KORCH_E_IO)
+            unlink(p->conn_file);
+        if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
+            korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+        free(p);
+        return rc;
+    }
+    *out = &p->base;
+    return KORCH_OK;
+}
+
+static int s_exit_fd(korch_proc_t *proc) { return ((docker_proc_t *)proc)->wait_fd; }
+
+/* Why a stopped container stopped, from its State. */
+static void s_describe(docker_proc_t *p, json_t *state)
+{
+    char lim[32];
+    json_int_t code = json_integer_value(json_object_get(state, "ExitCode"));
+    const char *error = json_string_value(json_object_get(state, "Error"));
+    if (json_is_true(json_object_get(state, "OOMKilled"))) {
+        s_human_bytes(p->memory, lim, sizeof lim);
+        snprintf(p->why, sizeof p->why, "out of memory (limit %s)", lim);
+    } else if (code > 128 && code < 128 + 65) {
+        /* The shell convention, which docker-init keeps: 128 + signal. */
+        int sig = (int)(code - 128);
+        snprintf(p->why, sizeof p->why, "killed by signal %d (%s)", sig, strsignal(sig));
+    } else if (error && *error) {
+        snprintf(p->why, sizeof p->why, "exited %lld: %s", (long long)code, error);
+    } else {
+        snprintf(p->why, sizeof p->why, "exited %lld", (long long)code);
+    }
+}
+
+static bool s_wait_fd_readable(docker_proc_t *p)
+{
+    struct pollfd pfd = {p->wait_fd, POLLIN, 0};
+    return p->wait_fd >= 0 && poll(&pfd, 1, 0) == 1;
+}
+
+static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    if (!p->dead) {
+        char path[160];
+        snprintf(path, sizeof path, "/containers/%s/json", p->id);
+        korch_docker_reply_t r;
+        korch_err_t e = {0};
+        if (korch_docker_request(p->l->api, "GET", path, NULL, &r, &e)) {
+            /* No answer says nothing about the kernel, unless the wait
+               connection broke too: then the engine (and with it, without
+               live-restore, the container) is gone. */
+            if (!s_wait_fd_readable(p)) {
+                korch_warn("kernel container %.12s: %s", p->id, e.msg);
+                return true;
+            }
+            p->dead = true;
+            snprintf(p->why, sizeof p->why, "lost the docker engine (%.200s)", e.msg);
+        } else if (r.status == 404) {
+            p->dead = true;
+            snprintf(p->why, sizeof p->why, "container %.12s was removed outside korch", p->id);
+        } else if (r.status == 200) {
+            json_t *state = json_object_get(r.json, "State");
+            if (json_is_true(json_object_get(state, "Running")) ||
+                json_is_true(json_object_get(state, "Restarting"))) {
+                korch_docker_reply_clear(&r);
+                return true;
+            }
+            p->dead = true;
+            s_describe(p, state);
+        } else {
+            korch_warn("kernel container %.12s: %s", p->id, korch_docker_reply_message(&r));
+            korch_docker_reply_clear(&r);
+            return true;
+        }
+        korch_docker_reply_clear(&r);
+    }
+    if (why && whylen)
+        snprintf(why, whylen, "%s", p->why);
+    return false;
+}
+
+static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    if (p->dead)
+        return korch_err_set(err, KORCH_E_DIED, "kernel container %.12s is gone (%s)", p->id, p->why);
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/kill?signal=%d", p->id, sig);
+    korch_docker_reply_t r;
+    korch_rc_t rc = korch_docker_request(p->l->api, "POST", path, NULL, &r, err);
+    if (rc)
+        return rc;
+    if (r.status == 409 || r.status == 404)
+        rc = korch_err_set(err, KORCH_E_DIED, "kernel container %.12s is not running", p->id);
+    else if (r.status != 204)
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot signal kernel container %.12s: %s", p->id,
+                           korch_docker_reply_message(&r));
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
+static void s_kill(korch_proc_t *proc)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    if (p->dead)
+        return;
+    korch_err_t e = {0};
+    if (s_signal(proc, SIGKILL, &e) && e.rc != KORCH_E_DIED)
+        korch_warn("%s", e.msg);
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", p->id);
+    korch_docker_reply_t r;
+    korch_err_clear(&e);
+    if (korch_docker_request(p->l->api, "POST", path, NULL, &r, &e) == KORCH_OK)
+        korch_docker_reply_clear(&r);
+    else
+        korch_warn("waiting for kernel container %.12s: %s", p->id, e.msg);
+}
+
+/* Docker multiplexes a non-tty container's output: frames of an 8-byte
+   header {stream, 0, 0, 0, size as big-endian uint32} then size bytes. */
+static size_t s_demux(const unsigned char *in, size_t len, char *out, size_t cap)
+{
+    size_t w = 0;
+    bool framed = len >= 8 && in[0] <= 2 && !in[1] && !in[2] && !in[3];
+    size_t pos = 0;
+    while (pos < len) {
+        const unsigned char *chunk = in + pos;
+        size_t n = len - pos;
+        if (framed) {
+            if (n < 8)
+                break;
+            size_t sz = (size_t)in[pos + 4] << 24 | (size_t)in[pos + 5] << 16 | (size_t)in[pos + 6] << 8 | in[pos + 7];
+            chunk = in + pos + 8;
+            n = sz <= len - pos - 8 ? sz : len - pos - 8;
+            pos += 8 + n;
+        } else {
+            pos = len;
+        }
+        /* Keep the last cap bytes. */
+        if (n >= cap) {
+            memcpy(out, chunk + n - cap, cap);
+            w = cap;
+        } else {
+            if (w + n > cap) {
+                memmove(out, out + (w + n - cap), cap - n);
+                w = cap - n;
+            }
+            memcpy(out + w, chunk, n);
+            w += n;
+        }
+    }
+    return w;
+}
+
+static const char *s_log_tail(korch_proc_t *proc)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/logs?stdout=1&stderr=1&tail=50", p->id);
+    korch_docker_reply_t r;
+    korch_err_t e = {0};
+    if (korch_docker_request(p->l->api, "GET", path, NULL, &r, &e) == KORCH_OK) {
+        if (r.status == 200) {
+            size_t n = s_demux((const unsigned char *)r.body, r.body_len, p->tail, S_TAIL_MAX);
+            p->tail[n] = 0;
+        }
+        korch_docker_reply_clear(&r);
+    }
+    return p->tail;
+}
+
+static void s_proc_free(korch_proc_t *proc)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    if (p->wait_fd >= 0)
+        close(p->wait_fd);
+    s_remove(p->l, p->id);
+    unlink(p->conn_file);
+    /* The kernel removes its sockets when it exits cleanly; not when killed. */
+    for (int i = 0; i < KORCH_CH__COUNT; i++) {
+        char sock[PATH_MAX + 16];
+        snprintf(sock, sizeof sock, "%s-%d", p->ipc_prefix, p->ports[i]);
+        unlink(sock);
+    }
+    if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
+        korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+    free(p);
+}
+
+static void s_free(korch_launcher_t *self)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    korch_docker_destroy(&l->api);
+    for (size_t i = 0; i < sizeof l->strs / sizeof l->strs[0]; i++)
+        free(l->strs[i]);
+    free(l);
+}
+
+static const korch_launcher_ops_t s_ops = {
+    .name = "docker",
+    .transport = s_transport,
+    .start = s_start,
+    .exit_fd = s_exit_fd,
+    .is_alive = s_is_alive,
+    .signal = s_signal,
+    .kill = s_kill,
+    .log_tail = s_log_tail,
+    .proc_free = s_proc_free,
+    .free = s_free,
+};
+
+/* Own a copy of an option string; false on ENOMEM. */
+static bool s_own(docker_launcher_t *l, size_t slot, const char **field)
+{
+    if (!*field)
+        return true;
+    l->strs[slot] = strdup(*field);
+    *field = l->strs[slot];
+    return *field != NULL;
+}
+
+korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, korch_err_t *err)
+{
+    docker_launcher_t *l = calloc(1, sizeof *l);
+    if (!l) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    l->base.ops = &s_ops;
+    if (opts)
+        l->o = *opts;
+    else
+        korch_docker_opts_init(&l->o);
+    korch_docker_opts_t d;
+    korch_docker_opts_init(&d);
+    if (!l->o.workdir_mount)
+        l->o.workdir_mount = d.workdir_mount;
+    if (!l->o.runtime_mount)
+        l->o.runtime_mount = d.runtime_mount;
+    bool ok = s_own(l, 0, &l->o.host) && s_own(l, 1, &l->o.image) && s_own(l, 2, &l->o.instance) &&
+              s_own(l, 3, &l->o.user) && s_own(l, 4, &l->o.workdir) && s_own(l, 5, &l->o.workdir_mount) &&
+              s_own(l, 6, &l->o.runtime_mount) && s_own(l, 7, &l->o.network) && s_own(l, 8, &l->o.runtime);
+    if (!ok) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (l->o.runtime_mount[0] != '/' || l->o.workdir_mount[0] != '/') {
+        korch_err_set(err, KORCH_E_INVALID, "docker mount points must be absolute ('%s', '%s')", l->o.runtime_mount,
+                      l->o.workdir_mount);
+        goto fail;
+    }
+    l->api = korch_docker_new(l->o.host, err);
+    if (!l->api)
+        goto fail;
+    korch_docker_set_timeout_ms(l->api, l->o.api_timeout_ms);
+    if (korch_docker_ping(l->api, err))
+        goto fail;
+    return &l->base;
+fail:
+    s_free(&l->base);
+    return NULL;
+}
+
+const char *korch_docker_proc_container(korch_proc_t *p)
+{
+    return p && p->launcher && p->launcher->ops == &s_ops ? ((docker_proc_t *)p)->id : NULL;
+}
+
+json_t *korch_docker_list(korch_launcher_t *self, const char *instance, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    if (!self || self->ops != &s_ops) {
+        korch_err_set(err, KORCH_E_INVALID, "not a docker launcher");
+        return NULL;
+    }
+    char label[300];
+    snprintf(label, sizeof label, instance ? "korch.instance=%s" : "korch.instance%s", instance ? instance : "");
+    json_t *filters = json_pack("{s:[s]}", "label", label);
+    char *fjson = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
+    char *fesc = fjson ? korch_docker_escape(l->api, fjson) : NULL;
+    char *path = NULL;
+    json_t *list = NULL;
+    korch_docker_reply_t r = {0};
+    size_t plen = fesc ? strlen(fesc) + 64 : 0;
+    if (fesc)
+        path = malloc(plen);
+    if (!path) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(path, plen, "/containers/json?all=1&filters=%s", fesc);
+    if (korch_docker_request(l->api, "GET", path, NULL, &r, err))
+        goto out;
+    if (r.status != 200 || !json_is_array(r.json)) {
+        korch_err_set(err, KORCH_E_DOCKER, "cannot list korch containers: %s", korch_docker_reply_message(&r));
+        goto out;
+    }
+    list = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(r.json, i, c) {
+        json_t *labels = json_object_get(c, "Labels");
+        json_t *names = json_object_get(c, "Names");
+        const char *name = json_string_value(json_array_get(names, 0));
+        json_t *item = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "id",
+                                 json_string_value(json_object_get(c, "Id")), "name",
+                                 name && name[0] == '/' ? name + 1 : name, "kernel_id",
+                                 json_string_value(json_object_get(labels, "korch.kernel_id")), "instance",
+                                 json_string_value(json_object_get(labels, "korch.instance")), "kernelspec",
+                                 json_string_value(json_object_get(labels, "korch.kernelspec")), "state",
+                                 json_string_value(json_object_get(c, "State")), "runtime_dir",
+                                 json_string_value(json_object_get(labels, "korch.runtime_dir")));
+        if (!list || json_array_append_new(list, item)) {
+            json_decref(list);
+            list = NULL;
+            korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            break;
+        }
+    }
+out:
+    korch_docker_reply_clear(&r);
+    json_decref(filters);
+    free(fjson);
+    free(fesc);
+    free(path);
+    return list;
+}
+
+int korch_docker_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err)
+{
+    json_t *list = korch_docker_list(self, instance, err);
+    if (!list)
+        return -1;
+    int n = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c) {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        if (id) {
+            s_remove((docker_launcher_t *)self, id);
+            n++;
+        }
+    }
+    json_decref(list);
+    return n;
+}

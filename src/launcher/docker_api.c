@@ -1,0 +1,422 @@
+/*  Docker Engine API over libcurl: unix socket or tcp (+TLS), JSON in and out,
+ *  a bounded reply, and errors that say what to do.
+ */
+#include "korch/docker_api.h"
+#include "korch/log.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct korch_docker {
+    CURL *curl;                 /* one handle: its connection cache keeps the socket open */
+    char *sock;                 /* unix socket path, or NULL for tcp */
+    char *base_url;             /* "http://docker" (unix) or "http(s)://host:port" */
+    char where[PATH_MAX + 16];  /* for messages */
+    bool tls;
+    bool tls_verify;
+    char *ca, *cert, *key;      /* TLS files, or NULL */
+    long timeout_ms;
+    size_t max_reply;
+};
+
+typedef struct {
+    char *buf;
+    size_t len, cap, max;
+    bool too_big;
+} s_sink_t;
+
+static pthread_once_t s_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode s_curl_init_rc = CURLE_OK;
+
+static void s_curl_global_init(void) { s_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static char *s_strdup_printf(const char *fmt, const char *a, const char *b)
+{
+    int n = snprintf(NULL, 0, fmt, a, b);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s)
+        snprintf(s, (size_t)n + 1, fmt, a, b);
+    return s;
+}
+
+static bool s_file_exists(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+/* The docker CLI's TLS environment: DOCKER_TLS_VERIFY turns on TLS with a
+   verified server; DOCKER_CERT_PATH (default ~/.docker) holds ca.pem,
+   cert.pem, key.pem. */
+static korch_rc_t s_setup_tls(korch_docker_t *d, korch_err_t *err)
+{
+    const char *verify = getenv("DOCKER_TLS_VERIFY");
+    const char *certs = getenv("DOCKER_CERT_PATH");
+    d->tls_verify = verify && *verify && strcmp(verify, "0") != 0;
+    d->tls = d->tls_verify || (certs && *certs);
+    if (!d->tls)
+        return KORCH_OK;
+    char dir[PATH_MAX];
+    if (certs && *certs)
+        snprintf(dir, sizeof dir, "%s", certs);
+    else
+        snprintf(dir, sizeof dir, "%s/.docker", getenv("HOME") ? getenv("HOME") : "");
+    d->ca = s_strdup_printf("%s/%s", dir, "ca.pem");
+    d->cert = s_strdup_printf("%s/%s", dir, "cert.pem");
+    d->key = s_strdup_printf("%s/%s", dir, "key.pem");
+    if (!d->ca || !d->cert || !d->key)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    if (d->tls_verify && !s_file_exists(d->ca))
+        return korch_err_set(err, KORCH_E_DOCKER, "DOCKER_TLS_VERIFY is set but '%s' cannot be read", d->ca);
+    if (!s_file_exists(d->cert) || !s_file_exists(d->key)) {
+        free(d->cert);
+        free(d->key);
+        d->cert = d->key = NULL;
+    }
+    if (!s_file_exists(d->ca)) {
+        free(d->ca);
+        d->ca = NULL;
+    }
+    return KORCH_OK;
+}
+
+korch_docker_t *korch_docker_new(const char *host, korch_err_t *err)
+{
+    korch_rc_t rc = KORCH_OK;
+    pthread_once(&s_curl_once, s_curl_global_init);
+    if (s_curl_init_rc != CURLE_OK) {
+        korch_err_set(err, KORCH_E_DOCKER, "cannot initialise libcurl: %s", curl_easy_strerror(s_curl_init_rc));
+        return NULL;
+    }
+    if (!host || !*host)
+        host = getenv("DOCKER_HOST");
+    if (!host || !*host)
+        host = KORCH_DOCKER_DEFAULT_HOST;
+    korch_docker_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    d->timeout_ms = 30000;
+    d->max_reply = KORCH_DOCKER_MAX_REPLY;
+    if (strncmp(host, "unix://", 7) == 0) {
+        const char *path = host + 7;
+        if (!*path) {
+            rc = korch_err_set(err, KORCH_E_INVALID, "docker host '%s' has no socket path", host);
+            goto out;
+        }
+        d->sock = strdup(path);
+        /* The host part of the URL is not used on a unix socket; dockerd wants one. */
+        d->base_url = strdup("http://docker");
+        snprintf(d->where, sizeof d->where, "%s", path);
+    } else if (strncmp(host, "tcp://", 6) == 0 || strncmp(host, "http://", 7) == 0 ||
+               strncmp(host, "https://", 8) == 0) {
+        const char *hp = strstr(host, "://") + 3;
+        size_t hl = strcspn(hp, "/");
+        if (hl == 0) {
+            rc = korch_err_set(err, KORCH_E_INVALID, "docker host '%s' has no address", host);
+            goto out;
+        }
+        rc = s_setup_tls(d, err);
+        if (rc)
+            goto out;
+        if (strncmp(host, "https://", 8) == 0)
+            d->tls = true;
+        char url[PATH_MAX];
+        snprintf(url, sizeof url, "%s://%.*s", d->tls ? "https" : "http", (int)hl, hp);
+        d->base_url = strdup(url);
+        d->sock = NULL;
+        snprintf(d->where, sizeof d->where, "%s", host);
+        if (!d->base_url) {
+            rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            goto out;
+        }
+    } else {
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "docker host '%s' is not supported (use unix:///path or tcp://host:port)", host);
+        goto out;
+    }
+    d->curl = curl_easy_init();
+    if (!d->curl || !d->base_url || (strncmp(host, "unix://", 7) == 0 && !d->sock))
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+out:
+    if (rc) {
+        korch_docker_destroy(&d);
+        return NULL;
+    }
+    return d;
+}
+
+void korch_docker_destroy(korch_docker_t **dp)
+{
+    if (!dp || !*dp)
+        return;
+    korch_docker_t *d = *dp;
+    if (d->curl)
+        curl_easy_cleanup(d->curl);
+    free(d->sock);
+    free(d->base_url);
+    free(d->ca);
+    free(d->cert);
+    free(d->key);
+    free(d);
+    *dp = NULL;
+}
+
+const char *korch_docker_where(const korch_docker_t *d) { return d->where; }
+
+const char *korch_docker_socket_path(const korch_docker_t *d) { return d->sock; }
+
+void korch_docker_set_timeout_ms(korch_docker_t *d, long timeout_ms)
+{
+    d->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
+}
+
+void korch_docker_set_max_reply(korch_docker_t *d, size_t max_bytes)
+{
+    d->max_reply = max_bytes ? max_bytes : KORCH_DOCKER_MAX_REPLY;
+}
+
+void korch_docker_reply_clear(korch_docker_reply_t *reply)
+{
+    if (!reply)
+        return;
+    json_decref(reply->json);
+    free(reply->body);
+    memset(reply, 0, sizeof *reply);
+}
+
+static size_t s_write(char *data, size_t size, size_t nmemb, void *arg)
+{
+    s_sink_t *s = arg;
+    size_t n = size * nmemb;
+    if (n > s->max - s->len) {
+        s->too_big = true;
+        return 0; /* curl stops with CURLE_WRITE_ERROR */
+    }
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        char *b = realloc(s->buf, cap);
+        if (!b)
+            return 0;
+        s->buf = b;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, data, n);
+    s->len += n;
+    s->buf[s->len] = 0;
+    return n;
+}
+
+/* Why the engine could not be reached, in words a user can act on. */
+static korch_rc_t s_transport_error(korch_docker_t *d, CURLcode cc, long os_errno, const char *detail,
+                                    korch_err_t *err)
+{
+    if (cc == CURLE_OPERATION_TIMEDOUT)
+        return korch_err_set(err, KORCH_E_TIMEOUT, "docker at '%s' did not answer within %ld ms", d->where,
+                             d->timeout_ms);
+    const char *why = NULL, *hint = "";
+    switch (os_errno) {
+    case ECONNREFUSED:
+        why = "connection refused";
+        hint = " (is dockerd running?)";
+        break;
+    case ENOENT:
+        why = "no such socket";
+        hint = " (is dockerd running?)";
+        break;
+    case EACCES:
+    case EPERM:
+        why = "permission denied";
+        hint = " (run korch as root or add the user to the 'docker' group)";
+        break;
+    case 0:
+        break;
+    default:
+        why = strerror((int)os_errno);
+        break;
+    }
+    if (!why)
+        why = detail && *detail ? detail : curl_easy_strerror(cc);
+    if (cc == CURLE_COULDNT_CONNECT && !*hint)
+        hint = " (is dockerd running?)";
+    return korch_err_set(err, KORCH_E_DOCKER, "cannot reach docker at '%s': %s%s", d->where, why, hint);
+}
+
+korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const char *path, const json_t *body,
+                                korch_docker_reply_t *reply, korch_err_t *err)
+{
+    korch_rc_t rc = KORCH_OK;
+    memset(reply, 0, sizeof *reply);
+    char *payload = NULL, *url = NULL;
+    struct curl_slist *headers = NULL;
+    s_sink_t sink = {.max = d->max_reply};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    CURL *c = d->curl;
+
+    url = s_strdup_printf("%s%s", d->base_url, path);
+    if (body)
+        payload = json_dumps(body, JSON_COMPACT);
+    if (!url || (body && !payload)) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    /* Reset forgets the previous request's options but keeps live connections. */
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, d->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, d->timeout_ms < 10000 ? d->timeout_ms : 10000L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "korch");
+    if (d->sock)
+        curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, d->sock);
+    if (d->tls) {
+        if (d->ca)
+            curl_easy_setopt(c, CURLOPT_CAINFO, d->ca);
+        if (d->cert && d->key) {
+            curl_easy_setopt(c, CURLOPT_SSLCERT, d->cert);
+            curl_easy_setopt(c, CURLOPT_SSLKEY, d->key);
+        }
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, d->tls_verify ? 1L : 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, d->tls_verify ? 2L : 0L);
+    }
+    headers = curl_slist_append(headers, "Expect:");
+    if (payload)
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else {
+        if (strcmp(method, "POST") == 0 || payload) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload ? payload : "");
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, payload ? (long)strlen(payload) : 0L);
+        }
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    }
+
+    CURLcode cc = curl_easy_perform(c);
+    if (cc != CURLE_OK) {
+        if (sink.too_big) {
+            rc = korch_err_set(err, KORCH_E_TOOBIG, "reply from docker at '%s' to %s %s is larger than %zu bytes",
+                               d->where, method, path, d->max_reply);
+        } else {
+            long os_errno = 0;
+            curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
+            rc = s_transport_error(d, cc, os_errno, errbuf, err);
+        }
+        goto out;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply->status);
+    reply->body = sink.buf ? sink.buf : strdup("");
+    reply->body_len = sink.len;
+    sink.buf = NULL;
+    if (!reply->body) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    char *ctype = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ctype);
+    if (reply->body_len && ctype && strstr(ctype, "json"))
+        reply->json = json_loadb(reply->body, reply->body_len, JSON_DECODE_ANY, NULL);
+    korch_debug("docker %s %s -> %ld (%zu bytes)", method, path, reply->status, reply->body_len);
+out:
+    if (rc)
+        korch_docker_reply_clear(reply);
+    free(sink.buf);
+    curl_slist_free_all(headers);
+    free(payload);
+    free(url);
+    return rc;
+}
+
+const char *korch_docker_reply_message(const korch_docker_reply_t *reply)
+{
+    static _Thread_local char buf[32];
+    json_t *m = json_is_object(reply->json) ? json_object_get(reply->json, "message") : NULL;
+    if (json_is_string(m))
+        return json_string_value(m);
+    if (reply->body && reply->body[0])
+        return reply->body;
+    snprintf(buf, sizeof buf, "HTTP %ld", reply->status);
+    return buf;
+}
+
+korch_rc_t korch_docker_ping(korch_docker_t *d, korch_err_t *err)
+{
+    korch_docker_reply_t r;
+    korch_rc_t rc = korch_docker_request(d, "GET", "/_ping", NULL, &r, err);
+    if (rc == KORCH_OK && (r.status != 200 || strncmp(r.body, "OK", 2) != 0))
+        rc = korch_err_set(err, KORCH_E_DOCKER, "docker at '%s' does not answer its ping: %s", d->where,
+                           korch_docker_reply_message(&r));
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
+json_t *korch_docker_version(korch_docker_t *d, korch_err_t *err)
+{
+    korch_docker_reply_t r;
+    json_t *v = NULL;
+    if (korch_docker_request(d, "GET", "/version", NULL, &r, err))
+        return NULL;
+    if (r.status == 200 && json_is_object(r.json))
+        v = json_incref(r.json);
+    else
+        korch_err_set(err, KORCH_E_DOCKER, "docker at '%s' did not tell its version: %s", d->where,
+                      korch_docker_reply_message(&r));
+    korch_docker_reply_clear(&r);
+    return v;
+}
+
+/* Image references are [host[:port]/]name[:tag][@digest]: nothing to escape,
+   but refuse what would change the URL's meaning. */
+static bool s_valid_ref(const char *s)
+{
+    if (!s || !*s || strlen(s) > 512)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:/@", *p))
+            return false;
+    return true;
+}
+
+json_t *korch_docker_image_inspect(korch_docker_t *d, const char *image, korch_err_t *err)
+{
+    if (!s_valid_ref(image)) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a valid image name", image ? image : "");
+        return NULL;
+    }
+    char path[700];
+    snprintf(path, sizeof path, "/images/%s/json", image);
+    korch_docker_reply_t r;
+    json_t *v = NULL;
+    if (korch_docker_request(d, "GET", path, NULL, &r, err))
+        return NULL;
+    if (r.status == 200 && json_is_object(r.json))
+        v = json_incref(r.json);
+    else if (r.status == 404)
+        korch_err_set(err, KORCH_E_NOTFOUND, "image '%s' not found (build it with: make image)", image);
+    else
+        korch_err_set(err, KORCH_E_DOCKER, "cannot inspect image '%s': %s", image, korch_docker_reply_message(&r));
+    korch_docker_reply_clear(&r);
+    return v;
+}
+
+char *korch_docker_escape(korch_docker_t *d, const char *s)
+{
+    char *e = curl_easy_escape(d->curl, s, 0);
+    char *copy = e ? strdup(e) : NULL;
+    curl_free(e);
+    return copy;
+}

@@ -1,0 +1,397 @@
+/*  korch_session: HMAC-SHA256 signing, verification and replay protection.
+ *
+ *  Spec (messaging.rst, "The Wire Protocol"): "The signature is the HMAC hex
+ *  digest of the concatenation of: a shared key (typically the key field of a
+ *  connection file), the serialized header dict, the serialized parent header
+ *  dict, the serialized metadata dict, the serialized content dict". The
+ *  digest is computed over the bytes as sent, so we verify over the raw
+ *  frames and parse JSON only afterwards.
+ */
+#include "korch/session.h"
+#include "korch/log.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DELIM "<IDS|MSG>"
+#define DELIM_LEN 9
+
+struct korch_session {
+    char id[37];
+    char username[64];
+    bool signed_;                   /* a key is set */
+    EVP_MAC *mac;
+    EVP_MAC_CTX *mac_tmpl;          /* initialised with the key; duplicated per message */
+    korch_session_limits_t lim;
+    zhashx_t *seen;                 /* hex digest -> (void*)1 */
+    char (*ring)[65];               /* FIFO of the digests in seen, for eviction */
+    size_t ring_head, ring_len;
+    uint64_t counter;
+    korch_session_stats_t stats;
+};
+
+static const char *const s_reject_names[KORCH_REJ__COUNT] = {
+    "no_delimiter", "short", "unsigned", "bad_signature", "duplicate", "too_big", "bad_json", "bad_header",
+};
+
+const char *korch_reject_name(korch_reject_t why)
+{
+    return (unsigned)why < KORCH_REJ__COUNT ? s_reject_names[why] : "unknown";
+}
+
+void korch_uuid(char buf[37])
+{
+    unsigned char b[16];
+    if (RAND_bytes(b, sizeof b) != 1) {
+        /* OpenSSL's CSPRNG failing is exceptional; fall back to urandom. */
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(b, 1, sizeof b, f) != sizeof b)
+            memset(b, 0x5a, sizeof b);
+        if (f)
+            fclose(f);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+void korch_iso8601_now(char buf[32])
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char ymdhms[24];
+    strftime(ymdhms, sizeof ymdhms, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, 32, "%.19s.%06uZ", ymdhms, (unsigned)(ts.tv_nsec / 1000) % 1000000u);
+}
+
+korch_session_t *korch_session_new(const void *key, size_t key_len, const char *username,
+                                   const korch_session_limits_t *limits)
+{
+    korch_session_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    korch_uuid(self->id);
+    if (!username)
+        username = getenv("USER");
+    snprintf(self->username, sizeof self->username, "%s", username && *username ? username : "korch");
+    self->lim = (korch_session_limits_t){1 << 20, 256u << 20, 256u << 20, 65536};
+    if (limits) {
+        if (limits->max_json_part)
+            self->lim.max_json_part = limits->max_json_part;
+        if (limits->max_content)
+            self->lim.max_content = limits->max_content;
+        if (limits->max_buffers_total)
+            self->lim.max_buffers_total = limits->max_buffers_total;
+        if (limits->digest_history)
+            self->lim.digest_history = limits->digest_history;
+    }
+    self->seen = zhashx_new();
+    self->ring = calloc(self->lim.digest_history, sizeof *self->ring);
+    if (!self->seen || !self->ring)
+        goto fail;
+    if (key && key_len) {
+        self->signed_ = true;
+        self->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+        self->mac_tmpl = self->mac ? EVP_MAC_CTX_new(self->mac) : NULL;
+        OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+                               OSSL_PARAM_construct_end()};
+        if (!self->mac_tmpl || !EVP_MAC_init(self->mac_tmpl, key, key_len, params))
+            goto fail;
+    }
+    return self;
+fail:
+    korch_session_destroy(&self);
+    return NULL;
+}
+
+void korch_session_destroy(korch_session_t **pself)
+{
+    if (!pself || !*pself)
+        return;
+    korch_session_t *self = *pself;
+    zhashx_destroy(&self->seen);
+    free(self->ring);
+    EVP_MAC_CTX_free(self->mac_tmpl);
+    EVP_MAC_free(self->mac);
+    free(self);
+    *pself = NULL;
+}
+
+const char *korch_session_id(const korch_session_t *self) { return self->id; }
+const korch_session_stats_t *korch_session_stats(const korch_session_t *self) { return &self->stats; }
+
+void korch_session_sign(korch_session_t *self, const void *const parts[4], const size_t lens[4], char hex[65])
+{
+    hex[0] = 0;
+    if (!self->signed_)
+        return;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    size_t mdlen = 0;
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(self->mac_tmpl);
+    if (!ctx)
+        return;
+    for (int i = 0; i < 4; i++)
+        EVP_MAC_update(ctx, parts[i], lens[i]);
+    if (EVP_MAC_final(ctx, md, &mdlen, sizeof md) && mdlen == 32) {
+        static const char digits[] = "0123456789abcdef";
+        for (size_t i = 0; i < 32; i++) {
+            hex[2 * i] = digits[md[i] >> 4];
+            hex[2 * i + 1] = digits[md[i] & 15];
+        }
+        hex[64] = 0;
+    }
+    EVP_MAC_CTX_free(ctx);
+}
+
+const char *korch_session_stamp(korch_session_t *self, korch_msg_t *msg)
+{
+    const char *have = json_string_value(json_object_get(msg->header, "msg_id"));
+    if (have && *have)
+        return have;
+    char id[96], date[32];
+    /* Like jupyter_client: a per-session prefix and a counter, unique and cheap. */
+    snprintf(id, sizeof id, "%.8s%.4s_%d_%llu", self->id, self->id + 9, (int)getpid(),
+             (unsigned long long)++self->counter);
+    korch_iso8601_now(date);
+    json_object_set_new(msg->header, "msg_id", json_string(id));
+    json_object_set_new(msg->header, "session", json_string(self->id));
+    json_object_set_new(msg->header, "username", json_string(self->username));
+    json_object_set_new(msg->header, "date", json_string(date));
+    json_object_set_new(msg->header, "version", json_string("5.3"));
+    return json_string_value(json_object_get(msg->header, "msg_id"));
+}
+
+zmsg_t *korch_session_serialize(korch_session_t *self, korch_msg_t **pmsg)
+{
+    korch_msg_t *msg = *pmsg;
+    *pmsg = NULL;
+    if (!msg)
+        return NULL;
+    korch_session_stamp(self, msg);
+    json_t *parts_json[4] = {msg->header, msg->parent_header, msg->metadata, msg->content};
+    char *parts[4] = {0};
+    size_t lens[4];
+    zmsg_t *out = NULL;
+    for (int i = 0; i < 4; i++) {
+        parts[i] = json_dumps(parts_json[i], JSON_COMPACT);
+        if (!parts[i])
+            goto out;
+        lens[i] = strlen(parts[i]);
+    }
+    char sig[65];
+    korch_session_sign(self, (const void *const *)parts, lens, sig);
+    out = zmsg_new();
+    if (!out)
+        goto out;
+    zframe_t *f;
+    while ((f = zmsg_pop(msg->identities)))
+        zmsg_append(out, &f);
+    zmsg_addmem(out, DELIM, DELIM_LEN);
+    zmsg_addmem(out, sig, strlen(sig));
+    for (int i = 0; i < 4; i++) {
+        f = zframe_new(parts[i], lens[i]);
+        if (!f) {
+            zmsg_destroy(&out);
+            goto out;
+        }
+        zmsg_append(out, &f);
+    }
+    while ((f = zmsg_pop(msg->buffers)))
+        zmsg_append(out, &f);
+    self->stats.sent++;
+out:
+    for (int i = 0; i < 4; i++)
+        free(parts[i]);
+    korch_msg_destroy(&msg);
+    return out;
+}
+
+korch_rc_t korch_session_send(korch_session_t *self, zsock_t *sock, korch_msg_t **msg, korch_err_t *err)
+{
+    zmsg_t *frames = korch_session_serialize(self, msg);
+    if (!frames)
+        return korch_err_set(err, KORCH_E_NOMEM, "cannot serialize message: out of memory");
+    if (zmsg_send(&frames, sock) != 0) {
+        zmsg_destroy(&frames);
+        return korch_err_set(err, KORCH_E_IO, "cannot send message: %s", zmq_strerror(zmq_errno()));
+    }
+    return KORCH_OK;
+}
+
+static bool s_is_hex64(const unsigned char *p, size_t n)
+{
+    if (n != 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* Remember a verified digest; forget the oldest when full. */
+static void s_remember(korch_session_t *self, const char *hex)
+{
+    size_t cap = self->lim.digest_history;
+    if (self->ring_len == cap) {
+        zhashx_delete(self->seen, self->ring[self->ring_head]);
+        self->ring_head = (self->ring_head + 1) % cap;
+        self->ring_len--;
+    }
+    size_t slot = (self->ring_head + self->ring_len) % cap;
+    memcpy(self->ring[slot], hex, 65);
+    self->ring_len++;
+    zhashx_insert(self->seen, self->ring[slot], (void *)1);
+}
+
+static json_t *s_parse_object(zframe_t *f)
+{
+    json_t *v = json_loadb((const char *)zframe_data(f), zframe_size(f), JSON_ALLOW_NUL, NULL);
+    if (v && !json_is_object(v)) {
+        json_decref(v);
+        v = NULL;
+    }
+    return v;
+}
+
+static korch_rc_t s_reject(korch_session_t *self, korch_reject_t why, korch_reject_t *pwhy, korch_err_t *err,
+                           const char *detail)
+{
+    self->stats.rejected[why]++;
+    if (pwhy)
+        *pwhy = why;
+    korch_debug("message rejected: %s: %s", s_reject_names[why], detail);
+    return korch_err_set(err, KORCH_E_PROTOCOL, "message rejected (%s): %s", s_reject_names[why], detail);
+}
+
+korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **pframes, korch_msg_t **out,
+                                     korch_reject_t *why, korch_err_t *err)
+{
+    zmsg_t *frames = *pframes;
+    *pframes = NULL;
+    *out = NULL;
+    korch_rc_t rc = KORCH_OK;
+    korch_msg_t *msg = NULL;
+    zframe_t *parts[5] = {0};
+    zmsg_t *ids = zmsg_new();
+    if (!frames || !ids) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    /* identities..., <IDS|MSG> */
+    zframe_t *f;
+    bool found = false;
+    while ((f = zmsg_pop(frames))) {
+        if (zframe_size(f) == DELIM_LEN && memcmp(zframe_data(f), DELIM, DELIM_LEN) == 0) {
+            zframe_destroy(&f);
+            found = true;
+            break;
+        }
+        zmsg_append(ids, &f);
+    }
+    if (!found) {
+        rc = s_reject(self, KORCH_REJ_NO_DELIMITER, why, err, "no <IDS|MSG> delimiter frame");
+        goto out;
+    }
+    if (zmsg_size(frames) < 5) {
+        rc = s_reject(self, KORCH_REJ_SHORT, why, err, "fewer than 5 frames after the delimiter");
+        goto out;
+    }
+    for (int i = 0; i < 5; i++)
+        parts[i] = zmsg_pop(frames);
+    size_t buffers_total = 0;
+    for (f = zmsg_first(frames); f; f = zmsg_next(frames))
+        buffers_total += zframe_size(f);
+    for (int i = 1; i < 5; i++) {
+        size_t lim = i == 4 ? self->lim.max_content : self->lim.max_json_part;
+        if (zframe_size(parts[i]) > lim) {
+            rc = s_reject(self, KORCH_REJ_TOO_BIG, why, err, "a JSON frame is over its size limit");
+            goto out;
+        }
+    }
+    if (buffers_total > self->lim.max_buffers_total) {
+        rc = s_reject(self, KORCH_REJ_TOO_BIG, why, err, "binary buffers over their size limit");
+        goto out;
+    }
+    char hex[65] = "";
+    if (self->signed_) {
+        size_t slen = zframe_size(parts[0]);
+        const unsigned char *sig = zframe_data(parts[0]);
+        if (slen == 0) {
+            rc = s_reject(self, KORCH_REJ_UNSIGNED, why, err, "unsigned message");
+            goto out;
+        }
+        /* Length and alphabet first: never compare buffers of different sizes. */
+        if (!s_is_hex64(sig, slen)) {
+            rc = s_reject(self, KORCH_REJ_BAD_SIGNATURE, why, err, "signature is not 64 lowercase hex digits");
+            goto out;
+        }
+        memcpy(hex, sig, 64);
+        hex[64] = 0;
+        if (zhashx_lookup(self->seen, hex)) {
+            rc = s_reject(self, KORCH_REJ_DUPLICATE, why, err, "duplicate signature (replayed message)");
+            goto out;
+        }
+        const void *data[4];
+        size_t lens[4];
+        for (int i = 0; i < 4; i++) {
+            data[i] = zframe_data(parts[i + 1]);
+            lens[i] = zframe_size(parts[i + 1]);
+        }
+        char check[65];
+        korch_session_sign(self, data, lens, check);
+        if (check[0] == 0 || CRYPTO_memcmp(check, hex, 64) != 0) {
+            rc = s_reject(self, KORCH_REJ_BAD_SIGNATURE, why, err, "invalid signature");
+            goto out;
+        }
+    }
+    msg = calloc(1, sizeof *msg);
+    if (!msg) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    msg->header = s_parse_object(parts[1]);
+    msg->parent_header = s_parse_object(parts[2]);
+    msg->metadata = s_parse_object(parts[3]);
+    msg->content = s_parse_object(parts[4]);
+    if (!msg->header || !msg->parent_header || !msg->metadata || !msg->content) {
+        rc = s_reject(self, KORCH_REJ_BAD_JSON, why, err, "a part is not a JSON object");
+        goto out;
+    }
+    if (!json_is_string(json_object_get(msg->header, "msg_id")) ||
+        !json_is_string(json_object_get(msg->header, "msg_type")) ||
+        !json_is_string(json_object_get(msg->header, "session"))) {
+        rc = s_reject(self, KORCH_REJ_BAD_HEADER, why, err, "header lacks msg_id, msg_type or session");
+        goto out;
+    }
+    /* Only a verified message enters the history (jupyter_client adds before
+       verifying, which lets forged digests evict real ones). */
+    if (self->signed_)
+        s_remember(self, hex);
+    msg->identities = ids;
+    ids = NULL;
+    msg->buffers = frames;
+    frames = NULL;
+    self->stats.received++;
+    *out = msg;
+    msg = NULL;
+out:
+    for (int i = 0; i < 5; i++)
+        zframe_destroy(&parts[i]);
+    zmsg_destroy(&ids);
+    zmsg_destroy(&frames);
+    if (msg) {
+        if (!msg->identities)
+            msg->identities = zmsg_new();
+        if (!msg->buffers)
+            msg->buffers = zmsg_new();
+        korch_msg_destroy(&msg);
+    }
+    return rc;
+}

@@ -1,0 +1,248 @@
+/*  The test runner: one forked child per test, a timeout per test, and the
+ *  closing line "N passed, N failed".  Usage: korch-test [SUBSTRING...]
+ */
+#define _GNU_SOURCE
+#include "test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_TESTS 512
+
+typedef struct {
+    const char *name;
+    const char *file;
+    korch_test_fn fn;
+    int timeout_s;
+} test_t;
+
+static test_t s_tests[MAX_TESTS];
+static int s_ntests;
+static int s_failed_checks;
+
+void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s)
+{
+    if (s_ntests < MAX_TESTS)
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s};
+}
+
+bool korch_test_check(bool ok, const char *file, int line, const char *expr)
+{
+    if (!ok) {
+        s_failed_checks++;
+        fprintf(stderr, "  %s:%d: check failed: %s\n", file, line, expr);
+    }
+    return ok;
+}
+
+bool korch_test_check_int(long long a, long long b, const char *op, bool ok, const char *file, int line,
+                          const char *ea, const char *eb)
+{
+    if (!ok) {
+        s_failed_checks++;
+        fprintf(stderr, "  %s:%d: check failed: %s %s %s (%lld vs %lld)\n", file, line, ea, op, eb, a, b);
+    }
+    return ok;
+}
+
+bool korch_test_check_str(const char *a, const char *b, bool want_equal, const char *file, int line,
+                          const char *ea, const char *eb)
+{
+    bool eq = (a && b) ? strcmp(a, b) == 0 : a == b;
+    if (eq != want_equal) {
+        s_failed_checks++;
+        fprintf(stderr, "  %s:%d: check failed: %s %s %s\n    left:  \"%.400s\"\n    right: \"%.400s\"\n", file, line,
+                ea, want_equal ? "==" : "!=", eb, a ? a : "(null)", b ? b : "(null)");
+    }
+    return eq == want_equal;
+}
+
+bool korch_test_check_contains(const char *hay, const char *needle, const char *file, int line,
+                               const char *eh, const char *en)
+{
+    bool ok = hay && needle && strstr(hay, needle);
+    if (!ok) {
+        s_failed_checks++;
+        fprintf(stderr, "  %s:%d: check failed: %s contains %s\n    haystack: \"%.600s\"\n    needle:   \"%s\"\n",
+                file, line, eh, en, hay ? hay : "(null)", needle ? needle : "(null)");
+    }
+    return ok;
+}
+
+const char *korch_test_root(void)
+{
+    const char *r = getenv("KORCH_ROOT");
+    return r && *r ? r : ".";
+}
+
+const char *korch_test_korch_bin(void)
+{
+    static char path[PATH_MAX];
+    if (!path[0]) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+            self[n] = 0;
+            char *slash = strrchr(self, '/');
+            if (slash)
+                *slash = 0;
+            snprintf(path, sizeof path, "%s/korch", self);
+        } else {
+            snprintf(path, sizeof path, "build/korch");
+        }
+    }
+    return path;
+}
+
+/* Read what a pipe has into a growing string. false on EOF. */
+static bool s_drain(int fd, char **buf, size_t *len)
+{
+    char tmp[65536];
+    ssize_t n = read(fd, tmp, sizeof tmp);
+    if (n <= 0)
+        return n < 0 && (errno == EINTR || errno == EAGAIN);
+    char *nb = realloc(*buf, *len + (size_t)n + 1);
+    if (!nb)
+        return false;
+    memcpy(nb + *len, tmp, (size_t)n);
+    *len += (size_t)n;
+    nb[*len] = 0;
+    *buf = nb;
+    return true;
+}
+
+int korch_test_run(const char *const *argv, const char *input, char **out, char **err, int timeout_s)
+{
+    int pin[2], pout[2], perr[2];
+    if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(pin[0], 0);
+        dup2(pout[1], 1);
+        dup2(err ? perr[1] : 2, 2);
+        setpgid(0, 0);
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(pin[0]);
+    close(pout[1]);
+    close(perr[1]);
+    if (input) {
+        size_t left = strlen(input);
+        const char *p = input;
+        signal(SIGPIPE, SIG_IGN);
+        while (left) {
+            ssize_t n = write(pin[1], p, left);
+            if (n <= 0)
+                break;
+            p += n;
+            left -= (size_t)n;
+        }
+    }
+    close(pin[1]);
+    char *obuf = calloc(1, 1), *ebuf = calloc(1, 1);
+    size_t olen = 0, elen = 0;
+    bool oopen = true, eopen = true;
+    time_t deadline = time(NULL) + timeout_s;
+    while (oopen || eopen) {
+        struct pollfd fds[2] = {{pout[0], POLLIN, 0}, {perr[0], POLLIN, 0}};
+        int left_ms = (int)(deadline - time(NULL)) * 1000;
+        if (left_ms <= 0)
+            break;
+        int n = poll(fds, 2, left_ms);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (oopen && (fds[0].revents & (POLLIN | POLLHUP)))
+            oopen = s_drain(pout[0], &obuf, &olen);
+        if (eopen && (fds[1].revents & (POLLIN | POLLHUP)))
+            eopen = s_drain(perr[0], &ebuf, &elen);
+    }
+    close(pout[0]);
+    close(perr[0]);
+    int status = 0;
+    if (oopen || eopen) {
+        fprintf(stderr, "  command timed out after %d s: %s\n", timeout_s, argv[0]);
+        kill(-pid, SIGKILL);
+    }
+    waitpid(pid, &status, 0);
+    if (out)
+        *out = obuf;
+    else
+        free(obuf);
+    if (err)
+        *err = ebuf;
+    else
+        free(ebuf);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static double s_ms_since(struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static bool s_selected(const char *name, int argc, char **argv)
+{
+    if (argc < 2)
+        return true;
+    for (int i = 1; i < argc; i++)
+        if (strstr(name, argv[i]))
+            return true;
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    int passed = 0, failed = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < s_ntests; i++) {
+        test_t *t = &s_tests[i];
+        if (!s_selected(t->name, argc, argv))
+            continue;
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);
+            alarm((unsigned)t->timeout_s);
+            s_failed_checks = 0;
+            t->fn();
+            fflush(stdout);
+            fflush(stderr);
+            _exit(s_failed_checks ? 1 : 0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        kill(-pid, SIGKILL); /* anything the test left behind */
+        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (ok) {
+            passed++;
+            printf("ok   %-44s %8.0f ms\n", t->name, s_ms_since(&t0));
+        } else {
+            failed++;
+            if (WIFSIGNALED(status))
+                printf("FAIL %-44s %8.0f ms (%s%s)\n", t->name, s_ms_since(&t0), strsignal(WTERMSIG(status)),
+                       WTERMSIG(status) == SIGALRM ? ": timed out" : "");
+            else
+                printf("FAIL %-44s %8.0f ms (%s)\n", t->name, s_ms_since(&t0), t->file);
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

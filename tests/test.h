@@ -1,0 +1,57 @@
+/*  A small test harness: tests register themselves, the runner forks one
+ *  child per test (a crash or hang fails that test only) and ends with the
+ *  line "N passed, N failed".
+ *
+ *  CHECK* macros report both sides on failure and return whether they held,
+ *  so a test can stop early: if (!CHECK(k)) goto out;
+ */
+#ifndef KORCH_TEST_H
+#define KORCH_TEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef void (*korch_test_fn)(void);
+
+void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s);
+bool korch_test_check(bool ok, const char *file, int line, const char *expr);
+bool korch_test_check_int(long long a, long long b, const char *op, bool ok, const char *file, int line,
+                          const char *ea, const char *eb);
+bool korch_test_check_str(const char *a, const char *b, bool want_equal, const char *file, int line,
+                          const char *ea, const char *eb);
+bool korch_test_check_contains(const char *hay, const char *needle, const char *file, int line,
+                               const char *eh, const char *en);
+
+/* Where the repository is (the runner's cwd must be its root or KORCH_ROOT set). */
+const char *korch_test_root(void);
+
+/* Run argv (NULL-terminated) with the given stdin text (may be NULL); capture
+   stdout (and stderr when err is non-NULL) as new malloc'd strings. Returns the
+   exit status (>=0), or -1 when it could not be run / was killed by a signal. */
+int korch_test_run(const char *const *argv, const char *input, char **out, char **err, int timeout_s);
+
+/* Path of the korch binary under test (build dir beside the test binary). */
+const char *korch_test_korch_bin(void);
+
+#define TEST_T(name, timeout_s)                                                             \
+    static void test_##name(void);                                                           \
+    __attribute__((constructor)) static void test_register_##name(void)                      \
+    { korch_test_register(#name, __FILE__, test_##name, timeout_s); }                        \
+    static void test_##name(void)
+#define TEST(name) TEST_T(name, 60)
+
+#define CHECK(c) korch_test_check(!!(c), __FILE__, __LINE__, #c)
+#define CHECK_INT_(a, op, b) ({ long long a_ = (long long)(a), b_ = (long long)(b); \
+    korch_test_check_int(a_, b_, #op, a_ op b_, __FILE__, __LINE__, #a, #b); })
+#define CHECK_EQ(a, b) CHECK_INT_(a, ==, b)
+#define CHECK_NE(a, b) CHECK_INT_(a, !=, b)
+#define CHECK_LT(a, b) CHECK_INT_(a, <, b)
+#define CHECK_LE(a, b) CHECK_INT_(a, <=, b)
+#define CHECK_GT(a, b) CHECK_INT_(a, >, b)
+#define CHECK_GE(a, b) CHECK_INT_(a, >=, b)
+#define CHECK_STREQ(a, b) korch_test_check_str((a), (b), true, __FILE__, __LINE__, #a, #b)
+#define CHECK_STRNE(a, b) korch_test_check_str((a), (b), false, __FILE__, __LINE__, #a, #b)
+#define CHECK_CONTAINS(h, n) korch_test_check_contains((h), (n), __FILE__, __LINE__, #h, #n)
+
+#endif
