@@ -23,7 +23,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
-DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+BENCH_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/bench/*.c))
+DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
 
 ifeq ($(V),1)
 Q :=
@@ -33,7 +34,7 @@ endif
 
 .PHONY: all test asan bench install clean setup image check-banned
 
-all: $(BUILD)/korch $(BUILD)/korch-test
+all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -49,6 +50,10 @@ $(BUILD)/korch: $(CLI_OBJ) $(BUILD)/libkorch.a | check-banned
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/korch-test: $(TEST_OBJ) $(BUILD)/libkorch.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/korch-bench: $(BENCH_OBJ) $(BUILD)/libkorch.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -1,8 +1,8 @@
 /*  The test runner: one forked child per test, a timeout per test, and the
  *  closing line "N passed, N failed".  Usage: korch-test [SUBSTRING...]
  */
-#define _GNU_SOURCE
 #include "test.h"
+#include "korch/korch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -208,6 +208,7 @@ static bool s_selected(const char *name, int argc, char **argv)
 int main(int argc, char **argv)
 {
     int passed = 0, failed = 0;
+    korch_init();
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < s_ntests; i++) {
         test_t *t = &s_tests[i];

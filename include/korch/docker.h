@@ -19,8 +19,10 @@
  *  POST /containers/{id}/wait when the container stops (unix socket engines),
  *  else -1 and the client polls is_alive (one GET /containers/{id}/json).
  *
- *  Calls block the caller for one or two Engine API round trips (about
- *  100 ms for start, a millisecond for is_alive on a local engine).
+ *  Calls block the caller for one or two Engine API round trips (start
+ *  about 0.1-0.5 s, is_alive about a millisecond on a local engine). A
+ *  launcher and its procs share one API connection: use them from one
+ *  thread.
  */
 #ifndef KORCH_DOCKER_H
 #define KORCH_DOCKER_H
@@ -39,7 +41,8 @@ typedef struct {
     const char *image;          /* NULL = metadata.korch.image, else korch-kernel-<spec>:latest */
     const char *instance;       /* this korch's id, label korch.instance; NULL = "default" */
     const char *user;           /* "uid:gid"; NULL = "1000:1000" when korch is root, else korch's uid:gid */
-    const char *workdir;        /* host dir mounted read-write as the kernel's cwd; NULL = a tmpfs */
+    const char *workdir;        /* host dir mounted read-write as the kernel's cwd (must be writable
+                                   by the kernel's uid); NULL = a tmpfs */
     bool workdir_from_cwd;      /* mount the request's cwd when workdir is NULL (default false) */
     const char *workdir_mount;  /* the cwd inside: "/home/korch/work" */
     const char *runtime_mount;  /* where runtime_dir appears: "/run/korch" */

@@ -71,7 +71,9 @@ typedef struct {
     bool silent;
     bool no_store_history;      /* default: store history */
     bool allow_stdin;           /* default off: input() raises in the kernel */
-    bool no_stop_on_error;      /* default: stop_on_error as jupyter_client */
+    bool stop_on_error;         /* abort requests queued behind a failing one. Off by default,
+                                   unlike jupyter_client: ipykernel then also aborts a request
+                                   sent right after an interrupted (timed-out) one */
     int timeout_ms;             /* 0 = none */
     int interrupt_grace_ms;     /* after the interrupt, restart if not idle within (default 5000) */
 } korch_exec_opts_t;

@@ -45,6 +45,8 @@ typedef struct {
     size_t max_content;         /* content frame (default 256 MiB) */
     size_t max_buffers_total;   /* all binary buffers of a message (default 256 MiB) */
     size_t digest_history;      /* signatures remembered (default 65536) */
+    size_t max_stream_text;     /* a larger stream message keeps this much text, the rest
+                                   counted in content.korch_dropped (default 8 MiB) */
 } korch_session_limits_t;
 
 /* A session with the given HMAC key (key_len 0 = unsigned) and username

@@ -1,6 +1,7 @@
 /*  korch: a Jupyter-kernel orchestrator.  `korch --help` lists commands. */
 #include "cli.h"
 #include "korch/kernelspec.h"
+#include "korch/korch.h"
 #include "korch/log.h"
 
 #include <czmq.h>
@@ -87,10 +88,7 @@ static void s_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    korch_log_init();
-    /* czmq must not install its own SIGINT handler: Ctrl-C interrupts the kernel. */
-    zsys_handler_set(NULL);
-    signal(SIGPIPE, SIG_IGN);
+    korch_init();
     if (argc < 2) {
         s_usage(stderr);
         return 2;

@@ -176,11 +176,16 @@ static korch_exec_t *s_find_exec(korch_kernel_t *k, const char *msg_id)
     return NULL;
 }
 
-/* End every pending execution, e.g. because the kernel died. */
+/* End every pending execution, e.g. because the kernel died. When the
+   kernel is restarted, requests not sent yet stay queued for the new one. */
 static void s_fail_pending(korch_kernel_t *k, const char *detail, bool restarted)
 {
     korch_exec_t *ex;
-    while ((ex = zlistx_first(k->pending))) {
+    for (;;) {
+        for (ex = zlistx_first(k->pending); ex && restarted && !ex->sent; ex = zlistx_next(k->pending))
+            ;
+        if (!ex)
+            break;
         ex->result.restarted = restarted;
         if (ex->timed_out) {
             ex->result.interrupted = true;
@@ -729,6 +734,8 @@ static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason)
     snprintf(k->stop_reason, sizeof k->stop_reason, "%s", reason);
     k->stop_restart = restart;
     k->stop_phase = STOP_SHUTDOWN;
+    if (restart) /* new executions queue for the new kernel from now on */
+        s_set_state(k, KORCH_KERNEL_RESTARTING, reason);
     s_send(k, KORCH_CH_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", restart));
     k->stop_timer = zloop_timer(k->z, (size_t)(k->opts.shutdown_grace_ms / 2), 1, s_on_stop_timer, k);
     if (k->proc) {
@@ -859,7 +866,8 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             goto fail;
         snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
     }
-    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, NULL);
+    korch_session_limits_t lim = {.max_stream_text = o.max_stream_bytes};
+    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
     if (!k->session) {
         korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
         goto fail;
@@ -986,7 +994,7 @@ korch_exec_t *korch_kernel_execute(korch_kernel_t *k, const char *code, const ko
         "execute_request",
         json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code ? code : "", "silent", ex->opts.silent,
                   "store_history", !ex->opts.no_store_history && !ex->opts.silent, "user_expressions", "allow_stdin",
-                  ex->opts.allow_stdin, "stop_on_error", !ex->opts.no_stop_on_error));
+                  ex->opts.allow_stdin, "stop_on_error", ex->opts.stop_on_error));
     if (!ex->outputs || !ex->request || !json_is_object(ex->request->content) ||
         !json_object_get(ex->request->content, "code")) {
         korch_err_set(err, KORCH_E_INVALID, "cannot build execute_request (is the code valid UTF-8?)");

@@ -107,6 +107,10 @@ static korch_output_event_t s_stream(korch_outputs_t *self, json_t *content, jso
         return KORCH_OUTPUT_NONE;
     const char *text = json_string_value(jtext);
     size_t len = json_string_length(jtext);
+    /* text the wire layer already left out of a huge message */
+    json_t *pre = json_object_get(content, "korch_dropped");
+    if (json_is_integer(pre) && json_integer_value(pre) > 0)
+        self->dropped_bytes += (size_t)json_integer_value(pre);
     size_t room = self->stream_bytes < self->max_stream ? self->max_stream - self->stream_bytes : 0;
     if (len > room) {
         /* Cut on a UTF-8 character boundary. */

@@ -530,7 +530,7 @@ out:
     if (rc) {
         if (p->id[0])
             s_remove(l, p->id);
-        if (p->conn_file[0] && rc != KORCH_E_IO)
+        if (p->conn_file[0])
             unlink(p->conn_file);
         if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
             korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));

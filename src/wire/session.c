@@ -81,7 +81,7 @@ korch_session_t *korch_session_new(const void *key, size_t key_len, const char *
     if (!username)
         username = getenv("USER");
     snprintf(self->username, sizeof self->username, "%s", username && *username ? username : "korch");
-    self->lim = (korch_session_limits_t){1 << 20, 256u << 20, 256u << 20, 65536};
+    self->lim = (korch_session_limits_t){1 << 20, 256u << 20, 256u << 20, 65536, 8u << 20};
     if (limits) {
         if (limits->max_json_part)
             self->lim.max_json_part = limits->max_json_part;
@@ -91,6 +91,8 @@ korch_session_t *korch_session_new(const void *key, size_t key_len, const char *
             self->lim.max_buffers_total = limits->max_buffers_total;
         if (limits->digest_history)
             self->lim.digest_history = limits->digest_history;
+        if (limits->max_stream_text)
+            self->lim.max_stream_text = limits->max_stream_text;
     }
     self->seen = zhashx_new();
     self->ring = calloc(self->lim.digest_history, sizeof *self->ring);
@@ -260,6 +262,192 @@ static json_t *s_parse_object(zframe_t *f)
     return v;
 }
 
+/* ---- bounded parse of large stream messages ----------------------------
+ * ipykernel flushes stdout every 0.2 s, so a fast print arrives as ONE
+ * stream message of tens of MB. Parsing that with jansson would hold the
+ * frame, jansson's buffer and the string at once; instead the text is
+ * decoded straight from the frame, keeping at most max_stream_text bytes and
+ * counting the rest in content.korch_dropped. Anything unusual falls back to
+ * the full parser. */
+
+typedef struct {
+    const char *p, *end;
+} s_cursor_t;
+
+static void s_ws(s_cursor_t *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static int s_hex4(const char *p)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i];
+        v <<= 4;
+        if (ch >= '0' && ch <= '9')
+            v |= ch - '0';
+        else if (ch >= 'a' && ch <= 'f')
+            v |= ch - 'a' + 10;
+        else if (ch >= 'A' && ch <= 'F')
+            v |= ch - 'A' + 10;
+        else
+            return -1;
+    }
+    return v;
+}
+
+/* Decode a JSON string at c->p (on the opening quote) into out (capacity
+   cap, whole UTF-8 characters only); bytes that do not fit go to *dropped. */
+static bool s_string(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *dropped)
+{
+    if (c->p >= c->end || *c->p != '"')
+        return false;
+    c->p++;
+    *len = 0;
+    while (c->p < c->end) {
+        unsigned char ch = (unsigned char)*c->p;
+        char enc[4];
+        size_t n = 0;
+        if (ch == '"') {
+            c->p++;
+            return true;
+        }
+        if (ch < 0x20)
+            return false;
+        if (ch != '\\') {
+            /* copy a raw UTF-8 character whole */
+            size_t clen = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
+            if (!clen || c->p + clen > c->end)
+                return false;
+            if (!*dropped && *len + clen <= cap) {
+                memcpy(out + *len, c->p, clen);
+                *len += clen;
+            } else
+                *dropped += clen;
+            c->p += clen;
+            continue;
+        }
+        if (c->p + 1 >= c->end)
+            return false;
+        char e = c->p[1];
+        c->p += 2;
+        unsigned cp;
+        switch (e) {
+        case '"': cp = '"'; break;
+        case '\\': cp = '\\'; break;
+        case '/': cp = '/'; break;
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u': {
+            if (c->end - c->p < 4)
+                return false;
+            int v = s_hex4(c->p);
+            if (v < 0)
+                return false;
+            c->p += 4;
+            cp = (unsigned)v;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (c->end - c->p < 6 || c->p[0] != '\\' || c->p[1] != 'u')
+                    return false;
+                int lo = s_hex4(c->p + 2);
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    return false;
+                c->p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF)
+                return false;
+            break;
+        }
+        default: return false;
+        }
+        if (cp < 0x80)
+            enc[n++] = (char)cp;
+        else if (cp < 0x800) {
+            enc[n++] = (char)(0xC0 | cp >> 6);
+            enc[n++] = (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            enc[n++] = (char)(0xE0 | cp >> 12);
+            enc[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            enc[n++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            enc[n++] = (char)(0xF0 | cp >> 18);
+            enc[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            enc[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            enc[n++] = (char)(0x80 | (cp & 0x3F));
+        }
+        if (!*dropped && *len + n <= cap) { /* once cut, the rest is dropped */
+            memcpy(out + *len, enc, n);
+            *len += n;
+        } else
+            *dropped += n;
+    }
+    return false;
+}
+
+/* {"name": "...", "text": "..."} -> a new content object, or NULL. */
+static json_t *s_parse_stream_bounded(const char *data, size_t size, size_t keep)
+{
+    s_cursor_t c = {data, data + size};
+    char name[64], key[16];
+    size_t name_len = 0, text_len = 0, dropped = 0, klen, kdrop, ndrop = 0;
+    bool have_name = false, have_text = false;
+    char *text = malloc(keep + 1);
+    json_t *out = NULL;
+    if (!text)
+        return NULL;
+    s_ws(&c);
+    if (c.p >= c.end || *c.p++ != '{')
+        goto out;
+    for (;;) {
+        s_ws(&c);
+        kdrop = 0;
+        if (!s_string(&c, key, sizeof key, &klen, &kdrop) || kdrop)
+            goto out;
+        s_ws(&c);
+        if (c.p >= c.end || *c.p++ != ':')
+            goto out;
+        s_ws(&c);
+        if (klen == 4 && memcmp(key, "name", 4) == 0 && !have_name) {
+            if (!s_string(&c, name, sizeof name, &name_len, &ndrop) || ndrop)
+                goto out;
+            have_name = true;
+        } else if (klen == 4 && memcmp(key, "text", 4) == 0 && !have_text) {
+            if (!s_string(&c, text, keep, &text_len, &dropped))
+                goto out;
+            have_text = true;
+        } else
+            goto out; /* an unexpected member: let jansson judge */
+        s_ws(&c);
+        if (c.p < c.end && *c.p == ',') {
+            c.p++;
+            continue;
+        }
+        if (c.p < c.end && *c.p == '}') {
+            c.p++;
+            break;
+        }
+        goto out;
+    }
+    s_ws(&c);
+    if (c.p != c.end || !have_name || !have_text)
+        goto out;
+    json_t *jname = json_stringn(name, name_len), *jtext = json_stringn(text, text_len);
+    if (jname && jtext)
+        out = json_pack("{s:o, s:o, s:I}", "name", jname, "text", jtext, "korch_dropped", (json_int_t)dropped);
+    else {
+        json_decref(jname);
+        json_decref(jtext);
+    }
+out:
+    free(text);
+    return out;
+}
+
 static korch_rc_t s_reject(korch_session_t *self, korch_reject_t why, korch_reject_t *pwhy, korch_err_t *err,
                            const char *detail)
 {
@@ -359,7 +547,13 @@ korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **pframes, ko
     msg->header = s_parse_object(parts[1]);
     msg->parent_header = s_parse_object(parts[2]);
     msg->metadata = s_parse_object(parts[3]);
-    msg->content = s_parse_object(parts[4]);
+    /* content below: the header says whether it may be a huge stream */
+    const char *mt = json_string_value(json_object_get(msg->header, "msg_type"));
+    if (mt && strcmp(mt, "stream") == 0 && zframe_size(parts[4]) > self->lim.max_stream_text)
+        msg->content = s_parse_stream_bounded((const char *)zframe_data(parts[4]), zframe_size(parts[4]),
+                                              self->lim.max_stream_text);
+    if (!msg->content)
+        msg->content = s_parse_object(parts[4]);
     if (!msg->header || !msg->parent_header || !msg->metadata || !msg->content) {
         rc = s_reject(self, KORCH_REJ_BAD_JSON, why, err, "a part is not a JSON object");
         goto out;

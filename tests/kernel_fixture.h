@@ -1,0 +1,79 @@
+/*  Shared set-up for tests that need a real kernel on a loop. */
+#ifndef KORCH_KERNEL_FIXTURE_H
+#define KORCH_KERNEL_FIXTURE_H
+
+#include "test.h"
+#include "korch/kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+    korch_loop_t *loop;
+    korch_kernel_t *k;
+    char buf[2][1 << 16];
+} fx_t;
+
+static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
+{
+    memset(f, 0, sizeof *f);
+    f->loop = korch_loop_new();
+    korch_err_t err = {0};
+    f->k = korch_kernel_new(f->loop, o, &err);
+    if (f->k)
+        korch_kernel_wait_ready(f->k, &err);
+    if (!CHECK_EQ(err.rc, KORCH_OK)) {
+        fprintf(stderr, "  kernel did not start: %s\n", err.msg);
+        korch_kernel_destroy(&f->k);
+        korch_loop_destroy(&f->loop);
+        return false;
+    }
+    return true;
+}
+
+static inline void fx_stop(fx_t *f)
+{
+    korch_kernel_destroy(&f->k);
+    korch_loop_destroy(&f->loop);
+}
+
+/* Execute and wait; timeout_ms 0 = none. Never NULL (the test fails instead). */
+static inline korch_exec_t *fx_run(fx_t *f, const char *code, int timeout_ms)
+{
+    korch_exec_opts_t eo = {.timeout_ms = timeout_ms};
+    korch_err_t err = {0};
+    korch_exec_t *ex = korch_kernel_execute_wait(f->k, code, &eo, NULL, &err);
+    if (!ex) {
+        fprintf(stderr, "  execute failed: %s\n", err.msg);
+        abort();
+    }
+    return ex;
+}
+
+/* The concatenated text of one stream (the merged output), or "". Large
+   texts are returned from a malloc'd buffer that lives until exit. */
+static inline const char *fx_stream(korch_exec_t *ex, const char *name)
+{
+    json_t *outs = korch_exec_result(ex)->outputs;
+    size_t total = 0, i;
+    json_t *o;
+    json_array_foreach(outs, i, o) {
+        if (json_string_value(json_object_get(o, "name")) &&
+            strcmp(json_string_value(json_object_get(o, "name")), name) == 0)
+            total += json_string_length(json_object_get(o, "text"));
+    }
+    char *buf = malloc(total + 1);
+    size_t n = 0;
+    json_array_foreach(outs, i, o) {
+        if (json_string_value(json_object_get(o, "name")) &&
+            strcmp(json_string_value(json_object_get(o, "name")), name) == 0) {
+            json_t *t = json_object_get(o, "text");
+            memcpy(buf + n, json_string_value(t), json_string_length(t));
+            n += json_string_length(t);
+        }
+    }
+    buf[n] = 0;
+    return buf; /* leaked on purpose: tests are short-lived forked children */
+}
+
+#endif

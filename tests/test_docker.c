@@ -1,0 +1,559 @@
+/*  The Docker API client and launcher against the real dockerd and the kernel
+ *  image (scripts/dockerd.sh, scripts/build-image.sh). No kernel client yet:
+ *  the kernel is judged by the ipc socket files it creates.
+ *
+ *  KORCH_TEST_NO_DOCKER=1 turns these tests into no-ops (machines without
+ *  a Docker engine).
+ */
+#include "test.h"
+
+#include "korch/conn.h"
+#include "korch/docker.h"
+#include "korch/docker_api.h"
+#include "korch/kernelspec.h"
+#include "korch/launcher.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IMAGE "korch-kernel-python3:latest"
+
+static bool s_skip(void)
+{
+    const char *s = getenv("KORCH_TEST_NO_DOCKER");
+    if (s && *s && strcmp(s, "0") != 0) {
+        printf("  skipped: KORCH_TEST_NO_DOCKER is set\n");
+        return true;
+    }
+    return false;
+}
+
+static double s_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* A fresh 0700 runtime dir and an ipc conn whose prefix lies in it. */
+static bool s_runtime(char *dir, size_t len, korch_conn_t *conn)
+{
+    snprintf(dir, len, "/tmp/korch-test-docker.XXXXXX");
+    if (!mkdtemp(dir))
+        return false;
+    char prefix[PATH_MAX + 16];
+    snprintf(prefix, sizeof prefix, "%s/kernel", dir);
+    korch_err_t err = {0};
+    return korch_conn_init_ipc(conn, prefix, &err) == KORCH_OK;
+}
+
+static void s_rmrf(const char *dir)
+{
+    const char *argv[] = {"rm", "-rf", dir, NULL};
+    korch_test_run(argv, NULL, NULL, NULL, 10);
+}
+
+/* All five sockets of conn exist, within timeout_ms. */
+static bool s_wait_sockets(const korch_conn_t *conn, int timeout_ms)
+{
+    double end = s_now_ms() + timeout_ms;
+    while (s_now_ms() < end) {
+        int n = 0;
+        for (int i = 0; i < KORCH_CH__COUNT; i++) {
+            char path[PATH_MAX + 16];
+            struct stat st;
+            snprintf(path, sizeof path, "%s-%d", conn->ip, conn->port[i]);
+            if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+                n++;
+        }
+        if (n == KORCH_CH__COUNT)
+            return true;
+        usleep(20 * 1000);
+    }
+    return false;
+}
+
+/* Inspect a container; NULL when it does not exist. */
+static json_t *s_inspect(const char *id, long *status)
+{
+    korch_err_t err = {0};
+    korch_docker_t *d = korch_docker_new(NULL, &err);
+    if (!d)
+        return NULL;
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/json", id);
+    korch_docker_reply_t r;
+    json_t *j = NULL;
+    *status = 0;
+    if (korch_docker_request(d, "GET", path, NULL, &r, &err) == KORCH_OK) {
+        *status = r.status;
+        if (r.status == 200)
+            j = json_incref(r.json);
+        korch_docker_reply_clear(&r);
+    }
+    korch_docker_destroy(&d);
+    return j;
+}
+
+static bool s_wait_dead(korch_proc_t *p, char *why, size_t whylen, int timeout_ms)
+{
+    double end = s_now_ms() + timeout_ms;
+    while (s_now_ms() < end) {
+        if (!korch_proc_is_alive(p, why, whylen))
+            return true;
+        usleep(50 * 1000);
+    }
+    return false;
+}
+
+/* A kernelspec whose argv is a python one-liner, for signal and OOM tests. */
+static korch_kernelspec_t *s_script_spec(const char *code)
+{
+    korch_kernelspec_t *s = calloc(1, sizeof *s);
+    s->name = strdup("python3");
+    s->dir = strdup("/nonexistent");
+    s->argv = calloc(4, sizeof *s->argv);
+    s->argv[0] = strdup("/usr/bin/python3");
+    s->argv[1] = strdup("-c");
+    s->argv[2] = strdup(code);
+    s->env = json_object();
+    s->json = json_object();
+    return s;
+}
+
+TEST(docker_api_ping_version)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_docker_t *d = korch_docker_new(NULL, &err);
+    if (!CHECK(d))
+        return;
+    CHECK_EQ(korch_docker_ping(d, &err), KORCH_OK);
+    CHECK_STREQ(err.msg, "");
+    json_t *v = korch_docker_version(d, &err);
+    CHECK(v);
+    CHECK(json_is_string(json_object_get(v, "ApiVersion")));
+    CHECK(json_is_string(json_object_get(v, "Version")));
+    json_decref(v);
+    korch_docker_destroy(&d);
+    CHECK(d == NULL);
+}
+
+TEST(docker_api_missing_socket)
+{
+    korch_err_t err = {0};
+    korch_docker_t *d = korch_docker_new("unix:///nonexistent/korch/docker.sock", &err);
+    if (!CHECK(d))
+        return;
+    CHECK_EQ(korch_docker_ping(d, &err), KORCH_E_DOCKER);
+    CHECK_STREQ(err.msg,
+                "cannot reach docker at '/nonexistent/korch/docker.sock': no such socket (is dockerd running?)");
+    korch_docker_destroy(&d);
+}
+
+TEST(docker_api_connection_refused)
+{
+    char dir[] = "/tmp/korch-test-sock.XXXXXX", path[PATH_MAX], host[PATH_MAX + 8];
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    snprintf(path, sizeof path, "%s/docker.sock", dir);
+    snprintf(host, sizeof host, "unix://%s", path);
+    /* A socket file nobody listens on: what a crashed dockerd leaves. */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    CHECK_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    korch_err_t err = {0};
+    korch_docker_t *d = korch_docker_new(host, &err);
+    if (CHECK(d)) {
+        CHECK_EQ(korch_docker_ping(d, &err), KORCH_E_DOCKER);
+        char want[PATH_MAX + 100];
+        snprintf(want, sizeof want, "cannot reach docker at '%s': connection refused (is dockerd running?)", path);
+        CHECK_STREQ(err.msg, want);
+    }
+    korch_docker_destroy(&d);
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}
+
+TEST(docker_api_bad_host)
+{
+    korch_err_t err = {0};
+    CHECK(korch_docker_new("ssh://user@host", &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_INVALID);
+    CHECK_CONTAINS(err.msg, "'ssh://user@host' is not supported");
+}
+
+TEST(docker_api_image_missing)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_docker_t *d = korch_docker_new(NULL, &err);
+    if (!CHECK(d))
+        return;
+    CHECK(korch_docker_image_inspect(d, "korch-no-such-image:nope", &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_NOTFOUND);
+    CHECK_STREQ(err.msg, "image 'korch-no-such-image:nope' not found (build it with: make image)");
+    korch_err_clear(&err);
+    json_t *img = korch_docker_image_inspect(d, IMAGE, &err);
+    if (!CHECK(img))
+        fprintf(stderr, "  %s\n", err.msg);
+    json_decref(img);
+    korch_docker_destroy(&d);
+}
+
+TEST(docker_launcher_unreachable)
+{
+    korch_docker_opts_t o;
+    korch_docker_opts_init(&o);
+    o.host = "unix:///nonexistent/korch/docker.sock";
+    korch_err_t err = {0};
+    CHECK(korch_launcher_docker_new(&o, &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_DOCKER);
+    CHECK_CONTAINS(err.msg, "cannot reach docker at '/nonexistent/korch/docker.sock'");
+}
+
+TEST(docker_launcher_image_missing)
+{
+    if (s_skip())
+        return;
+    korch_docker_opts_t o;
+    korch_docker_opts_init(&o);
+    o.image = "korch-no-such-image:nope";
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    if (!CHECK(l))
+        return;
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = korch_kernelspec_load("kernelspec/python3", "python3", &err);
+    CHECK(spec);
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = "test-missing-image"};
+    korch_proc_t *p = NULL;
+    CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_E_NOTFOUND);
+    CHECK_STREQ(err.msg, "image 'korch-no-such-image:nope' not found (build it with: make image)");
+    CHECK(p == NULL);
+    struct stat st;
+    CHECK_EQ(stat(dir, &st), 0);
+    CHECK_EQ(st.st_uid, geteuid()); /* given back */
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    s_rmrf(dir);
+}
+
+TEST_T(docker_launcher_kernel, 90)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_docker_opts_t o;
+    korch_docker_opts_init(&o);
+    char instance[64];
+    snprintf(instance, sizeof instance, "korch-test-%d", (int)getpid());
+    o.instance = instance;
+    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    if (!CHECK(l)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return;
+    }
+    CHECK_STREQ(l->ops->transport(l), "ipc");
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = korch_kernelspec_load("kernelspec/python3", "python3", &err);
+    if (!CHECK(spec))
+        goto out;
+    char kid[64];
+    snprintf(kid, sizeof kid, "test-%d", (int)getpid());
+    const char *env[] = {"KORCH_TEST=1", NULL};
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .env = env, .kernel_id = kid};
+    korch_proc_t *p = NULL;
+    double t0 = s_now_ms();
+    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    double t_started = s_now_ms();
+    bool up = s_wait_sockets(&conn, 15000);
+    double t_up = s_now_ms();
+    if (!CHECK(up))
+        fprintf(stderr, "  kernel log:\n%s\n", korch_proc_log_tail(p));
+    printf("  container start %.0f ms, sockets after %.0f ms\n", t_started - t0, t_up - t0);
+    char why[256] = "";
+    CHECK(korch_proc_is_alive(p, why, sizeof why));
+    int efd = korch_proc_exit_fd(p);
+    CHECK_GE(efd, 0);
+    if (efd >= 0) {
+        struct pollfd pfd = {efd, POLLIN, 0};
+        CHECK_EQ(poll(&pfd, 1, 0), 0); /* not readable while the kernel runs */
+    }
+
+    /* The connection file the kernel read: our key, the in-container path. */
+    char cf[PATH_MAX + 16];
+    snprintf(cf, sizeof cf, "%s/kernel.json", dir);
+    korch_conn_t inside;
+    if (CHECK_EQ(korch_conn_load(&inside, cf, &err), KORCH_OK)) {
+        CHECK_STREQ(inside.ip, "/run/korch/kernel");
+        CHECK_STREQ(inside.key, conn.key);
+        CHECK_STREQ(inside.transport, "ipc");
+    }
+
+    /* The hardening, as the engine recorded it. */
+    const char *id = korch_docker_proc_container(p);
+    CHECK(id && strlen(id) == 64);
+    long status = 0;
+    json_t *c = id ? s_inspect(id, &status) : NULL;
+    if (CHECK(c)) {
+        json_t *h = json_object_get(c, "HostConfig"), *cfg = json_object_get(c, "Config");
+        CHECK_STREQ(json_string_value(json_object_get(h, "NetworkMode")), "none");
+        CHECK(json_is_true(json_object_get(h, "ReadonlyRootfs")));
+        CHECK(json_is_true(json_object_get(h, "Init")));
+        CHECK_EQ(json_integer_value(json_object_get(h, "Memory")), 1LL << 30);
+        CHECK_EQ(json_integer_value(json_object_get(h, "MemorySwap")), 1LL << 30);
+        CHECK_EQ(json_integer_value(json_object_get(h, "NanoCpus")), 1000000000LL);
+        CHECK_EQ(json_integer_value(json_object_get(h, "PidsLimit")), 256);
+        CHECK_STREQ(json_string_value(json_array_get(json_object_get(h, "CapDrop"), 0)), "ALL");
+        CHECK_STREQ(json_string_value(json_array_get(json_object_get(h, "SecurityOpt"), 0)), "no-new-privileges");
+        json_t *ul = json_array_get(json_object_get(h, "Ulimits"), 0);
+        CHECK_STREQ(json_string_value(json_object_get(ul, "Name")), "nofile");
+        CHECK_EQ(json_integer_value(json_object_get(ul, "Hard")), 4096);
+        CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(h, "Tmpfs"), "/tmp")), "size=268435456");
+        CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(h, "Tmpfs"), "/home/korch/work")), "uid=");
+        if (geteuid() == 0)
+            CHECK_STREQ(json_string_value(json_object_get(cfg, "User")), "1000:1000");
+        json_t *labels = json_object_get(cfg, "Labels");
+        CHECK_STREQ(json_string_value(json_object_get(labels, "korch.kernel_id")), kid);
+        CHECK_STREQ(json_string_value(json_object_get(labels, "korch.instance")), instance);
+        CHECK_STREQ(json_string_value(json_array_get(json_object_get(cfg, "Cmd"), 0)), "python3");
+        CHECK_STREQ(json_string_value(json_array_get(json_object_get(cfg, "Cmd"), 4)), "/run/korch/kernel.json");
+        CHECK_STREQ(json_string_value(json_object_get(cfg, "WorkingDir")), "/home/korch/work");
+        bool has_env = false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(cfg, "Env"), i, e) has_env |= strcmp(json_string_value(e), "KORCH_TEST=1") == 0;
+        CHECK(has_env);
+        json_decref(c);
+    }
+
+    /* Listed under our instance. */
+    json_t *list = korch_docker_list(l, instance, &err);
+    if (CHECK(list) && CHECK_EQ(json_array_size(list), 1)) {
+        CHECK_STREQ(json_string_value(json_object_get(json_array_get(list, 0), "kernel_id")), kid);
+        CHECK_STREQ(json_string_value(json_object_get(json_array_get(list, 0), "state")), "running");
+    }
+    json_decref(list);
+
+    /* An idle ipykernel ignores SIGINT: delivered, and the kernel lives on. */
+    CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_OK);
+    usleep(300 * 1000);
+    CHECK(korch_proc_is_alive(p, why, sizeof why));
+
+    char idcopy[80];
+    snprintf(idcopy, sizeof idcopy, "%s", id ? id : "none");
+    korch_proc_destroy(&p);
+    CHECK(p == NULL);
+    c = s_inspect(idcopy, &status);
+    CHECK(c == NULL);
+    CHECK_EQ(status, 404);
+    json_decref(c);
+    struct stat st;
+    CHECK_EQ(stat(dir, &st), 0);
+    CHECK_EQ(st.st_uid, geteuid());
+    CHECK_EQ(st.st_mode & 0777, 0700);
+    list = korch_docker_list(l, instance, &err);
+    CHECK(list && json_array_size(list) == 0);
+    json_decref(list);
+out:
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    CHECK(l == NULL);
+    s_rmrf(dir);
+}
+
+/* SIGINT through docker-init reaches the program, its output comes back
+   through log_tail, exit_fd fires and the exit status is described. */
+TEST_T(docker_launcher_signal_and_exit, 60)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_docker_new(NULL, &err);
+    if (!CHECK(l))
+        return;
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = s_script_spec(
+        "import signal, sys, time, os\n"
+        "def h(*a):\n"
+        "    print('got SIGINT in pid', os.getpid(), flush=True); sys.exit(3)\n"
+        "signal.signal(signal.SIGINT, h)\n"
+        "open('/run/korch/kernel-1', 'w').close()\n"
+        "print('ready', file=sys.stderr, flush=True)\n"
+        "time.sleep(60)\n");
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = NULL};
+    korch_proc_t *p = NULL;
+    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    char marker[PATH_MAX + 8];
+    snprintf(marker, sizeof marker, "%s-1", conn.ip);
+    double end = s_now_ms() + 10000;
+    while (access(marker, F_OK) != 0 && s_now_ms() < end)
+        usleep(20 * 1000);
+    CHECK_EQ(access(marker, F_OK), 0);
+    CHECK_CONTAINS(korch_proc_log_tail(p), "ready");
+    CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_OK);
+    int efd = korch_proc_exit_fd(p);
+    if (CHECK_GE(efd, 0)) {
+        struct pollfd pfd = {efd, POLLIN, 0};
+        CHECK_EQ(poll(&pfd, 1, 10000), 1);
+    }
+    char why[256] = "";
+    CHECK(s_wait_dead(p, why, sizeof why, 10000));
+    CHECK_STREQ(why, "exited 3");
+    const char *tail = korch_proc_log_tail(p);
+    CHECK_CONTAINS(tail, "ready\n");
+    CHECK_CONTAINS(tail, "got SIGINT in pid");
+    CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_E_DIED);
+    korch_proc_destroy(&p);
+out:
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    s_rmrf(dir);
+}
+
+TEST_T(docker_launcher_oom, 60)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_docker_opts_t o;
+    korch_docker_opts_init(&o);
+    o.memory = 64LL << 20;
+    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    if (!CHECK(l))
+        return;
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = s_script_spec("b = b'x' * (512 << 20)\n");
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
+    korch_proc_t *p = NULL;
+    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    char why[256] = "";
+    CHECK(s_wait_dead(p, why, sizeof why, 20000));
+    CHECK_STREQ(why, "out of memory (limit 64 MiB)");
+    korch_proc_kill(p); /* already dead: a no-op */
+    korch_proc_destroy(&p);
+out:
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    s_rmrf(dir);
+}
+
+TEST_T(docker_launcher_kill, 60)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_docker_new(NULL, &err);
+    if (!CHECK(l))
+        return;
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = s_script_spec("import time; time.sleep(60)\n");
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
+    korch_proc_t *p = NULL;
+    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    char why[256] = "";
+    CHECK(korch_proc_is_alive(p, why, sizeof why));
+    double t0 = s_now_ms();
+    korch_proc_kill(p);
+    printf("  kill took %.0f ms\n", s_now_ms() - t0);
+    CHECK(!korch_proc_is_alive(p, why, sizeof why));
+    CHECK_STREQ(why, "killed by signal 9 (Killed)");
+    korch_proc_destroy(&p);
+out:
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    s_rmrf(dir);
+}
+
+/* opts.workdir: a host directory is the kernel's cwd, files go both ways. */
+TEST_T(docker_launcher_workdir, 60)
+{
+    if (s_skip())
+        return;
+    char work[] = "/tmp/korch-test-work.XXXXXX";
+    if (!CHECK(mkdtemp(work)))
+        return;
+    if (geteuid() == 0)
+        CHECK_EQ(chown(work, 1000, 1000), 0);
+    char in[PATH_MAX + 16], outp[PATH_MAX + 16];
+    snprintf(in, sizeof in, "%s/in.txt", work);
+    snprintf(outp, sizeof outp, "%s/out.txt", work);
+    FILE *f = fopen(in, "w");
+    if (CHECK(f)) {
+        fputs("hello", f);
+        fclose(f);
+    }
+    korch_err_t err = {0};
+    korch_docker_opts_t o;
+    korch_docker_opts_init(&o);
+    o.workdir = work;
+    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    if (!CHECK(l))
+        return;
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = s_script_spec("import os\n"
+                                             "data = open('in.txt').read()\n"
+                                             "open('out.txt', 'w').write(data + ' from ' + os.getcwd())\n");
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
+    korch_proc_t *p = NULL;
+    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    char why[256] = "";
+    CHECK(s_wait_dead(p, why, sizeof why, 15000));
+    if (!CHECK_STREQ(why, "exited 0"))
+        fprintf(stderr, "  log: %s\n", korch_proc_log_tail(p));
+    char buf[256] = "";
+    f = fopen(outp, "r");
+    if (CHECK(f)) {
+        if (!fgets(buf, sizeof buf, f))
+            buf[0] = 0;
+        fclose(f);
+    }
+    CHECK_STREQ(buf, "hello from /home/korch/work");
+    korch_proc_destroy(&p);
+out:
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    s_rmrf(dir);
+    s_rmrf(work);
+}
