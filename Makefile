@@ -1,5 +1,7 @@
 # korch — hand-written Makefile.  `make` builds build/korch.
-#   make test     scripts/setup.sh, then every test (real ipykernel, real dockerd)
+#   make test     scripts/setup.sh, the kernel image, then every test (real ipykernel, real dockerd)
+#   make image    the docker kernel image (scripts/build-image.sh)
+#   make demo     the main job end to end (scripts/demo.sh)
 #   make asan     the same tests built with ASan+UBSan
 #   make bench    benchmarks against the reference Python stack
 #   make install  PREFIX=/usr/local
@@ -32,7 +34,7 @@ else
 Q := @
 endif
 
-.PHONY: all test asan bench install clean setup image check-banned
+.PHONY: all test asan bench install clean setup image check-banned demo
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -66,12 +68,18 @@ check-banned:
 setup:
 	@scripts/setup.sh
 
-test: setup
+# The kernel image for the docker launcher; starts dockerd when none answers,
+# skipped when an image from the same Dockerfile exists.
+image:
+	@scripts/build-image.sh
+
+test: setup image
 	@$(MAKE) --no-print-directory all
 	@scripts/test.sh $(BUILD)
 
 asan:
 	@scripts/setup.sh
+	@scripts/build-image.sh
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
@@ -90,3 +98,6 @@ clean:
 	rm -rf build build-asan
 
 -include $(DEPS)
+
+demo:
+	@scripts/demo.sh

@@ -32,6 +32,7 @@ now() { date +%s; }
 "$ROOT/scripts/dockerd.sh" >/dev/null || die "docker engine not available (see scripts/dockerd.sh)"
 
 SHA=$(sha256sum "$DOCKERFILE" | cut -d' ' -f1)
+old_id=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 have=$(docker image inspect -f '{{index .Config.Labels "korch.dockerfile.sha256"}}' "$IMAGE" 2>/dev/null || true)
 if [ "$FORCE" = 0 ] && [ "$have" = "$SHA" ]; then
     say "image '$IMAGE' is up to date (Dockerfile sha256 $(echo "$SHA" | cut -c1-12)); nothing to do"
@@ -116,5 +117,12 @@ DOCKER_BUILDKIT=0 docker build -t "$IMAGE" \
     --build-arg DOCKERFILE_SHA256="$SHA" \
     - <"$DOCKERFILE" >"$log" 2>&1 || { tail -n 30 "$log" >&2; die "docker build of '$IMAGE' failed (log: $log)"; }
 rm -f "$log"
+# The image this one replaces would stay behind untagged; drop it unless in use.
+new_id=$(docker image inspect -f '{{.Id}}' "$IMAGE")
+if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+    if docker image rm "$old_id" >/dev/null 2>&1; then
+        say "removed the previous image $(echo "${old_id#sha256:}" | cut -c1-12)"
+    fi
+fi
 size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
 say "built '$IMAGE' from '$BASE' in $(($(now) - tb)) s ($((size / 1048576)) MiB; total $(($(now) - t0)) s)"

@@ -8,6 +8,8 @@
  *  Jupytext, VS Code and Spyder).
  */
 #include "cli.h"
+#include "korch/docker.h"
+#include "korch/docker_api.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
 #include "korch/media.h"
@@ -25,7 +27,9 @@
 
 typedef struct {
     /* options */
-    const char *kernel_name, *launcher_name, *existing, *out_dir, *cwd;
+    const char *kernel_name, *launcher_name, *existing, *out_dir, *cwd, *image;
+    double memory_mb, cpus;
+    long pids;
     double timeout_s;
     bool json, allow_stdin, keep_going, quiet;
     size_t max_stream;
@@ -48,7 +52,12 @@ static void s_help(FILE *f)
             "FILE is split into cells at lines starting with '# %%%%'; '-' reads standard input.\n\n"
             "  -c, --code CODE       a cell to run (repeatable, runs in order)\n"
             "  -k, --kernel NAME     kernelspec to start (default python3; `korch kernelspecs` lists them)\n"
-            "      --launcher NAME   local (default)\n"
+            "      --launcher NAME   local (default), docker (a hardened container per kernel), or auto\n"
+            "                        (docker when the daemon answers and the image exists, else local)\n"
+            "      --image NAME      docker: the kernel image (default korch-kernel-<kernelspec>:latest)\n"
+            "      --memory MB       docker: memory limit in MiB (default 1024)\n"
+            "      --cpus N          docker: CPUs (default 1)\n"
+            "      --pids N          docker: process limit (default 256)\n"
             "      --existing FILE   attach to a running kernel's connection file instead of starting one\n"
             "  -t, --timeout S       interrupt an execution after S seconds (restart if it will not stop)\n"
             "      --json            one JSON object per execution, one per line:\n"
@@ -271,6 +280,7 @@ static void s_report(exec_ctx_t *c, const korch_exec_result_t *r)
 int korch_cmd_exec(int argc, char **argv)
 {
     exec_ctx_t c = {.kernel_name = "python3", .launcher_name = "local"};
+    korch_launcher_t *launcher = NULL;
     json_t *cells = json_array();
     c.saved = json_array();
     int rc = 2;
@@ -281,6 +291,8 @@ int korch_cmd_exec(int argc, char **argv)
         {"out", required_argument, 0, 'o'},   {"cwd", required_argument, 0, 'C'},
         {"allow-stdin", no_argument, 0, 'S'}, {"keep-going", no_argument, 0, 'K'},
         {"max-output", required_argument, 0, 'M'}, {"quiet", no_argument, 0, 'q'},
+        {"image", required_argument, 0, 'I'}, {"memory", required_argument, 0, 'm'},
+        {"cpus", required_argument, 0, 'P'},  {"pids", required_argument, 0, 'p'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     optind = 1;
@@ -307,6 +319,10 @@ int korch_cmd_exec(int argc, char **argv)
         case 'K': c.keep_going = true; break;
         case 'M': c.max_stream = strtoull(optarg, NULL, 10); break;
         case 'q': c.quiet = true; break;
+        case 'I': c.image = optarg; break;
+        case 'm': c.memory_mb = strtod(optarg, NULL); break;
+        case 'P': c.cpus = strtod(optarg, NULL); break;
+        case 'p': c.pids = strtol(optarg, NULL, 10); break;
         case 'h':
             s_help(stdout);
             rc = 0;
@@ -328,8 +344,9 @@ int korch_cmd_exec(int argc, char **argv)
         fprintf(stderr, "korch exec: nothing to run (give -c CODE or a FILE; --help says more)\n");
         goto out;
     }
-    if (strcmp(c.launcher_name, "local") != 0) {
-        fprintf(stderr, "korch exec: unknown launcher '%s' (this build has: local)\n", c.launcher_name);
+    if (strcmp(c.launcher_name, "local") != 0 && strcmp(c.launcher_name, "docker") != 0 &&
+        strcmp(c.launcher_name, "auto") != 0) {
+        fprintf(stderr, "korch exec: unknown launcher '%s' (use local, docker or auto)\n", c.launcher_name);
         goto out;
     }
     if (c.out_dir && mkdir(c.out_dir, 0755) != 0 && errno != EEXIST) {
@@ -347,13 +364,50 @@ int korch_cmd_exec(int argc, char **argv)
     zmq_pollitem_t sigitem = {NULL, sigfd, ZMQ_POLLIN, 0};
     zloop_poller(korch_loop_zloop(c.loop), &sigitem, s_on_signal, &c);
 
+    korch_err_t err = {0};
+    if (!c.existing && strcmp(c.launcher_name, "local") != 0) {
+        korch_docker_opts_t dopts;
+        korch_docker_opts_init(&dopts);
+        char image[512];
+        snprintf(image, sizeof image, "korch-kernel-%s:latest", c.kernel_name);
+        dopts.image = c.image ? c.image : image;
+        if (c.memory_mb > 0)
+            dopts.memory = (int64_t)(c.memory_mb * 1024 * 1024);
+        if (c.cpus > 0)
+            dopts.nano_cpus = (int64_t)(c.cpus * 1e9);
+        if (c.pids > 0)
+            dopts.pids_limit = c.pids;
+        if (c.cwd) {
+            dopts.workdir = c.cwd;
+            dopts.workdir_from_cwd = true;
+        }
+        launcher = korch_launcher_docker_new(&dopts, &err);
+        if (launcher && !c.image) {
+            /* auto and docker both need the image; auto falls back quietly. */
+            korch_docker_t *api = korch_docker_new(NULL, &err);
+            json_t *img = api ? korch_docker_image_inspect(api, dopts.image, &err) : NULL;
+            korch_docker_destroy(&api);
+            bool have = img != NULL;
+            json_decref(img);
+            if (!have)
+                korch_launcher_destroy(&launcher);
+        }
+        if (!launcher && strcmp(c.launcher_name, "docker") == 0) {
+            fprintf(stderr, "korch exec: %s\n", err.msg[0] ? err.msg : "docker launcher unavailable");
+            goto out;
+        }
+        if (!c.quiet && !c.json && strcmp(c.launcher_name, "auto") == 0)
+            fprintf(stderr, "korch: launcher auto picked %s%s%s\n", launcher ? "docker" : "local",
+                    launcher ? "" : ": ", launcher ? "" : err.msg);
+        korch_err_clear(&err);
+    }
     korch_kernel_opts_t ko = {
+        .launcher = launcher,
         .kernelspec = c.kernel_name,
         .existing = c.existing,
         .cwd = c.cwd,
         .max_stream_bytes = c.max_stream,
     };
-    korch_err_t err = {0};
     int64_t t0 = korch_now_ms();
     c.k = korch_kernel_new(c.loop, &ko, &err);
     if (!c.k) {
@@ -400,6 +454,7 @@ int korch_cmd_exec(int argc, char **argv)
 out:
     korch_exec_destroy(&c.cur);
     korch_kernel_destroy(&c.k);
+    korch_launcher_destroy(&launcher);
     korch_loop_destroy(&c.loop);
     json_decref(cells);
     json_decref(c.saved);

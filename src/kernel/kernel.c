@@ -509,17 +509,30 @@ static void s_unwatch(korch_kernel_t *k)
     k->alive_timer = -1;
 }
 
-static void s_check_alive(korch_kernel_t *k)
+/* true while the kernel lives; on death, handles it. */
+static bool s_check_alive(korch_kernel_t *k)
 {
     char why[256];
-    if (k->proc && !korch_proc_is_alive(k->proc, why, sizeof why))
+    if (k->proc && !korch_proc_is_alive(k->proc, why, sizeof why)) {
         s_on_death(k, why);
+        return false;
+    }
+    return true;
 }
+
+static int s_on_alive_timer(zloop_t *z, int timer_id, void *arg);
 
 static int s_on_exit_fd(zloop_t *z, zmq_pollitem_t *item, void *arg)
 {
     korch_kernel_t *k = arg;
-    s_check_alive(k);
+    if (s_check_alive(k)) {
+        /* Readable but alive (e.g. dockerd restarted under its wait call):
+           a level-triggered fd would spin, so poll from now on. */
+        zmq_pollitem_t it = {NULL, k->exit_fd, ZMQ_POLLIN, 0};
+        zloop_poller_end(z, &it);
+        k->exit_polled = false;
+        k->alive_timer = zloop_timer(z, (size_t)k->opts.hb_interval_ms, 0, s_on_alive_timer, k);
+    }
     return korch_loop_rc(k->loop);
 }
 
