@@ -380,8 +380,14 @@ TEST_T(kernel_100mb_of_stdout_in_bounded_memory, 120)
     korch_exec_destroy(&ex);
     long after = s_rss_kib("VmRSS:"), peak = s_rss_kib("VmHWM:");
     fprintf(stderr, "  rss before %ld KiB, after %ld KiB, peak %ld KiB\n", before, after, peak);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan's quarantine keeps freed memory on purpose: RSS says nothing here. */
+    (void)after;
+    (void)peak;
+#else
     CHECK_LT(after - before, 16 * 1024);
     CHECK_LT(peak, 128 * 1024);
+#endif
     fx_stop(&f);
 }
 

@@ -431,6 +431,8 @@ static korch_rc_t s_connect(korch_kernel_t *k, korch_channel_t ch, korch_err_t *
     zsock_set_linger(s, 0);
     zsock_set_rcvtimeo(s, 0);
     zsock_set_maxmsgsize(s, (int64_t)1 << 30);
+    /* The kernel binds after we connect: retry quickly (libzmq's default is 100 ms). */
+    zsock_set_reconnect_ivl(s, 20);
     if (ch == KORCH_CH_SHELL || ch == KORCH_CH_STDIN)
         zsock_set_identity(s, korch_session_id(k->session));
     if (ch == KORCH_CH_IOPUB)
