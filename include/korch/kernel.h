@@ -49,6 +49,8 @@ typedef struct {
     const char *const *env;     /* extra "NAME=value", NULL-terminated */
     const char *transport;      /* "tcp" or "ipc"; default: what the launcher wants */
     const char *kernel_id;      /* default: a new uuid */
+    bool adopt;                 /* re-attach to kernel_id, left running by an earlier korch
+                                   (korch_launcher_adopt), instead of starting one */
     int start_timeout_ms;       /* ready within this (default 60000) */
     int shutdown_grace_ms;      /* shutdown_request, half of it, SIGTERM, half, SIGKILL (default 4000) */
     int hb_interval_ms;         /* heartbeat period for attached / fd-less kernels (default 500) */
@@ -159,6 +161,8 @@ int64_t korch_kernel_ready_ms(const korch_kernel_t *k);
 /* Times the kernel was restarted (on request or after a death). */
 int korch_kernel_restarts(const korch_kernel_t *k);
 korch_loop_t *korch_kernel_loop(korch_kernel_t *k);
+/* The launched process (borrowed; changes on restart), NULL when attached. */
+korch_proc_t *korch_kernel_proc(korch_kernel_t *k);
 
 bool korch_exec_done(const korch_exec_t *ex);
 const korch_exec_result_t *korch_exec_result(korch_exec_t *ex);

@@ -81,6 +81,7 @@ static void s_usage(FILE *f)
     fprintf(f, "usage: korch <command> [options]\n\n"
                "Commands:\n"
                "  exec         run code in a Jupyter kernel and show what a notebook would\n"
+               "  kernel       keep a kernel running for clients to attach to (re-adopts after a crash)\n"
                "  kernelspecs  list the kernels korch can start\n"
                "  version      print korch's version\n\n"
                "`korch <command> --help` describes a command. KORCH_LOG=debug|info|warn|error sets the log level.\n");
@@ -105,6 +106,8 @@ int main(int argc, char **argv)
     int rc;
     if (strcmp(cmd, "exec") == 0)
         rc = korch_cmd_exec(argc - 1, argv + 1);
+    else if (strcmp(cmd, "kernel") == 0)
+        rc = korch_cmd_kernel(argc - 1, argv + 1);
     else if (strcmp(cmd, "kernelspecs") == 0)
         rc = s_kernelspecs(argc - 1, argv + 1);
     else {

@@ -12,6 +12,7 @@
  *  themselves with iopub_welcome, which counts as iopub being live.
  */
 #include "korch/kernel.h"
+#include "korch/instance.h"
 #include "korch/log.h"
 
 #include <errno.h>
@@ -787,21 +788,9 @@ static int s_rm_entry(const char *path, const struct stat *sb, int flag, struct 
 static korch_rc_t s_make_runtime_dir(korch_kernel_t *k, korch_err_t *err)
 {
     char base[PATH_MAX];
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    const char *env = getenv("KORCH_RUNTIME_DIR");
-    if (env && *env)
-        snprintf(base, sizeof base, "%s", env);
-    else if (xdg && *xdg && access(xdg, W_OK) == 0)
-        snprintf(base, sizeof base, "%s/korch", xdg);
-    else
-        snprintf(base, sizeof base, "/tmp/korch-%d", (int)getuid());
-    if (mkdir(base, 0700) != 0 && errno != EEXIST)
-        return korch_err_set(err, KORCH_E_IO, "cannot create runtime dir '%s': %s", base, strerror(errno));
-    struct stat st;
-    if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
-        return korch_err_set(err, KORCH_E_IO,
-                             "runtime dir '%s' is not a private directory of ours (mode 0700, owned by uid %d)", base,
-                             (int)getuid());
+    korch_rc_t rc = korch_runtime_base(base, sizeof base, err);
+    if (rc)
+        return rc;
     /* Short names: unix socket paths are limited to 107 bytes. */
     snprintf(k->runtime_dir, sizeof k->runtime_dir, "%s/%.12s", base, k->id);
     if (mkdir(k->runtime_dir, 0700) != 0)
@@ -867,11 +856,21 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             korch_err_set(err, KORCH_E_NOMEM, "out of memory");
             goto fail;
         }
-        if (s_make_runtime_dir(k, err) != KORCH_OK)
+        if (o.adopt) {
+            if (!o.kernel_id) {
+                korch_err_set(err, KORCH_E_INVALID, "adopting a kernel needs its kernel id");
+                goto fail;
+            }
+            if (korch_launcher_adopt(k->launcher, k->id, &k->conn, k->runtime_dir, sizeof k->runtime_dir, &k->proc,
+                                     err) != KORCH_OK)
+                goto fail;
+        } else if (s_make_runtime_dir(k, err) != KORCH_OK)
             goto fail;
         const char *transport = o.transport ? o.transport : k->launcher->ops->transport(k->launcher);
-        korch_rc_t rc;
-        if (strcmp(transport, "ipc") == 0) {
+        korch_rc_t rc = KORCH_OK;
+        if (o.adopt)
+            ; /* the launcher gave us the connection */
+        else if (strcmp(transport, "ipc") == 0) {
             char prefix[PATH_MAX];
             snprintf(prefix, sizeof prefix, "%s/k", k->runtime_dir);
             rc = korch_conn_init_ipc(&k->conn, prefix, err);
@@ -879,7 +878,8 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             rc = korch_conn_init_tcp(&k->conn, "127.0.0.1", err);
         if (rc)
             goto fail;
-        snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
+        if (!o.adopt)
+            snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
     }
     korch_session_limits_t lim = {.max_stream_text = o.max_stream_bytes};
     k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
@@ -893,6 +893,10 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
     if (o.existing) {
         /* No process to watch: the heartbeat tells us when it is gone. */
         k->hb_timer = zloop_timer(k->z, (size_t)o.hb_interval_ms, 0, s_on_hb_timer, k);
+        s_begin_ready(k);
+    } else if (o.adopt) {
+        /* It is someone's running kernel, state and all: watch and handshake. */
+        s_watch(k);
         s_begin_ready(k);
     } else {
         s_launch(k);
@@ -1105,6 +1109,7 @@ const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k) { retur
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k) { return k->ready_ms; }
 int korch_kernel_restarts(const korch_kernel_t *k) { return k->restarts; }
 korch_loop_t *korch_kernel_loop(korch_kernel_t *k) { return k->loop; }
+korch_proc_t *korch_kernel_proc(korch_kernel_t *k) { return k->proc; }
 
 /* ----------------------------------------------------------------- execs */
 

@@ -5,6 +5,7 @@
  */
 #include "korch/launcher.h"
 #include "korch/log.h"
+#include "korch/media.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@ typedef struct {
     bool reaped;
     int status;             /* waitpid status once reaped */
     char log_path[PATH_MAX];
+    char workdir[PATH_MAX];     /* the kernel's cwd: where put_file/get_file work */
     char tail[4096];
 } local_proc_t;
 
@@ -140,6 +143,10 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         goto out;
     }
     snprintf(p->log_path, sizeof p->log_path, "%s/kernel.log", req->runtime_dir);
+    if (req->cwd)
+        snprintf(p->workdir, sizeof p->workdir, "%s", req->cwd);
+    else if (!getcwd(p->workdir, sizeof p->workdir))
+        p->workdir[0] = 0;
     fa_ok = posix_spawn_file_actions_init(&fa) == 0;
     attr_ok = posix_spawnattr_init(&attr) == 0;
     if (!fa_ok || !attr_ok) {
@@ -267,6 +274,39 @@ static void s_proc_free(korch_proc_t *proc)
 
 static void s_free(korch_launcher_t *self) { free(self); }
 
+/* Create the parent directories of workdir/name. */
+static korch_rc_t s_mkparents(const char *path, korch_err_t *err)
+{
+    char tmp[PATH_MAX * 2];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *s = strchr(tmp + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        *s = '/';
+    }
+    return KORCH_OK;
+}
+
+static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err)
+{
+    local_proc_t *p = (local_proc_t *)proc;
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", p->workdir, name);
+    korch_rc_t rc = s_mkparents(path, err);
+    return rc ? rc : korch_write_file(path, data, len, err);
+}
+
+static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                             korch_err_t *err)
+{
+    local_proc_t *p = (local_proc_t *)proc;
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", p->workdir, name);
+    *data = korch_read_file(path, max, len, err);
+    return *data ? KORCH_OK : err ? err->rc : KORCH_E_IO;
+}
+
 static const korch_launcher_ops_t s_ops = {
     .name = "local",
     .transport = s_transport,
@@ -278,6 +318,8 @@ static const korch_launcher_ops_t s_ops = {
     .log_tail = s_log_tail,
     .proc_free = s_proc_free,
     .free = s_free,
+    .put_file = s_put_file,
+    .get_file = s_get_file,
 };
 
 korch_launcher_t *korch_launcher_local_new(void)

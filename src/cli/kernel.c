@@ -1,0 +1,219 @@
+/*  korch kernel: keep one kernel running for others to attach to.
+ *
+ *  korch kernel [--launcher docker|local|auto] [--instance NAME]
+ *               [--connection-file PATH] [--kernel NAME] ...
+ *
+ *  Starts a kernel (or, with the docker launcher, re-adopts the one a dead
+ *  korch of the same instance name left running, variables and all), writes
+ *  a connection file clients can use (`korch exec --existing PATH`,
+ *  `jupyter console --existing PATH`), restarts the kernel if it dies, and
+ *  shuts it down on SIGTERM or Ctrl-C. On start it also removes containers
+ *  whose korch instance is gone, so a korch killed with -9 leaks nothing.
+ */
+#include "cli.h"
+#include "korch/docker.h"
+#include "korch/instance.h"
+#include "korch/kernel.h"
+#include "korch/log.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_help(FILE *f)
+{
+    fprintf(f,
+            "usage: korch kernel [options]\n\n"
+            "Start a kernel and keep it running for clients to attach to; restart it if it dies;\n"
+            "shut it down on SIGTERM or Ctrl-C.\n\n"
+            "  -k, --kernel NAME           kernelspec (default python3)\n"
+            "      --launcher NAME         docker, local or auto (default auto)\n"
+            "      --instance NAME         this korch's name; a container left by a dead korch of the\n"
+            "                              same name is re-adopted with its variables (default: random)\n"
+            "      --connection-file PATH  where to write the connection file (default: in the runtime dir)\n"
+            "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
+            "      --cwd DIR               the kernel's working directory (docker: mounted from the host)\n"
+            "  -h, --help                  this text\n");
+}
+
+/* Remove the containers of korch instances that are gone. */
+static void s_sweep(korch_launcher_t *l, const char *mine)
+{
+    korch_err_t err = {0};
+    json_t *all = korch_docker_list(l, NULL, &err);
+    if (!all) {
+        korch_warn("cannot list containers: %s", err.msg);
+        return;
+    }
+    json_t *done = json_object();
+    size_t i;
+    json_t *c;
+    json_array_foreach(all, i, c) {
+        const char *inst = json_string_value(json_object_get(c, "instance"));
+        if (!inst || strcmp(inst, mine) == 0 || json_object_get(done, inst) || korch_instance_alive(inst))
+            continue;
+        json_object_set_new(done, inst, json_true());
+        int n = korch_docker_remove_all(l, inst, &err);
+        if (n > 0)
+            fprintf(stderr, "korch: removed %d container(s) left by korch instance '%s', which is gone\n", n, inst);
+    }
+    json_decref(done);
+    json_decref(all);
+}
+
+static int s_on_signal(zloop_t *z, zmq_pollitem_t *item, void *arg)
+{
+    *(bool *)arg = true;
+    korch_cli_take_signal();
+    return -1;
+}
+
+static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail, void *arg)
+{
+    if (st == KORCH_KERNEL_RESTARTING || st == KORCH_KERNEL_DEAD)
+        fprintf(stderr, "korch: kernel %s%s%s\n", korch_kernel_state_name(st), detail ? ": " : "", detail ? detail : "");
+}
+
+static bool s_quit(void *arg) { return *(bool *)arg; }
+
+int korch_cmd_kernel(int argc, char **argv)
+{
+    const char *kernel_name = "python3", *launcher_name = "auto", *instance_name = NULL, *conn_path = NULL;
+    const char *image = NULL, *cwd = NULL;
+    double memory_mb = 0, cpus = 0;
+    long pids = 0;
+    static const struct option longopts[] = {
+        {"kernel", required_argument, 0, 'k'},    {"launcher", required_argument, 0, 'L'},
+        {"instance", required_argument, 0, 'i'},  {"connection-file", required_argument, 0, 'f'},
+        {"image", required_argument, 0, 'I'},     {"memory", required_argument, 0, 'm'},
+        {"cpus", required_argument, 0, 'P'},      {"pids", required_argument, 0, 'p'},
+        {"cwd", required_argument, 0, 'C'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+k:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'k': kernel_name = optarg; break;
+        case 'L': launcher_name = optarg; break;
+        case 'i': instance_name = optarg; break;
+        case 'f': conn_path = optarg; break;
+        case 'I': image = optarg; break;
+        case 'm': memory_mb = strtod(optarg, NULL); break;
+        case 'P': cpus = strtod(optarg, NULL); break;
+        case 'p': pids = strtol(optarg, NULL, 10); break;
+        case 'C': cwd = optarg; break;
+        case 'h': s_help(stdout); return 0;
+        default: s_help(stderr); return 2;
+        }
+    }
+    int rc = 2;
+    korch_err_t err = {0};
+    korch_loop_t *loop = NULL;
+    korch_launcher_t *launcher = NULL;
+    korch_kernel_t *k = NULL;
+    json_t *mine = NULL;
+    char kid[64] = "", image_buf[300], path_buf[PATH_MAX];
+    bool quit = false, adopted = false;
+    korch_instance_t *inst = korch_instance_new(instance_name, &err);
+    if (!inst) {
+        fprintf(stderr, "korch kernel: %s\n", err.msg);
+        goto out;
+    }
+    if (strcmp(launcher_name, "local") != 0) {
+        korch_docker_opts_t d;
+        korch_docker_opts_init(&d);
+        snprintf(image_buf, sizeof image_buf, "korch-kernel-%s:latest", kernel_name);
+        d.image = image ? image : image_buf;
+        d.instance = korch_instance_name(inst);
+        if (memory_mb > 0)
+            d.memory = (int64_t)(memory_mb * 1024 * 1024);
+        if (cpus > 0)
+            d.nano_cpus = (int64_t)(cpus * 1e9);
+        if (pids > 0)
+            d.pids_limit = pids;
+        if (cwd) {
+            d.workdir = cwd;
+            d.workdir_from_cwd = true;
+        }
+        launcher = korch_launcher_docker_new(&d, &err);
+        if (!launcher && strcmp(launcher_name, "docker") == 0) {
+            fprintf(stderr, "korch kernel: %s\n", err.msg);
+            goto out;
+        }
+        if (!launcher)
+            fprintf(stderr, "korch: launcher auto picked local: %s\n", err.msg);
+        korch_err_clear(&err);
+    }
+    if (launcher) {
+        s_sweep(launcher, korch_instance_name(inst));
+        /* Our own kernel from a previous life of this instance? */
+        mine = korch_docker_list(launcher, korch_instance_name(inst), &err);
+        size_t i;
+        json_t *c;
+        json_array_foreach(mine, i, c) {
+            const char *state = json_string_value(json_object_get(c, "state"));
+            const char *id = json_string_value(json_object_get(c, "kernel_id"));
+            if (!kid[0] && id && state && strcmp(state, "running") == 0)
+                snprintf(kid, sizeof kid, "%s", id);
+        }
+    }
+    loop = korch_loop_new();
+    int sigfd = korch_cli_signal_pipe();
+    zmq_pollitem_t sigitem = {NULL, sigfd, ZMQ_POLLIN, 0};
+    zloop_poller(korch_loop_zloop(loop), &sigitem, s_on_signal, &quit);
+    korch_kernel_opts_t ko = {.kernelspec = kernel_name, .launcher = launcher, .cwd = cwd};
+    if (kid[0]) {
+        ko.kernel_id = kid;
+        ko.adopt = true;
+        k = korch_kernel_new(loop, &ko, &err);
+        if (k && korch_kernel_wait_ready(k, &err) == KORCH_OK)
+            adopted = true;
+        else {
+            fprintf(stderr, "korch: cannot re-adopt kernel %s: %s; starting a new one\n", kid, err.msg);
+            korch_kernel_destroy(&k);
+            korch_docker_remove_all(launcher, korch_instance_name(inst), NULL);
+            korch_err_clear(&err);
+        }
+    }
+    if (!k) {
+        ko.kernel_id = NULL;
+        ko.adopt = false;
+        k = korch_kernel_new(loop, &ko, &err);
+        if (!k || korch_kernel_wait_ready(k, &err) != KORCH_OK) {
+            fprintf(stderr, "korch kernel: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (!conn_path) {
+        char base[PATH_MAX];
+        if (korch_runtime_base(base, sizeof base, &err) != KORCH_OK) {
+            fprintf(stderr, "korch kernel: %s\n", err.msg);
+            goto out;
+        }
+        snprintf(path_buf, sizeof path_buf, "%s/%s.json", base, korch_instance_name(inst));
+        conn_path = path_buf;
+    }
+    if (korch_conn_save(korch_kernel_conn(k), conn_path, &err) != KORCH_OK) {
+        fprintf(stderr, "korch kernel: %s\n", err.msg);
+        goto out;
+    }
+    korch_kernel_set_callbacks(k, &(korch_kernel_cb_t){.on_state = s_on_state});
+    fprintf(stderr, "korch: kernel %s %s (%s launcher, instance '%s')\n", korch_kernel_id(k),
+            adopted ? "re-adopted: its variables are kept" : "started", launcher ? "docker" : "local",
+            korch_instance_name(inst));
+    printf("%s\n", conn_path);
+    fflush(stdout);
+    korch_loop_run(loop, s_quit, &quit, -1);
+    fprintf(stderr, "korch: shutting the kernel down\n");
+    rc = 0;
+out:
+    korch_kernel_destroy(&k);
+    korch_launcher_destroy(&launcher);
+    korch_loop_destroy(&loop);
+    korch_instance_destroy(&inst);
+    json_decref(mine);
+    return rc;
+}
