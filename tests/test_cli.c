@@ -158,3 +158,22 @@ TEST(cli_exec_timeout)
     free(out);
     free(err);
 }
+
+/* The core paths under valgrind: start, ok, error, timeout + interrupt,
+   death + auto-restart, shutdown. Any invalid access or definite leak fails. */
+TEST_T(cli_valgrind_core_paths, 180)
+{
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {"valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=99",
+                          "-q", korch_test_korch_bin(), "exec", "--keep-going", "--timeout", "3",
+                          "-c", "x = 1", "-c", "while True: pass", "-c", "print(x)", "-c", "1/0",
+                          "-c", "import os; os._exit(2)", "-c", "print('after restart')", NULL};
+    int rc = korch_test_run(argv, NULL, &out, &err, 170);
+    CHECK_EQ(rc, 1); /* failed cells, but no valgrind error (99) */
+    CHECK_CONTAINS(out, "1\n");
+    CHECK_CONTAINS(out, "after restart\n");
+    CHECK_CONTAINS(err, "kernel died: exited 2");
+    CHECK(strstr(err, "Invalid read") == NULL && strstr(err, "definitely lost") == NULL);
+    free(out);
+    free(err);
+}

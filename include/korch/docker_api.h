@@ -30,6 +30,9 @@ typedef struct {
     json_t *json;       /* the body parsed as JSON, new reference; NULL if not JSON or empty */
     char *body;         /* the raw body, NUL-terminated, malloc'd (never NULL after a reply) */
     size_t body_len;
+    json_t *path_stat;  /* the archive endpoints' X-Docker-Container-Path-Stat header, decoded
+                           ({"name", "size", "mode" (Go os.FileMode), "mtime", "linkTarget"});
+                           new reference, NULL when absent */
 } korch_docker_reply_t;
 
 #define KORCH_DOCKER_DEFAULT_HOST "unix:///var/run/docker.sock"
@@ -61,6 +64,13 @@ void korch_docker_set_max_reply(korch_docker_t *d, size_t max_bytes);
    and is empty on failure. */
 korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const char *path, const json_t *body,
                                 korch_docker_reply_t *reply, korch_err_t *err);
+
+/* The same with a raw body of len bytes (borrowed) sent as content_type, for
+   the archive endpoints (PUT /containers/{id}/archive takes a tar). method
+   "HEAD" asks for the headers only. */
+korch_rc_t korch_docker_request_raw(korch_docker_t *d, const char *method, const char *path,
+                                    const char *content_type, const void *data, size_t len,
+                                    korch_docker_reply_t *reply, korch_err_t *err);
 
 void korch_docker_reply_clear(korch_docker_reply_t *reply);
 

@@ -1,37 +1,60 @@
-/*  The event loop every korch object runs on: czmq's zloop plus a way to
- *  stop it from inside any handler.
+/*  The event loop every korch object runs on.
  *
- *  Many kernels share one loop; nothing blocks. Blocking convenience calls
- *  (korch_kernel_execute_wait, ...) run the loop until their own condition
- *  holds, so other kernels on the same loop keep being served meanwhile.
+ *  Many kernels share one loop; nothing blocks. Readers (ZeroMQ sockets),
+ *  pollers (file descriptors) and timers call their handler from
+ *  korch_loop_run. Blocking convenience calls (korch_kernel_execute_wait,
+ *  ...) run the loop until their own condition holds, so other kernels on
+ *  the same loop keep being served meanwhile.
  *
- *  Handlers registered by korch objects return korch_loop_rc(loop), which is
- *  -1 (stop zloop) once korch_loop_break() was called.
+ *  Why not czmq's zloop: zloop_start recomputes every timer from "now" each
+ *  time it is entered, so a loop that is re-entered often never fires a
+ *  long timer, and after its first return zloop_timer_end frees a timer
+ *  even from inside that timer's own handler. Here timers keep absolute
+ *  deadlines and everything may be cancelled from inside any handler.
+ *
+ *  Handlers return 0, or -1 to make the current korch_loop_run return (as
+ *  korch_loop_break does). korch_loop_run is not reentrant: do not call a
+ *  *_wait function from inside a handler.
  */
 #ifndef KORCH_LOOP_H
 #define KORCH_LOOP_H
 
 #include <czmq.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct korch_loop korch_loop_t;
+
+typedef int (korch_reader_fn)(korch_loop_t *loop, zsock_t *sock, void *arg);
+typedef int (korch_poller_fn)(korch_loop_t *loop, int fd, void *arg);
+typedef int (korch_timer_fn)(korch_loop_t *loop, int timer_id, void *arg);
 
 korch_loop_t *korch_loop_new(void);
 void korch_loop_destroy(korch_loop_t **loop);
 
-/* The underlying zloop, to register readers, pollers and timers on. */
-zloop_t *korch_loop_zloop(korch_loop_t *loop);
+/* Call handler when sock is readable. One registration per socket. */
+int korch_loop_reader(korch_loop_t *loop, zsock_t *sock, korch_reader_fn *handler, void *arg);
+void korch_loop_reader_end(korch_loop_t *loop, zsock_t *sock);
 
-/* Make the running korch_loop_run return after the current handler. */
+/* Call handler when fd is readable. One registration per fd. */
+int korch_loop_poller(korch_loop_t *loop, int fd, korch_poller_fn *handler, void *arg);
+void korch_loop_poller_end(korch_loop_t *loop, int fd);
+
+/* Call handler every delay_ms, times times (0 = until cancelled). Returns a
+   timer id (> 0). Cancelling an unknown or finished id is harmless. */
+int korch_loop_timer(korch_loop_t *loop, int delay_ms, size_t times, korch_timer_fn *handler, void *arg);
+void korch_loop_timer_end(korch_loop_t *loop, int timer_id);
+
+/* Make the running korch_loop_run re-check its condition (and return when
+   it has none). */
 void korch_loop_break(korch_loop_t *loop);
 
-/* What every handler returns: 0, or -1 after korch_loop_break. */
+/* What handlers return: -1 after korch_loop_break, else 0. */
 int korch_loop_rc(korch_loop_t *loop);
 
-/* Run handlers until done(arg) is true, timeout_ms passes (-1 = none) or the
-   process is told to stop (SIGTERM). done is checked after every break; the
-   objects that can make it true call korch_loop_break. Returns true when
-   done(arg) held. done may be NULL: then run until a break or the timeout. */
+/* Run handlers until done(arg) is true (checked after every round of
+   handlers), timeout_ms passes (-1 = never) or, with done NULL, until a
+   handler breaks. Returns true when done(arg) held. */
 bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms);
 
 /* Monotonic milliseconds. */

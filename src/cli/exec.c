@@ -219,7 +219,7 @@ static void s_split_cells(const char *src, json_t *cells)
 
 /* ------------------------------------------------------------- the run */
 
-static int s_on_signal(zloop_t *z, zmq_pollitem_t *item, void *arg)
+static int s_on_signal(korch_loop_t *loop, int fd, void *arg)
 {
     exec_ctx_t *c = arg;
     int sig = korch_cli_take_signal();
@@ -361,8 +361,7 @@ int korch_cmd_exec(int argc, char **argv)
         fprintf(stderr, "korch exec: cannot set up the event loop\n");
         goto out;
     }
-    zmq_pollitem_t sigitem = {NULL, sigfd, ZMQ_POLLIN, 0};
-    zloop_poller(korch_loop_zloop(c.loop), &sigitem, s_on_signal, &c);
+    korch_loop_poller(c.loop, sigfd, s_on_signal, &c);
 
     korch_err_t err = {0};
     if (!c.existing && strcmp(c.launcher_name, "local") != 0) {

@@ -63,7 +63,7 @@ static void s_sweep(korch_launcher_t *l, const char *mine)
     json_decref(all);
 }
 
-static int s_on_signal(zloop_t *z, zmq_pollitem_t *item, void *arg)
+static int s_on_signal(korch_loop_t *loop, int fd, void *arg)
 {
     *(bool *)arg = true;
     korch_cli_take_signal();
@@ -162,8 +162,7 @@ int korch_cmd_kernel(int argc, char **argv)
     }
     loop = korch_loop_new();
     int sigfd = korch_cli_signal_pipe();
-    zmq_pollitem_t sigitem = {NULL, sigfd, ZMQ_POLLIN, 0};
-    zloop_poller(korch_loop_zloop(loop), &sigitem, s_on_signal, &quit);
+    korch_loop_poller(loop, sigfd, s_on_signal, &quit);
     korch_kernel_opts_t ko = {.kernelspec = kernel_name, .launcher = launcher, .cwd = cwd};
     if (kid[0]) {
         ko.kernel_id = kid;

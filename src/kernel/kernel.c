@@ -43,7 +43,6 @@ struct korch_exec {
 
 struct korch_kernel {
     korch_loop_t *loop;
-    zloop_t *z;
     char id[37];
     korch_kernel_opts_t opts;
     korch_kernelspec_t *spec;       /* NULL when attached */
@@ -115,7 +114,7 @@ static void s_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *
 static void s_exec_stop_timer(korch_exec_t *ex)
 {
     if (ex->timer >= 0 && ex->k)
-        zloop_timer_end(ex->k->z, ex->timer);
+        korch_loop_timer_end(ex->k->loop, ex->timer);
     ex->timer = -1;
 }
 
@@ -200,7 +199,7 @@ static void s_fail_pending(korch_kernel_t *k, const char *detail, bool restarted
     }
 }
 
-static int s_on_exec_grace(zloop_t *z, int timer_id, void *arg)
+static int s_on_exec_grace(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_exec_t *ex = arg;
     korch_kernel_t *k = ex->k;
@@ -214,7 +213,7 @@ static int s_on_exec_grace(zloop_t *z, int timer_id, void *arg)
     return korch_loop_rc(k->loop);
 }
 
-static int s_on_exec_timeout(zloop_t *z, int timer_id, void *arg)
+static int s_on_exec_timeout(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_exec_t *ex = arg;
     korch_kernel_t *k = ex->k;
@@ -226,7 +225,7 @@ static int s_on_exec_timeout(zloop_t *z, int timer_id, void *arg)
     korch_info("kernel %.8s: execution timed out after %d ms; interrupting", k->id, ex->opts.timeout_ms);
     if (korch_kernel_interrupt(k, &err) != KORCH_OK)
         korch_warn("%s", err.msg);
-    ex->timer = zloop_timer(k->z, (size_t)ex->opts.interrupt_grace_ms, 1, s_on_exec_grace, ex);
+    ex->timer = korch_loop_timer(k->loop, ex->opts.interrupt_grace_ms, 1, s_on_exec_grace, ex);
     return korch_loop_rc(k->loop);
 }
 
@@ -239,7 +238,7 @@ static korch_rc_t s_exec_send(korch_exec_t *ex, korch_err_t *err)
     ex->sent = true;
     ex->t0 = korch_now_ms();
     if (ex->opts.timeout_ms > 0)
-        ex->timer = zloop_timer(k->z, (size_t)ex->opts.timeout_ms, 1, s_on_exec_timeout, ex);
+        ex->timer = korch_loop_timer(k->loop, ex->opts.timeout_ms, 1, s_on_exec_timeout, ex);
     return KORCH_OK;
 }
 
@@ -278,7 +277,7 @@ static void s_check_ready(korch_kernel_t *k)
         !k->iopub_live || k->stop_phase != STOP_NONE)
         return;
     if (k->ready_timer >= 0)
-        zloop_timer_end(k->z, k->ready_timer);
+        korch_loop_timer_end(k->loop, k->ready_timer);
     k->ready_timer = -1;
     k->ready_ms = korch_now_ms() - k->start_began;
     k->ever_ready = true;
@@ -408,7 +407,7 @@ static void s_drain(korch_kernel_t *k, korch_channel_t ch, int max)
     }
 }
 
-static int s_on_readable(zloop_t *z, zsock_t *sock, void *arg)
+static int s_on_readable(korch_loop_t *z, zsock_t *sock, void *arg)
 {
     korch_kernel_t *k = arg;
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
@@ -444,8 +443,7 @@ static korch_rc_t s_connect(korch_kernel_t *k, korch_channel_t ch, korch_err_t *
     }
     k->sock[ch] = s;
     if (ch != KORCH_CH_HB) {
-        zloop_reader(k->z, s, s_on_readable, k);
-        zloop_reader_set_tolerant(k->z, s);
+        korch_loop_reader(k->loop, s, s_on_readable, k);
     }
     return KORCH_OK;
 }
@@ -454,13 +452,13 @@ static void s_close(korch_kernel_t *k, korch_channel_t ch)
 {
     if (!k->sock[ch])
         return;
-    zloop_reader_end(k->z, k->sock[ch]);
+    korch_loop_reader_end(k->loop, k->sock[ch]);
     zsock_destroy(&k->sock[ch]);
 }
 
 /* -------------------------------------------------------------- heartbeat */
 
-static int s_on_hb_reply(zloop_t *z, zsock_t *sock, void *arg)
+static int s_on_hb_reply(korch_loop_t *z, zsock_t *sock, void *arg)
 {
     korch_kernel_t *k = arg;
     zmsg_t *m = zmsg_recv(sock);
@@ -470,7 +468,7 @@ static int s_on_hb_reply(zloop_t *z, zsock_t *sock, void *arg)
     return korch_loop_rc(k->loop);
 }
 
-static int s_on_hb_timer(zloop_t *z, int timer_id, void *arg)
+static int s_on_hb_timer(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_kernel_t *k = arg;
     if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
@@ -490,8 +488,7 @@ static int s_on_hb_timer(zloop_t *z, int timer_id, void *arg)
     if (!k->sock[KORCH_CH_HB]) {
         if (s_connect(k, KORCH_CH_HB, NULL) != KORCH_OK)
             return 0;
-        zloop_reader(k->z, k->sock[KORCH_CH_HB], s_on_hb_reply, k);
-        zloop_reader_set_tolerant(k->z, k->sock[KORCH_CH_HB]);
+        korch_loop_reader(k->loop, k->sock[KORCH_CH_HB], s_on_hb_reply, k);
     }
     zstr_send(k->sock[KORCH_CH_HB], "ping");
     k->hb_waiting = true;
@@ -503,12 +500,11 @@ static int s_on_hb_timer(zloop_t *z, int timer_id, void *arg)
 static void s_unwatch(korch_kernel_t *k)
 {
     if (k->exit_polled) {
-        zmq_pollitem_t item = {NULL, k->exit_fd, ZMQ_POLLIN, 0};
-        zloop_poller_end(k->z, &item);
+        korch_loop_poller_end(k->loop, k->exit_fd);
         k->exit_polled = false;
     }
     if (k->alive_timer >= 0)
-        zloop_timer_end(k->z, k->alive_timer);
+        korch_loop_timer_end(k->loop, k->alive_timer);
     k->alive_timer = -1;
 }
 
@@ -523,23 +519,22 @@ static bool s_check_alive(korch_kernel_t *k)
     return true;
 }
 
-static int s_on_alive_timer(zloop_t *z, int timer_id, void *arg);
+static int s_on_alive_timer(korch_loop_t *z, int timer_id, void *arg);
 
-static int s_on_exit_fd(zloop_t *z, zmq_pollitem_t *item, void *arg)
+static int s_on_exit_fd(korch_loop_t *z, int fd, void *arg)
 {
     korch_kernel_t *k = arg;
     if (s_check_alive(k)) {
         /* Readable but alive (e.g. dockerd restarted under its wait call):
            a level-triggered fd would spin, so poll from now on. */
-        zmq_pollitem_t it = {NULL, k->exit_fd, ZMQ_POLLIN, 0};
-        zloop_poller_end(z, &it);
+        korch_loop_poller_end(z, k->exit_fd);
         k->exit_polled = false;
-        k->alive_timer = zloop_timer(z, (size_t)k->opts.hb_interval_ms, 0, s_on_alive_timer, k);
+        k->alive_timer = korch_loop_timer(z, k->opts.hb_interval_ms, 0, s_on_alive_timer, k);
     }
     return korch_loop_rc(k->loop);
 }
 
-static int s_on_alive_timer(zloop_t *z, int timer_id, void *arg)
+static int s_on_alive_timer(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_kernel_t *k = arg;
     s_check_alive(k);
@@ -551,14 +546,13 @@ static void s_watch(korch_kernel_t *k)
     s_unwatch(k);
     k->exit_fd = korch_proc_exit_fd(k->proc);
     if (k->exit_fd >= 0) {
-        zmq_pollitem_t item = {NULL, k->exit_fd, ZMQ_POLLIN, 0};
-        if (zloop_poller(k->z, &item, s_on_exit_fd, k) == 0) {
+        if (korch_loop_poller(k->loop, k->exit_fd, s_on_exit_fd, k) == 0) {
             k->exit_polled = true;
             return;
         }
     }
     int period = k->stop_phase != STOP_NONE ? 100 : k->opts.hb_interval_ms;
-    k->alive_timer = zloop_timer(k->z, (size_t)period, 0, s_on_alive_timer, k);
+    k->alive_timer = korch_loop_timer(k->loop, period, 0, s_on_alive_timer, k);
 }
 
 /* ------------------------------------------------------------- start, ready */
@@ -604,13 +598,13 @@ static void s_start_failed(korch_kernel_t *k, const char *why)
                   k->spec ? k->spec->name : "?", cmd, why, last[0] ? ": " : "", last, hint);
 }
 
-static int s_on_ready_timer(zloop_t *z, int timer_id, void *arg)
+static int s_on_ready_timer(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_kernel_t *k = arg;
     int64_t now = korch_now_ms();
     if (now - k->start_began > k->opts.start_timeout_ms) {
         k->ready_timer = -1;
-        zloop_timer_end(z, timer_id);
+        korch_loop_timer_end(z, timer_id);
         char why[128];
         snprintf(why, sizeof why, "did not become ready within %d s", k->opts.start_timeout_ms / 1000);
         if (k->proc) {
@@ -639,8 +633,8 @@ static void s_begin_ready(korch_kernel_t *k)
     k->start_began = korch_now_ms();
     s_send_kernel_info(k);
     if (k->ready_timer >= 0)
-        zloop_timer_end(k->z, k->ready_timer);
-    k->ready_timer = zloop_timer(k->z, 50, 0, s_on_ready_timer, k);
+        korch_loop_timer_end(k->loop, k->ready_timer);
+    k->ready_timer = korch_loop_timer(k->loop, 50, 0, s_on_ready_timer, k);
 }
 
 static void s_launch(korch_kernel_t *k)
@@ -670,7 +664,7 @@ static void s_launch(korch_kernel_t *k)
 static void s_stop_timers(korch_kernel_t *k)
 {
     if (k->stop_timer >= 0)
-        zloop_timer_end(k->z, k->stop_timer);
+        korch_loop_timer_end(k->loop, k->stop_timer);
     k->stop_timer = -1;
 }
 
@@ -680,7 +674,7 @@ static void s_on_death(korch_kernel_t *k, const char *why)
         return;
     s_unwatch(k);
     if (k->ready_timer >= 0)
-        zloop_timer_end(k->z, k->ready_timer);
+        korch_loop_timer_end(k->loop, k->ready_timer);
     k->ready_timer = -1;
     /* Whatever the kernel said before it went belongs to its executions. */
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
@@ -720,7 +714,7 @@ static void s_on_death(korch_kernel_t *k, const char *why)
     }
 }
 
-static int s_on_stop_timer(zloop_t *z, int timer_id, void *arg)
+static int s_on_stop_timer(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_kernel_t *k = arg;
     k->stop_timer = -1;
@@ -733,7 +727,7 @@ static int s_on_stop_timer(zloop_t *z, int timer_id, void *arg)
         k->stop_phase = STOP_TERM;
         korch_debug("kernel %.8s: no exit after shutdown_request; SIGTERM", k->id);
         korch_proc_signal(k->proc, SIGTERM, NULL);
-        k->stop_timer = zloop_timer(z, (size_t)half, 1, s_on_stop_timer, k);
+        k->stop_timer = korch_loop_timer(z, half, 1, s_on_stop_timer, k);
     } else {
         k->stop_phase = STOP_KILL;
         korch_debug("kernel %.8s: still there after SIGTERM; SIGKILL", k->id);
@@ -753,14 +747,14 @@ static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason)
     if (restart) /* new executions queue for the new kernel from now on */
         s_set_state(k, KORCH_KERNEL_RESTARTING, reason);
     s_send(k, KORCH_CH_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", restart));
-    k->stop_timer = zloop_timer(k->z, (size_t)(k->opts.shutdown_grace_ms / 2), 1, s_on_stop_timer, k);
+    k->stop_timer = korch_loop_timer(k->loop, (k->opts.shutdown_grace_ms / 2), 1, s_on_stop_timer, k);
     if (k->proc) {
         char why[256];
         if (!korch_proc_is_alive(k->proc, why, sizeof why))
             s_on_death(k, why);
         else if (!k->exit_polled) {
             s_unwatch(k);
-            k->alive_timer = zloop_timer(k->z, 100, 0, s_on_alive_timer, k);
+            k->alive_timer = korch_loop_timer(k->loop, 100, 0, s_on_alive_timer, k);
         }
     }
 }
@@ -818,7 +812,6 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         o.hb_max_missed = 3;
     k->opts = o;
     k->loop = loop;
-    k->z = korch_loop_zloop(loop);
     k->ready_timer = k->alive_timer = k->hb_timer = k->stop_timer = -1;
     k->exit_fd = -1;
     k->state = KORCH_KERNEL_STARTING;
@@ -892,7 +885,7 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             goto fail;
     if (o.existing) {
         /* No process to watch: the heartbeat tells us when it is gone. */
-        k->hb_timer = zloop_timer(k->z, (size_t)o.hb_interval_ms, 0, s_on_hb_timer, k);
+        k->hb_timer = korch_loop_timer(k->loop, o.hb_interval_ms, 0, s_on_hb_timer, k);
         s_begin_ready(k);
     } else if (o.adopt) {
         /* It is someone's running kernel, state and all: watch and handshake. */
@@ -1075,9 +1068,9 @@ void korch_kernel_destroy(korch_kernel_t **pk)
     s_unwatch(k);
     s_stop_timers(k);
     if (k->ready_timer >= 0)
-        zloop_timer_end(k->z, k->ready_timer);
+        korch_loop_timer_end(k->loop, k->ready_timer);
     if (k->hb_timer >= 0)
-        zloop_timer_end(k->z, k->hb_timer);
+        korch_loop_timer_end(k->loop, k->hb_timer);
     for (int ch = 0; ch < KORCH_CH__COUNT; ch++)
         s_close(k, (korch_channel_t)ch);
     korch_proc_destroy(&k->proc);

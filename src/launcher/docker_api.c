@@ -3,6 +3,7 @@
  */
 #include "korch/docker_api.h"
 #include "korch/log.h"
+#include "korch/media.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct korch_docker {
     CURL *curl;                 /* one handle: its connection cache keeps the socket open */
@@ -189,6 +191,7 @@ void korch_docker_reply_clear(korch_docker_reply_t *reply)
     if (!reply)
         return;
     json_decref(reply->json);
+    json_decref(reply->path_stat);
     free(reply->body);
     memset(reply, 0, sizeof *reply);
 }
@@ -252,21 +255,41 @@ static korch_rc_t s_transport_error(korch_docker_t *d, CURLcode cc, long os_errn
     return korch_err_set(err, KORCH_E_DOCKER, "cannot reach docker at '%s': %s%s", d->where, why, hint);
 }
 
-korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const char *path, const json_t *body,
-                                korch_docker_reply_t *reply, korch_err_t *err)
+/* Headers: only the archive endpoints' stat of the path is kept. */
+#define S_STAT_HEADER "X-Docker-Container-Path-Stat:"
+static size_t s_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    korch_docker_reply_t *reply = arg;
+    size_t n = size * nmemb, hl = strlen(S_STAT_HEADER);
+    if (n > hl && n < 16384 && strncasecmp(data, S_STAT_HEADER, hl) == 0 && !reply->path_stat) {
+        const char *v = data + hl;
+        size_t vl = n - hl;
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+            vl--;
+        size_t jl = 0;
+        unsigned char *j = korch_b64_decode(v, vl, &jl);
+        if (j)
+            reply->path_stat = json_loadb((const char *)j, jl, 0, NULL);
+        free(j);
+    }
+    return n;
+}
+
+/* One request: body (len bytes, may be NULL) sent as ctype. */
+static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *path, const char *ctype,
+                            const void *body, size_t len, korch_docker_reply_t *reply, korch_err_t *err)
 {
     korch_rc_t rc = KORCH_OK;
-    memset(reply, 0, sizeof *reply);
-    char *payload = NULL, *url = NULL;
+    char *url = NULL;
     struct curl_slist *headers = NULL;
     s_sink_t sink = {.max = d->max_reply};
     char errbuf[CURL_ERROR_SIZE] = "";
     CURL *c = d->curl;
 
     url = s_strdup_printf("%s%s", d->base_url, path);
-    if (body)
-        payload = json_dumps(body, JSON_COMPACT);
-    if (!url || (body && !payload)) {
+    if (!url) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
@@ -279,6 +302,8 @@ korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const cha
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, s_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, reply);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "korch");
     if (d->sock)
         curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, d->sock);
@@ -293,15 +318,20 @@ korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const cha
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, d->tls_verify ? 2L : 0L);
     }
     headers = curl_slist_append(headers, "Expect:");
-    if (payload)
-        headers = curl_slist_append(headers, "Content-Type: application/json");
+    if (body && ctype) {
+        char h[128];
+        snprintf(h, sizeof h, "Content-Type: %s", ctype);
+        headers = curl_slist_append(headers, h);
+    }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     } else {
-        if (strcmp(method, "POST") == 0 || payload) {
-            curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload ? payload : "");
-            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, payload ? (long)strlen(payload) : 0L);
+        if (strcmp(method, "POST") == 0 || body) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? (const char *)body : "");
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
         }
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     }
@@ -326,9 +356,9 @@ korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const cha
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
-    char *ctype = NULL;
-    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ctype);
-    if (reply->body_len && ctype && strstr(ctype, "json"))
+    char *rtype = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &rtype);
+    if (reply->body_len && rtype && strstr(rtype, "json"))
         reply->json = json_loadb(reply->body, reply->body_len, JSON_DECODE_ANY, NULL);
     korch_debug("docker %s %s -> %ld (%zu bytes)", method, path, reply->status, reply->body_len);
 out:
@@ -336,9 +366,29 @@ out:
         korch_docker_reply_clear(reply);
     free(sink.buf);
     curl_slist_free_all(headers);
-    free(payload);
     free(url);
     return rc;
+}
+
+korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const char *path, const json_t *body,
+                                korch_docker_reply_t *reply, korch_err_t *err)
+{
+    memset(reply, 0, sizeof *reply);
+    char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body && !payload)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    korch_rc_t rc = s_perform(d, method, path, "application/json", payload, payload ? strlen(payload) : 0, reply,
+                              err);
+    free(payload);
+    return rc;
+}
+
+korch_rc_t korch_docker_request_raw(korch_docker_t *d, const char *method, const char *path,
+                                    const char *content_type, const void *data, size_t len,
+                                    korch_docker_reply_t *reply, korch_err_t *err)
+{
+    memset(reply, 0, sizeof *reply);
+    return s_perform(d, method, path, content_type, data, len, reply, err);
 }
 
 const char *korch_docker_reply_message(const korch_docker_reply_t *reply)

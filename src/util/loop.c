@@ -1,52 +1,40 @@
-/*  korch_loop: czmq's zloop with a break flag and a done() condition. */
+/*  korch_loop: zmq_poll over sockets and fds, plus timers with absolute
+ *  deadlines. Entries are marked dead on removal and swept after each round,
+ *  so any handler may add or remove anything, itself included. */
 #include "korch/loop.h"
 
 #include <errno.h>
 #include <time.h>
 
+typedef struct {
+    zsock_t *sock;          /* reader, or NULL for an fd poller */
+    int fd;
+    korch_reader_fn *on_sock;
+    korch_poller_fn *on_fd;
+    void *arg;
+    bool dead;
+} s_item_t;
+
+typedef struct {
+    int id;
+    int64_t when;           /* absolute deadline, ms */
+    int delay;
+    size_t times;           /* 0 = forever */
+    korch_timer_fn *handler;
+    void *arg;
+    bool dead;
+} s_timer_t;
+
 struct korch_loop {
-    zloop_t *zloop;
-    bool broken;        /* korch_loop_break was called since the last run */
-    bool timed_out;     /* the run's own timer fired */
+    s_item_t *items;
+    size_t nitems, cap_items;
+    s_timer_t *timers;
+    size_t ntimers, cap_timers;
+    zmq_pollitem_t *pollset;
+    size_t cap_pollset;
+    int next_id;
+    bool broken;
 };
-
-korch_loop_t *korch_loop_new(void)
-{
-    korch_loop_t *self = calloc(1, sizeof *self);
-    if (!self)
-        return NULL;
-    self->zloop = zloop_new();
-    if (!self->zloop) {
-        free(self);
-        return NULL;
-    }
-    /* We decide when to stop; czmq's SIGINT flag must not end our loop. */
-    zloop_set_nonstop(self->zloop, true);
-    return self;
-}
-
-void korch_loop_destroy(korch_loop_t **loop)
-{
-    if (!loop || !*loop)
-        return;
-    zloop_destroy(&(*loop)->zloop);
-    free(*loop);
-    *loop = NULL;
-}
-
-zloop_t *korch_loop_zloop(korch_loop_t *loop) { return loop->zloop; }
-
-void korch_loop_break(korch_loop_t *loop) { loop->broken = true; }
-
-int korch_loop_rc(korch_loop_t *loop) { return loop->broken ? -1 : 0; }
-
-static int s_on_deadline(zloop_t *z, int timer_id, void *arg)
-{
-    korch_loop_t *self = arg;
-    self->timed_out = true;
-    self->broken = true;
-    return -1;
-}
 
 int64_t korch_now_ms(void)
 {
@@ -55,34 +43,181 @@ int64_t korch_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+korch_loop_t *korch_loop_new(void) { return calloc(1, sizeof(korch_loop_t)); }
+
+void korch_loop_destroy(korch_loop_t **loop)
+{
+    if (!loop || !*loop)
+        return;
+    free((*loop)->items);
+    free((*loop)->timers);
+    free((*loop)->pollset);
+    free(*loop);
+    *loop = NULL;
+}
+
+static bool s_grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *n = realloc(*arr, ncap * size);
+    if (!n)
+        return false;
+    *arr = n;
+    *cap = ncap;
+    return true;
+}
+
+static int s_add_item(korch_loop_t *loop, s_item_t item)
+{
+    if (!s_grow((void **)&loop->items, &loop->cap_items, loop->nitems + 1, sizeof item))
+        return -1;
+    loop->items[loop->nitems++] = item;
+    return 0;
+}
+
+int korch_loop_reader(korch_loop_t *loop, zsock_t *sock, korch_reader_fn *handler, void *arg)
+{
+    korch_loop_reader_end(loop, sock);
+    return s_add_item(loop, (s_item_t){.sock = sock, .fd = -1, .on_sock = handler, .arg = arg});
+}
+
+void korch_loop_reader_end(korch_loop_t *loop, zsock_t *sock)
+{
+    for (size_t i = 0; i < loop->nitems; i++)
+        if (loop->items[i].sock == sock)
+            loop->items[i].dead = true;
+}
+
+int korch_loop_poller(korch_loop_t *loop, int fd, korch_poller_fn *handler, void *arg)
+{
+    korch_loop_poller_end(loop, fd);
+    return s_add_item(loop, (s_item_t){.fd = fd, .on_fd = handler, .arg = arg});
+}
+
+void korch_loop_poller_end(korch_loop_t *loop, int fd)
+{
+    for (size_t i = 0; i < loop->nitems; i++)
+        if (!loop->items[i].sock && loop->items[i].fd == fd)
+            loop->items[i].dead = true;
+}
+
+int korch_loop_timer(korch_loop_t *loop, int delay_ms, size_t times, korch_timer_fn *handler, void *arg)
+{
+    if (!s_grow((void **)&loop->timers, &loop->cap_timers, loop->ntimers + 1, sizeof(s_timer_t)))
+        return -1;
+    if (delay_ms < 0)
+        delay_ms = 0;
+    if (++loop->next_id <= 0)
+        loop->next_id = 1;
+    loop->timers[loop->ntimers++] = (s_timer_t){
+        .id = loop->next_id, .when = korch_now_ms() + delay_ms, .delay = delay_ms, .times = times,
+        .handler = handler, .arg = arg};
+    return loop->next_id;
+}
+
+void korch_loop_timer_end(korch_loop_t *loop, int timer_id)
+{
+    for (size_t i = 0; i < loop->ntimers; i++)
+        if (loop->timers[i].id == timer_id)
+            loop->timers[i].dead = true;
+}
+
+void korch_loop_break(korch_loop_t *loop) { loop->broken = true; }
+
+int korch_loop_rc(korch_loop_t *loop) { return loop->broken ? -1 : 0; }
+
+static void s_sweep(korch_loop_t *loop)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < loop->nitems; i++)
+        if (!loop->items[i].dead)
+            loop->items[w++] = loop->items[i];
+    loop->nitems = w;
+    w = 0;
+    for (size_t i = 0; i < loop->ntimers; i++)
+        if (!loop->timers[i].dead)
+            loop->timers[w++] = loop->timers[i];
+    loop->ntimers = w;
+}
+
+/* One round: wait up to max_wait ms (or the next timer), run what is due.
+   Returns -1 when the ZeroMQ context is gone. */
+static int s_round(korch_loop_t *loop, int64_t max_wait)
+{
+    int64_t now = korch_now_ms();
+    int64_t wait = max_wait;
+    for (size_t i = 0; i < loop->ntimers; i++) {
+        int64_t d = loop->timers[i].when - now;
+        if (d < wait || wait < 0)
+            wait = d < 0 ? 0 : d;
+    }
+    size_t n = loop->nitems;
+    if (!s_grow((void **)&loop->pollset, &loop->cap_pollset, n + 1, sizeof(zmq_pollitem_t)))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        s_item_t *it = &loop->items[i];
+        loop->pollset[i] = (zmq_pollitem_t){it->sock ? zsock_resolve(it->sock) : NULL, it->sock ? 0 : it->fd,
+                                            ZMQ_POLLIN, 0};
+    }
+    int rc = zmq_poll(loop->pollset, (int)n, (long)wait);
+    if (rc < 0) {
+        if (zmq_errno() == ETERM)
+            return -1;
+        return 0; /* EINTR: signals reach korch through a self-pipe */
+    }
+    /* Handlers may add items (appended beyond n) or mark any dead. */
+    for (size_t i = 0; rc > 0 && i < n; i++) {
+        if (!(loop->pollset[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) || loop->items[i].dead)
+            continue;
+        s_item_t it = loop->items[i];
+        int hrc = it.sock ? it.on_sock(loop, it.sock, it.arg) : it.on_fd(loop, it.fd, it.arg);
+        if (hrc < 0)
+            loop->broken = true;
+    }
+    now = korch_now_ms();
+    size_t nt = loop->ntimers;
+    for (size_t i = 0; i < nt; i++) {
+        s_timer_t *t = &loop->timers[i];
+        if (t->dead || t->when > now)
+            continue;
+        if (t->times && --t->times == 0)
+            t->dead = true;
+        else
+            t->when = now + t->delay;
+        int id = t->id;
+        korch_timer_fn *fn = t->handler;
+        void *arg = t->arg;
+        /* t may move if the handler adds timers: use copies. */
+        if (fn(loop, id, arg) < 0)
+            loop->broken = true;
+    }
+    s_sweep(loop);
+    return 0;
+}
+
 bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms)
 {
-    if (done && done(arg))
-        return true;
-    loop->timed_out = false;
-    int timer = -1;
-    if (timeout_ms >= 0)
-        timer = zloop_timer(loop->zloop, (size_t)(timeout_ms > 0 ? timeout_ms : 1), 1, s_on_deadline, loop);
-    bool ok = false;
+    int64_t deadline = timeout_ms >= 0 ? korch_now_ms() + timeout_ms : -1;
+    loop->broken = false;
     for (;;) {
-        loop->broken = false;
-        int rc = zloop_start(loop->zloop);
-        loop->broken = false;
-        if (done && done(arg)) {
-            ok = true;
-            break;
+        if (done && done(arg))
+            return true;
+        if (!done && loop->broken) {
+            loop->broken = false;
+            return false;
         }
-        if (loop->timed_out)
-            break;
-        if (!done && rc != 0)
-            break;
-        /* rc 0: zmq_poll was interrupted by a signal (EINTR); signals that
-           matter to korch arrive through a self-pipe, so just go on. */
-        if (rc == 0 && zmq_errno() == ETERM)
-            break;
+        loop->broken = false;
+        int64_t left = -1;
+        if (deadline >= 0) {
+            left = deadline - korch_now_ms();
+            if (left <= 0)
+                return done ? done(arg) : false;
+        }
+        if (s_round(loop, left) < 0)
+            return done ? done(arg) : false;
     }
-    if (timer >= 0 && !loop->timed_out)
-        zloop_timer_end(loop->zloop, timer);
-    loop->timed_out = false;
-    return ok;
 }
