@@ -493,3 +493,38 @@ TEST_T(kernel_attach_to_jupyter_client_kernel_through_tampering_proxy, 90)
     snprintf(cmd, sizeof cmd, "touch %s/stop; sleep 0.5; rm -rf %s", dir, dir);
     CHECK_EQ(system(cmd), 0);
 }
+
+/* interrupt_mode "message": korch sends interrupt_request on control. */
+TEST(kernel_interrupt_by_message)
+{
+    char dir[] = "/tmp/korch-spec-XXXXXX";
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    char path[256];
+    snprintf(path, sizeof path, "%s/pymsg", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/pymsg/kernel.json", dir);
+    FILE *fp = fopen(path, "w");
+    fprintf(fp, "{\"argv\": [\"/usr/bin/python3\", \"-m\", \"ipykernel_launcher\", \"-f\", \"{connection_file}\"],"
+                " \"display_name\": \"py msg\", \"language\": \"python\", \"interrupt_mode\": \"message\"}");
+    fclose(fp);
+    setenv("KORCH_KERNELSPEC_PATH", dir, 1);
+    fx_t f;
+    if (fx_start(&f, &(korch_kernel_opts_t){.kernelspec = "pymsg"})) {
+        korch_exec_destroy((korch_exec_t *[]){fx_run(&f, "kept = 'by message'", 0)});
+        korch_exec_t *ex = fx_run(&f, "import time\nwhile True:\n    time.sleep(0.05)", 1000);
+        CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_TIMEOUT);
+        CHECK(!korch_exec_result(ex)->restarted);
+        json_t *outs = korch_exec_result(ex)->outputs;
+        CHECK_STREQ(json_string_value(json_object_get(json_array_get(outs, json_array_size(outs) - 1), "ename")),
+                    "KeyboardInterrupt");
+        korch_exec_destroy(&ex);
+        ex = fx_run(&f, "print(kept)", 0);
+        CHECK_STREQ(fx_stream(ex, "stdout"), "by message\n");
+        korch_exec_destroy(&ex);
+        fx_stop(&f);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
