@@ -51,6 +51,8 @@ int korch_cli_take_signal(void)
     return sig;
 }
 
+bool korch_cli_signal_pending(void) { return s_last_signal != 0; }
+
 static int s_kernelspecs(int argc, char **argv)
 {
     json_t *list = korch_kernelspec_list();
@@ -80,6 +82,8 @@ static void s_usage(FILE *f)
 {
     fprintf(f, "usage: korch <command> [options]\n\n"
                "Commands:\n"
+               "  run          ask a model a question; it writes code, korch runs it, until it answers\n"
+               "  chat         a multi-turn conversation with the model over one kernel\n"
                "  exec         run code in a Jupyter kernel and show what a notebook would\n"
                "  kernel       keep a kernel running for clients to attach to (re-adopts after a crash)\n"
                "  kernelspecs  list the kernels korch can start\n"

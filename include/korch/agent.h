@@ -1,0 +1,92 @@
+/*  The agent: a multi-step LLM loop over one stateful kernel.
+ *
+ *  The model writes code (a run_python tool call, or a ```python fence for
+ *  models without tools), korch runs it in the persistent kernel, shows the
+ *  model what happened (text cut to size, errors without colours, charts as
+ *  images or as a line naming the file) and loops until the model answers
+ *  without code, or a step/token/time budget ends the turn (then one last
+ *  request without tools asks for the answer).
+ *
+ *  A session lives in a directory:
+ *    transcript.jsonl   append-only, one record per line, flushed per record
+ *    files/             the user's files; the kernel's working directory
+ *    figures/           every chart as fig-N.png
+ *    notebook.ipynb     nbformat 4.5, rewritten after every step
+ *  Opening a directory that has a transcript resumes it: the conversation is
+ *  reloaded and the kernel's state rebuilt by re-running the successful code
+ *  cells (the user is told).
+ *
+ *  Not thread-safe; callbacks run on the caller's thread. Blocking: ask()
+ *  returns when the turn is over.
+ */
+#ifndef KORCH_AGENT_H
+#define KORCH_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "korch/error.h"
+#include "korch/launcher.h"
+#include "korch/llm.h"
+#include "korch/loop.h"
+
+typedef struct korch_agent korch_agent_t;
+
+typedef enum {
+    KORCH_AGENT_STEP,       /* a model call begins: step */
+    KORCH_AGENT_TEXT,       /* assistant text as it streams: text */
+    KORCH_AGENT_CODE,       /* code about to run: text */
+    KORCH_AGENT_OUTPUT,     /* an nbformat output as it arrives: data */
+    KORCH_AGENT_RESULT,     /* an execution finished: data {status, execution_count, elapsed_ms}, text = what the model gets */
+    KORCH_AGENT_FINAL,      /* the answer: text */
+    KORCH_AGENT_ERROR,      /* something failed: text */
+    KORCH_AGENT_NOTICE,     /* for the user: text (resumed, kernel restarted, replay, budget) */
+} korch_agent_event_type_t;
+
+typedef struct {
+    korch_agent_event_type_t type;
+    int step;
+    const char *text;       /* borrowed, may be NULL */
+    size_t text_len;
+    json_t *data;           /* borrowed, may be NULL */
+} korch_agent_event_t;
+
+typedef struct {
+    korch_llm_t *llm;               /* borrowed, required */
+    korch_loop_t *loop;             /* borrowed, required */
+    korch_launcher_t *launcher;     /* borrowed; NULL = local */
+    const char *kernelspec;         /* default python3 */
+    const char *session_dir;        /* required; created, or resumed when it has a transcript */
+    int max_steps;                  /* per turn, default 20 */
+    size_t max_result_chars;        /* per execution result, default 4000 */
+    int64_t max_tokens;             /* per turn (input + output), 0 = no budget */
+    int max_seconds;                /* per turn, 0 = no budget */
+    int exec_timeout_s;             /* per execution, default 300 */
+    size_t context_chars;           /* what is sent per request, roughly; default 120000 */
+    void (*on_event)(const korch_agent_event_t *ev, void *arg);
+    /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */
+    bool (*cancelled)(void *arg);
+    void *arg;                      /* for on_event and cancelled */
+} korch_agent_opts_t;
+
+korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err);
+void korch_agent_destroy(korch_agent_t **agent);
+
+/* Copy a file into the session (files/) where the kernel sees it by its base name. */
+korch_rc_t korch_agent_add_file(korch_agent_t *agent, const char *path, korch_err_t *err);
+
+/* One user turn. *answer (new string) is the model's final text. A failed
+   model call returns its error; everything said before it is saved. */
+korch_rc_t korch_agent_ask(korch_agent_t *agent, const char *question, char **answer, korch_err_t *err);
+
+/* Stop the running step (interrupt the kernel, abandon the model call); the
+   session stays. Safe from a signal-driven loop handler. */
+void korch_agent_interrupt(korch_agent_t *agent);
+
+const char *korch_agent_session_dir(const korch_agent_t *agent);
+/* Token usage so far (whole session). */
+int64_t korch_agent_tokens(const korch_agent_t *agent);
+/* The file names in files/, as a new array. */
+json_t *korch_agent_files(korch_agent_t *agent);
+
+#endif

@@ -1,0 +1,28 @@
+/*  An agent session's notebook: a valid nbformat 4.5 document built cell by
+ *  cell (markdown for the user's and the model's words, code cells with their
+ *  outputs and execution counts) and written atomically after every step. */
+#ifndef KORCH_NOTEBOOK_H
+#define KORCH_NOTEBOOK_H
+
+#include <jansson.h>
+#include "korch/error.h"
+
+typedef struct korch_notebook korch_notebook_t;
+
+/* A new, empty notebook for the given kernelspec (name, display name, language). */
+korch_notebook_t *korch_notebook_new(const char *kernel_name, const char *display_name, const char *language);
+void korch_notebook_destroy(korch_notebook_t **nb);
+
+/* Append a markdown cell. */
+void korch_notebook_add_markdown(korch_notebook_t *nb, const char *text);
+
+/* Append a code cell; outputs (nbformat outputs) are copied; count < 0 = null. */
+void korch_notebook_add_code(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs);
+
+/* The document (borrowed). */
+json_t *korch_notebook_json(korch_notebook_t *nb);
+
+/* Write to path atomically (temp file + rename). */
+korch_rc_t korch_notebook_write(korch_notebook_t *nb, const char *path, korch_err_t *err);
+
+#endif

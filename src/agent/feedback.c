@@ -1,0 +1,204 @@
+/*  Execution results turned into what the model reads. */
+#include "korch/feedback.h"
+#include "korch/media.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} s_str_t;
+
+static void s_add(s_str_t *s, const char *p, size_t n)
+{
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 1024;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        char *nb = realloc(s->buf, cap);
+        if (!nb)
+            return;
+        s->buf = nb;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, p, n);
+    s->len += n;
+    s->buf[s->len] = 0;
+}
+
+static void s_adds(s_str_t *s, const char *p) { s_add(s, p, strlen(p)); }
+
+/* Back off to the start of a UTF-8 character. */
+static size_t s_char_start(const char *s, size_t i)
+{
+    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80)
+        i--;
+    return i;
+}
+
+char *korch_truncate_middle(const char *s, size_t len, size_t max)
+{
+    if (len <= max) {
+        char *out = malloc(len + 1);
+        if (out) {
+            memcpy(out, s, len);
+            out[len] = 0;
+        }
+        return out;
+    }
+    char note[96];
+    /* The note's own length comes out of the budget; 60 % head, 40 % tail. */
+    size_t budget = max > 80 ? max - 80 : max / 2;
+    size_t head = s_char_start(s, budget * 6 / 10);
+    size_t tail_start = s_char_start(s, len - (budget - head));
+    if (tail_start < head)
+        tail_start = head;
+    snprintf(note, sizeof note, "\n[... %zu characters cut ...]\n", tail_start - head);
+    s_str_t out = {0};
+    s_add(&out, s, head);
+    s_adds(&out, note);
+    s_add(&out, s + tail_start, len - tail_start);
+    return out.buf;
+}
+
+static void s_add_text_value(s_str_t *t, json_t *v)
+{
+    if (json_is_string(v))
+        s_add(t, json_string_value(v), json_string_length(v));
+    else if (json_is_array(v)) { /* nbformat multiline strings */
+        size_t i;
+        json_t *line;
+        json_array_foreach(v, i, line) s_add(t, json_string_value(line), json_string_length(line));
+    }
+}
+
+static void s_newline(s_str_t *t)
+{
+    if (t->len && t->buf[t->len - 1] != '\n')
+        s_adds(t, "\n");
+}
+
+korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opts_t *o, char **ptext,
+                                json_t **pimages, json_t **psaved, korch_err_t *err)
+{
+    s_str_t t = {0};
+    json_t *images = json_array(), *saved = json_array();
+    size_t max = o->max_chars ? o->max_chars : 4000;
+    size_t i;
+    json_t *out;
+    s_adds(&t, "");
+    json_array_foreach(r->outputs, i, out) {
+        const char *type = json_string_value(json_object_get(out, "output_type"));
+        if (!type)
+            continue;
+        if (strcmp(type, "stream") == 0) {
+            s_add_text_value(&t, json_object_get(out, "text"));
+            continue;
+        }
+        if (strcmp(type, "error") == 0) {
+            s_newline(&t);
+            s_str_t raw = {0};
+            json_t *tb = json_object_get(out, "traceback");
+            size_t k;
+            json_t *line;
+            json_array_foreach(tb, k, line) {
+                s_add(&raw, json_string_value(line), json_string_length(line));
+                s_adds(&raw, "\n");
+            }
+            char *plain = korch_strip_ansi(raw.buf ? raw.buf : "");
+            if (plain && *plain)
+                s_adds(&t, plain);
+            else {
+                s_adds(&t, json_string_value(json_object_get(out, "ename")));
+                s_adds(&t, ": ");
+                s_adds(&t, json_string_value(json_object_get(out, "evalue")));
+                s_adds(&t, "\n");
+            }
+            free(plain);
+            free(raw.buf);
+            continue;
+        }
+        /* execute_result / display_data */
+        json_t *data = json_object_get(out, "data");
+        bool had_image = false;
+        const char *mime;
+        json_t *v;
+        json_object_foreach(data, mime, v) {
+            const char *ext = korch_image_ext(mime);
+            if (!ext || strcmp(ext, "svg") == 0 || !json_is_string(v))
+                continue;
+            had_image = true;
+            size_t blen = 0;
+            unsigned char *bytes = korch_b64_decode(json_string_value(v), json_string_length(v), &blen);
+            int w = 0, h = 0;
+            char dims[40] = "";
+            if (bytes && korch_image_size(bytes, blen, &w, &h))
+                snprintf(dims, sizeof dims, " %dx%d", w, h);
+            int n = o->figure_counter ? ++*o->figure_counter : (int)json_array_size(saved) + 1;
+            char name[64], path[4200], line[4400];
+            snprintf(name, sizeof name, "fig-%d.%s", n, ext);
+            if (o->figures_dir && bytes) {
+                snprintf(path, sizeof path, "%s/%s", o->figures_dir, name);
+                if (korch_write_file(path, bytes, blen, err) == KORCH_OK)
+                    json_array_append_new(saved, json_string(path));
+            }
+            s_newline(&t);
+            snprintf(line, sizeof line, "[chart %d: %s%s saved as %s%s]\n", n, mime, dims, name,
+                     o->vision ? ", attached" : "");
+            s_adds(&t, line);
+            if (o->vision) {
+                /* the base64 without Jupyter's line breaks */
+                char *clean = bytes ? korch_b64_encode(bytes, blen) : NULL;
+                if (clean)
+                    json_array_append_new(images, json_pack("{s:s, s:s, s:s}", "mime", mime, "data", clean, "name",
+                                                            name));
+                free(clean);
+            }
+            free(bytes);
+        }
+        json_t *plain = json_object_get(data, "text/plain");
+        if (json_is_string(plain) && !(had_image && strncmp(json_string_value(plain), "<Figure", 7) == 0)) {
+            s_newline(&t);
+            s_add_text_value(&t, plain);
+            s_adds(&t, "\n");
+        } else if (!had_image && !json_is_string(plain) && json_object_size(data)) {
+            s_newline(&t);
+            json_object_foreach(data, mime, v) {
+                char line[200];
+                snprintf(line, sizeof line, "[%s output, %zu bytes]\n", mime, json_string_length(v));
+                s_adds(&t, line);
+            }
+        }
+    }
+    char *body = korch_truncate_middle(t.buf ? t.buf : "", t.len, max);
+    free(t.buf);
+    s_str_t final = {0};
+    switch (r->status) {
+    case KORCH_EXEC_OK:
+        s_adds(&final, body && *body ? "" : "[ok, no output]\n");
+        break;
+    case KORCH_EXEC_ERROR:
+        s_adds(&final, "[the code raised an error; the kernel's other variables are kept]\n");
+        break;
+    case KORCH_EXEC_ABORTED:
+        s_adds(&final, "[not run: the kernel aborted it after an earlier error]\n");
+        break;
+    case KORCH_EXEC_TIMEOUT:
+    case KORCH_EXEC_DIED: {
+        char line[700];
+        snprintf(line, sizeof line, "[%s%s]\n", r->detail,
+                 r->restarted ? "; a fresh kernel is running: variables are lost, re-create what you need" : "");
+        s_adds(&final, line);
+        break;
+    }
+    default: break;
+    }
+    s_adds(&final, body ? body : "");
+    free(body);
+    *ptext = final.buf;
+    *pimages = images;
+    *psaved = saved;
+    return KORCH_OK;
+}

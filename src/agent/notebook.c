@@ -1,0 +1,78 @@
+/*  nbformat 4.5 notebooks (nbformat/v4/nbformat.v4.5.schema.json): cells
+ *  have ids; source and text may be strings; outputs as the kernel gave them. */
+#include "korch/notebook.h"
+#include "korch/session.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct korch_notebook {
+    json_t *doc;
+};
+
+korch_notebook_t *korch_notebook_new(const char *kernel_name, const char *display_name, const char *language)
+{
+    korch_notebook_t *nb = calloc(1, sizeof *nb);
+    if (!nb)
+        return NULL;
+    nb->doc = json_pack("{s:[], s:{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}}, s:i, s:i}", "cells", "metadata",
+                        "kernelspec", "name", kernel_name ? kernel_name : "python3", "display_name",
+                        display_name ? display_name : "Python 3", "language", language ? language : "python",
+                        "language_info", "name", language ? language : "python", "korch", "generator",
+                        "korch " KORCH_VERSION, "nbformat", 4, "nbformat_minor", 5);
+    if (!nb->doc) {
+        free(nb);
+        return NULL;
+    }
+    return nb;
+}
+
+void korch_notebook_destroy(korch_notebook_t **pnb)
+{
+    if (!pnb || !*pnb)
+        return;
+    json_decref((*pnb)->doc);
+    free(*pnb);
+    *pnb = NULL;
+}
+
+static json_t *s_cell_id(void)
+{
+    char uuid[37];
+    korch_uuid(uuid);
+    return json_stringn(uuid, 8);
+}
+
+void korch_notebook_add_markdown(korch_notebook_t *nb, const char *text)
+{
+    json_array_append_new(json_object_get(nb->doc, "cells"),
+                          json_pack("{s:s, s:o, s:{}, s:s}", "cell_type", "markdown", "id", s_cell_id(), "metadata",
+                                    "source", text ? text : ""));
+}
+
+void korch_notebook_add_code(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs)
+{
+    json_t *outs = json_is_array(outputs) ? json_deep_copy(outputs) : json_array();
+    json_array_append_new(json_object_get(nb->doc, "cells"),
+                          json_pack("{s:s, s:o, s:{}, s:s, s:o, s:o}", "cell_type", "code", "id", s_cell_id(),
+                                    "metadata", "source", source ? source : "", "execution_count",
+                                    execution_count >= 0 ? json_integer(execution_count) : json_null(), "outputs",
+                                    outs));
+}
+
+json_t *korch_notebook_json(korch_notebook_t *nb) { return nb->doc; }
+
+korch_rc_t korch_notebook_write(korch_notebook_t *nb, const char *path, korch_err_t *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(nb->doc, tmp, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {
+        remove(tmp);
+        return korch_err_set(err, KORCH_E_IO, "cannot write notebook '%s' (disk full?)", path);
+    }
+    if (rename(tmp, path) != 0) {
+        remove(tmp);
+        return korch_err_set(err, KORCH_E_IO, "cannot write notebook '%s'", path);
+    }
+    return KORCH_OK;
+}
