@@ -528,3 +528,42 @@ TEST(kernel_interrupt_by_message)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
 }
+
+/* One loop outlives many kernels: start, use, destroy, three times over. */
+TEST(kernel_loop_reused_after_destroy)
+{
+    korch_loop_t *loop = korch_loop_new();
+    for (int i = 0; i < 3; i++) {
+        korch_err_t err = {0};
+        korch_kernel_t *k = korch_kernel_new(loop, NULL, &err);
+        if (!CHECK(k) || !CHECK_EQ(korch_kernel_wait_ready(k, &err), KORCH_OK)) {
+            fprintf(stderr, "  round %d: %s\n", i, err.msg);
+            korch_kernel_destroy(&k);
+            break;
+        }
+        korch_exec_t *ex = korch_kernel_execute_wait(k, "print(6 * 7)", NULL, NULL, &err);
+        CHECK(ex && korch_exec_result(ex)->status == KORCH_EXEC_OK);
+        korch_exec_destroy(&ex);
+        korch_kernel_destroy(&k);
+    }
+    korch_loop_destroy(&loop);
+}
+
+/* A few MB of unicode in one print arrive whole (the bounded parser's fast
+   path must not change a byte). */
+TEST(kernel_large_unicode_output_is_exact)
+{
+    fx_t f;
+    if (!fx_start(&f, NULL))
+        return;
+    korch_exec_t *ex = fx_run(&f, "print('h\\u00e9llo w\\u00f6rld \\u2603 \"q\" \\\\ \\t' * 100000)", 0);
+    const char *out = fx_stream(ex, "stdout");
+    /* 'héllo wörld ☃ "q" \ <tab>' is 25 bytes; 100000 of them and a newline */
+    if (CHECK_EQ(strlen(out), 25u * 100000 + 1)) {
+        CHECK(strncmp(out, "h\xc3\xa9llo w\xc3\xb6rld \xe2\x98\x83 \"q\" \\ \t", 25) == 0);
+        CHECK(strncmp(out + 25u * 99999, "h\xc3\xa9llo", 6) == 0);
+    }
+    CHECK_EQ(korch_exec_result(ex)->dropped_bytes, 0);
+    korch_exec_destroy(&ex);
+    fx_stop(&f);
+}

@@ -429,11 +429,12 @@ TEST(wire_large_stream_bounded_parse)
 {
     korch_session_t *tx = korch_session_new("k", 1, "t", NULL);
     korch_session_t *rx = korch_session_new("k", 1, "t", &(korch_session_limits_t){.max_stream_text = 1000});
-    /* 3000 chars mixing ASCII, escapes, 2/3/4-byte UTF-8 and NUL */
-    size_t cap = 64 * 1024, n = 0;
+    /* 60000 pieces (over the 64 KiB where the bounded parser takes over)
+       mixing ASCII runs, escapes, 2/3/4-byte UTF-8 and control characters */
+    size_t cap = 512 * 1024, n = 0;
     char *text = malloc(cap);
-    const char *pieces[] = {"a", "\"", "\\", "\n", "\t", "\xc3\xa9", "\xe2\x98\x83", "\xf0\x9f\x98\x80", "/", "\x01"};
-    for (int i = 0; i < 3000; i++) {
+    const char *pieces[] = {"abc", "\"", "\\", "\n", "\t", "\xc3\xa9", "\xe2\x98\x83", "\xf0\x9f\x98\x80", "/", "\x01"};
+    for (int i = 0; i < 60000; i++) {
         const char *p = pieces[i % 10];
         size_t l = strlen(p);
         memcpy(text + n, p, l);

@@ -12,9 +12,10 @@ struct korch_outputs {
     json_t *chunk;              /* the last stream chunk handed out */
     bool clear_pending;         /* clear_output(wait=True) seen */
     bool finished;
-    char *sbuf;                 /* text of the last output while it is a growing stream */
+    char *sbuf;                 /* text of the last output once a second chunk joined it */
     size_t slen, scap;
-    bool sopen;                 /* sbuf belongs to the last output */
+    bool sopen;                 /* the last output is a stream later chunks may join */
+    bool sbuf_valid;            /* its text lives in sbuf (else in the output itself) */
     size_t max_stream, max_outputs;
     size_t stream_bytes;        /* stream text kept */
     size_t dropped_bytes, dropped_outputs;
@@ -53,10 +54,11 @@ static void s_flush_stream(korch_outputs_t *self)
     if (!self->sopen)
         return;
     size_t n = json_array_size(self->outputs);
-    if (n)
+    if (n && self->sbuf_valid)
         json_object_set_new(json_array_get(self->outputs, n - 1), "text",
                             json_stringn_nocheck(self->sbuf ? self->sbuf : "", self->slen));
     self->sopen = false;
+    self->sbuf_valid = false;
     self->slen = 0;
 }
 
@@ -71,6 +73,7 @@ size_t korch_outputs_dropped_outputs(const korch_outputs_t *self) { return self-
 static void s_clear(korch_outputs_t *self)
 {
     self->sopen = false;
+    self->sbuf_valid = false;
     self->slen = 0;
     json_array_clear(self->outputs);
     json_array_clear(self->display_ids);
@@ -123,43 +126,47 @@ static korch_output_event_t s_stream(korch_outputs_t *self, json_t *content, jso
     if (len == 0)
         return KORCH_OUTPUT_NONE;
     self->stream_bytes += len;
+    /* Share the kernel's string unless it was cut: no copy of big output. */
+    json_t *tv = len == json_string_length(jtext) ? json_incref(jtext) : json_stringn_nocheck(text, len);
     json_decref(self->chunk);
-    self->chunk = json_pack("{s:s, s:s, s:s%}", "output_type", "stream", "name", name, "text", text, len);
+    self->chunk = json_pack("{s:s, s:s, s:O}", "output_type", "stream", "name", name, "text", tv);
     size_t n = json_array_size(self->outputs);
     json_t *last = n ? json_array_get(self->outputs, n - 1) : NULL;
     const char *ln = json_string_value(json_object_get(last, "name"));
     if (self->sopen && ln && strcmp(ln, name) == 0) {
-        if (self->slen + len + 1 > self->scap) {
+        json_t *have = json_object_get(last, "text");
+        size_t base = self->sbuf_valid ? self->slen : json_string_length(have);
+        if (base + len + 1 > self->scap) {
             size_t cap = self->scap ? self->scap : 4096;
-            while (cap < self->slen + len + 1)
+            while (cap < base + len + 1)
                 cap *= 2;
             char *nb = realloc(self->sbuf, cap);
-            if (!nb)
+            if (!nb) {
+                json_decref(tv);
                 return KORCH_OUTPUT_NONE;
+            }
             self->sbuf = nb;
             self->scap = cap;
         }
+        if (!self->sbuf_valid) { /* the second chunk: from now on the text grows here */
+            memcpy(self->sbuf, json_string_value(have), base);
+            self->slen = base;
+            self->sbuf_valid = true;
+        }
         memcpy(self->sbuf + self->slen, text, len);
         self->slen += len;
+        json_decref(tv);
         *index = n - 1;
         *out = self->chunk;
         return KORCH_OUTPUT_STREAM;
     }
-    json_t *o = json_pack("{s:s, s:s, s:s%}", "output_type", "stream", "name", name, "text", text, len);
+    json_t *o = json_pack("{s:s, s:s, s:o}", "output_type", "stream", "name", name, "text", tv);
     korch_output_event_t ev = s_append(self, o, NULL, out, index);
     if (ev == KORCH_OUTPUT_NEW) {
         *out = self->chunk;
-        /* Later chunks of this stream grow in sbuf. */
-        if (len + 1 > self->scap) {
-            char *nb = realloc(self->sbuf, len + 4096);
-            if (!nb)
-                return ev;
-            self->sbuf = nb;
-            self->scap = len + 4096;
-        }
-        memcpy(self->sbuf, text, len);
-        self->slen = len;
         self->sopen = true;
+        self->sbuf_valid = false;
+        self->slen = 0;
     }
     return ev;
 }

@@ -30,7 +30,7 @@ struct korch_loop {
     size_t nitems, cap_items;
     s_timer_t *timers;
     size_t ntimers, cap_timers;
-    zmq_pollitem_t *pollset;
+    zmq_pollitem_t *pollset;    /* pollset[i] is items[i] during a round */
     size_t cap_pollset;
     int next_id;
     bool broken;
@@ -145,9 +145,11 @@ static void s_sweep(korch_loop_t *loop)
 }
 
 /* One round: wait up to max_wait ms (or the next timer), run what is due.
-   Returns -1 when the ZeroMQ context is gone. */
+   Returns -1 when polling fails for good (the ZeroMQ context is gone). */
 static int s_round(korch_loop_t *loop, int64_t max_wait)
 {
+    /* Removed entries may hold freed sockets: never poll them. */
+    s_sweep(loop);
     int64_t now = korch_now_ms();
     int64_t wait = max_wait;
     for (size_t i = 0; i < loop->ntimers; i++) {
@@ -165,11 +167,13 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
     }
     int rc = zmq_poll(loop->pollset, (int)n, (long)wait);
     if (rc < 0) {
-        if (zmq_errno() == ETERM)
-            return -1;
-        return 0; /* EINTR: signals reach korch through a self-pipe */
+        if (zmq_errno() == EINTR)
+            return 0; /* signals reach korch through a self-pipe */
+        return -1;
     }
-    /* Handlers may add items (appended beyond n) or mark any dead. */
+    /* Handlers may add items (appended beyond n, polled next round) or mark
+       any dead, which is checked before each call; nothing moves until the
+       sweep at the end. */
     for (size_t i = 0; rc > 0 && i < n; i++) {
         if (!(loop->pollset[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) || loop->items[i].dead)
             continue;

@@ -267,8 +267,12 @@ static json_t *s_parse_object(zframe_t *f)
  * stream message of tens of MB. Parsing that with jansson would hold the
  * frame, jansson's buffer and the string at once; instead the text is
  * decoded straight from the frame, keeping at most max_stream_text bytes and
- * counting the rest in content.korch_dropped. Anything unusual falls back to
- * the full parser. */
+ * counting the rest in content.korch_dropped: one copy of what is kept and
+ * none of the rest. It serves every stream message over 64 KiB. Anything
+ * unusual falls back to the full parser.
+ *
+ * So on_message observers see the text of a huge message already cut to the
+ * limit, with korch_dropped saying how much is missing. */
 
 typedef struct {
     const char *p, *end;
@@ -316,6 +320,21 @@ static bool s_string(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *
         }
         if (ch < 0x20)
             return false;
+        if (ch < 0x80 && ch != '\\') {
+            /* A run of plain ASCII: copy it in one go. */
+            const char *run = c->p;
+            while (run < c->end && (unsigned char)*run >= 0x20 && (unsigned char)*run < 0x80 && *run != '"' &&
+                   *run != '\\')
+                run++;
+            size_t runlen = (size_t)(run - c->p);
+            size_t room = *dropped ? 0 : cap - *len;
+            size_t take = runlen < room ? runlen : room;
+            memcpy(out + *len, c->p, take);
+            *len += take;
+            *dropped += runlen - take;
+            c->p = run;
+            continue;
+        }
         if (ch != '\\') {
             /* copy a raw UTF-8 character whole */
             size_t clen = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
@@ -549,7 +568,7 @@ korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **pframes, ko
     msg->metadata = s_parse_object(parts[3]);
     /* content below: the header says whether it may be a huge stream */
     const char *mt = json_string_value(json_object_get(msg->header, "msg_type"));
-    if (mt && strcmp(mt, "stream") == 0 && zframe_size(parts[4]) > self->lim.max_stream_text)
+    if (mt && strcmp(mt, "stream") == 0 && zframe_size(parts[4]) > 65536)
         msg->content = s_parse_stream_bounded((const char *)zframe_data(parts[4]), zframe_size(parts[4]),
                                               self->lim.max_stream_text);
     if (!msg->content)

@@ -181,7 +181,10 @@ static void s_count_stream(korch_kernel_t *k, korch_channel_t ch, const korch_ms
     stream_count_t *c = arg;
     if (ch != KORCH_CH_IOPUB || strcmp(korch_msg_type(msg), "stream") != 0)
         return;
+    /* Over max_stream_bytes, korch's session keeps the head of the text and
+       counts the rest in content.korch_dropped: all of it was received. */
     c->bytes += json_string_length(json_object_get(msg->content, "text"));
+    c->bytes += (size_t)json_integer_value(json_object_get(msg->content, "korch_dropped"));
     c->msgs++;
 }
 
@@ -231,26 +234,33 @@ out:
 
 /* ----------------------------------------------------------------- start */
 
+/* Each start gets its own loop, as each jupyter_client start gets its own
+   KernelManager: the starts are independent. (Reusing one loop also hangs
+   with the loop of commit 156e8fd: the first kernel's dead readers are
+   resolved after their sockets were freed, zmq_poll fails with ENOTSOCK and
+   s_round returns before sweeping them, forever.) */
 static int s_start(int n)
 {
     int rc = 1;
-    korch_loop_t *loop = korch_loop_new();
     double *v = calloc((size_t)n, sizeof *v);
     double *inner = calloc((size_t)n, sizeof *inner);
-    if (!loop || !v || !inner)
+    if (!v || !inner)
         goto out;
     for (int i = 0; i < n; i++) {
         korch_err_t err = {0};
+        korch_loop_t *loop = korch_loop_new();
         double t0 = s_now();
-        korch_kernel_t *k = korch_kernel_new(loop, NULL, &err);
+        korch_kernel_t *k = loop ? korch_kernel_new(loop, NULL, &err) : NULL;
         if (!k || korch_kernel_wait_ready(k, &err) != KORCH_OK) {
-            fprintf(stderr, "korch-bench: %s\n", err.msg);
+            fprintf(stderr, "korch-bench: %s\n", err.msg[0] ? err.msg : "out of memory");
             korch_kernel_destroy(&k);
+            korch_loop_destroy(&loop);
             goto out;
         }
         v[i] = s_now() - t0;
         inner[i] = (double)korch_kernel_ready_ms(k);
         korch_kernel_destroy(&k);
+        korch_loop_destroy(&loop);
     }
     s_save_samples(v, n);
     json_t *o = json_pack("{s:s, s:s}", "client", "korch", "bench", "start");
@@ -261,7 +271,6 @@ static int s_start(int n)
     s_emit(o);
     rc = 0;
 out:
-    korch_loop_destroy(&loop);
     free(v);
     free(inner);
     return rc;
@@ -326,6 +335,7 @@ static int s_rss(const char *conn, int n)
     korch_err_t err = {0};
     json_t *stages = json_array();
     s_stage(stages, "main");
+    json_t *top_main = s_smaps_top(15);
     korch_loop_t *loop = korch_loop_new();
     s_stage(stages, "loop_new");
     zsock_t *probe = zsock_new(ZMQ_DEALER); /* zsys_init: the zmq context and its I/O thread */
@@ -341,14 +351,16 @@ static int s_rss(const char *conn, int n)
         if (!s_run(k, "pass"))
             goto out;
     s_stage(stages, "after_executions");
-    json_t *o = json_pack("{s:s, s:s, s:i, s:o, s:o}", "client", "korch", "bench", "rss", "executions", n, "stages",
-                          json_incref(stages), "top_mappings", s_smaps_top(15));
+    json_t *o = json_pack("{s:s, s:s, s:i, s:o, s:O, s:o}", "client", "korch", "bench", "rss", "executions", n,
+                          "stages", json_incref(stages), "top_mappings_at_main", top_main, "top_mappings",
+                          s_smaps_top(15));
     s_emit(o);
     rc = 0;
 out:
     korch_kernel_destroy(&k);
     korch_loop_destroy(&loop);
     json_decref(stages);
+    json_decref(top_main);
     return rc;
 }
 
@@ -371,6 +383,9 @@ static int s_posint(const char *s)
 
 int main(int argc, char **argv)
 {
+    /* Keep SIGINT / SIGTERM deadly: czmq would otherwise catch them into a
+       flag, and a benchmark stuck in korch_loop_run could not be stopped. */
+    zsys_handler_set(NULL);
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "roundtrip") == 0 && argc == 4 && s_posint(argv[3]) > 0)
         return s_roundtrip(argv[2], s_posint(argv[3]));
