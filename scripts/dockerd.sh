@@ -1,8 +1,9 @@
 #!/bin/sh
 # Make sure a Docker engine answers on /var/run/docker.sock (or $DOCKER_HOST).
 #
-# Idempotent: installs docker.io (and debootstrap, for the offline image base)
-# with apt when missing, starts dockerd in the background when `docker info`
+# Idempotent: installs docker.io (and debootstrap, for the offline image base,
+# and docker-compose, which the tests use to validate docker-compose.yml) with
+# apt when missing, starts dockerd in the background when `docker info`
 # does not answer, then waits up to 60 s for the engine. Works without
 # systemd (CI containers, this machine): dockerd is started directly and logs
 # to /var/log/korch-dockerd.log.
@@ -30,7 +31,22 @@ engine_answers() {
         timeout 5 curl -fsS --unix-socket "$SOCK" http://localhost/_ping >/dev/null 2>&1
 }
 
+install_missing() {
+    missing=""
+    command -v dockerd >/dev/null 2>&1 || missing="$missing docker.io"
+    command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap"
+    command -v docker-compose >/dev/null 2>&1 || missing="$missing docker-compose"
+    if [ -n "$missing" ]; then
+        say "installing$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        as_root apt-get update -qq
+        # shellcheck disable=SC2086
+        as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
+}
+
 if engine_answers; then
+    install_missing
     say "docker engine already answers"
     exit 0
 fi
@@ -41,16 +57,7 @@ case "${DOCKER_HOST:-}" in
     *) die "DOCKER_HOST='$DOCKER_HOST' does not answer; not starting a local dockerd for it" ;;
 esac
 
-missing=""
-command -v dockerd >/dev/null 2>&1 || missing="$missing docker.io"
-command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap"
-if [ -n "$missing" ]; then
-    say "installing$missing"
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get update -qq
-    # shellcheck disable=SC2086
-    as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
-fi
+install_missing
 command -v dockerd >/dev/null 2>&1 || die "dockerd not found after installing docker.io"
 
 # A dockerd of ours may be starting already (a second run right after the first).

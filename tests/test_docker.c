@@ -332,7 +332,18 @@ TEST_T(docker_launcher_kernel, 90)
         CHECK_STREQ(json_string_value(json_object_get(ul, "Name")), "nofile");
         CHECK_EQ(json_integer_value(json_object_get(ul, "Hard")), 4096);
         CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(h, "Tmpfs"), "/tmp")), "size=268435456");
-        CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(h, "Tmpfs"), "/home/korch/work")), "uid=");
+        /* The work dir: a tmpfs volume the archive endpoints can reach. */
+        json_t *wm = NULL, *m;
+        size_t mi;
+        json_array_foreach(json_object_get(h, "Mounts"), mi, m) {
+            if (strcmp(json_string_value(json_object_get(m, "Target")), "/home/korch/work") == 0)
+                wm = m;
+        }
+        json_t *vo = json_object_get(json_object_get(json_object_get(wm, "VolumeOptions"), "DriverConfig"), "Options");
+        CHECK_STREQ(json_string_value(json_object_get(wm, "Type")), "volume");
+        CHECK_STREQ(json_string_value(json_object_get(vo, "type")), "tmpfs");
+        CHECK_CONTAINS(json_string_value(json_object_get(vo, "o")), "size=536870912");
+        CHECK_CONTAINS(json_string_value(json_object_get(vo, "o")), "uid=");
         if (geteuid() == 0)
             CHECK_STREQ(json_string_value(json_object_get(cfg, "User")), "1000:1000");
         json_t *labels = json_object_get(cfg, "Labels");

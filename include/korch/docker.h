@@ -15,6 +15,19 @@
  *  uid, korch must be root and chowns runtime_dir (still 0700) and the
  *  connection file to it for the life of the container; see docker.c.
  *
+ *  The work dir (opts.workdir_mount) is a host dir when opts.workdir names
+ *  one, else a tmpfs of opts.workdir_size bytes, made as an anonymous volume
+ *  of the local driver (type tmpfs) so that it goes with the container and
+ *  the engine's archive endpoints reach it. put_file / get_file use those
+ *  endpoints (a tar korch writes and reads itself), whatever the work dir is
+ *  and wherever the engine runs; symlinks on the way are refused.
+ *
+ *  Re-adoption: adopt(kernel_id) finds the running container labelled
+ *  korch.kernel_id=ID and korch.instance=opts.instance, checks that it
+ *  bind-mounts its korch.runtime_dir label, and reads the connection file
+ *  there; korch connects through the host path of the same sockets. The
+ *  proc behaves as a started one (wait connection, signals, removal).
+ *
  *  Liveness: exit_fd() is a socket on which the engine answers
  *  POST /containers/{id}/wait when the container stops (unix socket engines),
  *  else -1 and the client polls is_alive (one GET /containers/{id}/json).
@@ -44,6 +57,8 @@ typedef struct {
     const char *workdir;        /* host dir mounted read-write as the kernel's cwd (must be writable
                                    by the kernel's uid); NULL = a tmpfs */
     bool workdir_from_cwd;      /* mount the request's cwd when workdir is NULL (default false) */
+    bool workdir_give;          /* chown the host work dir (and its contents) to the kernel's uid:
+                                   for dirs korch made for the kernel, e.g. a session's files/ */
     const char *workdir_mount;  /* the cwd inside: "/home/korch/work" */
     const char *runtime_mount;  /* where runtime_dir appears: "/run/korch" */
     const char *network;        /* NetworkMode: "none" */
@@ -53,7 +68,7 @@ typedef struct {
     int64_t pids_limit;         /* 256 */
     int64_t nofile;             /* RLIMIT_NOFILE soft = hard: 4096 */
     int64_t tmp_size;           /* /tmp tmpfs bytes: 256 MiB (counts against memory) */
-    int64_t workdir_size;       /* work dir tmpfs bytes when not a host dir: 512 MiB */
+    int64_t workdir_size;       /* work dir tmpfs (volume) bytes when not a host dir: 512 MiB */
     bool readonly_rootfs;       /* true */
     bool cap_drop_all;          /* true: CapDrop ALL */
     bool no_new_privileges;     /* true: SecurityOpt no-new-privileges */
@@ -78,8 +93,9 @@ const char *korch_docker_proc_container(korch_proc_t *p);
    "kernelspec", "state", "runtime_dir"}: for re-adoption and cleanup. */
 json_t *korch_docker_list(korch_launcher_t *l, const char *instance, korch_err_t *err);
 
-/* Force-remove every container korch_docker_list(l, instance) finds.
-   Returns how many were removed, or -1 + err. */
+/* Force-remove every container korch_docker_list(l, instance) finds, with
+   its work dir volume, and the connection file, sockets and (then empty)
+   runtime dir it had bind-mounted. Returns how many were removed, or -1 + err. */
 int korch_docker_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err);
 
 #endif

@@ -29,6 +29,9 @@ const char *korch_instance_name(const korch_instance_t *self);
 /* Is some process holding the named instance right now? */
 bool korch_instance_alive(const char *name);
 
+/* Remove the lock file of an instance that is gone (no-op if alive). */
+void korch_instance_forget(const char *name);
+
 /* The runtime base directory, created (0700) and checked to be private. */
 korch_rc_t korch_runtime_base(char *buf, size_t len, korch_err_t *err);
 

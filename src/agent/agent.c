@@ -455,6 +455,10 @@ korch_rc_t korch_agent_add_file(korch_agent_t *a, const char *path, korch_err_t 
     snprintf(dst, sizeof dst, "%s/%s", a->files_dir, base);
     korch_rc_t rc = korch_write_file(dst, data, len, err);
     free(data);
+    struct stat st;
+    /* files/ may belong to the kernel's user (a container's uid): so does the file */
+    if (rc == KORCH_OK && stat(a->files_dir, &st) == 0 && st.st_uid != geteuid() && chown(dst, st.st_uid, st.st_gid) != 0)
+        korch_debug("cannot chown '%s': %s", dst, strerror(errno));
     if (rc == KORCH_OK) {
         s_record(a, json_pack("{s:s, s:s, s:I}", "type", "file", "name", base, "bytes", (json_int_t)len), NULL);
         if (a->k)

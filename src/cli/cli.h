@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 
+#include "korch/launcher.h"
+
 int korch_cmd_exec(int argc, char **argv);
 int korch_cmd_kernel(int argc, char **argv);
 int korch_cmd_run(int argc, char **argv);
@@ -16,5 +18,26 @@ int korch_cli_signal_pipe(void);
 int korch_cli_take_signal(void);
 /* Has a signal arrived that korch_cli_take_signal has not taken yet? */
 bool korch_cli_signal_pending(void);
+
+typedef struct {
+    const char *name;       /* local | docker | auto (NULL = auto) */
+    const char *kernel;     /* kernelspec, for the default image korch-kernel-<kernel>:latest */
+    const char *image;      /* overrides the default image */
+    double memory_mb, cpus; /* 0 = the launcher's defaults */
+    long pids;
+    const char *workdir;    /* host dir mounted as the kernel's cwd */
+    bool workdir_from_cwd;  /* mount the kernel's cwd (the request's) */
+    bool give_workdir;      /* that dir is korch's own: hand it to the kernel's uid */
+    const char *instance;   /* korch instance label */
+    bool quiet;             /* do not say what auto picked */
+} korch_cli_launcher_opts_t;
+
+/* The launcher the options ask for. NULL with err unset means local (the
+   kernel makes its own); NULL with err set is a failure to report. */
+korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err);
+
+/* Remove the containers of korch instances (in our runtime base) that are
+   gone, so a korch killed with -9 leaks nothing past the next start. */
+void korch_cli_sweep(korch_launcher_t *l, const char *mine);
 
 #endif

@@ -8,8 +8,7 @@
  *  Jupytext, VS Code and Spyder).
  */
 #include "cli.h"
-#include "korch/docker.h"
-#include "korch/docker_api.h"
+#include "korch/instance.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
 #include "korch/media.h"
@@ -281,6 +280,7 @@ int korch_cmd_exec(int argc, char **argv)
 {
     exec_ctx_t c = {.kernel_name = "python3", .launcher_name = "local"};
     korch_launcher_t *launcher = NULL;
+    korch_instance_t *inst = NULL;
     json_t *cells = json_array();
     c.saved = json_array();
     int rc = 2;
@@ -344,11 +344,6 @@ int korch_cmd_exec(int argc, char **argv)
         fprintf(stderr, "korch exec: nothing to run (give -c CODE or a FILE; --help says more)\n");
         goto out;
     }
-    if (strcmp(c.launcher_name, "local") != 0 && strcmp(c.launcher_name, "docker") != 0 &&
-        strcmp(c.launcher_name, "auto") != 0) {
-        fprintf(stderr, "korch exec: unknown launcher '%s' (use local, docker or auto)\n", c.launcher_name);
-        goto out;
-    }
     if (c.out_dir && mkdir(c.out_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "korch exec: cannot create '%s': %s\n", c.out_dir, strerror(errno));
         goto out;
@@ -365,40 +360,22 @@ int korch_cmd_exec(int argc, char **argv)
 
     korch_err_t err = {0};
     if (!c.existing && strcmp(c.launcher_name, "local") != 0) {
-        korch_docker_opts_t dopts;
-        korch_docker_opts_init(&dopts);
-        char image[512];
-        snprintf(image, sizeof image, "korch-kernel-%s:latest", c.kernel_name);
-        dopts.image = c.image ? c.image : image;
-        if (c.memory_mb > 0)
-            dopts.memory = (int64_t)(c.memory_mb * 1024 * 1024);
-        if (c.cpus > 0)
-            dopts.nano_cpus = (int64_t)(c.cpus * 1e9);
-        if (c.pids > 0)
-            dopts.pids_limit = c.pids;
-        if (c.cwd) {
-            dopts.workdir = c.cwd;
-            dopts.workdir_from_cwd = true;
-        }
-        launcher = korch_launcher_docker_new(&dopts, &err);
-        if (launcher && !c.image) {
-            /* auto and docker both need the image; auto falls back quietly. */
-            korch_docker_t *api = korch_docker_new(NULL, &err);
-            json_t *img = api ? korch_docker_image_inspect(api, dopts.image, &err) : NULL;
-            korch_docker_destroy(&api);
-            bool have = img != NULL;
-            json_decref(img);
-            if (!have)
-                korch_launcher_destroy(&launcher);
-        }
-        if (!launcher && strcmp(c.launcher_name, "docker") == 0) {
-            fprintf(stderr, "korch exec: %s\n", err.msg[0] ? err.msg : "docker launcher unavailable");
+        /* Our containers carry a live instance, so a later korch can tell
+           they are orphans if this one is killed. */
+        inst = korch_instance_new(NULL, &err);
+        if (!inst) {
+            fprintf(stderr, "korch exec: %s\n", err.msg);
             goto out;
         }
-        if (!c.quiet && !c.json && strcmp(c.launcher_name, "auto") == 0)
-            fprintf(stderr, "korch: launcher auto picked %s%s%s\n", launcher ? "docker" : "local",
-                    launcher ? "" : ": ", launcher ? "" : err.msg);
-        korch_err_clear(&err);
+        korch_cli_launcher_opts_t lo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
+                                        .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids, .workdir = c.cwd,
+                                        .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
+        launcher = korch_cli_launcher(&lo, &err);
+        if (!launcher && err.rc) {
+            fprintf(stderr, "korch exec: %s\n", err.msg);
+            goto out;
+        }
+        korch_cli_sweep(launcher, korch_instance_name(inst));
     }
     korch_kernel_opts_t ko = {
         .launcher = launcher,
@@ -454,6 +431,7 @@ out:
     korch_exec_destroy(&c.cur);
     korch_kernel_destroy(&c.k);
     korch_launcher_destroy(&launcher);
+    korch_instance_destroy(&inst);
     korch_loop_destroy(&c.loop);
     json_decref(cells);
     json_decref(c.saved);

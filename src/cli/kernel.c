@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void s_help(FILE *f)
 {
@@ -36,31 +37,6 @@ static void s_help(FILE *f)
             "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "      --cwd DIR               the kernel's working directory (docker: mounted from the host)\n"
             "  -h, --help                  this text\n");
-}
-
-/* Remove the containers of korch instances that are gone. */
-static void s_sweep(korch_launcher_t *l, const char *mine)
-{
-    korch_err_t err = {0};
-    json_t *all = korch_docker_list(l, NULL, &err);
-    if (!all) {
-        korch_warn("cannot list containers: %s", err.msg);
-        return;
-    }
-    json_t *done = json_object();
-    size_t i;
-    json_t *c;
-    json_array_foreach(all, i, c) {
-        const char *inst = json_string_value(json_object_get(c, "instance"));
-        if (!inst || strcmp(inst, mine) == 0 || json_object_get(done, inst) || korch_instance_alive(inst))
-            continue;
-        json_object_set_new(done, inst, json_true());
-        int n = korch_docker_remove_all(l, inst, &err);
-        if (n > 0)
-            fprintf(stderr, "korch: removed %d container(s) left by korch instance '%s', which is gone\n", n, inst);
-    }
-    json_decref(done);
-    json_decref(all);
 }
 
 static int s_on_signal(korch_loop_t *loop, int fd, void *arg)
@@ -115,40 +91,23 @@ int korch_cmd_kernel(int argc, char **argv)
     korch_launcher_t *launcher = NULL;
     korch_kernel_t *k = NULL;
     json_t *mine = NULL;
-    char kid[64] = "", image_buf[300], path_buf[PATH_MAX];
+    char kid[64] = "", path_buf[PATH_MAX];
     bool quit = false, adopted = false;
     korch_instance_t *inst = korch_instance_new(instance_name, &err);
     if (!inst) {
         fprintf(stderr, "korch kernel: %s\n", err.msg);
         goto out;
     }
-    if (strcmp(launcher_name, "local") != 0) {
-        korch_docker_opts_t d;
-        korch_docker_opts_init(&d);
-        snprintf(image_buf, sizeof image_buf, "korch-kernel-%s:latest", kernel_name);
-        d.image = image ? image : image_buf;
-        d.instance = korch_instance_name(inst);
-        if (memory_mb > 0)
-            d.memory = (int64_t)(memory_mb * 1024 * 1024);
-        if (cpus > 0)
-            d.nano_cpus = (int64_t)(cpus * 1e9);
-        if (pids > 0)
-            d.pids_limit = pids;
-        if (cwd) {
-            d.workdir = cwd;
-            d.workdir_from_cwd = true;
-        }
-        launcher = korch_launcher_docker_new(&d, &err);
-        if (!launcher && strcmp(launcher_name, "docker") == 0) {
-            fprintf(stderr, "korch kernel: %s\n", err.msg);
-            goto out;
-        }
-        if (!launcher)
-            fprintf(stderr, "korch: launcher auto picked local: %s\n", err.msg);
-        korch_err_clear(&err);
+    korch_cli_launcher_opts_t lo = {.name = launcher_name, .kernel = kernel_name, .image = image,
+                                    .memory_mb = memory_mb, .cpus = cpus, .pids = pids, .workdir = cwd,
+                                    .instance = korch_instance_name(inst)};
+    launcher = korch_cli_launcher(&lo, &err);
+    if (!launcher && err.rc) {
+        fprintf(stderr, "korch kernel: %s\n", err.msg);
+        goto out;
     }
     if (launcher) {
-        s_sweep(launcher, korch_instance_name(inst));
+        korch_cli_sweep(launcher, korch_instance_name(inst));
         /* Our own kernel from a previous life of this instance? */
         mine = korch_docker_list(launcher, korch_instance_name(inst), &err);
         size_t i;
@@ -207,6 +166,7 @@ int korch_cmd_kernel(int argc, char **argv)
     fflush(stdout);
     korch_loop_run(loop, s_quit, &quit, -1);
     fprintf(stderr, "korch: shutting the kernel down\n");
+    unlink(conn_path); /* it would point at sockets that are about to go */
     rc = 0;
 out:
     korch_kernel_destroy(&k);

@@ -110,6 +110,10 @@ int main(int argc, char **argv)
     int rc;
     if (strcmp(cmd, "exec") == 0)
         rc = korch_cmd_exec(argc - 1, argv + 1);
+    else if (strcmp(cmd, "run") == 0)
+        rc = korch_cmd_run(argc - 1, argv + 1);
+    else if (strcmp(cmd, "chat") == 0)
+        rc = korch_cmd_chat(argc - 1, argv + 1);
     else if (strcmp(cmd, "kernel") == 0)
         rc = korch_cmd_kernel(argc - 1, argv + 1);
     else if (strcmp(cmd, "kernelspecs") == 0)

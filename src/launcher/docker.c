@@ -26,15 +26,18 @@
 #include "korch/log.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define S_GIB (1024LL * 1024 * 1024)
@@ -64,6 +67,9 @@ typedef struct {
     bool dead;                      /* end seen and described in why */
     char why[256];
     int64_t memory;                 /* the limit, for the OOM message */
+    uid_t uid;                      /* the kernel's user: owner of the files put_file writes */
+    gid_t gid;
+    char workdir[PATH_MAX];         /* the kernel's cwd inside the container */
     char tail[S_TAIL_MAX + 1];
 } docker_proc_t;
 
@@ -265,10 +271,18 @@ static json_t *s_create_body(docker_launcher_t *l, const korch_launch_t *req, co
         json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source", workdir, "Target",
                                                 o->workdir_mount, "ReadOnly", 0));
     } else {
-        int n = snprintf(opt, sizeof opt, "rw,nosuid,nodev,mode=0755,uid=%u,gid=%u", (unsigned)uid, (unsigned)gid);
+        /* A tmpfs, but as an anonymous volume of the local driver rather than
+           HostConfig.Tmpfs: dockerd mounts it in its own namespace too, so the
+           archive endpoints (put_file, get_file) see its files, and a
+           read-only root filesystem does not stop them. Removing the
+           container with v=1 removes the volume. */
+        int n = snprintf(opt, sizeof opt, "nosuid,nodev,mode=0755,uid=%u,gid=%u", (unsigned)uid, (unsigned)gid);
         if (o->workdir_size > 0 && n > 0 && (size_t)n < sizeof opt)
             snprintf(opt + n, sizeof opt - (size_t)n, ",size=%lld", (long long)o->workdir_size);
-        json_object_set_new(tmpfs, o->workdir_mount, json_string(opt));
+        json_array_append_new(mounts, json_pack("{s:s, s:s, s:b, s:{s:b, s:{s:s, s:{s:s, s:s, s:s}}}}", "Type",
+                                                "volume", "Target", o->workdir_mount, "ReadOnly", 0,
+                                                "VolumeOptions", "NoCopy", 1, "DriverConfig", "Name", "local",
+                                                "Options", "type", "tmpfs", "device", "tmpfs", "o", opt));
     }
 
     json_object_set_new(host, "NetworkMode", json_string(o->network ? o->network : "none"));
@@ -314,10 +328,12 @@ static json_t *s_create_body(docker_launcher_t *l, const korch_launch_t *req, co
     return body;
 }
 
-/* Remove a container, quietly: used on failed starts and in proc_free. */
-static void s_remove(docker_launcher_t *l, const char *id)
+/* Remove a container and its anonymous volumes, quietly: used on failed
+   starts, in proc_free and for orphans. True when it is gone. */
+static bool s_remove(docker_launcher_t *l, const char *id)
 {
     char path[160];
+    bool gone = false;
     snprintf(path, sizeof path, "/containers/%s?force=1&v=1", id);
     korch_docker_reply_t r;
     korch_err_t e = {0};
@@ -325,7 +341,10 @@ static void s_remove(docker_launcher_t *l, const char *id)
         korch_warn("cannot remove container %.12s: %s", id, e.msg);
     else if (r.status != 204 && r.status != 404)
         korch_warn("cannot remove container %.12s: %s", id, korch_docker_reply_message(&r));
+    else
+        gone = true;
     korch_docker_reply_clear(&r);
+    return gone;
 }
 
 /* A connection holding POST /wait, headers consumed: readable when the
@@ -392,6 +411,8 @@ static size_t s_dir_len(const char *s)
     return n;
 }
 
+static void s_chown_tree(const char *dir, uid_t uid, gid_t gid);
+
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -441,6 +462,9 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         gid = getegid();
     }
     snprintf(user, sizeof user, "%u:%u", (unsigned)uid, (unsigned)gid);
+    p->uid = uid;
+    p->gid = gid;
+    snprintf(p->workdir, sizeof p->workdir, "%s", l->o.workdir_mount);
 
     /* Give runtime_dir to the kernel's uid so it can create its sockets. */
     if (uid != geteuid()) {
@@ -482,6 +506,12 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     }
 
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
+    /* A host work dir korch made for the kernel (an agent session's files/)
+       is handed to the kernel's uid, with what is in it, so code can write
+       there; a user's own directory is left as it is. */
+    if (workdir && l->o.workdir_give && uid != geteuid()) {
+        s_chown_tree(workdir, uid, gid);
+    }
     s_image(l, req->spec, image, sizeof image);
     body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
     if (!body) {
@@ -720,6 +750,555 @@ static void s_proc_free(korch_proc_t *proc)
     free(p);
 }
 
+
+/* ---------------------------------------------------------------- listing */
+
+/* GET /containers/json?all=1 filtered by one label ("k" or "k=v"): the
+   engine's array, new reference; NULL + err on failure. */
+static json_t *s_find_labelled(docker_launcher_t *l, const char *label, korch_err_t *err)
+{
+    json_t *filters = json_pack("{s:[s]}", "label", label);
+    char *fjson = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
+    char *fesc = fjson ? korch_docker_escape(l->api, fjson) : NULL;
+    char *path = NULL;
+    json_t *list = NULL;
+    korch_docker_reply_t r = {0};
+    size_t plen = fesc ? strlen(fesc) + 64 : 0;
+    if (fesc)
+        path = malloc(plen);
+    if (!path) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(path, plen, "/containers/json?all=1&filters=%s", fesc);
+    if (korch_docker_request(l->api, "GET", path, NULL, &r, err))
+        goto out;
+    if (r.status != 200 || !json_is_array(r.json)) {
+        korch_err_set(err, KORCH_E_DOCKER, "cannot list korch containers: %s", korch_docker_reply_message(&r));
+        goto out;
+    }
+    list = json_incref(r.json);
+out:
+    korch_docker_reply_clear(&r);
+    json_decref(filters);
+    free(fjson);
+    free(fesc);
+    free(path);
+    return list;
+}
+
+/* Where a container has runtime_dir bind-mounted (its Destination), or NULL
+   when it has not: a korch.runtime_dir label alone is not trusted, since
+   adopt connects to what is in that dir and cleanup deletes from it. Works
+   on GET /containers/json entries and on inspect replies alike. */
+static const char *s_runtime_target(json_t *c, const char *runtime_dir)
+{
+    size_t i;
+    json_t *m;
+    if (!runtime_dir || runtime_dir[0] != '/')
+        return NULL;
+    json_array_foreach(json_object_get(c, "Mounts"), i, m) {
+        const char *type = json_string_value(json_object_get(m, "Type"));
+        const char *src = json_string_value(json_object_get(m, "Source"));
+        const char *dst = json_string_value(json_object_get(m, "Destination"));
+        if (type && src && dst && strcmp(type, "bind") == 0 && strcmp(src, runtime_dir) == 0 && dst[0] == '/')
+            return dst;
+    }
+    return NULL;
+}
+
+/* The in-container ipc prefix "{target}/{base}": base, or NULL when the
+   prefix is not directly inside target. */
+static const char *s_ipc_base(const char *ip, const char *target)
+{
+    size_t tl = s_dir_len(target);
+    if (strncmp(ip, target, tl) != 0 || ip[tl] != '/' || !ip[tl + 1] || strchr(ip + tl + 1, '/'))
+        return NULL;
+    return ip + tl + 1;
+}
+
+/* ---------------------------------------------------------------- adopt */
+
+/* Re-attach to the running container of kernel_id, which a korch of this
+   instance started and which outlived it. The connection file in its runtime
+   dir was written for the container's view (ip under the runtime mount);
+   korch connects to the same sockets through the host path of that dir. */
+static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_conn_t *conn, char *runtime_dir,
+                          size_t runtime_dir_len, korch_proc_t **out, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    korch_rc_t rc = KORCH_OK;
+    json_t *list = NULL;
+    korch_docker_reply_t r = {0};
+    korch_conn_t inside;
+    char label[160], path[160];
+    struct stat st;
+    docker_proc_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    p->wait_fd = -1;
+    p->l = l;
+    p->base.launcher = self;
+
+    if (!s_valid_name(kernel_id)) {
+        rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': not a valid kernel id",
+                           kernel_id ? kernel_id : "");
+        goto out;
+    }
+    snprintf(label, sizeof label, "korch.kernel_id=%s", kernel_id);
+    list = s_find_labelled(l, label, err);
+    if (!list) {
+        rc = err ? err->rc : KORCH_E_DOCKER;
+        goto out;
+    }
+    json_t *c = NULL, *any = NULL, *item;
+    size_t i;
+    json_array_foreach(list, i, item) {
+        const char *state = json_string_value(json_object_get(item, "State"));
+        any = any ? any : item;
+        if (!c && state && strcmp(state, "running") == 0)
+            c = item;
+    }
+    if (!c) {
+        rc = any ? korch_err_set(err, KORCH_E_DIED, "cannot re-adopt kernel '%s': its container %.12s is %s",
+                                 kernel_id, json_string_value(json_object_get(any, "Id")),
+                                 json_string_value(json_object_get(any, "State")))
+                 : korch_err_set(err, KORCH_E_NOTFOUND, "cannot re-adopt kernel '%s': no container has it",
+                                 kernel_id);
+        goto out;
+    }
+    json_t *labels = json_object_get(c, "Labels");
+    const char *owner = json_string_value(json_object_get(labels, "korch.instance"));
+    const char *rdir = json_string_value(json_object_get(labels, "korch.runtime_dir"));
+    const char *cid = json_string_value(json_object_get(c, "Id"));
+    /* Labels cannot change: a container of another instance would stay that
+       instance's, and its sweep would remove it under us. */
+    if (!owner || strcmp(owner, mine) != 0) {
+        rc = korch_err_set(err, KORCH_E_STATE, "cannot re-adopt kernel '%s': it belongs to korch instance '%s', not '%s'",
+                           kernel_id, owner ? owner : "", mine);
+        goto out;
+    }
+    if (!cid || strlen(cid) >= sizeof p->id) {
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot re-adopt kernel '%s': the engine gave no container id",
+                           kernel_id);
+        goto out;
+    }
+    snprintf(p->id, sizeof p->id, "%s", cid);
+
+    /* Inspect for the user, the work dir, the memory limit and the mounts. */
+    snprintf(path, sizeof path, "/containers/%s/json", p->id);
+    rc = korch_docker_request(l->api, "GET", path, NULL, &r, err);
+    if (rc)
+        goto out;
+    if (r.status != 200) {
+        rc = korch_err_set(err, r.status == 404 ? KORCH_E_NOTFOUND : KORCH_E_DOCKER,
+                           "cannot re-adopt kernel '%s': cannot inspect container %.12s: %s", kernel_id, p->id,
+                           korch_docker_reply_message(&r));
+        goto out;
+    }
+    const char *target = s_runtime_target(r.json, rdir);
+    if (!target) {
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "cannot re-adopt kernel '%s': container %.12s does not mount its runtime dir '%s'",
+                           kernel_id, p->id, rdir ? rdir : "");
+        goto out;
+    }
+    if (lstat(rdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rc = korch_err_set(err, KORCH_E_NOTFOUND, "cannot re-adopt kernel '%s': runtime dir '%s' is %s", kernel_id,
+                           rdir, errno == ENOENT ? "gone" : "not a directory");
+        goto out;
+    }
+    size_t dl = s_dir_len(rdir);
+    if (dl + 1 > runtime_dir_len || dl + 1 > sizeof p->runtime_dir) {
+        rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
+                           kernel_id, rdir);
+        goto out;
+    }
+    snprintf(p->runtime_dir, sizeof p->runtime_dir, "%.*s", (int)dl, rdir);
+    snprintf(p->conn_file, sizeof p->conn_file, "%s/%s", p->runtime_dir, S_CONN_FILE);
+    rc = korch_conn_load(&inside, p->conn_file, err);
+    if (rc)
+        goto out;
+    const char *base = strcmp(inside.transport, "ipc") == 0 ? s_ipc_base(inside.ip, target) : NULL;
+    if (!base) {
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "cannot re-adopt kernel '%s': '%s' names %s endpoint '%s', not ipc under '%s'", kernel_id,
+                           p->conn_file, inside.transport, inside.ip, target);
+        goto out;
+    }
+    *conn = inside;
+    snprintf(conn->ip, sizeof conn->ip, "%s/%s", p->runtime_dir, base);
+    snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", conn->ip);
+    memcpy(p->ports, inside.port, sizeof p->ports);
+
+    json_t *cfg = json_object_get(r.json, "Config");
+    const char *user = json_string_value(json_object_get(cfg, "User"));
+    const char *wd = json_string_value(json_object_get(cfg, "WorkingDir"));
+    if (!user || !s_parse_user(user, &p->uid, &p->gid)) {
+        p->uid = geteuid() == 0 ? 1000 : geteuid();
+        p->gid = geteuid() == 0 ? 1000 : getegid();
+    }
+    snprintf(p->workdir, sizeof p->workdir, "%s", wd && wd[0] == '/' ? wd : l->o.workdir_mount);
+    p->memory = json_integer_value(json_object_get(json_object_get(r.json, "HostConfig"), "Memory"));
+    /* The earlier korch gave runtime_dir to the kernel's uid; give it back
+       to korch's when the proc is freed, as for a started one. */
+    if (st.st_uid != geteuid() && geteuid() == 0) {
+        p->chowned = true;
+        p->old_uid = geteuid();
+        p->old_gid = getegid();
+    }
+    if (l->o.use_wait_fd)
+        p->wait_fd = s_wait_fd(l, p->id);
+    snprintf(runtime_dir, runtime_dir_len, "%s", p->runtime_dir);
+    korch_debug("re-adopted kernel %s in container %.12s (runtime dir %s)", kernel_id, p->id, p->runtime_dir);
+out:
+    korch_docker_reply_clear(&r);
+    json_decref(list);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *out = &p->base;
+    return KORCH_OK;
+}
+
+/* ---------------------------------------------------------------- files */
+
+/* Files go through the archive endpoints, so they work however the work dir
+ * is mounted (the tmpfs volume, a host dir) and with a remote engine:
+ *   PUT  /containers/{id}/archive?path=DIR  a tar, extracted into DIR
+ *   GET  /containers/{id}/archive?path=P    a tar of P (a symlink stays one)
+ *   HEAD /containers/{id}/archive?path=P    P's stat in X-Docker-Container-Path-Stat
+ * dockerd resolves paths inside the container's root, never the host's.
+ * Names are relative (korch_safe_relpath); each directory on the way is
+ * checked to be a directory, not a symlink, so a link the kernel planted
+ * (work/d -> /etc) does not lead korch out of the work dir. A kernel racing
+ * that check can at most reach its own container's files. */
+
+#define S_TAR_BLOCK 512
+#define S_GO_MODE_DIR (1ULL << 31)      /* Go os.ModeDir */
+#define S_GO_MODE_SYMLINK (1ULL << 27)  /* Go os.ModeSymlink */
+#define S_TAR_SIZE_MAX 077777777777ULL  /* 11 octal digits */
+
+typedef struct {
+    unsigned char *buf;
+    size_t len, cap;
+} s_tarbuf_t;
+
+static uid_t s_chown_uid;
+static gid_t s_chown_gid;
+
+static int s_chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    if (lchown(path, s_chown_uid, s_chown_gid) != 0)
+        korch_debug("cannot chown '%s': %s", path, strerror(errno));
+    return 0;
+}
+
+static void s_chown_tree(const char *dir, uid_t uid, gid_t gid)
+{
+    s_chown_uid = uid;
+    s_chown_gid = gid;
+    nftw(dir, s_chown_entry, 16, FTW_PHYS);
+}
+
+/* "/containers/{id}/archive?path=" + escaped workdir[/rel[0..rel_len]] + extra. */
+static char *s_archive_path(docker_proc_t *p, const char *rel, size_t rel_len, const char *extra)
+{
+    char full[PATH_MAX + 1100];
+    if (rel_len)
+        snprintf(full, sizeof full, "%s/%.*s", p->workdir, (int)rel_len, rel);
+    else
+        snprintf(full, sizeof full, "%s", p->workdir);
+    char *esc = korch_docker_escape(p->l->api, full);
+    size_t n = esc ? strlen(esc) + strlen(p->id) + strlen(extra) + 64 : 0;
+    char *path = esc ? malloc(n) : NULL;
+    if (path)
+        snprintf(path, n, "/containers/%s/archive?path=%s%s", p->id, esc, extra);
+    free(esc);
+    return path;
+}
+
+/* The engine's stat of workdir/rel[0..rel_len]: KORCH_OK with *mode (Go
+   os.FileMode), KORCH_E_NOTFOUND when absent. */
+static korch_rc_t s_stat(docker_proc_t *p, const char *rel, size_t rel_len, unsigned long long *mode,
+                         korch_err_t *err)
+{
+    char *path = s_archive_path(p, rel, rel_len, "");
+    if (!path)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    korch_docker_reply_t r;
+    korch_rc_t rc = korch_docker_request_raw(p->l->api, "HEAD", path, NULL, NULL, 0, &r, err);
+    free(path);
+    if (rc)
+        return rc;
+    json_t *m = json_object_get(r.path_stat, "mode");
+    if (r.status == 404)
+        rc = KORCH_E_NOTFOUND;
+    else if (r.status != 200 || !json_is_integer(m))
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot look at '%.*s' in kernel container %.12s: HTTP %ld",
+                           (int)rel_len, rel, p->id, r.status);
+    else
+        *mode = (unsigned long long)json_integer_value(m);
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
+/* Every directory on the way to name is a directory and not a symlink. With
+   missing non-NULL an absent one is fine: *missing is the length of the
+   first absent prefix (SIZE_MAX when all exist); else absent = NOTFOUND. */
+static korch_rc_t s_check_parents(docker_proc_t *p, const char *name, size_t *missing, korch_err_t *err)
+{
+    if (missing)
+        *missing = SIZE_MAX;
+    for (const char *s = strchr(name, '/'); s; s = strchr(s + 1, '/')) {
+        size_t n = (size_t)(s - name);
+        unsigned long long mode = 0;
+        korch_rc_t rc = s_stat(p, name, n, &mode, err);
+        if (rc == KORCH_E_NOTFOUND && missing) {
+            *missing = n;
+            return KORCH_OK;
+        }
+        if (rc == KORCH_E_NOTFOUND)
+            return korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the kernel's work dir", name);
+        if (rc)
+            return rc;
+        if (mode & S_GO_MODE_SYMLINK)
+            return korch_err_set(err, KORCH_E_INVALID,
+                                 "'%.*s' in the kernel's work dir is a symbolic link: refusing to follow it", (int)n,
+                                 name);
+        if (!(mode & S_GO_MODE_DIR))
+            return korch_err_set(err, KORCH_E_INVALID, "'%.*s' in the kernel's work dir is not a directory", (int)n,
+                                 name);
+    }
+    return KORCH_OK;
+}
+
+static bool s_tar_reserve(s_tarbuf_t *b, size_t n)
+{
+    if (n > SIZE_MAX - b->len)
+        return false;
+    if (b->len + n <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 4 * S_TAR_BLOCK;
+    while (cap < b->len + n)
+        cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
+    unsigned char *nb = realloc(b->buf, cap);
+    if (!nb)
+        return false;
+    b->buf = nb;
+    b->cap = cap;
+    return true;
+}
+
+/* Append data padded with zeros to a whole number of blocks. */
+static bool s_tar_data(s_tarbuf_t *b, const void *data, size_t len)
+{
+    size_t padded = (len + S_TAR_BLOCK - 1) / S_TAR_BLOCK * S_TAR_BLOCK;
+    if (!s_tar_reserve(b, padded))
+        return false;
+    if (len)
+        memcpy(b->buf + b->len, data, len);
+    memset(b->buf + b->len + len, 0, padded - len);
+    b->len += padded;
+    return true;
+}
+
+/* One ustar header (POSIX.1-1988: name[100] mode[8] uid[8] gid[8] size[12]
+   mtime[12] chksum[8] typeflag[1] linkname[100] magic "ustar\0" version "00"
+   uname[32] gname[32] devmajor[8] devminor[8] prefix[155]). Numbers are
+   octal, NUL-terminated; the checksum is the sum of the header's bytes with
+   the checksum field taken as eight spaces. */
+static bool s_tar_header(s_tarbuf_t *b, const char *name, size_t name_len, char type, unsigned mode,
+                         unsigned uid, unsigned gid, unsigned long long size)
+{
+    unsigned char h[S_TAR_BLOCK];
+    memset(h, 0, sizeof h);
+    memcpy(h, name, name_len < 100 ? name_len : 99);
+    snprintf((char *)h + 100, 8, "%07o", mode & 07777);
+    snprintf((char *)h + 108, 8, "%07o", uid & 07777777);
+    snprintf((char *)h + 116, 8, "%07o", gid & 07777777);
+    snprintf((char *)h + 124, 12, "%011llo", size);
+    snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)time(NULL) & 077777777777ULL);
+    h[156] = (unsigned char)type;
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memcpy(h + 265, "korch", 5);
+    memcpy(h + 297, "korch", 5);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (size_t i = 0; i < sizeof h; i++)
+        sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    return s_tar_data(b, h, sizeof h);
+}
+
+/* An entry; names longer than the 99 bytes of ustar's name field go first
+   into a pax extended header (POSIX.1-2001): records "LEN path=NAME\n",
+   LEN counting the whole record, its own digits included. */
+static bool s_tar_entry(s_tarbuf_t *b, const char *name, size_t name_len, char type, unsigned mode, unsigned uid,
+                        unsigned gid, const void *data, size_t len)
+{
+    if (name_len > 99) {
+        char rec[1200];
+        size_t body = strlen(" path=") + name_len + 1, total = body + 1;
+        while (total != body + (size_t)snprintf(NULL, 0, "%zu", total))
+            total = body + (size_t)snprintf(NULL, 0, "%zu", total);
+        int n = snprintf(rec, sizeof rec, "%zu path=%.*s\n", total, (int)name_len, name);
+        if (n < 0 || (size_t)n != total || !s_tar_header(b, "PaxHeaders/korch", 16, 'x', 0644, 0, 0, total) ||
+            !s_tar_data(b, rec, total))
+            return false;
+    }
+    return s_tar_header(b, name, name_len, type, mode, uid, gid, len) && s_tar_data(b, data, len);
+}
+
+/* A tar number: octal text, or base-256 when the high bit of the first byte
+   is set (GNU, also written by Go for large values). */
+static bool s_tar_num(const unsigned char *f, size_t w, unsigned long long *v)
+{
+    *v = 0;
+    if (f[0] & 0x80) {
+        for (size_t i = 0; i < w; i++) {
+            if (*v >> 56)
+                return false;
+            *v = *v << 8 | (i == 0 ? (f[0] & 0x7f) : f[i]);
+        }
+        return true;
+    }
+    size_t i = 0;
+    while (i < w && f[i] == ' ')
+        i++;
+    for (; i < w && f[i] >= '0' && f[i] <= '7'; i++) {
+        if (*v >> 60)
+            return false;
+        *v = *v << 3 | (unsigned)(f[i] - '0');
+    }
+    return i == w || f[i] == 0 || f[i] == ' ';
+}
+
+/* The one regular file of a tar from GET /archive, at most max bytes. */
+static korch_rc_t s_tar_first_file(const char *name, const unsigned char *t, size_t len, size_t max, char **data,
+                                   size_t *out_len, korch_err_t *err)
+{
+    static const unsigned char zero[S_TAR_BLOCK];
+    size_t pos = 0;
+    while (len >= S_TAR_BLOCK && pos <= len - S_TAR_BLOCK) {
+        const unsigned char *h = t + pos;
+        if (memcmp(h, zero, S_TAR_BLOCK) == 0)
+            break;
+        unsigned long long sum = 0, want = 0, size = 0;
+        for (size_t i = 0; i < S_TAR_BLOCK; i++)
+            sum += (i >= 148 && i < 156) ? ' ' : h[i];
+        if (memcmp(h + 257, "ustar", 5) != 0 || !s_tar_num(h + 148, 8, &want) || sum != want ||
+            !s_tar_num(h + 124, 12, &size))
+            return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent a malformed archive for '%s'", name);
+        size_t at = pos + S_TAR_BLOCK;
+        if (size > len - at)
+            return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent a truncated archive for '%s'", name);
+        char type = (char)h[156];
+        if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
+            pos = at + (size_t)((size + S_TAR_BLOCK - 1) / S_TAR_BLOCK * S_TAR_BLOCK);
+            continue;
+        }
+        if (type == '2' || type == '1')
+            return korch_err_set(err, KORCH_E_INVALID, "'%s' in the kernel's work dir is a link: refusing to follow it",
+                                 name);
+        if (type != '0' && type != '\0' && type != '7')
+            return korch_err_set(err, KORCH_E_INVALID, "'%s' in the kernel's work dir is not a regular file", name);
+        if (size > max)
+            return korch_err_set(err, KORCH_E_TOOBIG, "file '%s' in the kernel's work dir is larger than %zu bytes",
+                                 name, max);
+        *data = malloc((size_t)size + 1);
+        if (!*data)
+            return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        memcpy(*data, t + at, (size_t)size);
+        (*data)[size] = 0;
+        *out_len = (size_t)size;
+        return KORCH_OK;
+    }
+    return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent an empty archive for '%s'", name);
+}
+
+static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    s_tarbuf_t b = {0};
+    char *path = NULL;
+    korch_docker_reply_t r = {0};
+    size_t missing = SIZE_MAX, nl = strlen(name);
+    korch_rc_t rc = KORCH_OK;
+    if (len > S_TAR_SIZE_MAX)
+        return korch_err_set(err, KORCH_E_TOOBIG, "cannot put '%s' into the kernel: larger than %llu bytes", name,
+                             S_TAR_SIZE_MAX);
+    rc = s_check_parents(p, name, &missing, err);
+    if (rc)
+        return rc;
+    /* Directories the file needs, as directory entries, then the file. */
+    bool ok = true;
+    for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
+        if ((size_t)(s - name) >= missing)
+            ok = s_tar_entry(&b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
+    ok = ok && s_tar_entry(&b, name, nl, '0', 0644, p->uid, p->gid, data, len) && s_tar_reserve(&b, 2 * S_TAR_BLOCK);
+    if (ok) {
+        memset(b.buf + b.len, 0, 2 * S_TAR_BLOCK); /* end of archive: two zero blocks */
+        b.len += 2 * S_TAR_BLOCK;
+    }
+    path = ok ? s_archive_path(p, NULL, 0, "&noOverwriteDirNonDir=1") : NULL;
+    if (!path) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    rc = korch_docker_request_raw(p->l->api, "PUT", path, "application/x-tar", b.buf, b.len, &r, err);
+    if (rc)
+        goto out;
+    if (r.status != 200)
+        rc = korch_err_set(err, r.status == 404 ? KORCH_E_DIED : KORCH_E_DOCKER,
+                           "cannot put '%s' into kernel container %.12s: %s", name, p->id,
+                           korch_docker_reply_message(&r));
+out:
+    korch_docker_reply_clear(&r);
+    free(path);
+    free(b.buf);
+    return rc;
+}
+
+static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                             korch_err_t *err)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    korch_docker_reply_t r = {0};
+    korch_err_t e = {0};
+    *data = NULL;
+    *len = 0;
+    korch_rc_t rc = s_check_parents(p, name, NULL, err);
+    if (rc)
+        return rc;
+    char *path = s_archive_path(p, name, strlen(name), "");
+    if (!path)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    /* Room for the headers (a pax one for a long name), padding and the end. */
+    size_t slack = 8 * S_TAR_BLOCK;
+    korch_docker_set_max_reply(p->l->api, max < SIZE_MAX - slack ? max + slack : SIZE_MAX - 1);
+    rc = korch_docker_request(p->l->api, "GET", path, NULL, &r, &e);
+    korch_docker_set_max_reply(p->l->api, 0);
+    free(path);
+    if (rc == KORCH_E_TOOBIG)
+        rc = korch_err_set(err, rc, "file '%s' in the kernel's work dir is larger than %zu bytes", name, max);
+    else if (rc)
+        rc = korch_err_set(err, rc, "%s", e.msg);
+    else if (r.status == 404)
+        rc = korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the kernel's work dir", name);
+    else if (r.status != 200)
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot read '%s' from kernel container %.12s: %s", name, p->id,
+                           korch_docker_reply_message(&r));
+    else
+        rc = s_tar_first_file(name, (const unsigned char *)r.body, r.body_len, max, data, len, err);
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
 static void s_free(korch_launcher_t *self)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -740,6 +1319,9 @@ static const korch_launcher_ops_t s_ops = {
     .log_tail = s_log_tail,
     .proc_free = s_proc_free,
     .free = s_free,
+    .adopt = s_adopt,
+    .put_file = s_put_file,
+    .get_file = s_get_file,
 };
 
 /* Own a copy of an option string; false on ENOMEM. */
@@ -808,30 +1390,13 @@ json_t *korch_docker_list(korch_launcher_t *self, const char *instance, korch_er
     }
     char label[300];
     snprintf(label, sizeof label, instance ? "korch.instance=%s" : "korch.instance%s", instance ? instance : "");
-    json_t *filters = json_pack("{s:[s]}", "label", label);
-    char *fjson = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
-    char *fesc = fjson ? korch_docker_escape(l->api, fjson) : NULL;
-    char *path = NULL;
-    json_t *list = NULL;
-    korch_docker_reply_t r = {0};
-    size_t plen = fesc ? strlen(fesc) + 64 : 0;
-    if (fesc)
-        path = malloc(plen);
-    if (!path) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    snprintf(path, plen, "/containers/json?all=1&filters=%s", fesc);
-    if (korch_docker_request(l->api, "GET", path, NULL, &r, err))
-        goto out;
-    if (r.status != 200 || !json_is_array(r.json)) {
-        korch_err_set(err, KORCH_E_DOCKER, "cannot list korch containers: %s", korch_docker_reply_message(&r));
-        goto out;
-    }
-    list = json_array();
+    json_t *found = s_find_labelled(l, label, err);
+    if (!found)
+        return NULL;
+    json_t *list = json_array();
     size_t i;
     json_t *c;
-    json_array_foreach(r.json, i, c) {
+    json_array_foreach(found, i, c) {
         json_t *labels = json_object_get(c, "Labels");
         json_t *names = json_object_get(c, "Names");
         const char *name = json_string_value(json_array_get(names, 0));
@@ -850,29 +1415,57 @@ json_t *korch_docker_list(korch_launcher_t *self, const char *instance, korch_er
             break;
         }
     }
-out:
-    korch_docker_reply_clear(&r);
-    json_decref(filters);
-    free(fjson);
-    free(fesc);
-    free(path);
+    json_decref(found);
     return list;
+}
+
+/* What a removed container of a dead korch leaves on the host: its
+   connection file, the sockets that file names, and the runtime dir once
+   empty. Only names korch made are unlinked; rmdir does the rest or nothing. */
+static void s_cleanup_runtime(const char *dir, const char *target)
+{
+    char cf[PATH_MAX + 16], sock[PATH_MAX + 32];
+    korch_conn_t conn;
+    korch_err_t e = {0};
+    snprintf(cf, sizeof cf, "%s/%s", dir, S_CONN_FILE);
+    if (korch_conn_load(&conn, cf, &e) == KORCH_OK && strcmp(conn.transport, "ipc") == 0) {
+        const char *base = s_ipc_base(conn.ip, target);
+        for (int i = 0; base && i < KORCH_CH__COUNT; i++) {
+            snprintf(sock, sizeof sock, "%s/%s-%d", dir, base, conn.port[i]);
+            unlink(sock);
+        }
+    }
+    unlink(cf);
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        korch_debug("runtime dir '%s' kept: %s", dir, strerror(errno));
 }
 
 int korch_docker_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err)
 {
-    json_t *list = korch_docker_list(self, instance, err);
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    if (!self || self->ops != &s_ops) {
+        korch_err_set(err, KORCH_E_INVALID, "not a docker launcher");
+        return -1;
+    }
+    char label[300];
+    snprintf(label, sizeof label, instance ? "korch.instance=%s" : "korch.instance%s", instance ? instance : "");
+    json_t *list = s_find_labelled(l, label, err);
     if (!list)
         return -1;
     int n = 0;
     size_t i;
     json_t *c;
     json_array_foreach(list, i, c) {
-        const char *id = json_string_value(json_object_get(c, "id"));
-        if (id) {
-            s_remove((docker_launcher_t *)self, id);
-            n++;
-        }
+        const char *id = json_string_value(json_object_get(c, "Id"));
+        const char *rdir = json_string_value(json_object_get(json_object_get(c, "Labels"), "korch.runtime_dir"));
+        const char *target = s_runtime_target(c, rdir);
+        if (!id)
+            continue;
+        if (!s_remove(l, id))
+            continue;
+        n++;
+        if (target)
+            s_cleanup_runtime(rdir, target);
     }
     json_decref(list);
     return n;

@@ -142,3 +142,17 @@ bool korch_instance_alive(const char *name)
     close(fd); /* drops our lock if we got it */
     return alive;
 }
+
+void korch_instance_forget(const char *name)
+{
+    char path[PATH_MAX + 64];
+    if (!s_valid(name) || s_lock_path(name, path, sizeof path, NULL) != 0)
+        return;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    /* Holding the lock while unlinking: nobody can be using it. */
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        unlink(path);
+    close(fd);
+}

@@ -1,0 +1,89 @@
+/*  Choosing a launcher from the command line: local, docker or auto. */
+#include "cli.h"
+#include "korch/docker.h"
+#include "korch/docker_api.h"
+#include "korch/instance.h"
+#include "korch/log.h"
+
+#include <limits.h>
+
+#include <stdio.h>
+#include <string.h>
+
+korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err)
+{
+    const char *name = o->name ? o->name : "auto";
+    if (strcmp(name, "local") != 0 && strcmp(name, "docker") != 0 && strcmp(name, "auto") != 0) {
+        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use local, docker or auto)", name);
+        return NULL;
+    }
+    if (strcmp(name, "local") == 0)
+        return NULL;
+    korch_docker_opts_t d;
+    korch_docker_opts_init(&d);
+    char image[300];
+    snprintf(image, sizeof image, "korch-kernel-%s:latest", o->kernel ? o->kernel : "python3");
+    d.image = o->image ? o->image : image;
+    d.instance = o->instance;
+    if (o->memory_mb > 0)
+        d.memory = (int64_t)(o->memory_mb * 1024 * 1024);
+    if (o->cpus > 0)
+        d.nano_cpus = (int64_t)(o->cpus * 1e9);
+    if (o->pids > 0)
+        d.pids_limit = o->pids;
+    d.workdir = o->workdir;
+    d.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
+    d.workdir_give = o->give_workdir;
+    korch_err_t why = {0};
+    korch_launcher_t *l = korch_launcher_docker_new(&d, &why);
+    if (l) {
+        /* both docker and auto need the image; auto falls back to local */
+        korch_docker_t *api = korch_docker_new(NULL, &why);
+        json_t *img = api ? korch_docker_image_inspect(api, d.image, &why) : NULL;
+        korch_docker_destroy(&api);
+        if (!img)
+            korch_launcher_destroy(&l);
+        json_decref(img);
+    }
+    if (!l && strcmp(name, "docker") == 0) {
+        korch_err_set(err, why.rc ? why.rc : KORCH_E_DOCKER, "%s", why.msg[0] ? why.msg : "docker is not available");
+        return NULL;
+    }
+    if (!o->quiet && strcmp(name, "auto") == 0)
+        fprintf(stderr, "korch: launcher auto picked %s%s%s\n", l ? "docker" : "local", l ? "" : ": ",
+                l ? "" : why.msg);
+    return l;
+}
+
+void korch_cli_sweep(korch_launcher_t *l, const char *mine)
+{
+    korch_err_t err = {0};
+    char base[PATH_MAX];
+    if (!l || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+        return;
+    json_t *all = korch_docker_list(l, NULL, &err);
+    if (!all) {
+        korch_warn("cannot list containers: %s", err.msg);
+        return;
+    }
+    json_t *done = json_object();
+    size_t i, blen = strlen(base);
+    json_t *c;
+    json_array_foreach(all, i, c) {
+        const char *inst = json_string_value(json_object_get(c, "instance"));
+        const char *rdir = json_string_value(json_object_get(c, "runtime_dir"));
+        /* Only instances that live in our runtime base can be judged by its
+           locks; "default" (library users without an instance) never. */
+        if (!inst || !rdir || strcmp(inst, mine) == 0 || strcmp(inst, "default") == 0 ||
+            strncmp(rdir, base, blen) != 0 || rdir[blen] != '/' || strchr(rdir + blen + 1, '/') ||
+            json_object_get(done, inst) || korch_instance_alive(inst))
+            continue;
+        json_object_set_new(done, inst, json_true());
+        int n = korch_docker_remove_all(l, inst, &err);
+        if (n > 0)
+            fprintf(stderr, "korch: removed %d container(s) left by korch instance '%s', which is gone\n", n, inst);
+        korch_instance_forget(inst);
+    }
+    json_decref(done);
+    json_decref(all);
+}

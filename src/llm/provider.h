@@ -1,0 +1,140 @@
+/*  Inside the llm layer: the provider vtable and the helpers the providers
+ *  share (HTTP with retries, line splitting, SSE events, bounded buffers).
+ *
+ *  Like curl's lib/vtls/: korch_llm_t holds the options and one
+ *  korch_llm_provider_t; each src/llm/<provider>.c defines one table.
+ *  A korch_llm_t is used by one thread at a time (it keeps one curl handle
+ *  so that the connection, and its TLS session, is reused between steps).
+ */
+#ifndef KORCH_LLM_PROVIDER_H
+#define KORCH_LLM_PROVIDER_H
+
+#include "korch/llm.h"
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+typedef struct {
+    const char *name;           /* "openai" */
+    const char *key_env;        /* "OPENAI_API_KEY", or NULL when no key is used */
+    const char *url_env;        /* "OPENAI_BASE_URL" */
+    const char *default_url;
+    bool key_required;          /* with the default base URL */
+    /* Optional: set up llm->priv. */
+    korch_rc_t (*init)(korch_llm_t *llm, korch_err_t *err);
+    /* Optional: free llm->priv. */
+    void (*fini)(korch_llm_t *llm);
+    /* One call; reply is zeroed with tokens at -1 by the caller. On failure
+       the caller clears whatever reply holds. */
+    korch_rc_t (*chat)(korch_llm_t *llm, const korch_llm_request_t *req, const korch_llm_cb_t *cb,
+                       korch_llm_reply_t *reply, korch_err_t *err);
+} korch_llm_provider_t;
+
+struct korch_llm {
+    const korch_llm_provider_t *prov;
+    korch_llm_opts_t opts;      /* strings below, defaults filled in */
+    char *provider, *model, *base_url, *api_key;   /* owned copies; api_key may be NULL */
+    char *name;                 /* "openai:gpt-4o-mini" */
+    char *notice;               /* NULL unless the provider is not a real model */
+    CURL *curl;                 /* kept between calls for connection reuse */
+    unsigned long call_seq;     /* for ids the API does not give (ollama) */
+    void *priv;                 /* provider state */
+};
+
+extern const korch_llm_provider_t korch_llm_openai;
+extern const korch_llm_provider_t korch_llm_anthropic;
+extern const korch_llm_provider_t korch_llm_ollama;
+extern const korch_llm_provider_t korch_llm_replay;
+
+/* ---- bounded growing buffer (curl docs/internals/DYNBUF.md) ---- */
+
+typedef struct {
+    char *p;                    /* NUL-terminated when not NULL */
+    size_t len, cap, max;       /* max: the bound, set before the first add */
+} korch_llm_buf_t;
+
+/* Append n bytes. KORCH_E_TOOBIG past max (what names the buffer in the
+   message), KORCH_E_NOMEM when realloc fails. */
+korch_rc_t korch_llm_buf_add(korch_llm_buf_t *b, const char *s, size_t n, const char *what, korch_err_t *err);
+void korch_llm_buf_free(korch_llm_buf_t *b);
+/* The text as a new string ("" when empty); NULL when out of memory. */
+char *korch_llm_buf_strdup(const korch_llm_buf_t *b);
+
+/* ---- HTTP POST with the SDKs' retry policy ---- */
+
+/* One line of a 2xx body, without its LF / CRLF, NUL-terminated (the
+   callee may modify it). A non-OK return ends the transfer with that error
+   (set in err by the callee). */
+typedef korch_rc_t (*korch_llm_line_fn)(void *arg, char *line, size_t len, korch_err_t *err);
+
+typedef struct {
+    const char *url;                /* full endpoint */
+    const char *const *headers;     /* NULL-terminated "Name: value" list, may be NULL */
+    const char *body;               /* JSON */
+    size_t body_len;
+    korch_llm_line_fn on_line;
+    void *arg;
+} korch_llm_post_t;
+
+/* POST the body and feed the response to on_line line by line while it
+   streams. Retries 408/409/429/5xx/529 and connection failures (not a
+   stream that has begun) up to opts.max_retries times. *attempts gets the
+   number of HTTP attempts. A stream cut after a 2xx status is reported as
+   "... stream was cut before its end ...". */
+korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, const korch_llm_cb_t *cb,
+                               int *attempts, korch_err_t *err);
+
+/* Seconds to wait before retry number n (0-based) when the server did not
+   say: 0.5 * 2^n capped at 8, minus up to 25 % jitter (as the SDKs do). */
+double korch_llm_backoff_s(int n);
+
+/* A retry-after-ms / retry-after header value in seconds; -1 when absent
+   or unusable. Dates are HTTP dates (RFC 9110 section 5.6.7). */
+double korch_llm_retry_after_s(const char *ms_value, const char *value, time_t now);
+
+/* The message of an API error body: OpenAI {"error":{"message","type"}},
+   Anthropic {"type":"error","error":{"type","message"}}, Ollama
+   {"error":"..."}; else the body's first line. Written into out. */
+void korch_llm_api_message(const char *body, size_t len, char *out, size_t cap);
+
+/* ---- Server-sent events (WHATWG HTML "server-sent events", 9.2.6) ----
+ *  "If the line is empty, dispatch the event"; "data" lines append to the
+ *  data buffer with a LF between them; a line starting with ':' is a
+ *  comment; "event" sets the type; one leading space after the colon is
+ *  dropped. An event cut before its blank line is never dispatched.
+ */
+typedef korch_rc_t (*korch_llm_sse_fn)(void *arg, const char *event, char *data, size_t len, korch_err_t *err);
+
+typedef struct {
+    char event[64];
+    korch_llm_buf_t data;
+    bool has_data;
+    korch_llm_sse_fn on_event;
+    void *arg;
+} korch_llm_sse_t;
+
+void korch_llm_sse_init(korch_llm_sse_t *sse, size_t max, korch_llm_sse_fn on_event, void *arg);
+void korch_llm_sse_free(korch_llm_sse_t *sse);
+/* A korch_llm_line_fn: arg is the korch_llm_sse_t. */
+korch_rc_t korch_llm_sse_line(void *arg, char *line, size_t len, korch_err_t *err);
+
+/* ---- small JSON helpers ---- */
+
+/* The string at key, or def. */
+const char *korch_llm_jstr(const json_t *obj, const char *key, const char *def);
+/* Serialise compactly into a new string; NULL when out of memory. */
+char *korch_llm_dumps(const json_t *v);
+/* "data:MIME;base64,DATA" for an IMAGE, new string. */
+char *korch_llm_data_url(const json_t *image);
+/* Add a CALL to calls: arguments parsed from raw (empty = {}), or
+   arguments_raw + arguments_error when raw is not a JSON object. */
+korch_rc_t korch_llm_add_call(json_t *calls, const char *id, const char *name, const char *raw, size_t raw_len,
+                              korch_err_t *err);
+/* Ensure every tool call of an assistant message is answered: returns a new
+   copy of the neutral messages where a missing answer becomes a tool message
+   "(no result: the call was not run)". */
+json_t *korch_llm_answer_all_calls(const json_t *messages);
+
+#endif

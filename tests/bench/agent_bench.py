@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""The agent's own cost, against the scripted LLM server answering at once.
+
+  agent_bench.py KORCH STEPS SESSIONS SESSION_STEPS
+
+1. One session of STEPS steps (each runs `print(...)`): per step, the wall
+   time between one model call starting and the next, minus the kernel's
+   execution time = korch's orchestration + the scripted server's reply.
+2. SESSIONS concurrent `korch run` processes of SESSION_STEPS steps each
+   (each with its own local kernel): wall time, and each korch's peak RSS.
+Prints one JSON object.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def start_server():
+    p = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "tests/peers/llm_server.py")],
+                         stdout=subprocess.PIPE, text=True)
+    port = int(p.stdout.readline())
+    return p, port
+
+
+def env_for(port, scenario):
+    e = dict(os.environ)
+    e["OPENAI_BASE_URL"] = "http://127.0.0.1:%d/s/%s/v1" % (port, scenario)
+    e["OPENAI_API_KEY"] = "bench"
+    return e
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else None
+
+
+def one_session(korch, port, steps, tmp):
+    cmd = [korch, "run", "--launcher", "local", "--llm", "openai:gpt-4o-mini", "--json", "--max-steps", str(steps),
+           "--session", os.path.join(tmp, "one"), "loop"]
+    out = subprocess.run(cmd, env=env_for(port, "forever"), capture_output=True, text=True, timeout=600).stdout
+    events = [json.loads(l) for l in out.splitlines() if l.strip()]
+    step_t = [e["t_ms"] for e in events if e["event"] == "step"]
+    exec_ms = [e["result"]["elapsed_ms"] for e in events if e["event"] == "result"]
+    per_step = []
+    for i in range(len(exec_ms)):
+        if i + 1 < len(step_t):
+            per_step.append(step_t[i + 1] - step_t[i] - exec_ms[i])
+    return {"steps": len(exec_ms), "orchestration_ms_p50": median(per_step),
+            "orchestration_ms_max": max(per_step) if per_step else None,
+            "kernel_exec_ms_p50": median(exec_ms)}
+
+
+def concurrent(korch, port, n, steps, tmp):
+    t0 = time.monotonic()
+    procs = []
+    for i in range(n):
+        cmd = [korch, "run", "--launcher", "local", "--llm", "openai:gpt-4o-mini", "--quiet", "--max-steps",
+               str(steps), "--session", os.path.join(tmp, "c%d" % i), "loop"]
+        procs.append(subprocess.Popen(cmd, env=env_for(port, "forever"), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+    rss, ok = [], 0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        ok += os.waitstatus_to_exitcode(status) == 0
+        rss.append(ru.ru_maxrss)
+    return {"sessions": n, "ok": ok, "steps_each": steps, "wall_s": round(time.monotonic() - t0, 2),
+            "korch_peak_rss_kib_p50": median(rss), "korch_peak_rss_kib_max": max(rss)}
+
+
+def main():
+    korch, steps, n, session_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    srv, port = start_server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = {"one_session": one_session(korch, port, steps, tmp),
+                   "concurrent": concurrent(korch, port, n, session_steps, tmp)}
+    finally:
+        srv.terminate()
+        srv.wait()
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

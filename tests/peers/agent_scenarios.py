@@ -1,0 +1,144 @@
+"""Scenarios that drive korch's agent loop end to end (tests/test_agent.c).
+
+Every reply depends on what korch actually sent: numbers printed by real
+kernel executions are read back out of the tool results and quoted in the
+final answer, so a test that checks the answer proves the kernel's output
+went back to the model.
+"""
+import re
+
+import llm_scenarios as ls
+
+
+def _all_results(provider, req):
+    """Text of every tool result in the conversation, in order."""
+    out = []
+    for m in ls.messages(provider, req):
+        role = m.get("role")
+        c = m.get("content")
+        if role == "tool":
+            out.append(ls._text_of(c))
+        elif role == "user" and isinstance(c, list):
+            for part in c:
+                if isinstance(part, dict) and part.get("type") == "tool_result":
+                    out.append(ls._text_of(part.get("content")))
+        elif role == "user" and isinstance(c, str) and c.startswith("Output of your code:"):
+            out.append(c)
+    return out
+
+
+def _find(pattern, texts):
+    for t in reversed(texts):
+        m = re.search(pattern, t)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _code(code):
+    return ls.run_python(code)
+
+
+def analysis(provider, req, state):
+    """A CSV analysis over several steps: look, make a mistake, fix it, chart, answer."""
+    if not ls.has_tools(provider, req):
+        return {"text": "no tools were offered"}
+    results = _all_results(provider, req)
+    system = ls.system_text(provider, req)
+    step = len(results)
+    if step == 0:
+        if "sales.csv" not in system or "price" not in system:
+            return {"text": "SYSTEM PROMPT LACKS THE FILE'S COLUMNS: " + system[:300]}
+        return {"text": "Loading the data.", "tool_calls": [_code(
+            "import pandas as pd\ndf = pd.read_csv('sales.csv')\nprint('UNITS=%d' % df['units'].sum())")]}
+    if step == 1:
+        return {"tool_calls": [_code("df['revenue'] = df['units'] * df['unit_price']")]}
+    if step == 2:
+        if "KeyError" not in results[-1]:
+            return {"text": "EXPECTED A KeyError, GOT: " + results[-1][:300]}
+        return {"text": "The column is called price.", "tool_calls": [_code(
+            "df['revenue'] = df['units'] * df['price']\nprint('REVENUE=%.2f' % df['revenue'].sum())")]}
+    if step == 3:
+        return {"tool_calls": [_code(
+            "import matplotlib.pyplot as plt\ndf.groupby('region')['revenue'].sum().plot(kind='bar')\nplt.show()")]}
+    text, images = ls.latest_tool_result(provider, req)
+    units = _find(r"UNITS=(\d+)", results)
+    revenue = _find(r"REVENUE=([0-9.]+)", results)
+    chart = "chart seen as %d image(s)" % images if images else (
+        "chart named: " + (_find(r"\[chart \d+: ([^\]]*)\]", [text]) or "none"))
+    return {"text": "Total revenue is %s from %s units; %s." % (revenue, units, chart)}
+
+
+def turns(provider, req, state):
+    """Two user turns over one kernel: turn 2 uses a variable made in turn 1."""
+    user = ls.latest_user_text(provider, req)
+    text, _ = ls.latest_tool_result(provider, req)
+    if "remember" in user:
+        if not text:
+            return {"tool_calls": [_code("secret = 6 * 7")]}
+        return {"text": "Stored."}
+    if "use it" in user:
+        if not text or "SECRET" not in text:
+            return {"tool_calls": [_code("print('SECRET+1=%d' % (secret + 1))")]}
+        return {"text": "The answer is %s." % _find(r"SECRET\+1=(\d+)", [text])}
+    return {"text": "unexpected question: " + user}
+
+
+def dies(provider, req, state):
+    """The kernel dies mid-step; the model is told and goes on in a fresh kernel."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code("lost = 1\nimport os\nos._exit(1)")]}
+    if len(results) == 1:
+        if "kernel died" not in results[0] or "variables are lost" not in results[0]:
+            return {"text": "NOT TOLD PLAINLY: " + results[0][:300]}
+        return {"tool_calls": [_code("print('FRESH', 'lost' in globals())")]}
+    return {"text": "Recovered: %s." % _find(r"(FRESH \w+)", results)}
+
+
+def forever(provider, req, state):
+    """Always more code, until korch asks for the answer without tools."""
+    results = _all_results(provider, req)
+    if not ls.has_tools(provider, req):
+        return {"text": "Stopped after %d results." % len(results)}
+    return {"tool_calls": [_code("print('STEP', %d)" % (len(results) + 1))]}
+
+
+def badjson(provider, req, state):
+    """Tool-call JSON that does not parse goes back to the model as an error."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code("print('never run')")], "malformed_tool_args": True}
+    if len(results) == 1:
+        if "not valid JSON" not in results[0]:
+            return {"text": "NO JSON ERROR SEEN: " + results[0][:300]}
+        return {"tool_calls": [_code("print('OK', 2 + 3)")]}
+    return {"text": "Fixed: %s." % _find(r"(OK \d+)", results)}
+
+
+def fence(provider, req, state):
+    """A model without tool calling: code in ```python fences."""
+    if ls.has_tools(provider, req):
+        return {"text": "TOOLS WERE SENT IN FENCE MODE"}
+    msgs = ls.messages(provider, req)
+    last = msgs[-1] if msgs else {}
+    content = last.get("content") if isinstance(last.get("content"), str) else ls._text_of(last.get("content"))
+    if content and content.startswith("Output of your code:"):
+        return {"text": "The kernel said %s." % _find(r"(FENCE=\d+)", [content])}
+    return {"text": "Let me compute.\n```python\nprint('FENCE=%d' % (20 + 22))\n```\n"}
+
+
+def slowthink(provider, req, state):
+    """Step 1 defines state; step 2's model call is slow (korch is killed then)."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code("kept = 'resumed ok'")]}
+    if "resume" in ls.latest_user_text(provider, req):
+        text, _ = ls.latest_tool_result(provider, req)
+        if not text or "KEPT" not in text:
+            return {"tool_calls": [_code("print('KEPT', kept)")]}
+        return {"text": "State after resume: %s." % _find(r"KEPT (.*)", [text])}
+    return {"text": "thinking " * 50, "delay_per_chunk": 1.0}
+
+
+SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink)}

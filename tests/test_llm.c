@@ -1,0 +1,854 @@
+/*  The llm layer against a scripted server speaking the real wire formats
+ *  (tests/peers/llm_server.py): streaming, tool calls, images in each API's
+ *  place, retries, cut streams, malformed arguments, split events, keys;
+ *  and the replay provider. */
+#include "test.h"
+#include "korch/llm.h"
+#include "../src/llm/provider.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* a 1x1 PNG */
+#define PNG_B64 "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+typedef struct {
+    pid_t pid;
+    int port;
+} srv_t;
+
+static bool s_srv_start(srv_t *s)
+{
+    int fds[2];
+    s->pid = -1;
+    if (pipe(fds))
+        return CHECK(false);
+    char script[4096];
+    snprintf(script, sizeof script, "%s/tests/peers/llm_server.py", korch_test_root());
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl("/usr/bin/python3", "python3", script, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    s->pid = pid;
+    char line[32] = "";
+    size_t n = 0;
+    while (n < sizeof line - 1) {
+        struct pollfd p = {fds[0], POLLIN, 0};
+        if (poll(&p, 1, 10000) <= 0)
+            break;
+        ssize_t r = read(fds[0], line + n, 1);
+        if (r <= 0 || line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = 0;
+    close(fds[0]);
+    s->port = (int)strtol(line, NULL, 10);
+    return CHECK_GT(s->port, 0);
+}
+
+static void s_srv_stop(srv_t *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        waitpid(s->pid, NULL, 0);
+        s->pid = -1;
+    }
+}
+
+static const char *s_base(const srv_t *s, const char *provider, const char *scenario)
+{
+    static char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s%s", s->port, scenario,
+             strcmp(provider, "openai") == 0 ? "/v1" : "");
+    return url;
+}
+
+static size_t s_collect(char *data, size_t size, size_t nmemb, void *arg)
+{
+    korch_llm_buf_t *b = arg;
+    return korch_llm_buf_add(b, data, size * nmemb, "test body", NULL) ? 0 : size * nmemb;
+}
+
+/* What the server received for a scenario (new JSON array). */
+static json_t *s_requests(const srv_t *s, const char *scenario)
+{
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/requests", s->port, scenario);
+    korch_llm_buf_t b = {.max = 256u << 20};
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    CURLcode cc = curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    json_t *j = cc == CURLE_OK && b.p ? json_loadb(b.p, b.len, 0, NULL) : NULL;
+    korch_llm_buf_free(&b);
+    CHECK(json_is_array(j));
+    return j;
+}
+
+static korch_llm_t *s_llm(const srv_t *s, const char *provider, const char *scenario, korch_llm_opts_t *extra)
+{
+    korch_llm_opts_t o = extra ? *extra : (korch_llm_opts_t){0};
+    o.provider = provider;
+    if (!o.model)
+        o.model = strcmp(provider, "openai") == 0      ? "gpt-4o-mini"
+                  : strcmp(provider, "anthropic") == 0 ? "claude-sonnet-4-5"
+                                                       : "llama3.1:8b";
+    o.base_url = s_base(s, provider, scenario);
+    if (!o.api_key)
+        o.api_key = "sk-test-123";
+    korch_err_t err = {0};
+    korch_llm_t *llm = korch_llm_new(&o, &err);
+    if (!CHECK(llm != NULL))
+        fprintf(stderr, "  %s\n", err.msg);
+    return llm;
+}
+
+typedef struct {
+    int calls;
+    korch_llm_buf_t text;
+    int cancel_after;       /* > 0: cancel once that many deltas came */
+} sink_t;
+
+static void s_on_text(const char *delta, size_t len, void *arg)
+{
+    sink_t *k = arg;
+    k->calls++;
+    korch_llm_buf_add(&k->text, delta, len, "streamed text", NULL);
+}
+
+static bool s_cancelled(void *arg)
+{
+    sink_t *k = arg;
+    return k->cancel_after > 0 && k->calls >= k->cancel_after;
+}
+
+static json_t *s_user_only(const char *text)
+{
+    return json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", "You are a data analyst.", "role", "user",
+                     "content", text);
+}
+
+static json_t *s_tools(void)
+{
+    return json_pack("[{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}]", "name", "run_python", "description",
+                     "Run Python code in the persistent kernel", "parameters", "type", "object", "properties", "code",
+                     "type", "string", "required", "code");
+}
+
+/* One call with the given messages and tools; reply filled, rc returned. */
+static korch_rc_t s_chat(korch_llm_t *llm, json_t *msgs, json_t *tools, sink_t *sink, korch_llm_reply_t *reply,
+                         korch_err_t *err)
+{
+    korch_llm_request_t req = {.messages = msgs, .tools = tools, .temperature = -1};
+    korch_llm_cb_t cb = {s_on_text, s_cancelled, sink};
+    return korch_llm_chat(llm, &req, &cb, reply, err);
+}
+
+static const char *s_call_code(const json_t *calls, size_t i)
+{
+    return json_string_value(json_object_get(json_object_get(json_array_get(calls, i), "arguments"), "code"));
+}
+
+/* ---- per provider ---- */
+
+static void s_text(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "hello", NULL);
+    json_t *msgs = s_user_only("hi");
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    json_t *tools = s_tools();
+    if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
+        CHECK_STREQ(r.text, "Hello from the scripted model. The answer is 42, as always.");
+        CHECK_STREQ(sink.text.p, r.text);
+        CHECK_GE(sink.calls, 3);
+        CHECK_EQ(json_array_size(r.tool_calls), 0);
+        CHECK_STREQ(r.finish, "stop");
+        CHECK_GT(r.input_tokens, 0);
+        CHECK_GT(r.output_tokens, 0);
+        CHECK_EQ(r.attempts, 1);
+    } else {
+        fprintf(stderr, "  %s\n", err.msg);
+    }
+    korch_llm_reply_clear(&r);
+    /* the same handle again: the connection is reused */
+    korch_err_clear(&err);
+    CHECK_EQ(s_chat(llm, msgs, NULL, &sink, &r, &err), KORCH_OK);
+    korch_llm_reply_clear(&r);
+    json_t *reqs = s_requests(&s, "hello");
+    CHECK_EQ(json_array_size(reqs), 2);
+    json_t *body = json_object_get(json_array_get(reqs, 0), "body");
+    CHECK(json_is_true(json_object_get(body, "stream")));
+    if (strcmp(provider, "anthropic") == 0) {
+        CHECK_STREQ(korch_llm_jstr(body, "system", ""), "You are a data analyst.");
+        CHECK_EQ(json_integer_value(json_object_get(body, "max_tokens")), 4096);
+        json_t *h = json_object_get(json_array_get(reqs, 0), "headers");
+        CHECK_STREQ(korch_llm_jstr(h, "x-api-key", ""), "sk-test-123");
+        CHECK_STREQ(korch_llm_jstr(h, "anthropic-version", ""), "2023-06-01");
+    } else if (strcmp(provider, "ollama") == 0) {
+        CHECK_EQ(json_integer_value(json_object_get(json_object_get(body, "options"), "num_ctx")), 16384);
+    } else {
+        CHECK(json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage")));
+        json_t *h = json_object_get(json_array_get(reqs, 0), "headers");
+        CHECK_STREQ(korch_llm_jstr(h, "authorization", ""), "Bearer sk-test-123");
+    }
+    CHECK_STREQ(korch_llm_jstr(json_object_get(json_array_get(reqs, 0), "body"), "model", ""),
+                strcmp(provider, "openai") == 0 ? "gpt-4o-mini" : strcmp(provider, "anthropic") == 0 ? "claude-sonnet-4-5" : "llama3.1:8b");
+    json_decref(reqs);
+    json_decref(msgs);
+    json_decref(tools);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+/* Two parallel calls; their results (one with an image) go back; the
+   model's answer quotes them; the image went where the API takes it. */
+static void s_tool_round(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_opts_t o = {.vision = true, .vision_set = true};
+    korch_llm_t *llm = s_llm(&s, provider, "tools", &o);
+    json_t *msgs = s_user_only("compute");
+    json_t *tools = s_tools();
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    if (!CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    CHECK_STREQ(r.text, "Let me compute that.");
+    CHECK_STREQ(r.finish, "tool_calls");
+    if (!CHECK_EQ(json_array_size(r.tool_calls), 2))
+        goto out;
+    CHECK_STREQ(s_call_code(r.tool_calls, 0), "print(6 * 7)");
+    CHECK_STREQ(s_call_code(r.tool_calls, 1), "x = 1\nprint('x set')");
+    const char *id0 = korch_llm_jstr(json_array_get(r.tool_calls, 0), "id", "");
+    const char *id1 = korch_llm_jstr(json_array_get(r.tool_calls, 1), "id", "");
+    CHECK(*id0 && *id1 && strcmp(id0, id1) != 0);
+    CHECK_STREQ(korch_llm_jstr(json_array_get(r.tool_calls, 0), "name", ""), "run_python");
+    /* the results: real-looking kernel output, a chart with the first */
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:O}", "role", "assistant", "content", r.text, "tool_calls",
+                                          r.tool_calls));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "role", "tool", "tool_call_id",
+                                          id0, "name", "run_python", "content", "42\n", "images", "mime", "image/png",
+                                          "data", PNG_B64, "name", "fig-1.png"));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s}", "role", "tool", "tool_call_id", id1, "name",
+                                          "run_python", "content", "x set\n"));
+    korch_llm_reply_clear(&r);
+    korch_err_clear(&err);
+    if (!CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        goto out;
+    }
+    CHECK_STREQ(r.text, "results: 42 /  / x set /  | images: 1 | errors: 0");
+    CHECK_STREQ(r.finish, "stop");
+    korch_llm_reply_clear(&r);
+
+    json_t *reqs = s_requests(&s, "tools");
+    CHECK_EQ(json_array_size(reqs), 2);
+    json_t *sent = json_object_get(json_object_get(json_array_get(reqs, 1), "body"), "messages");
+    size_t n = json_array_size(sent);
+    if (strcmp(provider, "openai") == 0) {
+        /* system, user, assistant, tool, tool, user(images) */
+        CHECK_EQ(n, 6);
+        json_t *a = json_array_get(sent, 2);
+        CHECK(json_is_string(json_object_get(json_object_get(json_array_get(json_object_get(a, "tool_calls"), 0),
+                                                             "function"), "arguments")));
+        CHECK_STREQ(korch_llm_jstr(json_array_get(sent, 3), "role", ""), "tool");
+        CHECK_STREQ(korch_llm_jstr(json_array_get(sent, 3), "content", ""), "42\n");
+        json_t *u = json_array_get(sent, 5);
+        CHECK_STREQ(korch_llm_jstr(u, "role", ""), "user");
+        json_t *part = json_array_get(json_object_get(u, "content"), 1);
+        CHECK_STREQ(korch_llm_jstr(part, "type", ""), "image_url");
+        CHECK_STREQ(korch_llm_jstr(json_object_get(part, "image_url"), "url", ""), "data:image/png;base64," PNG_B64);
+    } else if (strcmp(provider, "anthropic") == 0) {
+        /* user, assistant(text, tool_use x2), user(tool_result x2) */
+        CHECK_EQ(n, 3);
+        json_t *content = json_object_get(json_array_get(sent, 2), "content");
+        CHECK_EQ(json_array_size(content), 2);
+        json_t *tr = json_array_get(content, 0);
+        CHECK_STREQ(korch_llm_jstr(tr, "type", ""), "tool_result");
+        CHECK_STREQ(korch_llm_jstr(tr, "tool_use_id", ""), id0);
+        json_t *img = json_array_get(json_object_get(tr, "content"), 1);
+        CHECK_STREQ(korch_llm_jstr(img, "type", ""), "image");
+        CHECK_STREQ(korch_llm_jstr(json_object_get(img, "source"), "data", ""), PNG_B64);
+        CHECK_STREQ(korch_llm_jstr(json_object_get(img, "source"), "media_type", ""), "image/png");
+        json_t *use = json_array_get(json_object_get(json_array_get(sent, 1), "content"), 1);
+        CHECK_STREQ(korch_llm_jstr(use, "type", ""), "tool_use");
+        CHECK_STREQ(korch_llm_jstr(json_object_get(use, "input"), "code", ""), "print(6 * 7)");
+    } else {
+        /* system, user, assistant, tool, tool, user(images) */
+        CHECK_EQ(n, 6);
+        json_t *a = json_array_get(sent, 2);
+        json_t *args = json_object_get(json_object_get(json_array_get(json_object_get(a, "tool_calls"), 0), "function"),
+                                       "arguments");
+        CHECK(json_is_object(args));
+        CHECK_STREQ(korch_llm_jstr(json_array_get(sent, 3), "tool_name", ""), "run_python");
+        json_t *imgs = json_object_get(json_array_get(sent, 5), "images");
+        CHECK_STREQ(json_string_value(json_array_get(imgs, 0)), PNG_B64);
+    }
+    json_decref(reqs);
+out:
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    json_decref(tools);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+static double s_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void s_retry429(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "retry429", NULL);
+    json_t *msgs = s_user_only("hi");
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    double t0 = s_now();
+    if (CHECK_EQ(s_chat(llm, msgs, NULL, &sink, &r, &err), KORCH_OK)) {
+        CHECK_STREQ(r.text, "fine after waiting");
+        CHECK_EQ(r.attempts, 2);
+    } else {
+        fprintf(stderr, "  %s\n", err.msg);
+    }
+    CHECK_GE(s_now() - t0, 0.95);
+    json_t *reqs = s_requests(&s, "retry429");
+    if (CHECK_EQ(json_array_size(reqs), 2)) {
+        double gap = json_number_value(json_object_get(json_array_get(reqs, 1), "time")) -
+                     json_number_value(json_object_get(json_array_get(reqs, 0), "time"));
+        fprintf(stderr, "  retry-after: 1 -> waited %.3f s\n", gap);
+        CHECK(gap >= 0.95 && gap < 3.0);
+    }
+    json_decref(reqs);
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+/* An error scenario: rc, the message's parts, attempts. */
+static void s_fails(const char *provider, const char *scenario, korch_llm_opts_t *o, korch_rc_t want, int attempts,
+                    const char *needle1, const char *needle2)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, scenario, o);
+    json_t *msgs = s_user_only("hi");
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    json_t *tools = s_tools();
+    CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), want);
+    CHECK_EQ(err.rc, want);
+    fprintf(stderr, "  %s/%s: %s\n", provider, scenario, err.msg);
+    if (needle1)
+        CHECK_CONTAINS(err.msg, needle1);
+    if (needle2)
+        CHECK_CONTAINS(err.msg, needle2);
+    if (attempts)
+        CHECK_EQ(r.attempts, attempts);
+    if (want != KORCH_OK)
+        CHECK(r.text == NULL && r.tool_calls == NULL);
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    json_decref(tools);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+static void s_malformed(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "malformed", NULL);
+    json_t *msgs = s_user_only("hi");
+    json_t *tools = s_tools();
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK) && CHECK_EQ(json_array_size(r.tool_calls), 1)) {
+        json_t *c = json_array_get(r.tool_calls, 0);
+        CHECK(json_object_get(c, "arguments") == NULL);
+        CHECK_CONTAINS(korch_llm_jstr(c, "arguments_raw", ""), "print(1)");
+        CHECK_CONTAINS(korch_llm_jstr(c, "arguments_error", ""), "not valid JSON");
+        CHECK_STREQ(korch_llm_jstr(c, "name", ""), "run_python");
+        /* and it can go back to the model with an error as its result */
+        json_array_append_new(msgs, json_pack("{s:s, s:s, s:O}", "role", "assistant", "content", "", "tool_calls",
+                                              r.tool_calls));
+        json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id",
+                                              korch_llm_jstr(c, "id", ""), "name", "run_python", "content",
+                                              korch_llm_jstr(c, "arguments_error", ""), "is_error", 1));
+        korch_llm_reply_clear(&r);
+        korch_err_clear(&err);
+        if (!CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK))
+            fprintf(stderr, "  %s\n", err.msg);
+    } else {
+        fprintf(stderr, "  %s\n", err.msg);
+    }
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    json_decref(tools);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+/* Tiny writes and CRLF line ends parse exactly as the plain stream does. */
+static void s_split(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    const char *scenarios[] = {"plain", "tiny", "crlf", "tinycrlf"};
+    char *text0 = NULL;
+    json_t *calls0 = NULL;
+    json_t *msgs = s_user_only("hi");
+    json_t *tools = s_tools();
+    for (size_t i = 0; i < 4; i++) {
+        korch_llm_t *llm = s_llm(&s, provider, scenarios[i], NULL);
+        sink_t sink = {.text.max = 1 << 20};
+        korch_llm_reply_t r;
+        korch_err_t err = {0};
+        if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
+            CHECK_EQ(json_array_size(r.tool_calls), 2);
+            CHECK_STREQ(s_call_code(r.tool_calls, 0), "for i in range(3):\n    print(i, 'é ✓')");
+            CHECK_STREQ(s_call_code(r.tool_calls, 1), "");
+            CHECK_GT(r.output_tokens, 0);
+            if (i == 0) {
+                text0 = strdup(r.text);
+                calls0 = json_incref(r.tool_calls);
+                CHECK_STREQ(text0, "Split across many small writes: the quick brown fox jumps over the lazy dog.");
+            } else {
+                CHECK_STREQ(r.text, text0);
+                for (size_t k = 0; k < 2; k++)
+                    CHECK(json_equal(json_object_get(json_array_get(r.tool_calls, k), "arguments"),
+                                     json_object_get(json_array_get(calls0, k), "arguments")));
+            }
+        } else {
+            fprintf(stderr, "  %s: %s\n", scenarios[i], err.msg);
+        }
+        korch_llm_reply_clear(&r);
+        korch_llm_buf_free(&sink.text);
+        korch_llm_destroy(&llm);
+    }
+    free(text0);
+    json_decref(calls0);
+    json_decref(msgs);
+    json_decref(tools);
+    s_srv_stop(&s);
+}
+
+/* The last, tool-less request after tool rounds, and a call left without
+   an answer: still a valid request for each API. */
+static void s_final_without_tools(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "echo", NULL);
+    json_t *msgs = s_user_only("what is 6*7?");
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:[{s:s, s:s, s:{s:s}}, {s:s, s:s, s:{s:s}}]}", "role",
+                                          "assistant", "content", "", "tool_calls", "id", "c1", "name", "run_python",
+                                          "arguments", "code", "print(6*7)", "id", "c2", "name", "run_python",
+                                          "arguments", "code", "never run"));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s}", "role", "tool", "tool_call_id", "c1", "name",
+                                          "run_python", "content", "42\n"));
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", "answer now"));
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    json_t *tools = s_tools();
+    /* with tools, then without */
+    for (int pass = 0; pass < 2; pass++) {
+        korch_err_clear(&err);
+        if (CHECK_EQ(s_chat(llm, msgs, pass ? NULL : tools, &sink, &r, &err), KORCH_OK)) {
+            json_t *echo = json_loads(r.text, 0, NULL);
+            CHECK_STREQ(korch_llm_jstr(echo, "user", ""), "answer now");
+            CHECK_STREQ(korch_llm_jstr(echo, "system", ""), "You are a data analyst.");
+            CHECK_EQ(json_is_true(json_object_get(echo, "tools")), !pass);
+            json_decref(echo);
+        } else {
+            fprintf(stderr, "  pass %d: %s\n", pass, err.msg);
+        }
+        korch_llm_reply_clear(&r);
+    }
+    json_decref(tools);
+    json_decref(msgs);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+static void s_cancel(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "slow", NULL);
+    json_t *msgs = s_user_only("hi");
+    sink_t sink = {.text.max = 1 << 20, .cancel_after = 2};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    double t0 = s_now();
+    CHECK_EQ(s_chat(llm, msgs, NULL, &sink, &r, &err), KORCH_E_INTERRUPTED);
+    CHECK_LT(s_now() - t0, 3.0);    /* the whole stream takes 5 s */
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+/* A model without vision gets the text only. */
+static void s_no_vision(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_opts_t o = {.vision = false, .vision_set = true, .model = "gpt-4o"};
+    korch_llm_t *llm = s_llm(&s, provider, "tools", &o);
+    json_t *msgs = s_user_only("compute");
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:[{s:s, s:s, s:{s:s}}]}", "role", "assistant", "content", "",
+                                          "tool_calls", "id", "c1", "name", "run_python", "arguments", "code", "plot()"));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "role", "tool", "tool_call_id",
+                                          "c1", "name", "run_python", "content", "[chart 1: image/png 1x1 saved as fig-1.png]",
+                                          "images", "mime", "image/png", "data", PNG_B64, "name", "fig-1.png"));
+    json_t *tools = s_tools();
+    sink_t sink = {.text.max = 1 << 20};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK))
+        CHECK_CONTAINS(r.text, "images: 0");
+    else
+        fprintf(stderr, "  %s\n", err.msg);
+    json_t *reqs = s_requests(&s, "tools");
+    char *dump = korch_llm_dumps(json_object_get(json_array_get(reqs, 0), "body"));
+    CHECK(dump && !strstr(dump, PNG_B64));
+    CHECK_CONTAINS(dump, "saved as fig-1.png");
+    free(dump);
+    json_decref(reqs);
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    json_decref(tools);
+    korch_llm_buf_free(&sink.text);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+#define PROVIDER_TESTS(p, keyenv)                                                                                  \
+    TEST(llm_##p##_text_streams) { s_text(#p); }                                                                   \
+    TEST(llm_##p##_tool_calls_and_images) { s_tool_round(#p); }                                                    \
+    TEST(llm_##p##_no_images_without_vision) { s_no_vision(#p); }                                                 \
+    TEST(llm_##p##_retry_429_honours_retry_after) { s_retry429(#p); }                                             \
+    TEST(llm_##p##_500_three_times_is_an_error)                                                                    \
+    { s_fails(#p, "fail500", NULL, KORCH_E_HTTP, 3, "HTTP 500 after 3 attempts", NULL); }                          \
+    TEST(llm_##p##_overload_retried) { s_fails(#p, "retry529", NULL, KORCH_OK, 2, NULL, NULL); }                   \
+    TEST(llm_##p##_cut_stream_is_an_error) { s_fails(#p, "cut", NULL, KORCH_E_HTTP, 1, "cut before its end", NULL); } \
+    TEST(llm_##p##_stream_without_end_marker_is_an_error)                                                        \
+    { s_fails(#p, "short", NULL, KORCH_E_HTTP, 1, "cut before its end (no ", NULL); }                              \
+    TEST(llm_##p##_overall_timeout)                                                                                \
+    {                                                                                                              \
+        korch_llm_opts_t o = {.timeout_ms = 700};                                                                  \
+        s_fails(#p, "slow", &o, KORCH_E_TIMEOUT, 1, "cut before its end", "timed out");                            \
+    }                                                                                                              \
+    TEST(llm_##p##_reply_bound)                                                                                    \
+    {                                                                                                              \
+        korch_llm_opts_t o = {.max_reply_bytes = 100};                                                             \
+        s_fails(#p, "hello", &o, KORCH_E_TOOBIG, 1, "max_reply_bytes", NULL);                                      \
+    }                                                                                                              \
+    TEST(llm_##p##_error_in_mid_stream) { s_fails(#p, "sse_error", NULL, KORCH_E_HTTP, 1, "mid-stream", "Overloaded"); } \
+    TEST(llm_##p##_401_names_the_variable) { s_fails(#p, "unauthorized", NULL, KORCH_E_HTTP, 1, "401", keyenv); }  \
+    TEST(llm_##p##_malformed_arguments_are_a_call) { s_malformed(#p); }                                            \
+    TEST(llm_##p##_split_and_crlf_streams) { s_split(#p); }                                                        \
+    TEST(llm_##p##_final_request_without_tools) { s_final_without_tools(#p); }                                     \
+    TEST(llm_##p##_cancel) { s_cancel(#p); }
+
+PROVIDER_TESTS(openai, "set OPENAI_API_KEY")
+PROVIDER_TESTS(anthropic, "set ANTHROPIC_API_KEY")
+PROVIDER_TESTS(ollama, "HTTP 401")
+
+/* ---- without a server ---- */
+
+TEST(llm_closed_port_is_a_clear_error)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    getsockname(fd, (struct sockaddr *)&a, &al);
+    close(fd);  /* nobody listens there now */
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", ntohs(a.sin_port));
+    korch_llm_opts_t o = {.provider = "openai", .model = "gpt-4o-mini", .base_url = base, .api_key = "k"};
+    korch_err_t err = {0};
+    korch_llm_t *llm = korch_llm_new(&o, &err);
+    json_t *msgs = s_user_only("hi");
+    korch_llm_reply_t r;
+    korch_llm_request_t req = {.messages = msgs, .temperature = -1};
+    CHECK_EQ(korch_llm_chat(llm, &req, NULL, &r, &err), KORCH_E_HTTP);
+    fprintf(stderr, "  %s\n", err.msg);
+    CHECK_CONTAINS(err.msg, "cannot reach the openai API");
+    CHECK_CONTAINS(err.msg, base);
+    CHECK_CONTAINS(err.msg, "OPENAI_BASE_URL");
+    CHECK_EQ(r.attempts, 3);
+    json_decref(msgs);
+    korch_llm_destroy(&llm);
+}
+
+TEST(llm_missing_key_names_the_variable)
+{
+    unsetenv("OPENAI_API_KEY");
+    unsetenv("OPENAI_BASE_URL");
+    unsetenv("ANTHROPIC_API_KEY");
+    unsetenv("ANTHROPIC_BASE_URL");
+    korch_llm_opts_t o = {0};
+    korch_err_t err = {0};
+    CHECK_EQ(korch_llm_parse_spec("openai:gpt-4o-mini", &o, &err), KORCH_OK);
+    CHECK(korch_llm_new(&o, &err) == NULL);
+    CHECK_STREQ(err.msg, "OPENAI_API_KEY is not set (export it, or pick another --llm)");
+    korch_err_clear(&err);
+    o = (korch_llm_opts_t){0};
+    CHECK_EQ(korch_llm_parse_spec("anthropic:claude-sonnet-4-5", &o, &err), KORCH_OK);
+    CHECK(korch_llm_new(&o, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "ANTHROPIC_API_KEY is not set");
+    /* from the environment */
+    setenv("ANTHROPIC_API_KEY", "sk-ant-x", 1);
+    korch_err_clear(&err);
+    korch_llm_t *llm = korch_llm_new(&o, &err);
+    CHECK(llm != NULL);
+    CHECK_STREQ(korch_llm_name(llm), "anthropic:claude-sonnet-4-5");
+    CHECK(korch_llm_vision(llm));
+    CHECK(korch_llm_notice(llm) == NULL);
+    korch_llm_destroy(&llm);
+    /* ollama needs no key; OLLAMA_HOST without a scheme or port */
+    setenv("OLLAMA_HOST", "example.internal", 1);
+    o = (korch_llm_opts_t){.provider = "ollama", .model = "llama3.1"};
+    llm = korch_llm_new(&o, &err);
+    if (CHECK(llm != NULL))
+        CHECK_STREQ(llm->base_url, "http://example.internal:11434");
+    korch_llm_destroy(&llm);
+    const char *hosts[][2] = {{"0.0.0.0:8080", "http://0.0.0.0:8080"}, {"[::1]", "http://[::1]:11434"},
+                              {"https://ollama.example.com/", "https://ollama.example.com"},
+                              {"http://gpu:11434", "http://gpu:11434"}};
+    for (size_t i = 0; i < 4; i++) {
+        setenv("OLLAMA_HOST", hosts[i][0], 1);
+        llm = korch_llm_new(&o, &err);
+        if (CHECK(llm != NULL))
+            CHECK_STREQ(llm->base_url, hosts[i][1]);
+        korch_llm_destroy(&llm);
+    }
+}
+
+TEST(llm_parse_spec)
+{
+    korch_llm_opts_t o = {0};
+    korch_err_t err = {0};
+    CHECK_EQ(korch_llm_parse_spec("ollama:llama3.1:8b", &o, &err), KORCH_OK);
+    CHECK_STREQ(o.provider, "ollama");
+    CHECK_STREQ(o.model, "llama3.1:8b");
+    CHECK_EQ(korch_llm_parse_spec("replay:/tmp/a:b.json", &o, &err), KORCH_OK);
+    CHECK_STREQ(o.provider, "replay");
+    CHECK_STREQ(o.model, "/tmp/a:b.json");
+    CHECK_EQ(korch_llm_parse_spec("gemini:pro", &o, &err), KORCH_E_INVALID);
+    CHECK_CONTAINS(err.msg, "unknown llm provider 'gemini'");
+    korch_err_clear(&err);
+    CHECK_EQ(korch_llm_parse_spec("openai", &o, &err), KORCH_E_INVALID);
+    CHECK_CONTAINS(err.msg, "openai:MODEL");
+    korch_err_clear(&err);
+    CHECK_EQ(korch_llm_parse_spec("", &o, &err), KORCH_E_INVALID);
+}
+
+TEST(llm_vision_guess)
+{
+    const struct { const char *provider, *model; bool vision; } cases[] = {
+        {"openai", "gpt-4o-mini", true}, {"openai", "gpt-4.1-nano", true}, {"openai", "gpt-5", true},
+        {"openai", "o4-mini", true},     {"openai", "o3-mini", false},     {"openai", "gpt-3.5-turbo", false},
+        {"anthropic", "claude-3-5-sonnet-latest", true}, {"anthropic", "claude-opus-4-1", true},
+        {"ollama", "llava:13b", true},   {"ollama", "llama3.2-vision", true}, {"ollama", "qwen2.5vl:7b", true},
+        {"ollama", "gemma3:4b", true},   {"ollama", "llama3.1:8b", false}, {"ollama", "qwen2.5-coder", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        korch_llm_opts_t o = {.provider = cases[i].provider, .model = cases[i].model, .api_key = "k"};
+        korch_err_t err = {0};
+        korch_llm_t *llm = korch_llm_new(&o, &err);
+        if (!CHECK(llm))
+            continue;
+        if (korch_llm_vision(llm) != cases[i].vision)
+            CHECK_STREQ(cases[i].model, "(vision guessed wrong)");
+        korch_llm_destroy(&llm);
+    }
+    korch_llm_opts_t o = {.provider = "ollama", .model = "llama3.1", .vision = true, .vision_set = true};
+    korch_llm_t *llm = korch_llm_new(&o, NULL);
+    CHECK(korch_llm_vision(llm));
+    korch_llm_destroy(&llm);
+}
+
+TEST(llm_retry_after_and_backoff)
+{
+    time_t now = 1700000000;
+    CHECK_EQ((long)(korch_llm_retry_after_s("1500", "9", now) * 1000), 1500);
+    CHECK_EQ((long)korch_llm_retry_after_s(NULL, "2", now), 2);
+    CHECK_EQ((long)(korch_llm_retry_after_s(NULL, "0.5", now) * 10), 5);
+    /* an HTTP date 5 s ahead */
+    CHECK_EQ((long)korch_llm_retry_after_s(NULL, "Tue, 14 Nov 2023 22:13:25 GMT", now), 5);
+    CHECK(korch_llm_retry_after_s(NULL, "600", now) < 0);      /* over a minute: use the backoff */
+    CHECK(korch_llm_retry_after_s(NULL, "soon", now) < 0);
+    CHECK(korch_llm_retry_after_s(NULL, NULL, now) < 0);
+    for (int n = 0; n < 8; n++) {
+        double want = n >= 4 ? 8.0 : 0.5 * (1 << n);
+        double b = korch_llm_backoff_s(n);
+        CHECK(b <= want && b >= want * 0.75);
+    }
+}
+
+static korch_rc_t s_count_event(void *arg, const char *event, char *data, size_t len, korch_err_t *err)
+{
+    json_t *events = arg;
+    json_array_append_new(events, json_pack("{s:s, s:s#}", "event", event, "data", data, len));
+    return KORCH_OK;
+}
+
+TEST(llm_sse_parser)
+{
+    json_t *events = json_array();
+    korch_llm_sse_t sse;
+    korch_llm_sse_init(&sse, 1 << 20, s_count_event, events);
+    const char *lines[] = {": comment", "event: a", "data: one", "data:two", "", "", "id: 3", "data: x", "retry: 5",
+                           "", "data: cut before its blank line"};
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", lines[i]);
+        CHECK_EQ(korch_llm_sse_line(&sse, buf, strlen(buf), NULL), KORCH_OK);
+    }
+    CHECK_EQ(json_array_size(events), 2);
+    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 0), "event", ""), "a");
+    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 0), "data", ""), "one\ntwo");
+    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 1), "event", "?"), "");
+    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 1), "data", ""), "x");
+    korch_llm_sse_free(&sse);
+    json_decref(events);
+}
+
+TEST(llm_api_error_messages)
+{
+    char m[256];
+    const char *oa = "{\"error\":{\"message\":\"Rate limit reached\",\"type\":\"requests\",\"param\":null}}";
+    korch_llm_api_message(oa, strlen(oa), m, sizeof m);
+    CHECK_STREQ(m, "Rate limit reached (requests)");
+    const char *an = "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+    korch_llm_api_message(an, strlen(an), m, sizeof m);
+    CHECK_STREQ(m, "Overloaded (overloaded_error)");
+    const char *ol = "{\"error\":\"model 'x' not found\"}";
+    korch_llm_api_message(ol, strlen(ol), m, sizeof m);
+    CHECK_STREQ(m, "model 'x' not found");
+    const char *html = "<html>502 Bad Gateway</html>\n<body>";
+    korch_llm_api_message(html, strlen(html), m, sizeof m);
+    CHECK_STREQ(m, "<html>502 Bad Gateway</html>");
+}
+
+/* ---- replay ---- */
+
+static void s_collect_text(const char *delta, size_t len, void *arg)
+{
+    korch_llm_buf_add(arg, delta, len, "text", NULL);
+}
+
+TEST(llm_replay_plays_in_order)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/llm/replay-basic.json", korch_test_root());
+    korch_llm_opts_t o = {0};
+    korch_err_t err = {0};
+    char spec[4200];
+    snprintf(spec, sizeof spec, "replay:%s", path);
+    CHECK_EQ(korch_llm_parse_spec(spec, &o, &err), KORCH_OK);
+    korch_llm_t *llm = korch_llm_new(&o, &err);
+    if (!CHECK(llm)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return;
+    }
+    CHECK_CONTAINS(korch_llm_notice(llm), "replaying a recorded conversation from ");
+    CHECK_CONTAINS(korch_llm_notice(llm), path);
+    CHECK_CONTAINS(korch_llm_notice(llm), "no model is being called");
+    json_t *msgs = s_user_only("anything");
+    korch_llm_request_t req = {.messages = msgs, .temperature = -1};
+    korch_llm_buf_t text = {.max = 1 << 20};
+    korch_llm_cb_t cb = {s_collect_text, NULL, &text};
+    korch_llm_reply_t r;
+    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
+    CHECK_STREQ(r.text, "First I load the data.\nThen I look.");
+    CHECK_STREQ(text.p, r.text);
+    CHECK_STREQ(r.finish, "tool_calls");
+    CHECK_EQ(json_array_size(r.tool_calls), 1);
+    CHECK_STREQ(korch_llm_jstr(json_array_get(r.tool_calls, 0), "id", ""), "replay_1");
+    CHECK_STREQ(s_call_code(r.tool_calls, 0), "import pandas as pd\ndf = pd.read_csv('sales.csv')");
+    korch_llm_reply_clear(&r);
+    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
+    CHECK_EQ(json_array_size(r.tool_calls), 2);
+    CHECK_STREQ(korch_llm_jstr(json_array_get(r.tool_calls, 1), "id", ""), "replay_3");
+    korch_llm_reply_clear(&r);
+    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
+    CHECK_STREQ(r.text, "Sales rose 12 % in March.");
+    CHECK_STREQ(r.finish, "stop");
+    CHECK_EQ(json_array_size(r.tool_calls), 0);
+    korch_llm_reply_clear(&r);
+    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_E_STATE);
+    CHECK_CONTAINS(err.msg, "has no more replies (it holds 3)");
+    korch_llm_buf_free(&text);
+    json_decref(msgs);
+    korch_llm_destroy(&llm);
+}
+
+TEST(llm_replay_bad_recordings)
+{
+    korch_err_t err = {0};
+    korch_llm_opts_t o = {.provider = "replay", .model = "/nonexistent/recording.json"};
+    CHECK(korch_llm_new(&o, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "cannot read the recording '/nonexistent/recording.json'");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/llm/replay-invalid.json", korch_test_root());
+    o.model = path;
+    korch_err_clear(&err);
+    CHECK(korch_llm_new(&o, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "reply 2 of the recording");
+}
