@@ -85,9 +85,13 @@ asan:
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1 scripts/test.sh build-asan
 
-bench: setup
+# All benchmarks, each printing its ratios against the reference measured in
+# the same run: korch vs jupyter_client, containers vs local, the agent's cost.
+bench: setup image
 	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD)
+	@scripts/bench-containers.sh $(BUILD)
+	@scripts/bench-agent.sh $(BUILD)
 
 install: $(BUILD)/korch
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/korch/kernelspec

@@ -70,13 +70,14 @@ typedef struct {
     bool fence_mode;            /* no tool calling: code in ```python fences, results as user text */
     long connect_timeout_ms;    /* default 10000 */
     long timeout_ms;            /* whole request, default 300000 */
-    int max_retries;            /* default 2 */
+    int max_retries;            /* 0 = the default (2); negative = no retries */
     int num_ctx;                /* ollama options.num_ctx, default 16384 */
     size_t max_reply_bytes;     /* bound on what one reply may hold, default 16 MiB */
 } korch_llm_opts_t;
 
 /* "openai:gpt-4o-mini" / "anthropic:claude-..." / "ollama:llama3.1" /
-   "replay:FILE" into opts (pointing into spec, which must outlive opts). */
+   "replay:FILE" into opts: sets only provider (a static name) and model
+   (pointing into spec, which must outlive opts). */
 korch_rc_t korch_llm_parse_spec(const char *spec, korch_llm_opts_t *opts, korch_err_t *err);
 
 /* A provider. NULL + err when unknown or misconfigured (e.g. no API key:
@@ -84,7 +85,11 @@ korch_rc_t korch_llm_parse_spec(const char *spec, korch_llm_opts_t *opts, korch_
 korch_llm_t *korch_llm_new(const korch_llm_opts_t *opts, korch_err_t *err);
 void korch_llm_destroy(korch_llm_t **llm);
 
-/* One model call. On success fills reply (free with korch_llm_reply_clear).
+/* One model call. On success fills reply (free with korch_llm_reply_clear);
+   on failure the reply is cleared except reply->attempts.
+   A korch_llm_t keeps one curl handle (connections are reused between
+   steps): use it from one thread at a time. on_text runs inside the HTTP
+   transfer: do not call korch_llm_* from it.
    Errors a user can act on: 401/403 name the variable to set; a stream cut
    before its end is an error; 429/5xx after the retries give the status and
    the API's message. */
