@@ -23,5 +23,7 @@ print("| orchestration per step, p50 (ms): wall between model calls minus kernel
 print("| orchestration per step, max (ms) | %s |" % o["orchestration_ms_max"])
 print("| kernel execution per step, p50 (ms) | %s |" % o["kernel_exec_ms_p50"])
 print("| %d concurrent sessions x %d steps: wall (s) | %s (%d ok) |" % (c["sessions"], c["steps_each"], c["wall_s"], c["ok"]))
-print("| korch peak RSS per session process, p50 / max (MiB) | %.1f / %.1f |" % (c["korch_peak_rss_kib_p50"] / 1024, c["korch_peak_rss_kib_max"] / 1024))
+print("| korch peak RSS (VmHWM) per session process, p50 / max (MiB) | %.1f / %.1f |" % (c["korch_peak_rss_kib_p50"] / 1024, c["korch_peak_rss_kib_max"] / 1024))
+for e in c["errors"]:
+    print("failed session:", " / ".join(e))
 '

@@ -56,6 +56,19 @@ def one_session(korch, port, steps, tmp):
             "kernel_exec_ms_p50": median(exec_ms)}
 
 
+def _hwm_kib(pid):
+    """korch's own peak RSS (VmHWM), not its kernel's: wait4's ru_maxrss
+    would count the ipykernel child korch reaps."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def concurrent(korch, port, n, steps, tmp):
     t0 = time.monotonic()
     procs = []
@@ -63,14 +76,25 @@ def concurrent(korch, port, n, steps, tmp):
         cmd = [korch, "run", "--launcher", "local", "--llm", "openai:gpt-4o-mini", "--quiet", "--max-steps",
                str(steps), "--session", os.path.join(tmp, "c%d" % i), "loop"]
         procs.append(subprocess.Popen(cmd, env=env_for(port, "forever"), stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
-    rss, ok = [], 0
+                                      stderr=subprocess.PIPE, text=True))
+    hwm = {p.pid: 0 for p in procs}
+    while any(p.poll() is None for p in procs):
+        for p in procs:
+            v = _hwm_kib(p.pid) if p.returncode is None else None
+            if v:
+                hwm[p.pid] = max(hwm[p.pid], v)
+        time.sleep(0.05)
+    ok, errors = 0, []
     for p in procs:
-        _, status, ru = os.wait4(p.pid, 0)
-        ok += os.waitstatus_to_exitcode(status) == 0
-        rss.append(ru.ru_maxrss)
+        err = p.stderr.read()
+        if p.returncode == 0:
+            ok += 1
+        else:
+            errors.append(err.strip().splitlines()[-3:])
+    rss = [v for v in hwm.values() if v]
     return {"sessions": n, "ok": ok, "steps_each": steps, "wall_s": round(time.monotonic() - t0, 2),
-            "korch_peak_rss_kib_p50": median(rss), "korch_peak_rss_kib_max": max(rss)}
+            "korch_peak_rss_kib_p50": median(rss), "korch_peak_rss_kib_max": max(rss) if rss else 0,
+            "errors": errors}
 
 
 def main():
