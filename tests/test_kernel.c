@@ -567,3 +567,17 @@ TEST(kernel_large_unicode_output_is_exact)
     korch_exec_destroy(&ex);
     fx_stop(&f);
 }
+
+/* Local kernels use ipc by default; tcp on 127.0.0.1 is there on request. */
+TEST(kernel_tcp_transport)
+{
+    fx_t f;
+    if (!fx_start(&f, &(korch_kernel_opts_t){.transport = "tcp"}))
+        return;
+    CHECK_STREQ(korch_kernel_conn(f.k)->transport, "tcp");
+    CHECK_STREQ(korch_kernel_conn(f.k)->ip, "127.0.0.1");
+    korch_exec_t *ex = fx_run(&f, "print(sum(range(10)))", 0);
+    CHECK_STREQ(fx_stream(ex, "stdout"), "45\n");
+    korch_exec_destroy(&ex);
+    fx_stop(&f);
+}

@@ -32,7 +32,10 @@ typedef struct {
     char tail[4096];
 } local_proc_t;
 
-static const char *s_transport(korch_launcher_t *self) { return "tcp"; }
+/* ipc in the private runtime dir: no port can be raced for (ipykernel would
+   silently bind another port and rewrite the file) and no other local user
+   can reach the sockets. */
+static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
 /* argv with {connection_file} and {resource_dir} replaced; new strings. */
 static char **s_expand_argv(const korch_kernelspec_t *spec, const char *conn_file)
