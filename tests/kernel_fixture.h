@@ -3,6 +3,7 @@
 #define KORCH_KERNEL_FIXTURE_H
 
 #include "test.h"
+#include "korch/docker.h"
 #include "korch/kernel.h"
 
 #include <stdio.h>
@@ -11,20 +12,43 @@
 typedef struct {
     korch_loop_t *loop;
     korch_kernel_t *k;
-    char buf[2][1 << 16];
+    korch_launcher_t *launcher;     /* docker runs only */
 } fx_t;
 
+/* Is this the docker:NAME run of a TEST_BOTH test? */
+static inline bool fx_docker(void)
+{
+    const char *l = getenv("KORCH_TEST_LAUNCHER");
+    return l && strcmp(l, "docker") == 0;
+}
+
+/* A kernel on a new loop: local, or in a container for docker: runs (the
+   python3 kernel image serves every python kernelspec the tests make). */
 static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
 {
     memset(f, 0, sizeof *f);
     f->loop = korch_loop_new();
     korch_err_t err = {0};
-    f->k = korch_kernel_new(f->loop, o, &err);
+    korch_kernel_opts_t ko = o ? *o : (korch_kernel_opts_t){0};
+    if (fx_docker() && !ko.existing && !ko.launcher) {
+        korch_docker_opts_t d;
+        korch_docker_opts_init(&d);
+        d.image = "korch-kernel-python3:latest";
+        f->launcher = korch_launcher_docker_new(&d, &err);
+        if (!CHECK(f->launcher)) {
+            fprintf(stderr, "  docker launcher: %s\n", err.msg);
+            korch_loop_destroy(&f->loop);
+            return false;
+        }
+        ko.launcher = f->launcher;
+    }
+    f->k = korch_kernel_new(f->loop, &ko, &err);
     if (f->k)
         korch_kernel_wait_ready(f->k, &err);
     if (!CHECK_EQ(err.rc, KORCH_OK)) {
         fprintf(stderr, "  kernel did not start: %s\n", err.msg);
         korch_kernel_destroy(&f->k);
+        korch_launcher_destroy(&f->launcher);
         korch_loop_destroy(&f->loop);
         return false;
     }
@@ -34,6 +58,7 @@ static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
 static inline void fx_stop(fx_t *f)
 {
     korch_kernel_destroy(&f->k);
+    korch_launcher_destroy(&f->launcher);
     korch_loop_destroy(&f->loop);
 }
 

@@ -22,6 +22,7 @@ typedef struct {
     const char *file;
     korch_test_fn fn;
     int timeout_s;
+    bool docker;        /* run with KORCH_TEST_LAUNCHER=docker */
 } test_t;
 
 static test_t s_tests[MAX_TESTS];
@@ -31,7 +32,16 @@ static int s_failed_checks;
 void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
     if (s_ntests < MAX_TESTS)
-        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s};
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, false};
+}
+
+void korch_test_register_docker(const char *name, const char *file, korch_test_fn fn, int timeout_s)
+{
+    char *full = malloc(strlen(name) + 8);
+    if (!full || s_ntests >= MAX_TESTS)
+        return;
+    snprintf(full, strlen(name) + 8, "docker:%s", name);
+    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, true};
 }
 
 bool korch_test_check(bool ok, const char *file, int line, const char *expr)
@@ -221,6 +231,10 @@ int main(int argc, char **argv)
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
+            if (t->docker)
+                setenv("KORCH_TEST_LAUNCHER", "docker", 1);
+            else
+                unsetenv("KORCH_TEST_LAUNCHER");
             alarm((unsigned)t->timeout_s);
             s_failed_checks = 0;
             t->fn();

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-TEST(kernel_state_persists)
+TEST_BOTH(kernel_state_persists)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -24,7 +24,7 @@ TEST(kernel_state_persists)
     fx_stop(&f);
 }
 
-TEST(kernel_stdout_stderr_apart_and_in_order)
+TEST_BOTH(kernel_stdout_stderr_apart_and_in_order)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -46,7 +46,7 @@ TEST(kernel_stdout_stderr_apart_and_in_order)
     fx_stop(&f);
 }
 
-TEST(kernel_execute_result)
+TEST_BOTH(kernel_execute_result)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -62,7 +62,7 @@ TEST(kernel_execute_result)
     fx_stop(&f);
 }
 
-TEST(kernel_matplotlib_png_and_dataframe_html)
+TEST_BOTH(kernel_matplotlib_png_and_dataframe_html)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -108,7 +108,7 @@ TEST(kernel_matplotlib_png_and_dataframe_html)
     fx_stop(&f);
 }
 
-TEST(kernel_error_then_state_kept)
+TEST_BOTH(kernel_error_then_state_kept)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -129,7 +129,7 @@ TEST(kernel_error_then_state_kept)
     fx_stop(&f);
 }
 
-TEST(kernel_timeout_interrupts_and_keeps_state)
+TEST_BOTH(kernel_timeout_interrupts_and_keeps_state)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -152,7 +152,7 @@ TEST(kernel_timeout_interrupts_and_keeps_state)
     fx_stop(&f);
 }
 
-TEST(kernel_timeout_restarts_when_interrupt_is_ignored)
+TEST_BOTH(kernel_timeout_restarts_when_interrupt_is_ignored)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -175,7 +175,7 @@ TEST(kernel_timeout_restarts_when_interrupt_is_ignored)
     fx_stop(&f);
 }
 
-TEST(kernel_os_exit_reports_died_fast)
+TEST_BOTH(kernel_os_exit_reports_died_fast)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -196,33 +196,43 @@ TEST(kernel_os_exit_reports_died_fast)
     fx_stop(&f);
 }
 
+typedef struct {
+    int64_t killed_at;
+    korch_kernel_t *k;
+} kill_ctx_t;
+
+/* SIGKILL from outside as soon as the kernel prints its pid: kill(2) for a
+   local kernel; for a container (whose pids are its own) through the engine. */
 static void s_kill_on_pid(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg)
 {
-    int64_t *killed_at = arg;
+    kill_ctx_t *kc = arg;
     const char *text = json_string_value(json_object_get(output, "text"));
     int pid = text ? atoi(text) : 0;
-    if (pid > 1 && !*killed_at) {
-        kill(pid, SIGKILL);
-        *killed_at = korch_now_ms();
+    if (pid > 1 && !kc->killed_at) {
+        if (fx_docker())
+            korch_proc_signal(korch_kernel_proc(kc->k), SIGKILL, NULL);
+        else
+            kill(pid, SIGKILL);
+        kc->killed_at = korch_now_ms();
     }
 }
 
-TEST(kernel_sigkill_reports_died_within_2s)
+TEST_BOTH(kernel_sigkill_reports_died_within_2s)
 {
     fx_t f;
     korch_kernel_opts_t o = {.no_auto_restart = true};
     if (!fx_start(&f, &o))
         return;
-    int64_t killed_at = 0;
-    korch_exec_cb_t cb = {.on_output = s_kill_on_pid, .arg = &killed_at};
+    kill_ctx_t kc = {0, f.k};
+    korch_exec_cb_t cb = {.on_output = s_kill_on_pid, .arg = &kc};
     korch_err_t err = {0};
     korch_exec_t *ex =
         korch_kernel_execute_wait(f.k, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)", NULL, &cb, &err);
     int64_t done_at = korch_now_ms();
     const korch_exec_result_t *r = korch_exec_result(ex);
-    CHECK_GT(killed_at, 0);
+    CHECK_GT(kc.killed_at, 0);
     CHECK_EQ(r->status, KORCH_EXEC_DIED);
-    CHECK_LT(done_at - killed_at, 2000);
+    CHECK_LT(done_at - kc.killed_at, 2000);
     CHECK_CONTAINS(r->detail, "signal 9");
     CHECK(!r->restarted);
     CHECK_EQ(korch_kernel_state(f.k), KORCH_KERNEL_DEAD);
@@ -242,7 +252,7 @@ static void s_answer(korch_exec_t *ex, const char *prompt, bool password, void *
     korch_exec_input_reply(ex, "Ada", NULL);
 }
 
-TEST(kernel_input_request_through_callback)
+TEST_BOTH(kernel_input_request_through_callback)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -263,7 +273,7 @@ TEST(kernel_input_request_through_callback)
     fx_stop(&f);
 }
 
-TEST(kernel_clear_output_and_display_updates_live)
+TEST_BOTH(kernel_clear_output_and_display_updates_live)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -321,7 +331,7 @@ TEST(kernel_two_kernels_one_loop_concurrently)
     fx_stop(&f);
 }
 
-TEST(kernel_restart_on_request)
+TEST_BOTH(kernel_restart_on_request)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
@@ -363,7 +373,7 @@ static long s_rss_kib(const char *field)
     return v;
 }
 
-TEST_T(kernel_100mb_of_stdout_in_bounded_memory, 120)
+TEST_BOTH_T(kernel_100mb_of_stdout_in_bounded_memory, 120)
 {
     fx_t f;
     korch_kernel_opts_t o = {.max_stream_bytes = 4u << 20};
@@ -495,7 +505,7 @@ TEST_T(kernel_attach_to_jupyter_client_kernel_through_tampering_proxy, 90)
 }
 
 /* interrupt_mode "message": korch sends interrupt_request on control. */
-TEST(kernel_interrupt_by_message)
+TEST_BOTH(kernel_interrupt_by_message)
 {
     char dir[] = "/tmp/korch-spec-XXXXXX";
     if (!CHECK(mkdtemp(dir)))
@@ -551,7 +561,7 @@ TEST(kernel_loop_reused_after_destroy)
 
 /* A few MB of unicode in one print arrive whole (the bounded parser's fast
    path must not change a byte). */
-TEST(kernel_large_unicode_output_is_exact)
+TEST_BOTH(kernel_large_unicode_output_is_exact)
 {
     fx_t f;
     if (!fx_start(&f, NULL))
