@@ -359,3 +359,46 @@ TEST_T(agent_resume_after_kill_9, 180)
     free(dir);
     s_server_stop(&srv);
 }
+
+TEST_T(agent_tool_call_printed_as_text_is_run, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "printed");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "go", NULL}, &out, &err), 0);
+    CHECK_CONTAINS(out, "Ran it: PRINTED 42.");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* The model's API keeps failing: a clear error, and what was said is on disk. */
+TEST_T(agent_model_500s_give_a_clear_error_and_keep_the_session, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "fail500");
+    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "first question",
+                                    NULL},
+                   &out, &err),
+             1);
+    CHECK_CONTAINS(err, "500");
+    snprintf(path, sizeof path, "%s/transcript.jsonl", session);
+    char *t = korch_read_file(path, 1 << 20, NULL, NULL);
+    CHECK_CONTAINS(t, "\"content\":\"first question\"");
+    CHECK_CONTAINS(t, "\"type\":\"error\"");
+    free(t);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}

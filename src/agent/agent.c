@@ -610,6 +610,47 @@ static json_t *s_fence_calls(korch_agent_t *a, const char *text)
     return calls;
 }
 
+/* Some models print the tool call instead of making it: a reply that is
+   only {"name": "run_python", "arguments": {"code": ...}} (or {"code": ...}),
+   maybe in a ```json fence, is taken as the call it meant to be. */
+static json_t *s_text_tool_call(korch_agent_t *a, const char *text)
+{
+    const char *p = text;
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    size_t len = strlen(p);
+    while (len && (p[len - 1] == ' ' || p[len - 1] == '\n' || p[len - 1] == '\r' || p[len - 1] == '\t'))
+        len--;
+    if (len > 7 && strncmp(p, "```", 3) == 0 && strncmp(p + len - 3, "```", 3) == 0) {
+        const char *nl = memchr(p, '\n', len);
+        if (!nl)
+            return NULL;
+        len = (size_t)(p + len - 3 - (nl + 1));
+        p = nl + 1;
+    }
+    if (!len || *p != '{')
+        return NULL;
+    json_t *j = json_loadb(p, len, 0, NULL);
+    json_t *args = json_object_get(j, "arguments");
+    if (!args)
+        args = json_object_get(j, "parameters");
+    if (json_is_string(args)) { /* arguments as a JSON string, OpenAI style */
+        json_t *parsed = json_loads(json_string_value(args), 0, NULL);
+        json_object_set_new(j, "arguments", parsed ? parsed : json_object());
+        args = json_object_get(j, "arguments");
+    }
+    const char *name = json_string_value(json_object_get(j, "name"));
+    const char *code = json_string_value(json_object_get(args ? args : j, "code"));
+    json_t *calls = NULL;
+    if (code && (!name || strcmp(name, TOOL_NAME) == 0)) {
+        char id[32];
+        snprintf(id, sizeof id, "text_%d", ++a->fence_ids);
+        calls = json_pack("[{s:s, s:s, s:{s:s}}]", "id", id, "name", TOOL_NAME, "arguments", "code", code);
+    }
+    json_decref(j);
+    return calls;
+}
+
 static void s_on_llm_text(const char *delta, size_t len, void *arg)
 {
     korch_agent_t *a = arg;
@@ -795,6 +836,13 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
         }
         json_t *calls = korch_llm_fence_mode(a->o.llm) ? s_fence_calls(a, reply.text ? reply.text : "")
                                                        : json_incref(reply.tool_calls);
+        if (!json_array_size(calls) && reply.text && !korch_llm_fence_mode(a->o.llm)) {
+            json_t *printed = s_text_tool_call(a, reply.text);
+            if (printed) {
+                json_decref(calls);
+                calls = printed;
+            }
+        }
         json_t *am = json_pack("{s:s, s:s}", "role", "assistant", "content", reply.text ? reply.text : "");
         if (json_array_size(calls))
             json_object_set(am, "tool_calls", calls);

@@ -28,6 +28,8 @@ typedef struct {
     const char *llm_spec, *session, *launcher_name, *kernel_name;
     int max_steps;
     long max_result;
+    long long max_tokens, context_chars;
+    int max_seconds;
     int timeout_s;
     bool fence, no_vision, vision;
     json_t *files;
@@ -49,6 +51,10 @@ static void s_help(FILE *f, const char *cmd)
             "                        (resumed when it exists; default ./korch-sessions/<time>)\n"
             "  --max-steps N         code runs per question before korch asks for the answer (default 20)\n"
             "  --max-result N        characters of each result the model sees (default 4000)\n"
+            "  --max-tokens N        token budget per question (input + output; default none)\n"
+            "  --max-seconds N       time budget per question (default none)\n"
+            "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
+            "                        older outputs and images are elided first, then the oldest turns\n"
             "  --timeout S           per code execution (default 300)\n"
             "  --launcher NAME       local, docker or auto (default auto)\n"
             "  --kernel NAME         kernelspec (default python3)\n"
@@ -242,6 +248,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"fence", no_argument, 0, 'F'},            {"vision", no_argument, 0, 'V'},
         {"no-vision", no_argument, 0, 'N'},        {"json", no_argument, 0, 'J'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
+        {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
+        {"context-chars", required_argument, 0, 'X'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -261,6 +269,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'N': c.no_vision = true; break;
         case 'J': c.json = true; break;
         case 'q': c.quiet = true; break;
+        case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
+        case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
+        case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
@@ -334,6 +345,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         .max_steps = c.max_steps,
         .max_result_chars = c.max_result > 0 ? (size_t)c.max_result : 0,
         .exec_timeout_s = c.timeout_s,
+        .max_tokens = c.max_tokens > 0 ? c.max_tokens : 0,
+        .max_seconds = c.max_seconds,
+        .context_chars = c.context_chars > 0 ? (size_t)c.context_chars : 0,
         .on_event = s_on_event,
         .cancelled = s_cancelled,
         .arg = &c,

@@ -141,4 +141,12 @@ def slowthink(provider, req, state):
     return {"text": "thinking " * 50, "delay_per_chunk": 1.0}
 
 
-SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink)}
+def printed(provider, req, state):
+    """A model that prints its tool call as JSON text instead of making it."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"text": '{"name": "run_python", "arguments": {"code": "print(\'PRINTED\', 6 * 7)"}}'}
+    return {"text": "Ran it: %s." % _find(r"(PRINTED \d+)", results)}
+
+
+SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed)}
