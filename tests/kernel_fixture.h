@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 typedef struct {
     korch_loop_t *loop;
@@ -73,6 +74,20 @@ static inline korch_exec_t *fx_run(fx_t *f, const char *code, int timeout_ms)
         abort();
     }
     return ex;
+}
+
+/* Write {dir}/{name}/kernel.json holding json (a kernelspec for a test). */
+static inline void fx_write_kernelspec(const char *dir, const char *name, const char *json)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/kernel.json", dir, name);
+    FILE *fp = fopen(path, "w");
+    if (CHECK(fp)) {
+        fputs(json, fp);
+        fclose(fp);
+    }
 }
 
 /* The concatenated text of one stream (the merged output), or "". Large

@@ -406,20 +406,12 @@ TEST(kernel_start_failure_says_why)
     char dir[] = "/tmp/korch-spec-XXXXXX";
     if (!CHECK(mkdtemp(dir)))
         return;
-    char path[256];
-    snprintf(path, sizeof path, "%s/nomod", dir);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/nomod/kernel.json", dir);
-    FILE *fp = fopen(path, "w");
-    fprintf(fp, "{\"argv\": [\"/usr/bin/python3\", \"-m\", \"ipykernel_nonexistent\", \"-f\", \"{connection_file}\"],"
-                " \"display_name\": \"broken\", \"language\": \"python\"}");
-    fclose(fp);
-    snprintf(path, sizeof path, "%s/nobin", dir);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/nobin/kernel.json", dir);
-    fp = fopen(path, "w");
-    fprintf(fp, "{\"argv\": [\"/nonexistent/bin/kernel\", \"{connection_file}\"], \"display_name\": \"x\", \"language\": \"x\"}");
-    fclose(fp);
+    fx_write_kernelspec(dir, "nomod",
+                        "{\"argv\": [\"/usr/bin/python3\", \"-m\", \"ipykernel_nonexistent\", \"-f\", "
+                        "\"{connection_file}\"], \"display_name\": \"broken\", \"language\": \"python\"}");
+    fx_write_kernelspec(dir, "nobin",
+                        "{\"argv\": [\"/nonexistent/bin/kernel\", \"{connection_file}\"], \"display_name\": \"x\", "
+                        "\"language\": \"x\"}");
     setenv("KORCH_KERNELSPEC_PATH", dir, 1);
 
     korch_loop_t *loop = korch_loop_new();
@@ -510,14 +502,10 @@ TEST_BOTH(kernel_interrupt_by_message)
     char dir[] = "/tmp/korch-spec-XXXXXX";
     if (!CHECK(mkdtemp(dir)))
         return;
-    char path[256];
-    snprintf(path, sizeof path, "%s/pymsg", dir);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/pymsg/kernel.json", dir);
-    FILE *fp = fopen(path, "w");
-    fprintf(fp, "{\"argv\": [\"/usr/bin/python3\", \"-m\", \"ipykernel_launcher\", \"-f\", \"{connection_file}\"],"
-                " \"display_name\": \"py msg\", \"language\": \"python\", \"interrupt_mode\": \"message\"}");
-    fclose(fp);
+    fx_write_kernelspec(dir, "pymsg",
+                        "{\"argv\": [\"/usr/bin/python3\", \"-m\", \"ipykernel_launcher\", \"-f\", "
+                        "\"{connection_file}\"], \"display_name\": \"py msg\", \"language\": \"python\", "
+                        "\"interrupt_mode\": \"message\"}");
     setenv("KORCH_KERNELSPEC_PATH", dir, 1);
     fx_t f;
     if (fx_start(&f, &(korch_kernel_opts_t){.kernelspec = "pymsg"})) {
