@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int s_korch(const char *const *args, char **out, char **err)
@@ -181,4 +183,44 @@ TEST_T(cli_valgrind_core_paths, 180)
     CHECK(strstr(err, "Invalid read") == NULL && strstr(err, "definitely lost") == NULL);
     free(out);
     free(err);
+}
+
+/* Ctrl-C (SIGINT to korch) interrupts the kernel, not korch: the loop gets a
+   KeyboardInterrupt, the next cell runs with the state kept. */
+TEST_T(cli_exec_sigint_interrupts_the_kernel, 120)
+{
+    int p[2];
+    if (!CHECK_EQ(pipe(p), 0))
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        execl(korch_test_korch_bin(), "korch", "exec", "--keep-going", "-c", "kept = 7",
+              "-c", "import time\nprint('looping', flush=True)\nwhile True: time.sleep(0.01)", "-c", "print('after', kept)",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    FILE *f = fdopen(p[0], "r");
+    char line[4096];
+    char all[65536] = "";
+    bool sent = false;
+    while (fgets(line, sizeof line, f)) {
+        strncat(all, line, sizeof all - strlen(all) - 1);
+        if (!sent && strstr(line, "looping")) {
+            usleep(300000);
+            kill(pid, SIGINT);
+            sent = true;
+        }
+    }
+    fclose(f);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(sent);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1); /* a cell failed, korch itself was fine */
+    CHECK_CONTAINS(all, "interrupting the kernel");
+    CHECK_CONTAINS(all, "KeyboardInterrupt");
+    CHECK_CONTAINS(all, "after 7");
 }
