@@ -9,7 +9,7 @@
 PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
-PKGS    := libzmq libczmq jansson libcurl openssl
+PKGS    := libzmq libczmq jansson libcurl openssl libwebsockets libuv
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation
 OPT     ?= -O2 -g
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)

@@ -5,7 +5,8 @@ set -eu
 
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libcurl4-openssl-dev libssl-dev
 python3 python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib python3-pandas
-python3-nbformat valgrind"
+python3-nbformat valgrind libwebsockets-dev libwebsockets-evlib-uv libuv1-dev python3-jupyter-server
+python3-websocket"
 
 missing=""
 for p in $PKGS; do
@@ -19,4 +20,13 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     # shellcheck disable=SC2086
     $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# Node.js for the @jupyterlab/services interop test (tests/npm). Any Node >= 18
+# will do; a Node from elsewhere (e.g. NodeSource, with its own npm) is kept.
+if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing nodejs npm"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi

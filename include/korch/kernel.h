@@ -56,6 +56,8 @@ typedef struct {
     int hb_interval_ms;         /* heartbeat period for attached / fd-less kernels (default 500) */
     int hb_max_missed;          /* dead after this many missed beats in a row (default 3) */
     bool no_auto_restart;       /* after a death, stay dead */
+    bool relay_stdin;           /* input_requests korch did not cause are left to on_message
+                                   (a gateway relays them), not answered with "" */
     size_t max_stream_bytes;    /* per execution (default 8 MiB) */
     size_t max_outputs;         /* per execution (default 10000) */
 } korch_kernel_opts_t;

@@ -351,6 +351,8 @@ static void s_on_stdin(korch_kernel_t *k, korch_msg_t *msg)
     if (strcmp(korch_msg_type(msg), "input_request") != 0)
         return;
     korch_exec_t *ex = s_find_exec(k, korch_msg_parent_id(msg));
+    if (!ex && k->opts.relay_stdin)
+        return; /* someone else's request: the relay answers */
     if (!ex) {
         korch_warn("kernel %.8s: input_request for a request korch does not know; answering empty", k->id);
         korch_msg_t *reply = korch_msg_new_reply(msg, "input_reply", json_pack("{s:s}", "value", ""));

@@ -1,0 +1,66 @@
+/*  korch_server: a Jupyter-Server-compatible kernel gateway.
+ *
+ *  One thread, one event loop: libwebsockets serves HTTP and WebSocket on a
+ *  libuv loop that is embedded in the korch_loop (its epoll fd is polled
+ *  like any other fd, its timeout becomes a korch timer), so kernels,
+ *  clients and timers all share korch's loop and nothing blocks.
+ *
+ *  The API is Jupyter Server's kernel API (what `jupyter server
+ *  --gateway-url` and @jupyterlab/services use): /api, /api/status,
+ *  /api/kernelspecs, /api/kernels, /api/sessions and the channels
+ *  websocket in both of Jupyter's formats (see wsmsg.h). korch signs toward
+ *  the kernel and verifies what comes back; clients never hold the key.
+ *
+ *  Limits: every buffer fed from outside is bounded (request bodies, client
+ *  messages, per-connection send queues, per-session replay buffers). A
+ *  client that does not read is dropped, never the kernel.
+ *
+ *  Ownership: the caller owns the loop and the launcher, which outlive the
+ *  server. Destroying the server shuts its kernels down.
+ */
+#ifndef KORCH_SERVER_H
+#define KORCH_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "korch/error.h"
+#include "korch/launcher.h"
+#include "korch/loop.h"
+
+typedef struct korch_server korch_server_t;
+
+typedef struct {
+    const char *ip;                     /* listen address (default 127.0.0.1) */
+    int port;                           /* 0 = any free port (see korch_server_port) */
+    const char *token;                  /* NULL = generate one; "" = no authentication */
+    korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
+    const char *kernel;                 /* default kernelspec (default python3) */
+    int max_kernels;                    /* 0 = no limit */
+    const char *const *allow_origins;   /* NULL-terminated; "*" allows any origin */
+    size_t max_body;                    /* request body limit (default 1 MiB) -> 413 */
+    size_t max_ws_message;              /* one client websocket message (default 64 MiB) */
+    size_t max_ws_queue;                /* bytes queued toward one client before it is dropped
+                                           (default 64 MiB; one message always fits) */
+    size_t max_replay_bytes;            /* kept per disconnected session_id (default 16 MiB) */
+    int kernel_start_timeout_ms;        /* default 60000 */
+    bool no_access_log;                 /* default: one line per request on stderr */
+} korch_server_opts_t;
+
+/* Listen and serve on loop. NULL + err when it cannot listen. */
+korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *opts, korch_err_t *err);
+
+/* Close every connection and shut every kernel down (runs the loop for that). */
+void korch_server_destroy(korch_server_t **s);
+
+/* The port it listens on (the real one when opts.port was 0). */
+int korch_server_port(const korch_server_t *s);
+
+/* The token clients must present (borrowed; "" when authentication is off). */
+const char *korch_server_token(const korch_server_t *s);
+
+/* Run the loop until quit(arg) holds (checked after every round; a handler
+   that breaks the loop makes it check). Deferred work - kernels being shut
+   down, which runs the loop itself - happens here, between rounds. */
+void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg);
+
+#endif

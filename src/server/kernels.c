@@ -1,0 +1,541 @@
+/*  The server's kernels: lifecycle, and the relay between a kernel's
+ *  channels and its websocket clients.
+ *
+ *  Routing, as jupyter_server does with one set of ZeroMQ sockets per
+ *  websocket, here over korch's one client per kernel:
+ *    - IOPub goes to every connected client.
+ *    - A client's shell / control / stdin request is remembered by msg_id
+ *      (-> the client's session key); the kernel's messages on those
+ *      channels go to the client whose request is their parent. A *_reply
+ *      ends the entry (input_request on stdin does not: the reply follows).
+ *    - A client that disconnects with a session_id leaves a bounded replay
+ *      buffer: IOPub and its replies are kept and replayed, in order, when
+ *      a websocket with the same session_id opens again.
+ *    - When the kernel restarts or dies, clients get an IOPub status
+ *      "restarting" / "dead", as jupyter_server sends.
+ *  Messages from clients are parsed (wsmsg.c), keep their own header and
+ *  are signed by korch_kernel_send; the kernel's are verified by korch's
+ *  session before they get here.
+ */
+#include "server_int.h"
+#include "korch/log.h"
+#include "korch/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ROUTES 10000        /* requests awaiting replies, per kernel */
+#define MAX_REPLAY_SESSIONS 8   /* disconnected session_ids kept per kernel */
+#define REPLAY_TTL_MS (10 * 60 * 1000)
+#define MAX_ENV_VARS 256
+
+typedef struct {
+    char key[128];
+    uint64_t seq;
+} s_route_t;
+
+typedef struct {
+    char key[128];
+    korch_ws_proto_t proto;
+    zlistx_t *frames;           /* korch_wsframe_t*, referenced */
+    size_t bytes;
+    int64_t since_ms;
+    bool overflowed;
+} s_replay_t;
+
+static void s_free_item(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+static void s_replay_free(s_replay_t **pr)
+{
+    s_replay_t *r = *pr;
+    if (!r)
+        return;
+    korch_wsframe_t *f;
+    while ((f = zlistx_first(r->frames))) {
+        zlistx_delete(r->frames, zlistx_cursor(r->frames));
+        korch_wsframe_unref(&f);
+    }
+    zlistx_destroy(&r->frames);
+    free(r);
+    *pr = NULL;
+}
+
+static void s_touch(srv_kernel_t *mk)
+{
+    korch_iso8601_now(mk->last_activity);
+    mk->last_activity_ms = korch_now_ms();
+    srv_touch(mk->srv);
+}
+
+srv_kernel_t *srv_kernel_find(korch_server_t *s, const char *id)
+{
+    return id ? zhashx_lookup(srv_state(s)->kernels, id) : NULL;
+}
+
+size_t srv_kernels_live(korch_server_t *s) { return zhashx_size(srv_state(s)->kernels); }
+
+static const char *s_state_name(srv_kernel_t *mk)
+{
+    korch_kernel_state_t st = korch_kernel_state(mk->k);
+    return st == KORCH_KERNEL_STOPPED ? "dead" : korch_kernel_state_name(st);
+}
+
+json_t *srv_kernel_model(srv_kernel_t *mk)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", mk->id, "name", mk->name, "last_activity", mk->last_activity,
+                     "execution_state", s_state_name(mk), "connections", (int)zlistx_size(mk->conns));
+}
+
+/* ---------------------------------------------------------------- relay */
+
+/* A frame of msg for each protocol, made when first needed. */
+typedef struct {
+    const korch_msg_t *msg;
+    korch_channel_t ch;
+    korch_wsframe_t *frame[KORCH_WS__COUNT];
+} s_frames_t;
+
+static korch_wsframe_t *s_frame(s_frames_t *fs, korch_ws_proto_t proto)
+{
+    if (!fs->frame[proto])
+        fs->frame[proto] = korch_wsmsg_serialize(proto, fs->ch, fs->msg, srv_ws_headroom());
+    return fs->frame[proto];
+}
+
+static void s_frames_release(s_frames_t *fs)
+{
+    for (int i = 0; i < KORCH_WS__COUNT; i++)
+        korch_wsframe_unref(&fs->frame[i]);
+}
+
+static s_replay_t *s_replay_find(srv_kernel_t *mk, const char *key)
+{
+    for (s_replay_t *r = zlistx_first(mk->replay); r; r = zlistx_next(mk->replay))
+        if (strcmp(r->key, key) == 0)
+            return r;
+    return NULL;
+}
+
+static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs)
+{
+    if (korch_now_ms() - r->since_ms > REPLAY_TTL_MS) {
+        zlistx_delete(mk->replay, zlistx_find(mk->replay, r));
+        korch_info("kernel %.8s: replay buffer of session %s expired", mk->id, r->key);
+        s_replay_free(&r);
+        return;
+    }
+    korch_wsframe_t *f = s_frame(fs, r->proto);
+    if (!f)
+        return;
+    size_t max = mk->srv ? srv_state(mk->srv)->opts.max_replay_bytes : 0;
+    while (r->bytes && r->bytes + f->len > max) {
+        korch_wsframe_t *old = zlistx_first(r->frames);
+        zlistx_delete(r->frames, zlistx_cursor(r->frames));
+        r->bytes -= old->len;
+        korch_wsframe_unref(&old);
+        if (!r->overflowed)
+            korch_warn("kernel %.8s: replay buffer of session %s is full; dropping its oldest messages", mk->id,
+                       r->key);
+        r->overflowed = true;
+    }
+    zlistx_add_end(r->frames, korch_wsframe_ref(f));
+    r->bytes += f->len;
+}
+
+static srv_ws_t *s_conn_for(srv_kernel_t *mk, const char *key)
+{
+    srv_ws_t *found = NULL;
+    for (srv_ws_t *ws = zlistx_first(mk->conns); ws; ws = zlistx_next(mk->conns))
+        if (strcmp(ws->session_key, key) == 0)
+            found = ws; /* the newest one with that key */
+    return found;
+}
+
+static void s_broadcast(srv_kernel_t *mk, s_frames_t *fs)
+{
+    for (srv_ws_t *ws = zlistx_first(mk->conns); ws; ws = zlistx_next(mk->conns)) {
+        korch_wsframe_t *f = s_frame(fs, ws->proto);
+        if (f)
+            srv_ws_send(ws, f);
+    }
+    /* The relay may have closed connections: never mid-iteration. */
+    s_replay_t *r = zlistx_first(mk->replay);
+    while (r) {
+        s_replay_t *next = zlistx_next(mk->replay);
+        s_replay_add(mk, r, fs);
+        r = next;
+    }
+}
+
+static void s_route_evict(srv_kernel_t *mk)
+{
+    /* Requests without replies (comm traffic of buggy clients, a kernel
+       restarted mid-request) would pile up: drop the oldest tenth. */
+    uint64_t cut = mk->route_seq - MAX_ROUTES + MAX_ROUTES / 10;
+    zlistx_t *keys = zhashx_keys(mk->routes);
+    for (const char *k = keys ? zlistx_first(keys) : NULL; k; k = zlistx_next(keys)) {
+        s_route_t *r = zhashx_lookup(mk->routes, k);
+        if (r && r->seq < cut)
+            zhashx_delete(mk->routes, k);
+    }
+    zlistx_destroy(&keys);
+}
+
+static bool s_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, void *arg)
+{
+    srv_kernel_t *mk = arg;
+    s_touch(mk);
+    s_frames_t fs = {.msg = msg, .ch = ch};
+    if (ch == KORCH_CH_IOPUB) {
+        s_broadcast(mk, &fs);
+        s_frames_release(&fs);
+        return;
+    }
+    const char *parent = korch_msg_parent_id(msg);
+    s_route_t *route = *parent ? zhashx_lookup(mk->routes, parent) : NULL;
+    if (!route) {
+        /* korch's own requests (the readiness handshake) or a forgotten one */
+        korch_debug("kernel %.8s: %s for nobody's request dropped", mk->id, korch_msg_type(msg));
+        return;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s", route->key);
+    if ((ch == KORCH_CH_SHELL || ch == KORCH_CH_CONTROL) && s_ends_with(korch_msg_type(msg), "_reply"))
+        zhashx_delete(mk->routes, parent);
+    srv_ws_t *ws = s_conn_for(mk, key);
+    if (ws) {
+        korch_wsframe_t *f = s_frame(&fs, ws->proto);
+        if (f)
+            srv_ws_send(ws, f);
+    } else {
+        s_replay_t *r = s_replay_find(mk, key);
+        if (r)
+            s_replay_add(mk, r, &fs);
+    }
+    s_frames_release(&fs);
+}
+
+/* An IOPub status message of korch's own (restarting / dead). */
+static void s_send_status(srv_kernel_t *mk, const char *state)
+{
+    korch_msg_t *m = korch_msg_new("status", json_pack("{s:s}", "execution_state", state));
+    if (!m)
+        return;
+    char id[37], date[32];
+    korch_uuid(id);
+    korch_iso8601_now(date);
+    json_object_set_new(m->header, "msg_id", json_string(id));
+    json_object_set_new(m->header, "session", json_string(mk->id));
+    json_object_set_new(m->header, "username", json_string("korch"));
+    json_object_set_new(m->header, "date", json_string(date));
+    json_object_set_new(m->header, "version", json_string("5.3"));
+    s_frames_t fs = {.msg = m, .ch = KORCH_CH_IOPUB};
+    s_broadcast(mk, &fs);
+    s_frames_release(&fs);
+    korch_msg_destroy(&m);
+}
+
+static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail, void *arg)
+{
+    srv_kernel_t *mk = arg;
+    s_touch(mk);
+    switch (st) {
+    case KORCH_KERNEL_IDLE:
+    case KORCH_KERNEL_BUSY:
+        mk->ever_ready = true;
+        if (zlistx_size(mk->waiters))
+            srv_api_kernel_ready(mk);
+        break;
+    case KORCH_KERNEL_RESTARTING:
+        fprintf(stderr, "korch: kernel %s restarting%s%s\n", mk->id, detail ? ": " : "", detail ? detail : "");
+        /* what was asked of the old process will never be answered */
+        zhashx_purge(mk->routes);
+        s_send_status(mk, "restarting");
+        break;
+    case KORCH_KERNEL_DEAD:
+        snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
+        fprintf(stderr, "korch: kernel %s dead: %s\n", mk->id, mk->dead_reason);
+        s_send_status(mk, "dead");
+        srv_api_kernel_failed(mk, mk->dead_reason);
+        if (!mk->ever_ready) /* it never ran: nothing for anyone to look at */
+            srv_kernel_delete(mk, NULL);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void s_kernel_free(srv_kernel_t **pmk)
+{
+    srv_kernel_t *mk = *pmk;
+    if (!mk)
+        return;
+    korch_kernel_destroy(&mk->k);
+    zlistx_destroy(&mk->conns);
+    zhashx_destroy(&mk->routes);
+    if (mk->replay) {
+        s_replay_t *r;
+        while ((r = zlistx_first(mk->replay))) {
+            zlistx_delete(mk->replay, zlistx_cursor(mk->replay));
+            s_replay_free(&r);
+        }
+        zlistx_destroy(&mk->replay);
+    }
+    zlistx_destroy(&mk->waiters);
+    free(mk);
+    *pmk = NULL;
+}
+
+/* KERNEL_* variables of the request's env, as Kernel Gateway passes them. */
+static char **s_env(json_t *env, korch_err_t *err)
+{
+    size_t n = 0, cap = json_is_object(env) ? json_object_size(env) : 0;
+    if (cap > MAX_ENV_VARS) {
+        korch_err_set(err, KORCH_E_INVALID, "too many environment variables (%zu, at most %d)", cap, MAX_ENV_VARS);
+        return NULL;
+    }
+    char **v = calloc(cap + 1, sizeof *v);
+    if (!v) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    const char *name;
+    json_t *val;
+    json_object_foreach(env, name, val) {
+        if (strncmp(name, "KERNEL_", 7) != 0 || !json_is_string(val))
+            continue;
+        bool ok = strlen(name) < 128 && json_string_length(val) < 8192;
+        for (const char *c = name; ok && *c; c++)
+            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+        if (!ok || strlen(json_string_value(val)) != json_string_length(val)) {
+            korch_warn("ignoring environment variable '%.60s' (bad name or value)", name);
+            continue;
+        }
+        size_t len = strlen(name) + json_string_length(val) + 2;
+        v[n] = malloc(len);
+        if (!v[n])
+            break;
+        snprintf(v[n++], len, "%s=%s", name, json_string_value(val));
+    }
+    return v;
+}
+
+srv_kernel_t *srv_kernel_start(korch_server_t *s, const char *name, json_t *env, korch_err_t *err)
+{
+    srv_state_t *st = srv_state(s);
+    srv_kernel_t *mk = calloc(1, sizeof *mk);
+    char **envv = s_env(env, err);
+    if (!mk || !envv) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    mk->srv = s;
+    mk->conns = zlistx_new();
+    mk->routes = zhashx_new();
+    mk->replay = zlistx_new();
+    mk->waiters = zlistx_new();
+    if (!mk->conns || !mk->routes || !mk->replay || !mk->waiters) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    zhashx_set_destructor(mk->routes, s_free_item);
+    snprintf(mk->name, sizeof mk->name, "%s", name);
+    korch_kernel_opts_t ko = {
+        .relay_stdin = true, /* clients answer their own input_requests */
+        .kernelspec = name,
+        .launcher = st->opts.launcher,
+        .env = (const char *const *)envv,
+        .start_timeout_ms = st->opts.kernel_start_timeout_ms,
+    };
+    mk->k = korch_kernel_new(srv_loop(s), &ko, err);
+    if (!mk->k)
+        goto fail;
+    snprintf(mk->id, sizeof mk->id, "%s", korch_kernel_id(mk->k));
+    korch_kernel_set_callbacks(mk->k, &(korch_kernel_cb_t){.on_state = s_on_state, .on_message = s_on_message,
+                                                          .arg = mk});
+    s_touch(mk);
+    zhashx_insert(st->kernels, mk->id, mk);
+    fprintf(stderr, "korch: kernel %s (%s) starting\n", mk->id, mk->name);
+    for (char **e = envv; *e; e++)
+        free(*e);
+    free(envv);
+    return mk;
+fail:
+    for (char **e = envv; e && *e; e++)
+        free(*e);
+    free(envv);
+    s_kernel_free(&mk);
+    return NULL;
+}
+
+void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req)
+{
+    korch_server_t *s = mk->srv;
+    if (!mk->doomed) {
+        mk->doomed = true;
+        zhashx_delete(srv_state(s)->kernels, mk->id);
+        zlistx_add_end(srv_state(s)->doomed, mk);
+        /* requests waiting for it to be ready will not see that */
+        srv_api_kernel_failed(mk, "kernel was shut down");
+        srv_ws_t *ws;
+        while ((ws = zlistx_first(mk->conns))) {
+            zlistx_delete(mk->conns, zlistx_cursor(mk->conns));
+            ws->kernel = NULL;
+            srv_ws_close(ws, "kernel shut down");
+        }
+        s_replay_t *r;
+        while ((r = zlistx_first(mk->replay))) {
+            zlistx_delete(mk->replay, zlistx_cursor(mk->replay));
+            s_replay_free(&r);
+        }
+        korch_kernel_set_callbacks(mk->k, NULL);
+        fprintf(stderr, "korch: kernel %s shutting down\n", mk->id);
+    }
+    if (req) {
+        srv_req_wait(req, SRV_WAIT_DELETE);
+        zlistx_add_end(mk->waiters, req);
+    }
+}
+
+bool srv_kernels_reap(korch_server_t *s)
+{
+    srv_state_t *st = srv_state(s);
+    srv_kernel_t *mk = zlistx_first(st->doomed);
+    if (!mk)
+        return false;
+    zlistx_delete(st->doomed, zlistx_cursor(st->doomed));
+    /* Runs the loop until the kernel is gone (shutdown_request, grace,
+       SIGTERM, SIGKILL): other clients are served meanwhile. */
+    korch_kernel_destroy(&mk->k);
+    char id[40];
+    snprintf(id, sizeof id, "%s", mk->id);
+    srv_req_t *req;
+    while ((req = zlistx_first(mk->waiters))) {
+        zlistx_delete(mk->waiters, zlistx_cursor(mk->waiters));
+        srv_respond(req, 204, NULL);
+    }
+    s_kernel_free(&mk);
+    srv_api_kernel_gone(s, id);
+    fprintf(stderr, "korch: kernel %s shut down\n", id);
+    return true;
+}
+
+void srv_kernels_destroy_all(korch_server_t *s)
+{
+    srv_state_t *st = srv_state(s);
+    zlistx_t *all = zhashx_values(st->kernels);
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
+        srv_kernel_delete(mk, NULL);
+    zlistx_destroy(&all);
+    while (srv_kernels_reap(s))
+        ;
+}
+
+/* ------------------------------------------------------------ clients */
+
+void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws)
+{
+    ws->kernel = mk;
+    zlistx_add_end(mk->conns, ws);
+    s_touch(mk);
+    s_replay_t *r = ws->has_session_id ? s_replay_find(mk, ws->session_key) : NULL;
+    if (!r)
+        return;
+    zlistx_delete(mk->replay, zlistx_find(mk->replay, r));
+    if (r->proto != ws->proto)
+        korch_warn("kernel %.8s: session %s came back on the other protocol; %zu buffered messages dropped", mk->id,
+                   r->key, zlistx_size(r->frames));
+    else {
+        korch_info("kernel %.8s: replaying %zu messages to session %s", mk->id, zlistx_size(r->frames), r->key);
+        for (korch_wsframe_t *f = zlistx_first(r->frames); f; f = zlistx_next(r->frames))
+            srv_ws_send(ws, f);
+    }
+    s_replay_free(&r);
+}
+
+void srv_kernel_detach(srv_ws_t *ws)
+{
+    srv_kernel_t *mk = ws->kernel;
+    if (!mk)
+        return;
+    ws->kernel = NULL;
+    void *h = zlistx_find(mk->conns, ws);
+    if (h)
+        zlistx_delete(mk->conns, h);
+    s_touch(mk);
+    if (!ws->has_session_id || mk->doomed || s_conn_for(mk, ws->session_key) || s_replay_find(mk, ws->session_key))
+        return;
+    /* keep what this session would have received, for its return */
+    if (zlistx_size(mk->replay) >= MAX_REPLAY_SESSIONS) {
+        s_replay_t *old = zlistx_first(mk->replay);
+        zlistx_delete(mk->replay, zlistx_cursor(mk->replay));
+        s_replay_free(&old);
+    }
+    s_replay_t *r = calloc(1, sizeof *r);
+    if (!r || !(r->frames = zlistx_new())) {
+        free(r);
+        return;
+    }
+    snprintf(r->key, sizeof r->key, "%s", ws->session_key);
+    r->proto = ws->proto;
+    r->since_ms = korch_now_ms();
+    zlistx_add_end(mk->replay, r);
+}
+
+void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool binary)
+{
+    srv_kernel_t *mk = ws->kernel;
+    korch_channel_t ch;
+    korch_msg_t *msg = NULL;
+    korch_err_t err = {0};
+    if (korch_wsmsg_parse(ws->proto, binary, data, len, &ch, &msg, &err) != KORCH_OK) {
+        fprintf(stderr, "korch: websocket %s: dropped a malformed message (%zu bytes): %s\n", ws->session_key, len,
+                err.msg);
+        return;
+    }
+    if (!mk || mk->doomed) {
+        korch_msg_destroy(&msg);
+        return;
+    }
+    s_touch(mk);
+    const char *id = korch_msg_id(msg);
+    if (!*id) {
+        char uuid[37];
+        korch_uuid(uuid);
+        json_object_set_new(msg->header, "msg_id", json_string(uuid));
+        id = korch_msg_id(msg);
+    }
+    const char *type = korch_msg_type(msg);
+    /* requests that the kernel answers; comm traffic and input_reply are not */
+    bool answered = ch != KORCH_CH_STDIN && strncmp(type, "comm_", 5) != 0;
+    if (answered) {
+        if (zhashx_size(mk->routes) >= MAX_ROUTES)
+            s_route_evict(mk);
+        s_route_t *r = calloc(1, sizeof *r);
+        if (r) {
+            snprintf(r->key, sizeof r->key, "%s", ws->session_key);
+            r->seq = ++mk->route_seq;
+            zhashx_update(mk->routes, id, r);
+        }
+    }
+    char idcopy[128];
+    snprintf(idcopy, sizeof idcopy, "%s", id);
+    if (korch_kernel_send(mk->k, ch, &msg, &err) != KORCH_OK) {
+        korch_warn("kernel %.8s: cannot relay a message: %s", mk->id, err.msg);
+        if (answered)
+            zhashx_delete(mk->routes, idcopy);
+    }
+}

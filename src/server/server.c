@@ -1,0 +1,853 @@
+/*  korch_server: libwebsockets on a libuv loop embedded in korch's loop;
+ *  HTTP requests and websocket connections.
+ *
+ *  Loop integration. Debian's libwebsockets 4.1.6 is built without
+ *  LWS_WITH_EXTERNAL_POLL (no ADD_POLL_FD callbacks), but with libuv as an
+ *  event-library plugin, and libuv is made to be embedded: uv_backend_fd()
+ *  is an epoll fd that is readable whenever one of its watchers is ready,
+ *  and uv_backend_timeout() is the wait until its next timer. So lws runs
+ *  on a private uv_loop_t whose backend fd is one more korch_loop poller,
+ *  its timeout one korch timer, and uv_run(UV_RUN_NOWAIT) services it. One
+ *  subtlety: libuv applies watcher changes (lws_callback_on_writable) only
+ *  inside uv_run, so whoever asks lws for a write also schedules a "kick"
+ *  (a 0 ms korch timer that runs uv_run once more, in the same round).
+ *
+ *  Requests. A request is parsed by lws; korch checks the Origin, the
+ *  token (constant time), the body size, then routes it (api.c). Handlers
+ *  answer at once or later (a kernel start waits for the kernel to be
+ *  ready); the response is written from lws's writable callback. One
+ *  access-log line per request on stderr.
+ *
+ *  Websockets. /api/kernels/{id}/channels; the subprotocol
+ *  v1.kernel.websocket.jupyter.org is chosen when offered, else the
+ *  legacy format. Messages are reassembled up to max_ws_message; frames for
+ *  the client wait in a bounded queue (max_ws_queue bytes) and a client
+ *  that lets it overflow is dropped.
+ */
+#include "server_int.h"
+#include "korch/log.h"
+#include "korch/session.h"
+
+#include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <uv.h>
+
+struct korch_server {
+    srv_state_t st;                 /* first: srv_state() */
+    korch_loop_t *loop;
+    char token[80];
+    char ip[64];
+    char kernel[128];
+    char **origins;                 /* NULL-terminated copy */
+    uv_loop_t uv;
+    bool uv_ok;
+    struct lws_context *ctx;
+    int port;
+    int uv_fd;
+    int uv_timer, kick_timer;
+    bool in_dispatch;               /* inside an lws HTTP callback: write on return */
+    bool closing;
+};
+
+typedef struct {
+    srv_req_t *req;                 /* HTTP: the current request */
+    srv_ws_t *ws;                   /* websocket: the connection */
+} s_pss_t;
+
+static void s_kick(korch_server_t *s);
+
+srv_state_t *srv_state(korch_server_t *s) { return &s->st; }
+korch_loop_t *srv_loop(korch_server_t *s) { return s->loop; }
+int korch_server_port(const korch_server_t *s) { return s->port; }
+const char *korch_server_token(const korch_server_t *s) { return s->token; }
+
+static void s_json_free(void **item)
+{
+    json_decref(*item);
+    *item = NULL;
+}
+
+size_t srv_ws_headroom(void) { return LWS_PRE; }
+
+void srv_touch(korch_server_t *s) { korch_iso8601_now(s->st.last_activity); }
+
+static int64_t s_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ------------------------------------------------------------- libuv glue */
+
+static int s_on_uv_timer(korch_loop_t *loop, int id, void *arg);
+
+/* Service lws: one non-blocking libuv iteration, then re-arm the timer. */
+static void s_uv_service(korch_server_t *s)
+{
+    if (!s->uv_ok)
+        return;
+    uv_run(&s->uv, UV_RUN_NOWAIT);
+    if (s->uv_timer >= 0)
+        korch_loop_timer_end(s->loop, s->uv_timer);
+    s->uv_timer = -1;
+    int t = uv_backend_timeout(&s->uv);
+    if (t >= 0)
+        s->uv_timer = korch_loop_timer(s->loop, t > 1000 ? 1000 : t, 1, s_on_uv_timer, s);
+}
+
+static int s_on_uv_timer(korch_loop_t *loop, int id, void *arg)
+{
+    korch_server_t *s = arg;
+    s->uv_timer = -1;
+    s_uv_service(s);
+    return 0;
+}
+
+static int s_on_uv_fd(korch_loop_t *loop, int fd, void *arg)
+{
+    s_uv_service(arg);
+    return 0;
+}
+
+static int s_on_kick(korch_loop_t *loop, int id, void *arg)
+{
+    korch_server_t *s = arg;
+    s->kick_timer = -1;
+    s_uv_service(s);
+    return 0;
+}
+
+static void s_kick(korch_server_t *s)
+{
+    if (s->kick_timer < 0 && s->uv_ok)
+        s->kick_timer = korch_loop_timer(s->loop, 0, 1, s_on_kick, s);
+}
+
+/* ------------------------------------------------------------- requests */
+
+static void s_req_free(srv_req_t **preq)
+{
+    srv_req_t *req = *preq;
+    if (!req)
+        return;
+    free(req->body);
+    free(req->resp);
+    free(req);
+    *preq = NULL;
+}
+
+static void s_access_log(korch_server_t *s, const char *method, const char *path, int status, int64_t t0_us,
+                         struct lws *wsi)
+{
+    if (s->st.opts.no_access_log)
+        return;
+    char peer[64] = "-";
+    if (wsi)
+        lws_get_peer_simple(wsi, peer, sizeof peer);
+    double ms = (double)(s_now_us() - t0_us) / 1000.0;
+    fprintf(stderr, "korch: %d %s %s %.2fms %s\n", status, method, path, ms, peer);
+}
+
+void srv_req_wait(srv_req_t *req, srv_wait_t what) { req->wait = what; }
+
+static json_t *s_error_body(const char *msg) { return json_pack("{s:s}", "message", msg ? msg : ""); }
+
+void srv_respond(srv_req_t *req, int status, json_t *body)
+{
+    korch_server_t *s = req->srv;
+    if (req->responded) {
+        json_decref(body);
+        return;
+    }
+    req->responded = true;
+    req->status = status;
+    if (body) {
+        req->resp = json_dumps(body, JSON_COMPACT);
+        req->resp_len = req->resp ? strlen(req->resp) : 0;
+        json_decref(body);
+    }
+    if (!req->wsi) {
+        /* the client has gone: nobody to answer */
+        s_access_log(s, req->method, req->path, status, req->t0_us, NULL);
+        s_req_free(&req);
+        return;
+    }
+    if (!s->in_dispatch) {
+        lws_callback_on_writable(req->wsi);
+        s_kick(s);
+    }
+}
+
+void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    srv_respond(req, status, s_error_body(msg));
+}
+
+/* Write status, headers and body. Returns -1 when the connection must close. */
+static int s_write_response(struct lws *wsi, int status, const char *body, size_t len, const char *location,
+                            const char *origin)
+{
+    size_t cap = LWS_PRE + 1024 + len;
+    unsigned char *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + cap - 1;
+    int rc = -1;
+    if (lws_add_http_header_status(wsi, (unsigned)status, &p, end))
+        goto out;
+    if (status != 204) {
+        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)"application/json",
+                                         16, &p, end) ||
+            lws_add_http_header_content_length(wsi, len, &p, end))
+            goto out;
+    }
+    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL, (const unsigned char *)"no-store", 8, &p,
+                                     end))
+        goto out;
+    if (location && *location &&
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_LOCATION, (const unsigned char *)location,
+                                     (int)strlen(location), &p, end))
+        goto out;
+    if (origin && *origin &&
+        (lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-origin:",
+                                     (const unsigned char *)origin, (int)strlen(origin), &p, end) ||
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-headers:",
+                                     (const unsigned char *)"Authorization, Content-Type, X-XSRFToken", 40, &p,
+                                     end) ||
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-methods:",
+                                     (const unsigned char *)"GET, POST, PUT, PATCH, DELETE, OPTIONS", 38, &p,
+                                     end)))
+        goto out;
+    if (lws_finalize_write_http_header(wsi, start, &p, end))
+        goto out;
+    if (len) {
+        memcpy(start, body, len);
+        if (lws_write(wsi, start, len, LWS_WRITE_HTTP_FINAL) != (int)len)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
+/* Write req's response on its connection; ends the transaction. */
+static int s_finish(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
+{
+    srv_req_t *req = pss->req;
+    if (!req || !req->responded)
+        return 0;
+    pss->req = NULL;
+    int rc = s_write_response(wsi, req->status, req->resp, req->resp_len, req->location, req->origin);
+    s_access_log(s, req->method, req->path, req->status, req->t0_us, wsi);
+    /* an unread body would be taken for the next request */
+    bool must_close = req->body_too_big || (req->status >= 400 && req->body == NULL &&
+                                            lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0);
+    s_req_free(&req);
+    if (rc < 0 || must_close)
+        return -1;
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+static bool s_token_ok(korch_server_t *s, struct lws *wsi)
+{
+    size_t tlen = strlen(s->token);
+    if (tlen == 0)
+        return true;
+    char buf[512];
+    const char *given = NULL;
+    int n = lws_hdr_copy(wsi, buf, sizeof buf, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (n > 0) {
+        /* Jupyter: "token T"; JupyterHub-style clients: "Bearer T" */
+        if (strncasecmp(buf, "token ", 6) == 0)
+            given = buf + 6;
+        else if (strncasecmp(buf, "bearer ", 7) == 0)
+            given = buf + 7;
+        while (given && *given == ' ')
+            given++;
+    }
+    if (!given) {
+        const char *v = lws_get_urlarg_by_name(wsi, "token=", buf, sizeof buf);
+        given = v;
+    }
+    if (!given || strlen(given) != tlen)
+        return false;
+    return CRYPTO_memcmp(given, s->token, tlen) == 0;
+}
+
+/* Origin allowed? No Origin (not a browser) and same host are; else the
+   allow-list. *cors gets the origin to echo for cross-site allowed ones. */
+static bool s_origin_ok(korch_server_t *s, struct lws *wsi, char *cors, size_t cors_len)
+{
+    char origin[256], host[256];
+    cors[0] = 0;
+    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) <= 0)
+        return true;
+    for (char **o = s->origins; o && *o; o++)
+        if (strcmp(*o, "*") == 0 || strcasecmp(*o, origin) == 0) {
+            snprintf(cors, cors_len, "%s", origin);
+            return true;
+        }
+    if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) <= 0)
+        return true; /* as jupyter_server: no Host, assume a script */
+    const char *netloc = strstr(origin, "://");
+    netloc = netloc ? netloc + 3 : origin;
+    return strcasecmp(netloc, host) == 0;
+}
+
+static const char *s_method(struct lws *wsi)
+{
+    static const struct { enum lws_token_indexes tok; const char *name; } methods[] = {
+        {WSI_TOKEN_GET_URI, "GET"},       {WSI_TOKEN_POST_URI, "POST"},   {WSI_TOKEN_PUT_URI, "PUT"},
+        {WSI_TOKEN_PATCH_URI, "PATCH"},   {WSI_TOKEN_DELETE_URI, "DELETE"}, {WSI_TOKEN_OPTIONS_URI, "OPTIONS"},
+        {WSI_TOKEN_HEAD_URI, "HEAD"},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (lws_hdr_total_length(wsi, methods[i].tok) > 0)
+            return methods[i].name;
+    return "?";
+}
+
+static void s_dispatch(korch_server_t *s, srv_req_t *req)
+{
+    s->in_dispatch = true;
+    srv_api(s, req);
+    s->in_dispatch = false;
+}
+
+/* LWS_CALLBACK_HTTP: a new request's headers are in. Returns what the
+   callback returns. */
+static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
+{
+    if (pss->req) {
+        if (pss->req->wait == SRV_WAIT_NONE || pss->req->responded)
+            s_req_free(&pss->req);
+        else
+            pss->req->wsi = NULL; /* its waiter frees it */
+    }
+    pss->req = NULL;
+    srv_req_t *req = calloc(1, sizeof *req);
+    if (!req)
+        return -1;
+    req->srv = s;
+    req->wsi = wsi;
+    req->t0_us = s_now_us();
+    snprintf(req->method, sizeof req->method, "%s", s_method(wsi));
+    snprintf(req->path, sizeof req->path, "%s", uri ? uri : "");
+    pss->req = req;
+    srv_touch(s);
+    s->in_dispatch = true;
+    char cors[256];
+    if (!s_origin_ok(s, wsi, cors, sizeof cors)) {
+        korch_warn("blocking a cross-origin request to '%s'", req->path);
+        srv_respond_error(req, 403, "origin not allowed");
+        goto done;
+    }
+    snprintf(req->origin, sizeof req->origin, "%s", cors);
+    if (strcmp(req->method, "OPTIONS") == 0) { /* CORS preflight: no token needed */
+        srv_respond(req, 204, NULL);
+        goto done;
+    }
+    /* GET /api is open, as in jupyter_server (clients probe it) */
+    if (!(strcmp(req->method, "GET") == 0 && strcmp(req->path, "/api") == 0) && !s_token_ok(s, wsi)) {
+        srv_respond_error(req, 403, "missing or wrong token");
+        goto done;
+    }
+    char clen[32];
+    unsigned long long len = 0;
+    if (lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
+        len = strtoull(clen, NULL, 10);
+    if (len > s->st.opts.max_body) {
+        req->body_too_big = true;
+        srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len,
+                          s->st.opts.max_body);
+        goto done;
+    }
+    if (len > 0) {
+        req->body = malloc(len + 1);
+        if (!req->body) {
+            req->body_too_big = true;
+            srv_respond_error(req, 500, "out of memory");
+            goto done;
+        }
+        req->body[0] = 0;
+        s->in_dispatch = false;
+        return 0; /* the body follows */
+    }
+    s->in_dispatch = false;
+    s_dispatch(s, req);
+done:
+    s->in_dispatch = false;
+    if (req->responded)
+        return s_finish(s, pss, wsi);
+    return 0;
+}
+
+static int s_http_body(korch_server_t *s, s_pss_t *pss, const void *in, size_t len)
+{
+    srv_req_t *req = pss->req;
+    if (!req || !req->body)
+        return 0;
+    char clen[32] = "0";
+    lws_hdr_copy(req->wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    size_t cap = (size_t)strtoull(clen, NULL, 10);
+    if (req->body_len + len > cap) {
+        req->body_too_big = true;
+        return 0;
+    }
+    memcpy(req->body + req->body_len, in, len);
+    req->body_len += len;
+    req->body[req->body_len] = 0;
+    return 0;
+}
+
+static int s_http_body_done(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
+{
+    srv_req_t *req = pss->req;
+    if (!req || req->responded)
+        return s_finish(s, pss, wsi);
+    if (req->body_too_big) {
+        s->in_dispatch = true;
+        srv_respond_error(req, 413, "request body is over the limit");
+        s->in_dispatch = false;
+    } else
+        s_dispatch(s, req);
+    return req->responded ? s_finish(s, pss, wsi) : 0;
+}
+
+/* ------------------------------------------------------------- websockets */
+
+/* Is this upgrade acceptable? Else answer with a status ourselves (>0). */
+static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
+{
+    char uri[512] = "", id[64] = "";
+    int64_t t0 = s_now_us();
+    lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+    int status = 0;
+    const char *msg = NULL;
+    char cors[256];
+    if (!s_origin_ok(s, wsi, cors, sizeof cors)) {
+        korch_warn("blocking a cross-origin websocket to '%s'", uri);
+        status = 403, msg = "origin not allowed";
+    } else if (!s_token_ok(s, wsi))
+        status = 403, msg = "missing or wrong token";
+    else if (sscanf(uri, "/api/kernels/%63[^/]/channels", id) != 1 ||
+             strlen(uri) != strlen("/api/kernels//channels") + strlen(id))
+        status = 404, msg = "not found";
+    else if (!srv_kernel_find(s, id))
+        status = 404, msg = "kernel does not exist";
+    if (!status)
+        return 0;
+    char body[128];
+    snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
+    s_write_response(wsi, status, body, strlen(body), NULL, NULL);
+    s_access_log(s, "GET", uri, status, t0, wsi);
+    return 1;
+}
+
+static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
+{
+    char uri[512] = "", id[64] = "", sid[128] = "";
+    int64_t t0 = s_now_us();
+    lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+    sscanf(uri, "/api/kernels/%63[^/]/channels", id);
+    srv_ws_t *ws = calloc(1, sizeof *ws);
+    if (!ws || !(ws->queue = zlistx_new())) {
+        free(ws);
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        return;
+    }
+    ws->srv = s;
+    ws->wsi = wsi;
+    const struct lws_protocols *proto = lws_get_protocol(wsi);
+    ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
+    if (lws_get_urlarg_by_name(wsi, "session_id=", sid, sizeof sid) && sid[0]) {
+        snprintf(ws->session_key, sizeof ws->session_key, "%s", sid);
+        ws->has_session_id = true;
+    } else
+        snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->st.ws_seq);
+    pss->ws = ws;
+    srv_touch(s);
+    srv_kernel_t *mk = srv_kernel_find(s, id);
+    s_access_log(s, "GET", uri, mk ? 101 : 404, t0, wsi);
+    if (!mk) {
+        srv_ws_close(ws, "kernel is gone");
+        return;
+    }
+    korch_info("websocket %s on kernel %.8s (%s)", ws->session_key, id, ws->proto == KORCH_WS_V1 ? "v1" : "legacy");
+    srv_kernel_attach(mk, ws);
+}
+
+static void s_ws_free(srv_ws_t **pws)
+{
+    srv_ws_t *ws = *pws;
+    if (!ws)
+        return;
+    srv_kernel_detach(ws);
+    korch_wsframe_t *f;
+    while ((f = zlistx_first(ws->queue))) {
+        zlistx_delete(ws->queue, zlistx_cursor(ws->queue));
+        korch_wsframe_unref(&f);
+    }
+    zlistx_destroy(&ws->queue);
+    free(ws->rx);
+    free(ws);
+    *pws = NULL;
+}
+
+void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f)
+{
+    if (!ws->wsi || ws->dropping)
+        return;
+    korch_server_t *s = ws->srv;
+    /* Bounded: a client that does not read loses its connection, never the
+       kernel its messages. One message always fits an empty queue. */
+    if (ws->queued_bytes && ws->queued_bytes + f->len > s->st.opts.max_ws_queue) {
+        korch_warn("websocket %s: client is not reading (%zu bytes queued); dropping it", ws->session_key,
+                   ws->queued_bytes);
+        srv_ws_close(ws, "not reading");
+        return;
+    }
+    zlistx_add_end(ws->queue, korch_wsframe_ref(f));
+    ws->queued_bytes += f->len;
+    lws_callback_on_writable(ws->wsi);
+    s_kick(s);
+}
+
+void srv_ws_close(srv_ws_t *ws, const char *why)
+{
+    if (ws->dropping || !ws->wsi)
+        return;
+    ws->dropping = true;
+    korch_info("websocket %s: closing: %s", ws->session_key, why);
+    /* asynchronously: the client may not be reading, so no close handshake */
+    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    s_kick(ws->srv);
+}
+
+static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
+{
+    if (ws->dropping)
+        return -1;
+    for (int n = 0; n < 64; n++) {
+        korch_wsframe_t *f = zlistx_first(ws->queue);
+        if (!f)
+            return 0;
+        zlistx_delete(ws->queue, zlistx_cursor(ws->queue));
+        ws->queued_bytes -= f->len;
+        int w = lws_write(wsi, f->data, f->len, f->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+        size_t len = f->len;
+        korch_wsframe_unref(&f);
+        if (w < (int)len) {
+            korch_warn("websocket %s: write failed", ws->session_key);
+            return -1;
+        }
+        ws->sent++;
+        /* lws keeps what the socket did not take; wait for it to drain */
+        if (lws_send_pipe_choked(wsi))
+            break;
+    }
+    if (zlistx_size(ws->queue)) {
+        lws_callback_on_writable(wsi);
+        s_kick(s);
+    }
+    return 0;
+}
+
+static int s_ws_receive(korch_server_t *s, srv_ws_t *ws, struct lws *wsi, const void *in, size_t len)
+{
+    if (ws->dropping)
+        return 0;
+    if (lws_is_first_fragment(wsi)) {
+        ws->rx_len = 0;
+        ws->rx_skip = false;
+        ws->rx_binary = lws_frame_is_binary(wsi);
+    }
+    if (!ws->rx_skip) {
+        if (ws->rx_len + len > s->st.opts.max_ws_message) {
+            korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->st.opts.max_ws_message);
+            ws->rx_skip = true;
+        } else {
+            if (ws->rx_len + len + 1 > ws->rx_cap) {
+                size_t cap = ws->rx_cap ? ws->rx_cap : 4096;
+                while (cap < ws->rx_len + len + 1)
+                    cap *= 2;
+                unsigned char *n = realloc(ws->rx, cap);
+                if (!n)
+                    return -1;
+                ws->rx = n;
+                ws->rx_cap = cap;
+            }
+            memcpy(ws->rx + ws->rx_len, in, len);
+            ws->rx_len += len;
+        }
+    }
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
+        return 0;
+    ws->received++;
+    if (!ws->rx_skip)
+        srv_kernel_client_message(ws, ws->rx, ws->rx_len, ws->rx_binary);
+    ws->rx_len = 0;
+    /* do not keep a huge buffer around for one big message */
+    if (ws->rx_cap > 1 << 20) {
+        free(ws->rx);
+        ws->rx = NULL;
+        ws->rx_cap = 0;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------- lws callback */
+
+static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    korch_server_t *s = ctx ? lws_context_user(ctx) : NULL;
+    s_pss_t *pss = user;
+    switch (reason) {
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: {
+        /* Nagle + delayed ACKs cost jupyter_server 40 ms per message */
+        int one = 1, fd = (int)lws_get_socket_fd(wsi);
+        if (fd >= 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP:
+        return s && pss ? s_http_begin(s, pss, wsi, in) : -1;
+    case LWS_CALLBACK_HTTP_BODY:
+        return s && pss ? s_http_body(s, pss, in, len) : -1;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        return s && pss ? s_http_body_done(s, pss, wsi) : -1;
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        return s && pss ? s_finish(s, pss, wsi) : -1;
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        if (pss && pss->req) {
+            pss->req->wsi = NULL;
+            if (pss->req->wait == SRV_WAIT_NONE || pss->req->responded)
+                s_req_free(&pss->req);
+            pss->req = NULL; /* a waiting request is its waiter's now */
+        }
+        return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return s ? s_ws_confirm(s, wsi) : -1;
+    case LWS_CALLBACK_ESTABLISHED:
+        if (s && pss)
+            s_ws_open(s, pss, wsi);
+        return 0;
+    case LWS_CALLBACK_RECEIVE:
+        return s && pss && pss->ws ? s_ws_receive(s, pss->ws, wsi, in, len) : 0;
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return s && pss && pss->ws ? s_ws_writable(s, pss->ws, wsi) : 0;
+    case LWS_CALLBACK_CLOSED:
+        if (pss && pss->ws) {
+            korch_info("websocket %s closed", pss->ws->session_key);
+            pss->ws->wsi = NULL;
+            s_ws_free(&pss->ws);
+        }
+        return 0;
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+/* protocols[0] serves HTTP and websockets without a subprotocol (legacy);
+   a client offering v1 gets protocols[1]. */
+static const struct lws_protocols s_protocols[] = {
+    {"http", s_callback, sizeof(s_pss_t), 0, 0, NULL, 0},
+    {KORCH_WS_V1_PROTOCOL, s_callback, sizeof(s_pss_t), 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void s_lws_log(int level, const char *line)
+{
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        n--;
+    korch_log(level == LLL_ERR ? KORCH_LOG_ERROR : level == LLL_WARN ? KORCH_LOG_WARN : KORCH_LOG_DEBUG,
+              "lws: %.*s", (int)n, line);
+}
+
+/* ---------------------------------------------------------------- public */
+
+korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *opts, korch_err_t *err)
+{
+    korch_server_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->loop = loop;
+    s->uv_timer = s->kick_timer = -1;
+    s->uv_fd = -1;
+    korch_server_opts_t o = opts ? *opts : (korch_server_opts_t){0};
+    snprintf(s->ip, sizeof s->ip, "%s", o.ip ? o.ip : "127.0.0.1");
+    snprintf(s->kernel, sizeof s->kernel, "%s", o.kernel ? o.kernel : "python3");
+    if (o.token)
+        snprintf(s->token, sizeof s->token, "%s", o.token);
+    else {
+        unsigned char raw[24];
+        if (RAND_bytes(raw, sizeof raw) != 1) {
+            korch_err_set(err, KORCH_E_IO, "cannot generate a token (openssl RAND_bytes failed)");
+            goto fail;
+        }
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(s->token + 2 * i, 3, "%02x", raw[i]);
+    }
+    size_t norig = 0;
+    while (o.allow_origins && o.allow_origins[norig])
+        norig++;
+    s->origins = calloc(norig + 1, sizeof *s->origins);
+    for (size_t i = 0; s->origins && i < norig; i++)
+        s->origins[i] = strdup(o.allow_origins[i]);
+    o.ip = s->ip;
+    o.kernel = s->kernel;
+    o.token = s->token;
+    o.allow_origins = (const char *const *)s->origins;
+    if (!o.max_body)
+        o.max_body = 1 << 20;
+    if (!o.max_ws_message)
+        o.max_ws_message = 64u << 20;
+    if (!o.max_ws_queue)
+        o.max_ws_queue = 64u << 20;
+    if (!o.max_replay_bytes)
+        o.max_replay_bytes = 16u << 20;
+    if (o.kernel_start_timeout_ms <= 0)
+        o.kernel_start_timeout_ms = 60000;
+    s->st.opts = o;
+    s->st.kernels = zhashx_new();
+    s->st.doomed = zlistx_new();
+    s->st.sessions = zhashx_new();
+    if (!s->origins || !s->st.kernels || !s->st.doomed || !s->st.sessions) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    zhashx_set_destructor(s->st.sessions, s_json_free);
+    korch_iso8601_now(s->st.started);
+    srv_touch(s);
+
+    if (uv_loop_init(&s->uv) != 0) {
+        korch_err_set(err, KORCH_E_IO, "cannot create the libuv loop");
+        goto fail;
+    }
+    s->uv_ok = true;
+    int lvl = LLL_ERR | (korch_log_level <= KORCH_LOG_WARN ? LLL_WARN : 0) |
+              (korch_log_level <= KORCH_LOG_DEBUG ? LLL_NOTICE : 0);
+    lws_set_log_level(lvl, s_lws_log);
+    void *foreign[1] = {&s->uv};
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    info.port = o.port;
+    info.iface = s->ip;
+    info.protocols = s_protocols;
+    info.user = s;
+    info.foreign_loops = foreign;
+    info.options = LWS_SERVER_OPTION_LIBUV;
+    if (!strchr(s->ip, ':'))
+        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.max_http_header_data = 16384; /* browsers' cookies */
+    info.max_http_header_pool = 64;
+    info.timeout_secs = 30;
+    info.pt_serv_buf_size = 64 * 1024;
+    info.ka_time = 60, info.ka_probes = 3, info.ka_interval = 10;
+    s->ctx = lws_create_context(&info);
+    if (!s->ctx) {
+        korch_err_set(err, KORCH_E_IO, "cannot listen on %s:%d (in use, or not an address of this host?)", s->ip,
+                      o.port);
+        goto fail;
+    }
+    struct lws_vhost *vh = lws_get_vhost_by_name(s->ctx, "default");
+    s->port = vh ? lws_get_vhost_listen_port(vh) : o.port;
+    s->uv_fd = uv_backend_fd(&s->uv);
+    if (s->uv_fd < 0 || korch_loop_poller(loop, s->uv_fd, s_on_uv_fd, s) != 0) {
+        korch_err_set(err, KORCH_E_IO, "cannot poll the libuv loop");
+        goto fail;
+    }
+    s_uv_service(s);
+    return s;
+fail:
+    korch_server_destroy(&s);
+    return NULL;
+}
+
+typedef struct {
+    korch_server_t *s;
+    bool (*quit)(void *arg);
+    void *arg;
+} s_run_t;
+
+static bool s_run_done(void *arg)
+{
+    s_run_t *r = arg;
+    return zlistx_size(r->s->st.doomed) > 0 || (r->quit && r->quit(r->arg));
+}
+
+void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg)
+{
+    s_run_t r = {s, quit, arg};
+    for (;;) {
+        /* Between rounds (korch_loop_run returned): the safe place to
+           destroy kernels, which runs the loop itself. */
+        while (srv_kernels_reap(s))
+            ;
+        if (quit && quit(arg))
+            return;
+        korch_loop_run(s->loop, s_run_done, &r, -1);
+    }
+}
+
+void korch_server_destroy(korch_server_t **ps)
+{
+    if (!ps || !*ps)
+        return;
+    korch_server_t *s = *ps;
+    *ps = NULL;
+    s->closing = true;
+    if (s->st.kernels)
+        srv_kernels_destroy_all(s);
+    struct lws_context *ctx = s->ctx;
+    s->ctx = NULL;
+    if (ctx)
+        lws_context_destroy(ctx);
+    if (s->uv_fd >= 0)
+        korch_loop_poller_end(s->loop, s->uv_fd);
+    if (s->uv_timer >= 0)
+        korch_loop_timer_end(s->loop, s->uv_timer);
+    if (s->kick_timer >= 0)
+        korch_loop_timer_end(s->loop, s->kick_timer);
+    if (s->uv_ok) {
+        /* let lws's handles close, then the loop */
+        for (int i = 0; i < 100 && uv_run(&s->uv, UV_RUN_NOWAIT); i++)
+            ;
+        /* with a foreign loop, lws finishes destroying the context only
+           once its handles have closed: the second call does that */
+        if (ctx)
+            lws_context_destroy(ctx);
+        if (uv_loop_close(&s->uv) != 0)
+            korch_debug("libuv loop still had handles at exit");
+    }
+    zhashx_destroy(&s->st.kernels);
+    zlistx_destroy(&s->st.doomed);
+    zhashx_destroy(&s->st.sessions);
+    for (char **o = s->origins; o && *o; o++)
+        free(*o);
+    free(s->origins);
+    free(s);
+}
