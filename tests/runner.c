@@ -198,6 +198,50 @@ int korch_test_run(const char *const *argv, const char *input, char **out, char 
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int korch_test_spawn_line(const char *const *argv, char *line, size_t len, int timeout_s, int *out_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(p[1], 1);
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    size_t n = 0;
+    bool have = false;
+    time_t deadline = time(NULL) + timeout_s;
+    while (!have && n + 1 < len && time(NULL) < deadline) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        if (poll(&pfd, 1, 500) <= 0)
+            continue;
+        ssize_t r = read(p[0], line + n, 1);
+        if (r <= 0)
+            break;
+        if (line[n] == '\n')
+            have = true;
+        else
+            n++;
+    }
+    line[n] = 0;
+    if (!have) {
+        close(p[0]);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    if (out_fd)
+        *out_fd = p[0];
+    else
+        close(p[0]);
+    return pid;
+}
+
 static double s_ms_since(struct timespec *t0)
 {
     struct timespec t1;

@@ -33,6 +33,12 @@ const char *korch_test_root(void);
    exit status (>=0), or -1 when it could not be run / was killed by a signal. */
 int korch_test_run(const char *const *argv, const char *input, char **out, char **err, int timeout_s);
 
+/* Start argv (NULL-terminated) in the background, its stdout on a pipe, and
+   read its first line (without the newline) into line, waiting at most
+   timeout_s. *out_fd keeps the pipe's read end (NULL: closed). Returns the
+   pid, or -1 when it printed no line in time (it is killed then). */
+int korch_test_spawn_line(const char *const *argv, char *line, size_t len, int timeout_s, int *out_fd);
+
 /* Path of the korch binary under test (build dir beside the test binary). */
 const char *korch_test_korch_bin(void);
 

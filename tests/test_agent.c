@@ -20,28 +20,11 @@ typedef struct {
 
 static bool s_server_start(server_t *s)
 {
-    int p[2];
-    if (pipe(p) != 0)
-        return false;
-    s->pid = fork();
-    if (s->pid == 0) {
-        dup2(p[1], 1);
-        close(p[0]);
-        char path[600];
-        snprintf(path, sizeof path, "%s/tests/peers/llm_server.py", korch_test_root());
-        execl("/usr/bin/python3", "python3", path, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    char line[64] = "";
-    FILE *f = fdopen(p[0], "r");
-    if (!f || !fgets(line, sizeof line, f)) {
-        if (f)
-            fclose(f);
-        return CHECK(!"the scripted LLM server did not start");
-    }
-    fclose(f);
-    s->port = atoi(line);
+    char path[600], line[64];
+    snprintf(path, sizeof path, "%s/tests/peers/llm_server.py", korch_test_root());
+    const char *argv[] = {"/usr/bin/python3", path, NULL};
+    s->pid = korch_test_spawn_line(argv, line, sizeof line, 10, NULL);
+    s->port = s->pid > 0 ? atoi(line) : 0;
     return CHECK_GT(s->port, 0);
 }
 

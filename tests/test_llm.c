@@ -29,36 +29,11 @@ typedef struct {
 
 static bool s_srv_start(srv_t *s)
 {
-    int fds[2];
-    s->pid = -1;
-    if (pipe(fds))
-        return CHECK(false);
-    char script[4096];
+    char script[4096], line[32];
     snprintf(script, sizeof script, "%s/tests/peers/llm_server.py", korch_test_root());
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl("/usr/bin/python3", "python3", script, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    s->pid = pid;
-    char line[32] = "";
-    size_t n = 0;
-    while (n < sizeof line - 1) {
-        struct pollfd p = {fds[0], POLLIN, 0};
-        if (poll(&p, 1, 10000) <= 0)
-            break;
-        ssize_t r = read(fds[0], line + n, 1);
-        if (r <= 0 || line[n] == '\n')
-            break;
-        n++;
-    }
-    line[n] = 0;
-    close(fds[0]);
-    s->port = (int)strtol(line, NULL, 10);
+    const char *argv[] = {"/usr/bin/python3", script, NULL};
+    s->pid = korch_test_spawn_line(argv, line, sizeof line, 10, NULL);
+    s->port = s->pid > 0 ? (int)strtol(line, NULL, 10) : 0;
     return CHECK_GT(s->port, 0);
 }
 

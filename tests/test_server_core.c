@@ -22,38 +22,13 @@ typedef struct {
 
 static bool s_start(srv_t *s, const char *const *extra)
 {
-    int fds[2];
-    s->pid = -1;
-    if (pipe(fds))
-        return CHECK(false);
     const char *argv[32] = {korch_test_korch_bin(), "serve", "--port", "0", "--launcher", "local"};
     int n = 6;
     for (int i = 0; extra && extra[i] && n < 30; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    s->pid = pid;
     char line[512] = "";
-    size_t len = 0;
-    while (len < sizeof line - 1) {
-        struct pollfd p = {fds[0], POLLIN, 0};
-        if (poll(&p, 1, 20000) <= 0)
-            break;
-        ssize_t r = read(fds[0], line + len, 1);
-        if (r <= 0 || line[len] == '\n')
-            break;
-        len++;
-    }
-    line[len] = 0;
-    close(fds[0]);
+    s->pid = korch_test_spawn_line(argv, line, sizeof line, 20, NULL);
     /* http://127.0.0.1:PORT/?token=TOKEN */
     const char *tok = strstr(line, "/?token=");
     if (!CHECK(strncmp(line, "http://127.0.0.1:", 17) == 0 && tok))
