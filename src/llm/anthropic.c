@@ -366,11 +366,6 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
         snprintf(key, sizeof key, "x-api-key: %s", llm->api_key);
         headers[1] = key;
     }
-    if (!body) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "cannot encode the conversation for %s (out of memory, or text that is not UTF-8)",
-                           llm->prov->name);
-        goto out;
-    }
     korch_llm_post_t post = {url, headers, body, blen, korch_llm_sse_line, &sse};
     rc = korch_llm_http_post(llm, &post, cb, &reply->attempts, err);
     if (rc)

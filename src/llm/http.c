@@ -252,6 +252,11 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
     char errbuf[CURL_ERROR_SIZE];
     *attempts = 0;
 
+    /* Providers pass what their encoder made; NULL means it could not. */
+    if (!post->body)
+        return korch_err_set(err, KORCH_E_INVALID,
+                             "cannot encode the conversation for %s (out of memory, or text that is not UTF-8)",
+                             llm->prov->name);
     pthread_once(&s_curl_once, s_curl_init);
     if (s_curl_rc != CURLE_OK)
         return korch_err_set(err, KORCH_E_HTTP, "cannot initialise libcurl: %s", curl_easy_strerror(s_curl_rc));

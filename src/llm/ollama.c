@@ -204,9 +204,8 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
     char *body = s_body(llm, req, &blen);
     char url[2048];
     snprintf(url, sizeof url, "%s/api/chat", llm->base_url);
-    if (!body || !st.calls) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "cannot encode the conversation for %s (out of memory, or text that is not UTF-8)",
-                           llm->prov->name);
+    if (!st.calls) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
     korch_llm_post_t post = {url, NULL, body, blen, s_line, &st};

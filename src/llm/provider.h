@@ -82,7 +82,8 @@ typedef struct {
    streams. Retries 408/409/429/5xx/529 and connection failures (not a
    stream that has begun) up to opts.max_retries times. *attempts gets the
    number of HTTP attempts. A stream cut after a 2xx status is reported as
-   "... stream was cut before its end ...". */
+   "... stream was cut before its end ...". A NULL post->body (the
+   provider's encoder failed) is reported as such, with nothing sent. */
 korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, const korch_llm_cb_t *cb,
                                int *attempts, korch_err_t *err);
 

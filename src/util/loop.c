@@ -199,8 +199,7 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
         if (fn(loop, id, arg) < 0)
             loop->broken = true;
     }
-    s_sweep(loop);
-    return 0;
+    return 0; /* what handlers removed is swept at the start of the next round */
 }
 
 bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms)
