@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "korch/launcher.h"
+#include "korch/loop.h"
 
 int korch_cmd_exec(int argc, char **argv);
 int korch_cmd_kernel(int argc, char **argv);
@@ -19,6 +20,13 @@ int korch_cli_signal_pipe(void);
 int korch_cli_take_signal(void);
 /* Has a signal arrived that korch_cli_take_signal has not taken yet? */
 bool korch_cli_signal_pending(void);
+
+/* For commands that run until told to stop: SIGINT, SIGTERM or SIGHUP set
+   *quit and end the running loop round. false when the pipe failed. */
+bool korch_cli_stop_on_signal(korch_loop_t *loop, bool *quit);
+
+/* A korch_loop_run condition: the bool that flag points to. */
+bool korch_cli_flag_set(void *flag);
 
 typedef struct {
     const char *name;       /* local | docker | auto (NULL = auto) */

@@ -39,20 +39,11 @@ static void s_help(FILE *f)
             "  -h, --help                  this text\n");
 }
 
-static int s_on_signal(korch_loop_t *loop, int fd, void *arg)
-{
-    *(bool *)arg = true;
-    korch_cli_take_signal();
-    return -1;
-}
-
 static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail, void *arg)
 {
     if (st == KORCH_KERNEL_RESTARTING || st == KORCH_KERNEL_DEAD)
         fprintf(stderr, "korch: kernel %s%s%s\n", korch_kernel_state_name(st), detail ? ": " : "", detail ? detail : "");
 }
-
-static bool s_quit(void *arg) { return *(bool *)arg; }
 
 int korch_cmd_kernel(int argc, char **argv)
 {
@@ -120,8 +111,7 @@ int korch_cmd_kernel(int argc, char **argv)
         }
     }
     loop = korch_loop_new();
-    int sigfd = korch_cli_signal_pipe();
-    korch_loop_poller(loop, sigfd, s_on_signal, &quit);
+    korch_cli_stop_on_signal(loop, &quit);
     korch_kernel_opts_t ko = {.kernelspec = kernel_name, .launcher = launcher, .cwd = cwd};
     if (kid[0]) {
         ko.kernel_id = kid;
@@ -164,7 +154,7 @@ int korch_cmd_kernel(int argc, char **argv)
             korch_instance_name(inst));
     printf("%s\n", conn_path);
     fflush(stdout);
-    korch_loop_run(loop, s_quit, &quit, -1);
+    korch_loop_run(loop, korch_cli_flag_set, &quit, -1);
     fprintf(stderr, "korch: shutting the kernel down\n");
     unlink(conn_path); /* it would point at sockets that are about to go */
     rc = 0;

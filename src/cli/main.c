@@ -53,6 +53,21 @@ int korch_cli_take_signal(void)
 
 bool korch_cli_signal_pending(void) { return s_last_signal != 0; }
 
+static int s_on_stop_signal(korch_loop_t *loop, int fd, void *arg)
+{
+    *(bool *)arg = true;
+    korch_cli_take_signal();
+    return -1;
+}
+
+bool korch_cli_stop_on_signal(korch_loop_t *loop, bool *quit)
+{
+    int fd = korch_cli_signal_pipe();
+    return fd >= 0 && korch_loop_poller(loop, fd, s_on_stop_signal, quit) == 0;
+}
+
+bool korch_cli_flag_set(void *flag) { return *(bool *)flag; }
+
 static int s_kernelspecs(int argc, char **argv)
 {
     json_t *list = korch_kernelspec_list();

@@ -41,15 +41,6 @@ static void s_help(FILE *f)
             "  -h, --help               this text\n");
 }
 
-static int s_on_signal(korch_loop_t *loop, int fd, void *arg)
-{
-    *(bool *)arg = true;
-    korch_cli_take_signal();
-    return -1;
-}
-
-static bool s_quit(void *arg) { return *(bool *)arg; }
-
 int korch_cmd_serve(int argc, char **argv)
 {
     const char *ip = "127.0.0.1", *token = NULL, *launcher_name = "auto", *kernel = "python3", *image = NULL;
@@ -138,9 +129,7 @@ int korch_cmd_serve(int argc, char **argv)
         fprintf(stderr, "korch serve: %s\n", err.msg);
         goto out;
     }
-    int sigfd = korch_cli_signal_pipe();
-    if (sigfd >= 0)
-        korch_loop_poller(loop, sigfd, s_on_signal, &quit);
+    korch_cli_stop_on_signal(loop, &quit);
     const char *tok = korch_server_token(srv);
     char host[80];
     snprintf(host, sizeof host, strchr(ip, ':') ? "[%s]" : "%s", ip);
@@ -149,7 +138,7 @@ int korch_cmd_serve(int argc, char **argv)
     fprintf(stderr, "korch: serving the Jupyter kernel API on http://%s:%d/ (%s launcher)%s\n", host,
             korch_server_port(srv), launcher ? "docker" : "local",
             *tok ? "" : "; authentication is OFF: anyone who can connect can run code");
-    korch_server_run(srv, s_quit, &quit);
+    korch_server_run(srv, korch_cli_flag_set, &quit);
     fprintf(stderr, "korch: shutting down\n");
     rc = 0;
 out:
