@@ -63,9 +63,15 @@ static korch_rc_t s_record(korch_agent_t *a, json_t *rec, korch_err_t *err)
     json_decref(rec);
     korch_rc_t rc = KORCH_OK;
     if (!line || fprintf(a->transcript, "%s\n", line) < 0 || fflush(a->transcript) != 0 ||
-        fdatasync(fileno(a->transcript)) != 0)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot append to '%s': %s (disk full?)", a->transcript_path,
+        fdatasync(fileno(a->transcript)) != 0) {
+        /* Most callers go on (the turn is worth finishing); the user must
+           still hear that the transcript is missing a record. */
+        korch_err_t e = {0};
+        rc = korch_err_set(&e, KORCH_E_IO, "cannot append to '%s': %s (disk full?)", a->transcript_path,
                            strerror(errno));
+        s_emit(a, KORCH_AGENT_ERROR, e.msg, NULL);
+        korch_err_set(err, rc, "%s", e.msg);
+    }
     free(line);
     return rc;
 }
