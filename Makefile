@@ -3,6 +3,7 @@
 #   make image    the docker kernel image (scripts/build-image.sh)
 #   make demo     the main job end to end (scripts/demo.sh)
 #   make asan     the same tests built with ASan+UBSan
+#   make fuzz     the libFuzzer targets of tests/fuzz/ (clang, ASan+UBSan) into build-fuzz/fuzz/
 #   make bench    benchmarks against the reference Python stack
 #   make install  PREFIX=/usr/local
 
@@ -34,7 +35,7 @@ else
 Q := @
 endif
 
-.PHONY: all test asan bench install clean setup image check-banned demo
+.PHONY: all test asan bench install clean setup image check-banned demo fuzz fuzz-targets
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -75,6 +76,7 @@ image:
 
 test: setup image
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory fuzz
 	@scripts/test.sh $(BUILD)
 
 asan:
@@ -82,26 +84,48 @@ asan:
 	@scripts/build-image.sh
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	@$(MAKE) --no-print-directory fuzz
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1 scripts/test.sh build-asan
 
 # All benchmarks, each printing its ratios against the reference measured in
-# the same run: korch vs jupyter_client, containers vs local, the agent's cost.
+# the same run: korch vs jupyter_client, containers vs local, the agent's cost,
+# korch serve vs jupyter_server.
 bench: setup image
 	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD)
 	@scripts/bench-containers.sh $(BUILD)
 	@scripts/bench-agent.sh $(BUILD)
+	@scripts/bench-server.sh $(BUILD)
 
 install: $(BUILD)/korch
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/korch/kernelspec
 	install -m 0755 $(BUILD)/korch $(DESTDIR)$(PREFIX)/bin/korch
 	cp -r kernelspec/. $(DESTDIR)$(PREFIX)/share/korch/kernelspec/
 
-clean:
-	rm -rf build build-asan
+# libFuzzer targets: one per tests/fuzz/NAME.c, seeds in tests/fuzz/corpus/NAME/.
+# libkorch is built by clang with fuzzer coverage, ASan and UBSan (UBSan
+# aborts) into its own dir; tests/test_fuzz.c runs each for a bounded time.
+# No -Werror here: gcc's build enforces the warnings, clang's set differs.
+FUZZ_BUILD := build-fuzz
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/*.c))
 
--include $(DEPS)
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fno-omit-frame-pointer" \
+	  WARN="$(filter-out -Werror,$(WARN)) -Wno-unknown-warning-option" \
+	  SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" fuzz-targets
+
+fuzz-targets: $(FUZZ_BINS)
+
+$(FUZZ_BINS): $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libkorch.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)$(CC) $(CFLAGS) -Isrc/server -fsanitize=fuzzer -o $@ $< $(BUILD)/libkorch.a $(LDFLAGS) $(LDLIBS)
+
+clean:
+	rm -rf build build-asan $(FUZZ_BUILD)
+
+-include $(DEPS) $(FUZZ_BINS:=.d)
 
 demo:
 	@scripts/demo.sh

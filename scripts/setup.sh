@@ -3,10 +3,15 @@
 # Idempotent and quick when everything is there. Run as root (or with sudo).
 set -eu
 
+# clang + libclang-rt-dev: `make fuzz` (libFuzzer); openapi-specification (the
+# OpenAPI 3.0 JSON Schema) + python3-jsonschema + python3-yaml: the check of
+# src/server/openapi.yaml. python3-prometheus-client: the reference parser of
+# GET /metrics in the tests.
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libcurl4-openssl-dev libssl-dev
 python3 python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib python3-pandas
 python3-nbformat valgrind libwebsockets-dev libwebsockets-evlib-uv libuv1-dev python3-jupyter-server
-python3-websocket"
+python3-websocket clang libclang-rt-dev python3-yaml python3-jsonschema openapi-specification
+python3-prometheus-client"
 
 missing=""
 for p in $PKGS; do

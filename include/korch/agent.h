@@ -36,7 +36,7 @@ typedef enum {
     KORCH_AGENT_STEP,       /* a model call begins: step */
     KORCH_AGENT_TEXT,       /* assistant text as it streams: text */
     KORCH_AGENT_CODE,       /* code about to run: text */
-    KORCH_AGENT_OUTPUT,     /* an nbformat output as it arrives: data */
+    KORCH_AGENT_OUTPUT,     /* an nbformat output as it arrives: data, index, append */
     KORCH_AGENT_RESULT,     /* an execution finished: data {status, execution_count, elapsed_ms}, text = what the model gets */
     KORCH_AGENT_FINAL,      /* the answer: text */
     KORCH_AGENT_ERROR,      /* something failed: text */
@@ -49,6 +49,8 @@ typedef struct {
     const char *text;       /* borrowed, may be NULL */
     size_t text_len;
     json_t *data;           /* borrowed, may be NULL */
+    long index;             /* OUTPUT: the output's index in its execution */
+    bool append;            /* OUTPUT: data is a stream chunk to append to the output at index */
 } korch_agent_event_t;
 
 typedef struct {
@@ -56,6 +58,10 @@ typedef struct {
     korch_loop_t *loop;             /* borrowed, required */
     korch_launcher_t *launcher;     /* borrowed; NULL = local */
     const char *kernelspec;         /* default python3 */
+    /* Attach to this kernel (a connection file) instead of starting one: its
+       owner (korch serve) starts, restarts and shuts it down; the agent only
+       runs code in it, in the kernel's own working directory. */
+    const char *existing;
     const char *session_dir;        /* required; created, or resumed when it has a transcript */
     int max_steps;                  /* per turn, default 20 */
     size_t max_result_chars;        /* per execution result, default 4000 */
@@ -74,6 +80,11 @@ void korch_agent_destroy(korch_agent_t **agent);
 
 /* Copy a file into the session (files/) where the kernel sees it by its base name. */
 korch_rc_t korch_agent_add_file(korch_agent_t *agent, const char *path, korch_err_t *err);
+
+/* The kernel's working directory changed behind the agent's back (files
+   were uploaded into it): describe its files to the model again at the next
+   turn. */
+void korch_agent_files_changed(korch_agent_t *agent);
 
 /* One user turn. *answer (new string) is the model's final text. A failed
    model call returns its error; everything said before it is saved. */

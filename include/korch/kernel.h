@@ -104,12 +104,26 @@ typedef struct {
     void *arg;
 } korch_exec_cb_t;
 
+/* A message's four JSON parts exactly as the kernel sent them: the bytes
+   its signature covers (verified). */
+typedef struct {
+    zframe_t *frame[4];         /* header, parent_header, metadata, content; the callback
+                                   may take one (and set it to NULL) to keep its bytes */
+} korch_msg_raw_t;
+
 /* Kernel-level events (state changes), for servers. */
 typedef struct {
     void (*on_state)(korch_kernel_t *k, korch_kernel_state_t state, const char *detail, void *arg);
     /* Every accepted message from the kernel, before korch handles it. msg borrowed. */
     void (*on_message)(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, void *arg);
     void *arg;
+    /* Instead of on_message when set, for relays that forward messages
+       without serializing them again: the same, plus the raw parts. Here
+       msg->content is NULL for an IOPub message korch itself had no use for
+       (not a status, not about a korch_exec): it was not parsed, so a
+       kernel printing 20 MB at a time costs an HMAC per message, no more. */
+    void (*on_raw_message)(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, korch_msg_raw_t *raw,
+                           void *arg);
 } korch_kernel_cb_t;
 
 /* Start (or attach to) a kernel on loop. Returns at once; the kernel is

@@ -38,12 +38,30 @@ typedef struct {
     int max_kernels;                    /* 0 = no limit */
     const char *const *allow_origins;   /* NULL-terminated; "*" allows any origin */
     size_t max_body;                    /* request body limit (default 1 MiB) -> 413 */
+    size_t max_upload;                  /* PUT of an agent session's file (default 64 MiB) */
     size_t max_ws_message;              /* one client websocket message (default 64 MiB) */
     size_t max_ws_queue;                /* bytes queued toward one client before it is dropped
                                            (default 64 MiB; one message always fits) */
     size_t max_replay_bytes;            /* kept per disconnected session_id (default 16 MiB) */
     int kernel_start_timeout_ms;        /* default 60000 */
     bool no_access_log;                 /* default: one line per request on stderr */
+    /* the agent API (/api/agent/...) */
+    const char *llm;                    /* "provider:model" sessions use by default; NULL = $KORCH_LLM */
+    const char *agent_dir;              /* where sessions live (default ./korch-sessions) */
+    int max_agent_sessions;             /* 0 = no limit */
+    int agent_max_steps;                /* per turn (default 20) */
+    /* Warm pool: kernels started ahead, handed out on POST /api/kernels
+       (and sessions) at once, refilled in the background one start at a
+       time. Pool kernels are not listed and not counted in max_kernels
+       until handed out, and are never culled. */
+    int pool_size;                      /* ready kernels of the default kernelspec (0 = none) */
+    const char *const *pool_specs;      /* NULL-terminated "NAME=N" for other kernelspecs (or the
+                                           default one, overriding pool_size) */
+    /* Idle culling, with jupyter_server's meanings (MappingKernelManager). */
+    int cull_idle_timeout;              /* seconds of inactivity before a kernel is shut down; 0 = off */
+    int cull_interval;                  /* seconds between checks (default 300) */
+    bool cull_connected;                /* also cull kernels with open websockets */
+    bool cull_busy;                     /* also cull busy kernels */
 } korch_server_opts_t;
 
 /* Listen and serve on loop. NULL + err when it cannot listen. */

@@ -74,6 +74,20 @@ korch_rc_t korch_session_send(korch_session_t *self, zsock_t *sock, korch_msg_t 
 korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **frames, korch_msg_t **out,
                                      korch_reject_t *why, korch_err_t *err);
 
+/* Does anyone need msg's content parsed? msg has its header, parent_header
+   and metadata, not its content yet. */
+typedef bool (korch_session_want_fn)(const korch_msg_t *msg, void *arg);
+
+/* The same, for relays, which forward a message without serializing it
+   again: on success raw[0..3] get the header, parent_header, metadata and
+   content frames exactly as received - the signed bytes - and the caller
+   destroys them (raw is untouched on failure). When want_content is given
+   and says no, the content is neither parsed nor checked (msg->content is
+   NULL): a 20 MB stream message costs its HMAC and nothing more. */
+korch_rc_t korch_session_deserialize_raw(korch_session_t *self, zmsg_t **frames, korch_msg_t **out,
+                                         zframe_t *raw[4], korch_session_want_fn *want_content, void *arg,
+                                         korch_reject_t *why, korch_err_t *err);
+
 /* The HMAC of the four parts as 64 lowercase hex chars + NUL into hex[65].
    With no key hex is "". */
 void korch_session_sign(korch_session_t *self, const void *const parts[4], const size_t lens[4], char hex[65]);

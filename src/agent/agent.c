@@ -24,6 +24,8 @@
 struct korch_agent {
     korch_agent_opts_t o;
     char *kernelspec;
+    char *existing;             /* attached to someone else's kernel (NULL: ours) */
+    bool files_dirty;           /* describe the files again before the next turn */
     char dir[PATH_MAX], files_dir[PATH_MAX + 8], figures_dir[PATH_MAX + 8];
     char transcript_path[PATH_MAX + 24], notebook_path[PATH_MAX + 24];
     FILE *transcript;
@@ -46,7 +48,7 @@ static void s_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *
 {
     if (!a->o.on_event)
         return;
-    korch_agent_event_t ev = {type, a->step, text, text ? strlen(text) : 0, data};
+    korch_agent_event_t ev = {type, a->step, text, text ? strlen(text) : 0, data, -1, false};
     a->o.on_event(&ev, a->o.arg);
 }
 
@@ -162,7 +164,11 @@ static void s_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *outpu
 {
     korch_agent_t *a = arg;
     if (ev == KORCH_OUTPUT_NEW || ev == KORCH_OUTPUT_STREAM || ev == KORCH_OUTPUT_UPDATE)
-        s_emit(a, KORCH_AGENT_OUTPUT, NULL, output);
+        if (a->o.on_event) {
+            korch_agent_event_t e = {KORCH_AGENT_OUTPUT, a->step, NULL, 0, output, (long)index,
+                                     ev == KORCH_OUTPUT_STREAM};
+            a->o.on_event(&e, a->o.arg);
+        }
 }
 
 /* Run code quietly (korch's own bookkeeping); returns stdout, new string. */
@@ -234,6 +240,8 @@ static void s_describe_files(korch_agent_t *a)
 static korch_rc_t s_start_kernel(korch_agent_t *a, korch_err_t *err)
 {
     korch_kernel_opts_t ko = {.kernelspec = a->kernelspec, .launcher = a->o.launcher, .cwd = a->files_dir};
+    if (a->existing)
+        ko = (korch_kernel_opts_t){.existing = a->existing};
     a->k = korch_kernel_new(a->o.loop, &ko, err);
     if (!a->k)
         return err ? err->rc : KORCH_E_LAUNCH;
@@ -362,7 +370,9 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
     if (!a->o.context_chars)
         a->o.context_chars = 120000;
     a->kernelspec = strdup(opts->kernelspec ? opts->kernelspec : "python3");
+    a->existing = opts->existing ? strdup(opts->existing) : NULL;
     a->o.kernelspec = NULL;
+    a->o.existing = NULL;
     a->o.session_dir = NULL;
     a->messages = json_array();
     a->tools = s_tools();
@@ -445,6 +455,7 @@ void korch_agent_destroy(korch_agent_t **pa)
     json_decref(a->tools);
     json_decref(a->file_info);
     free(a->kernelspec);
+    free(a->existing);
     free(a);
     *pa = NULL;
 }
@@ -488,6 +499,8 @@ json_t *korch_agent_files(korch_agent_t *a)
 
 const char *korch_agent_session_dir(const korch_agent_t *a) { return a->dir; }
 int64_t korch_agent_tokens(const korch_agent_t *a) { return a->tokens; }
+
+void korch_agent_files_changed(korch_agent_t *a) { a->files_dirty = true; }
 
 void korch_agent_interrupt(korch_agent_t *a)
 {
@@ -662,7 +675,7 @@ static void s_on_llm_text(const char *delta, size_t len, void *arg)
     korch_agent_t *a = arg;
     if (!a->o.on_event)
         return;
-    korch_agent_event_t ev = {KORCH_AGENT_TEXT, a->step, delta, len, NULL};
+    korch_agent_event_t ev = {KORCH_AGENT_TEXT, a->step, delta, len, NULL, -1, false};
     a->o.on_event(&ev, a->o.arg);
 }
 
@@ -736,7 +749,9 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     if (!ex) {
         /* the kernel is gone for good: say so and start a fresh one */
         char msg[1200];
-        snprintf(msg, sizeof msg, "[%s; starting a fresh kernel: variables are lost]", err ? err->msg : "kernel error");
+        snprintf(msg, sizeof msg, a->existing ? "[%s; reconnecting to the kernel: its variables may be lost]"
+                                              : "[%s; starting a fresh kernel: variables are lost]",
+                 err ? err->msg : "kernel error");
         korch_kernel_destroy(&a->k);
         korch_err_clear(err);
         if (s_start_kernel(a, err) != KORCH_OK)
@@ -820,6 +835,10 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     if (answer)
         *answer = NULL;
     a->interrupted = 0;
+    if (a->files_dirty) {
+        a->files_dirty = false;
+        s_describe_files(a);
+    }
     korch_rc_t rc = KORCH_OK;
     int64_t t0 = korch_now_ms(), tokens0 = a->tokens;
     json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", question));

@@ -2,6 +2,9 @@
  *
  *  korch serve [--ip 127.0.0.1] [--port 8888] [--token T] [--launcher auto]
  *              [--kernel python3] [--max-kernels N] [--allow-origin O]...
+ *              [--pool N] [--pool NAME=N]... [--cull-idle-timeout S] [--cull-interval S]
+ *              [--cull-connected] [--cull-busy] [--llm P:M] [--agent-dir DIR]
+ *              [--max-agent-sessions N] [--max-steps N]
  *
  *  Prints `http://IP:PORT/?token=TOKEN` as the first line on stdout once it
  *  listens, then serves until SIGINT / SIGTERM, when it shuts its kernels
@@ -19,6 +22,20 @@
 #include <string.h>
 
 #define MAX_ORIGINS 32
+#define MAX_POOL_SPECS 16
+
+/* long-only options of the pool and the culler */
+enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
+/* long-only options of the agent API */
+enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS };
+
+/* A non-negative number of seconds or kernels; -1 when it is not one. */
+static int s_count(const char *v)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    return end == v || *end || n < 0 || n > 1000000 ? -1 : (int)n;
+}
 
 static void s_help(FILE *f)
 {
@@ -36,6 +53,20 @@ static void s_help(FILE *f)
             "      --allow-origin O     a browser origin allowed besides this host's own; repeatable;\n"
             "                           '*' allows any\n"
             "      --max-body BYTES     request body limit (default 1048576)\n"
+            "      --pool N             keep N kernels of the default kernelspec started and ready;\n"
+            "                           POST /api/kernels hands one out at once (default 0)\n"
+            "      --pool NAME=N        the same for kernelspec NAME; repeatable\n"
+            "      --cull-idle-timeout S  shut down kernels idle for more than S seconds (default 0: never)\n"
+            "      --cull-interval S    check for idle kernels every S seconds (default 300)\n"
+            "      --cull-connected     cull idle kernels even with open websockets\n"
+            "      --cull-busy          cull idle kernels even while busy\n"
+            "      --llm PROVIDER:MODEL the model agent sessions use (default $KORCH_LLM): openai:MODEL,\n"
+            "                           anthropic:MODEL, ollama:MODEL or replay:FILE; keys and base URLs\n"
+            "                           come from the environment (OPENAI_API_KEY, ...), never from clients\n"
+            "      --agent-dir DIR      where agent sessions keep transcript, notebook and figures\n"
+            "                           (default ./korch-sessions)\n"
+            "      --max-agent-sessions N  refuse more than N agent sessions (default: no limit)\n"
+            "      --max-steps N        model calls per agent turn (default 20)\n"
             "      --no-access-log      no line per request on stderr\n"
             "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "  -h, --help               this text\n");
@@ -43,6 +74,8 @@ static void s_help(FILE *f)
 
 int korch_cmd_serve(int argc, char **argv)
 {
+    const char *llm = NULL, *agent_dir = NULL;
+    int max_agent_sessions = 0, max_steps = 0;
     const char *ip = "127.0.0.1", *token = NULL, *launcher_name = "auto", *kernel = "python3", *image = NULL;
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
@@ -50,7 +83,19 @@ int korch_cmd_serve(int argc, char **argv)
     double memory_mb = 0, cpus = 0;
     long pids = 0;
     bool no_access_log = false;
+    const char *pool_specs[MAX_POOL_SPECS + 1] = {0};
+    int npool_specs = 0, pool_size = 0, cull_idle = 0, cull_interval = 0, n;
+    bool cull_connected = false, cull_busy = false;
     static const struct option longopts[] = {
+        {"pool", required_argument, 0, OPT_POOL},
+        {"cull-idle-timeout", required_argument, 0, OPT_CULL_IDLE},
+        {"cull-interval", required_argument, 0, OPT_CULL_INTERVAL},
+        {"cull-connected", no_argument, 0, OPT_CULL_CONNECTED},
+        {"cull-busy", no_argument, 0, OPT_CULL_BUSY},
+        {"llm", required_argument, 0, OPT_LLM},
+        {"agent-dir", required_argument, 0, OPT_AGENT_DIR},
+        {"max-agent-sessions", required_argument, 0, OPT_MAX_AGENT_SESSIONS},
+        {"max-steps", required_argument, 0, OPT_MAX_STEPS},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
         {"token", required_argument, 0, 't'},       {"launcher", required_argument, 0, 'L'},
         {"kernel", required_argument, 0, 'k'},      {"max-kernels", required_argument, 0, 'M'},
@@ -86,6 +131,38 @@ int korch_cmd_serve(int argc, char **argv)
             break;
         case 'B': max_body = (size_t)strtoull(optarg, NULL, 10); break;
         case 'q': no_access_log = true; break;
+        case OPT_POOL:
+            if (strchr(optarg, '=')) { /* checked by the server: the kernelspec must exist */
+                if (npool_specs == MAX_POOL_SPECS) {
+                    fprintf(stderr, "korch serve: at most %d --pool NAME=N\n", MAX_POOL_SPECS);
+                    return 2;
+                }
+                pool_specs[npool_specs++] = optarg;
+            } else if ((pool_size = s_count(optarg)) < 0) {
+                fprintf(stderr, "korch serve: bad --pool '%s' (a number, or NAME=N)\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_CULL_IDLE:
+        case OPT_CULL_INTERVAL:
+            if ((n = s_count(optarg)) < 0) {
+                fprintf(stderr, "korch serve: bad number of seconds '%s'\n", optarg);
+                return 2;
+            }
+            *(opt == OPT_CULL_IDLE ? &cull_idle : &cull_interval) = n;
+            break;
+        case OPT_LLM: llm = optarg; break;
+        case OPT_AGENT_DIR: agent_dir = optarg; break;
+        case OPT_MAX_AGENT_SESSIONS:
+        case OPT_MAX_STEPS:
+            if ((n = s_count(optarg)) < 0) {
+                fprintf(stderr, "korch serve: bad number '%s'\n", optarg);
+                return 2;
+            }
+            *(opt == OPT_MAX_STEPS ? &max_steps : &max_agent_sessions) = n;
+            break;
+        case OPT_CULL_CONNECTED: cull_connected = true; break;
+        case OPT_CULL_BUSY: cull_busy = true; break;
         case 'I': image = optarg; break;
         case 'm': memory_mb = strtod(optarg, NULL); break;
         case 'P': cpus = strtod(optarg, NULL); break;
@@ -123,7 +200,11 @@ int korch_cmd_serve(int argc, char **argv)
         goto out;
     korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .launcher = launcher, .kernel = kernel,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
-                              .no_access_log = no_access_log};
+                              .no_access_log = no_access_log, .pool_size = pool_size, .pool_specs = pool_specs,
+                              .cull_idle_timeout = cull_idle, .cull_interval = cull_interval,
+                              .cull_connected = cull_connected, .cull_busy = cull_busy, .llm = llm,
+                              .agent_dir = agent_dir, .max_agent_sessions = max_agent_sessions,
+                              .agent_max_steps = max_steps};
     srv = korch_server_new(loop, &so, &err);
     if (!srv) {
         fprintf(stderr, "korch serve: %s\n", err.msg);

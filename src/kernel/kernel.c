@@ -370,9 +370,11 @@ static void s_on_stdin(korch_kernel_t *k, korch_msg_t *msg)
         korch_exec_input_reply(ex, "", NULL);
 }
 
-static void s_dispatch(korch_kernel_t *k, korch_channel_t ch, korch_msg_t *msg)
+static void s_dispatch(korch_kernel_t *k, korch_channel_t ch, korch_msg_t *msg, korch_msg_raw_t *raw)
 {
-    if (k->cb.on_message)
+    if (k->cb.on_raw_message && raw)
+        k->cb.on_raw_message(k, ch, msg, raw, k->cb.arg);
+    else if (k->cb.on_message)
         k->cb.on_message(k, ch, msg, k->cb.arg);
     switch (ch) {
     case KORCH_CH_IOPUB: s_on_iopub(k, msg); break;
@@ -388,11 +390,24 @@ static void s_dispatch(korch_kernel_t *k, korch_channel_t ch, korch_msg_t *msg)
     }
 }
 
-/* Read and handle what one socket has (bounded, so one busy kernel cannot
-   starve the others on the loop). */
-static void s_drain(korch_kernel_t *k, korch_channel_t ch, int max)
+/* Will korch itself read this IOPub message's content (a relay gets the raw
+   bytes anyway)? Status messages and what belongs to its executions. */
+static bool s_want_content(const korch_msg_t *msg, void *arg)
 {
+    korch_kernel_t *k = arg;
+    return strcmp(korch_msg_type(msg), "status") == 0 || s_find_exec(k, korch_msg_parent_id(msg)) != NULL;
+}
+
+/* Read and handle what one socket has: at most max messages and, with
+   budget_ms >= 0, no new one once budget_ms have passed (one always), so a
+   kernel flooding IOPub with 20 MB stream messages cannot starve the other
+   kernels and clients on the loop: each gets its turn every round. */
+static void s_drain(korch_kernel_t *k, korch_channel_t ch, int max, int budget_ms)
+{
+    int64_t t0 = budget_ms >= 0 ? korch_now_ms() : 0;
     for (int i = 0; i < max && k->sock[ch]; i++) {
+        if (i && budget_ms >= 0 && korch_now_ms() - t0 >= budget_ms)
+            break;
         if (!(zsock_events(k->sock[ch]) & ZMQ_POLLIN))
             break;
         zmsg_t *frames = zmsg_recv(k->sock[ch]);
@@ -400,21 +415,31 @@ static void s_drain(korch_kernel_t *k, korch_channel_t ch, int max)
             break;
         korch_msg_t *msg = NULL;
         korch_err_t err = {0};
-        if (korch_session_deserialize(k->session, &frames, &msg, NULL, &err) != KORCH_OK) {
+        korch_msg_raw_t raw = {{0}};
+        bool want_raw = k->cb.on_raw_message != NULL;
+        if (korch_session_deserialize_raw(k->session, &frames, &msg, want_raw ? raw.frame : NULL,
+                                          ch == KORCH_CH_IOPUB ? s_want_content : NULL, k, NULL,
+                                          &err) != KORCH_OK) {
             korch_info("kernel %.8s: %s channel: %s", k->id, korch_channel_name(ch), err.msg);
             continue;
         }
-        s_dispatch(k, ch, msg);
+        s_dispatch(k, ch, msg, want_raw ? &raw : NULL);
         korch_msg_destroy(&msg);
+        for (int p = 0; p < 4; p++)
+            zframe_destroy(&raw.frame[p]);
     }
 }
+
+/* Per socket and round: plenty for small messages, and a few huge ones. */
+#define DRAIN_MAX 64
+#define DRAIN_BUDGET_MS 10
 
 static int s_on_readable(korch_loop_t *z, zsock_t *sock, void *arg)
 {
     korch_kernel_t *k = arg;
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
         if (k->sock[ch] == sock) {
-            s_drain(k, (korch_channel_t)ch, 64);
+            s_drain(k, (korch_channel_t)ch, DRAIN_MAX, DRAIN_BUDGET_MS);
             break;
         }
     return korch_loop_rc(k->loop);
@@ -680,7 +705,7 @@ static void s_on_death(korch_kernel_t *k, const char *why)
     k->ready_timer = -1;
     /* Whatever the kernel said before it went belongs to its executions. */
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
-        s_drain(k, (korch_channel_t)ch, 100000);
+        s_drain(k, (korch_channel_t)ch, 100000, -1);
 
     if (k->stop_phase != STOP_NONE) {
         bool restart = k->stop_restart;

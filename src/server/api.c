@@ -3,11 +3,13 @@
  *  Shapes follow jupyter_server 1.23 (services/kernels/handlers.py,
  *  services/sessions/handlers.py + sessionmanager.py, services/api):
  *    GET  /api                        {version}           (no token needed)
- *    GET  /api/status                 {started, last_activity, kernels, connections}
+ *    GET  /api/status                 {started, last_activity, kernels, connections,
+ *                                      pool?: {NAME: {size, ready, starting}} (korch's)}
  *    GET  /api/kernelspecs            {default, kernelspecs: {name: {name, spec, resources}}}
  *    GET  /api/kernelspecs/{name}
  *    GET  /api/kernels                [model]
  *    POST /api/kernels {name?, path?, env?}   201 model, once the kernel is ready
+ *                                     (at once from the warm pool, pool.c)
  *    GET|DELETE /api/kernels/{id}     model | 204 once it is gone
  *    POST /api/kernels/{id}/interrupt 204
  *    POST /api/kernels/{id}/restart   200 model, once it is ready again
@@ -54,6 +56,7 @@ static json_t *s_session_by_path(korch_server_t *s, const char *path)
 
 void srv_api_kernel_gone(korch_server_t *s, const char *kernel_id)
 {
+    srv_agents_kernel_gone(s, kernel_id);
     zhashx_t *all = srv_state(s)->sessions;
     zlistx_t *keys = zhashx_keys(all);
     for (const char *k = keys ? zlistx_first(keys) : NULL; k; k = zlistx_next(keys)) {
@@ -77,10 +80,14 @@ void srv_api_kernel_ready(srv_kernel_t *mk)
             json_t *sess = NULL;
             switch (req->wait) {
             case SRV_WAIT_START:
+                srv_metrics_launch_time(s, req->t0_us);
                 srv_respond(req, 201, srv_kernel_model(mk));
                 break;
             case SRV_WAIT_RESTART:
                 srv_respond(req, 200, srv_kernel_model(mk));
+                break;
+            case SRV_WAIT_AGENT:
+                srv_agent_kernel_ready(req, mk);
                 break;
             case SRV_WAIT_SESSION:
             case SRV_WAIT_SESSION_PATCH:
@@ -90,6 +97,7 @@ void srv_api_kernel_ready(srv_kernel_t *mk)
                     break;
                 }
                 json_object_set_new(sess, "kernel_id", json_string(mk->id));
+                srv_metrics_launch_time(s, req->t0_us);
                 srv_respond(req, req->wait == SRV_WAIT_SESSION ? 201 : 200, s_session_model(s, sess));
                 if (req->arg2[0] && strcmp(req->arg2, mk->id) != 0) {
                     srv_kernel_t *old = srv_kernel_find(s, req->arg2);
@@ -115,7 +123,10 @@ void srv_api_kernel_failed(srv_kernel_t *mk, const char *why)
             zlistx_delete(mk->waiters, zlistx_find(mk->waiters, req));
             if (req->wait == SRV_WAIT_SESSION)
                 zhashx_delete(srv_state(s)->sessions, req->arg);
-            srv_respond_error(req, 500, "%s", why);
+            if (req->wait == SRV_WAIT_AGENT)
+                srv_agent_kernel_failed(req, mk, why);
+            else
+                srv_respond_error(req, 500, "%s", why);
         }
         req = next;
     }
@@ -127,6 +138,39 @@ static void s_wait_on(srv_kernel_t *mk, srv_req_t *req, srv_wait_t what)
 {
     srv_req_wait(req, what);
     zlistx_add_end(mk->waiters, req);
+    /* a kernel from the warm pool is ready already: answer now */
+    if (what != SRV_WAIT_RESTART && what != SRV_WAIT_DELETE && mk->ever_ready && !mk->doomed) {
+        korch_kernel_state_t ks = korch_kernel_state(mk->k);
+        if (ks == KORCH_KERNEL_IDLE || ks == KORCH_KERNEL_BUSY)
+            srv_api_kernel_ready(mk);
+    }
+}
+
+/* Does the request's env need a kernel started for it? KERNEL_* variables
+   are how Kernel Gateway clients parameterise a kernel: korch puts them in
+   the new process's environment (s_env in kernels.c), which a kernel
+   started before the request cannot have, so such a request gets a fresh
+   kernel, never a pooled one. Two are exceptions: jupyter_server's
+   GatewayClient sends KERNEL_LAUNCH_TIMEOUT with every start and
+   KERNEL_WORKING_DIR with every start that has a path (gateway/managers.py),
+   and korch acts on neither (a ready kernel needs no launch timeout; korch
+   does not chdir to a path of the client's host). Refusing the pool for
+   them would refuse it to every JupyterLab behind a jupyter_server. */
+static bool s_env_needs_fresh_start(json_t *env)
+{
+    static const char *const hints[] = {"KERNEL_LAUNCH_TIMEOUT", "KERNEL_WORKING_DIR"};
+    const char *name;
+    json_t *val;
+    json_object_foreach(env, name, val) {
+        if (strncmp(name, "KERNEL_", 7) != 0 || !json_is_string(val))
+            continue; /* not passed to the kernel anyway */
+        bool hint = false;
+        for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++)
+            hint = hint || strcmp(name, hints[i]) == 0;
+        if (!hint)
+            return true;
+    }
+    return false;
 }
 
 /* Start a kernel for req (limits checked); NULL when req has been answered. */
@@ -138,8 +182,12 @@ static srv_kernel_t *s_start(korch_server_t *s, srv_req_t *req, const char *name
                           st->opts.max_kernels);
         return NULL;
     }
+    /* a ready kernel from the warm pool when there is one */
+    srv_kernel_t *mk = s_env_needs_fresh_start(env) ? NULL : srv_pool_take(s, name);
+    if (mk)
+        return mk;
     korch_err_t err = {0};
-    srv_kernel_t *mk = srv_kernel_start(s, name, env, &err);
+    mk = srv_kernel_start(s, name, env, &err);
     if (!mk)
         srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status
                                : err.rc == KORCH_E_INVALID ? 400
@@ -412,9 +460,30 @@ static void s_status(korch_server_t *s, srv_req_t *req)
     int conns = 0;
     for (srv_kernel_t *mk = zhashx_first(st->kernels); mk; mk = zhashx_next(st->kernels))
         conns += (int)zlistx_size(mk->conns);
-    srv_respond(req, 200, json_pack("{s:s, s:s, s:i, s:i}", "started", st->started, "last_activity",
-                                    st->last_activity, "kernels", (int)zhashx_size(st->kernels), "connections",
-                                    conns));
+    json_t *status = json_pack("{s:s, s:s, s:i, s:i}", "started", st->started, "last_activity", st->last_activity,
+                               "kernels", (int)zhashx_size(st->kernels), "connections", conns);
+    json_t *pool = srv_pool_status(s); /* korch's own key; Jupyter clients ignore it */
+    if (status && pool)
+        json_object_set_new(status, "pool", pool);
+    else
+        json_decref(pool);
+    srv_respond(req, 200, status);
+}
+
+json_t *srv_req_json(srv_req_t *req, bool *bad)
+{
+    *bad = false;
+    if (!req->body_len)
+        return NULL;
+    json_error_t jerr;
+    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(body)) {
+        srv_respond_error(req, 400, "malformed JSON body: %s", body ? "not an object" : jerr.text);
+        json_decref(body);
+        *bad = true;
+        return NULL;
+    }
+    return body;
 }
 
 void srv_api(korch_server_t *s, srv_req_t *req)
@@ -433,20 +502,22 @@ void srv_api(korch_server_t *s, srv_req_t *req)
         }
         seg[nseg++] = p;
     }
+    if (nseg == 1 && strcmp(seg[0], "metrics") == 0) { /* GET /metrics, Prometheus' text (metrics.c) */
+        srv_metrics_respond(s, req);
+        return;
+    }
     if (nseg == 0 || strcmp(seg[0], "api") != 0) {
         srv_respond_error(req, 404, "not found");
         return;
     }
-    json_t *body = NULL;
-    if (req->body_len) {
-        json_error_t jerr;
-        body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!json_is_object(body)) {
-            srv_respond_error(req, 400, "malformed JSON body: %s", body ? "not an object" : jerr.text);
-            json_decref(body);
-            return;
-        }
+    if (nseg >= 2 && strcmp(seg[1], "agent") == 0) { /* parses its own bodies (uploads are raw) */
+        srv_agent_api(s, req, seg, nseg);
+        return;
     }
+    bool bad = false;
+    json_t *body = srv_req_json(req, &bad);
+    if (bad)
+        return;
     if (nseg == 1) {
         if (strcmp(req->method, "GET") == 0)
             srv_respond(req, 200, json_pack("{s:s}", "version", KORCH_VERSION));

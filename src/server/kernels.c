@@ -69,7 +69,8 @@ static void s_touch(srv_kernel_t *mk)
 {
     korch_iso8601_now(mk->last_activity);
     mk->last_activity_ms = korch_now_ms();
-    srv_touch(mk->srv);
+    if (!mk->pooled) /* the pool's own starts are nobody's activity */
+        srv_touch(mk->srv);
 }
 
 srv_kernel_t *srv_kernel_find(korch_server_t *s, const char *id)
@@ -93,17 +94,74 @@ json_t *srv_kernel_model(srv_kernel_t *mk)
 
 /* ---------------------------------------------------------------- relay */
 
-/* A frame of msg for each protocol, made when first needed. */
+/* A frame of msg for each protocol, made when first needed. A kernel's
+   message is relayed from its raw parts, as the kernel serialized them:
+   nothing is parsed or dumped again, and a big content (a 20 MB stream
+   message) is not even copied: frames refer to the kernel's bytes, which
+   clients' writers copy out a chunk at a time. (Parsing and dumping took
+   a quarter of a second per 8 MiB, in one go, while every other client
+   and kernel waited.) */
 typedef struct {
     const korch_msg_t *msg;
+    korch_msg_raw_t *raw;           /* NULL: korch's own message, serialized */
     korch_channel_t ch;
+    korch_wsblob_t *content;        /* a big raw content, taken from raw */
+    size_t content_len;             /* the part of it clients get */
+    char suffix[64];                /* closes a cut stream's content */
     korch_wsframe_t *frame[KORCH_WS__COUNT];
 } s_frames_t;
 
+#define BLOB_MIN (64 * 1024) /* smaller contents are copied */
+/* A stream message's text beyond this (as JSON) is cut for clients, with
+   content.korch_dropped saying how much, as korch_exec's outputs are:
+   ipykernel sends 0.2 s of fast printing as one message of tens of MB,
+   which no notebook shows, and Tornado's websocket client (jupyter_server
+   --gateway-url) closes the connection on a message over 10 MiB. */
+#define MAX_STREAM_JSON (8u << 20)
+
+/* Take a big content from raw; cut it when it is a huge stream. */
+static bool s_take_content(s_frames_t *fs)
+{
+    zframe_t **content = &fs->raw->frame[3];
+    if (fs->content)
+        return true;
+    if (!*content || zframe_size(*content) < BLOB_MIN)
+        return true;
+    size_t keep, dropped;
+    bool cut = strcmp(korch_msg_type(fs->msg), "stream") == 0 &&
+               korch_wsmsg_stream_cut(zframe_data(*content), zframe_size(*content), MAX_STREAM_JSON, &keep,
+                                      &dropped);
+    fs->content_len = cut ? keep : zframe_size(*content);
+    if (cut)
+        snprintf(fs->suffix, sizeof fs->suffix, "\",\"korch_dropped\":%zu}", dropped);
+    return (fs->content = korch_wsblob_new(content)) != NULL;
+}
+
 static korch_wsframe_t *s_frame(s_frames_t *fs, korch_ws_proto_t proto)
 {
-    if (!fs->frame[proto])
+    if (fs->frame[proto])
+        return fs->frame[proto];
+    if (!fs->raw) {
         fs->frame[proto] = korch_wsmsg_serialize(proto, fs->ch, fs->msg, srv_ws_headroom());
+        return fs->frame[proto];
+    }
+    if (!s_take_content(fs))
+        return NULL;
+    korch_wsparts_t p = {.content = fs->content, .content_len = fs->content_len, .msg_id = korch_msg_id(fs->msg),
+                         .msg_type = korch_msg_type(fs->msg), .buffers = fs->msg->buffers};
+    for (int i = 0; i < 3; i++) {
+        p.data[i] = zframe_data(fs->raw->frame[i]);
+        p.len[i] = zframe_size(fs->raw->frame[i]);
+    }
+    if (fs->content) { /* what follows its share: the cut's end, if any */
+        p.data[3] = fs->suffix;
+        p.len[3] = strlen(fs->suffix);
+    } else if (fs->raw->frame[3]) {
+        p.data[3] = zframe_data(fs->raw->frame[3]);
+        p.len[3] = zframe_size(fs->raw->frame[3]);
+    } else
+        return NULL; /* taken by a blob that could not be made */
+    fs->frame[proto] = korch_wsmsg_serialize_parts(proto, fs->ch, &p, srv_ws_headroom());
     return fs->frame[proto];
 }
 
@@ -111,6 +169,7 @@ static void s_frames_release(s_frames_t *fs)
 {
     for (int i = 0; i < KORCH_WS__COUNT; i++)
         korch_wsframe_unref(&fs->frame[i]);
+    korch_wsblob_unref(&fs->content);
 }
 
 static s_replay_t *s_replay_find(srv_kernel_t *mk, const char *key)
@@ -192,11 +251,14 @@ static bool s_ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, void *arg)
+static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, korch_msg_raw_t *raw,
+                         void *arg)
 {
     srv_kernel_t *mk = arg;
     s_touch(mk);
-    s_frames_t fs = {.msg = msg, .ch = ch};
+    s_frames_t fs = {.msg = msg, .raw = raw, .ch = ch};
+    if (ch == KORCH_CH_IOPUB && strcmp(korch_msg_type(msg), "execute_input") == 0)
+        srv_state(mk->srv)->metrics.executions++;
     if (ch == KORCH_CH_IOPUB) {
         s_broadcast(mk, &fs);
         s_frames_release(&fs);
@@ -250,6 +312,16 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
 {
     srv_kernel_t *mk = arg;
     s_touch(mk);
+    if (!mk->ever_ready && (st == KORCH_KERNEL_IDLE || st == KORCH_KERNEL_BUSY || st == KORCH_KERNEL_DEAD))
+        srv_metrics_launched(mk->srv, st != KORCH_KERNEL_DEAD);
+    if (mk->pooled) { /* nobody waits on it, nobody is connected */
+        if (st == KORCH_KERNEL_IDLE || st == KORCH_KERNEL_BUSY)
+            mk->ever_ready = true;
+        if (st == KORCH_KERNEL_DEAD)
+            snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
+        srv_pool_kernel_state(mk, st);
+        return;
+    }
     switch (st) {
     case KORCH_KERNEL_IDLE:
     case KORCH_KERNEL_BUSY:
@@ -333,7 +405,8 @@ static char **s_env(json_t *env, korch_err_t *err)
     return v;
 }
 
-srv_kernel_t *srv_kernel_start(korch_server_t *s, const char *name, json_t *env, korch_err_t *err)
+static srv_kernel_t *s_kernel_start(korch_server_t *s, const char *name, json_t *env, const char *cwd, bool pooled,
+                                     korch_err_t *err)
 {
     srv_state_t *st = srv_state(s);
     srv_kernel_t *mk = calloc(1, sizeof *mk);
@@ -359,16 +432,22 @@ srv_kernel_t *srv_kernel_start(korch_server_t *s, const char *name, json_t *env,
         .launcher = st->opts.launcher,
         .env = (const char *const *)envv,
         .start_timeout_ms = st->opts.kernel_start_timeout_ms,
+        .cwd = cwd,
     };
     mk->k = korch_kernel_new(srv_loop(s), &ko, err);
-    if (!mk->k)
+    if (!mk->k) {
+        if (err && err->rc != KORCH_E_NOTFOUND && err->rc != KORCH_E_INVALID) /* a launch that failed */
+            srv_metrics_launched(s, false);
         goto fail;
+    }
     snprintf(mk->id, sizeof mk->id, "%s", korch_kernel_id(mk->k));
-    korch_kernel_set_callbacks(mk->k, &(korch_kernel_cb_t){.on_state = s_on_state, .on_message = s_on_message,
+    korch_kernel_set_callbacks(mk->k, &(korch_kernel_cb_t){.on_state = s_on_state, .on_raw_message = s_on_message,
                                                           .arg = mk});
+    mk->pooled = pooled;
     s_touch(mk);
-    zhashx_insert(st->kernels, mk->id, mk);
-    fprintf(stderr, "korch: kernel %s (%s) starting\n", mk->id, mk->name);
+    if (!pooled)
+        zhashx_insert(st->kernels, mk->id, mk);
+    fprintf(stderr, "korch: kernel %s (%s) starting%s\n", mk->id, mk->name, pooled ? " for the warm pool" : "");
     for (char **e = envv; *e; e++)
         free(*e);
     free(envv);
@@ -379,6 +458,32 @@ fail:
     free(envv);
     s_kernel_free(&mk);
     return NULL;
+}
+
+srv_kernel_t *srv_kernel_start(korch_server_t *s, const char *name, json_t *env, korch_err_t *err)
+{
+    return s_kernel_start(s, name, env, NULL, false, err);
+}
+
+srv_kernel_t *srv_kernel_start_pooled(korch_server_t *s, const char *name, korch_err_t *err)
+{
+    return s_kernel_start(s, name, NULL, NULL, true, err);
+}
+
+srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err)
+{
+    return s_kernel_start(s, name, NULL, cwd, false, err);
+}
+
+void srv_kernel_unpool(srv_kernel_t *mk)
+{
+    if (!mk->pooled || mk->doomed)
+        return;
+    mk->pooled = false;
+    /* idle from the moment it is handed out, not from its start */
+    s_touch(mk);
+    zhashx_insert(srv_state(mk->srv)->kernels, mk->id, mk);
+    fprintf(stderr, "korch: kernel %s (%s) handed out from the warm pool\n", mk->id, mk->name);
 }
 
 void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req)
@@ -417,6 +522,7 @@ bool srv_kernels_reap(korch_server_t *s)
     if (!mk)
         return false;
     zlistx_delete(st->doomed, zlistx_cursor(st->doomed));
+    srv_metrics_kernel_gone(s, mk);
     /* Runs the loop until the kernel is gone (shutdown_request, grace,
        SIGTERM, SIGKILL): other clients are served meanwhile. */
     korch_kernel_destroy(&mk->k);
@@ -425,7 +531,10 @@ bool srv_kernels_reap(korch_server_t *s)
     srv_req_t *req;
     while ((req = zlistx_first(mk->waiters))) {
         zlistx_delete(mk->waiters, zlistx_cursor(mk->waiters));
-        srv_respond(req, 204, NULL);
+        if (req->wait == SRV_WAIT_AGENT)
+            srv_agent_kernel_failed(req, mk, "the kernel was shut down while the session started");
+        else
+            srv_respond(req, 204, NULL);
     }
     s_kernel_free(&mk);
     srv_api_kernel_gone(s, id);
@@ -504,6 +613,7 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     if (korch_wsmsg_parse(ws->proto, binary, data, len, &ch, &msg, &err) != KORCH_OK) {
         fprintf(stderr, "korch: websocket %s: dropped a malformed message (%zu bytes): %s\n", ws->session_key, len,
                 err.msg);
+        srv_state(ws->srv)->metrics.ws_malformed++;
         return;
     }
     if (!mk || mk->doomed) {
@@ -537,5 +647,6 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
         korch_warn("kernel %.8s: cannot relay a message: %s", mk->id, err.msg);
         if (answered)
             zhashx_delete(mk->routes, idcopy);
-    }
+    } else
+        srv_state(mk->srv)->metrics.ws_received++;
 }

@@ -57,11 +57,13 @@ struct korch_server {
     int uv_timer, kick_timer;
     bool in_dispatch;               /* inside an lws HTTP callback: write on return */
     bool closing;
+    unsigned char *scratch;         /* LWS_PRE + WS_CHUNK: a fragment of a big message being written */
 };
 
 typedef struct {
     srv_req_t *req;                 /* HTTP: the current request */
     srv_ws_t *ws;                   /* websocket: the connection */
+    bool answered;                  /* a response is out: the connection closes (s_finish) */
 } s_pss_t;
 
 static void s_kick(korch_server_t *s);
@@ -143,6 +145,7 @@ static void s_req_free(srv_req_t **preq)
         return;
     free(req->body);
     free(req->resp);
+    free(req->out);
     free(req);
     *preq = NULL;
 }
@@ -150,6 +153,7 @@ static void s_req_free(srv_req_t **preq)
 static void s_access_log(korch_server_t *s, const char *method, const char *path, int status, int64_t t0_us,
                          struct lws *wsi)
 {
+    s->st.metrics.http[status >= 100 && status < 600 ? status / 100 : 0]++; /* every answer passes here */
     if (s->st.opts.no_access_log)
         return;
     char peer[64] = "-";
@@ -189,6 +193,22 @@ void srv_respond(srv_req_t *req, int status, json_t *body)
     }
 }
 
+void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const void *data, size_t len)
+{
+    if (req->responded)
+        return;
+    req->resp = malloc(len + 1);
+    if (!req->resp) {
+        srv_respond_error(req, 500, "out of memory");
+        return;
+    }
+    memcpy(req->resp, data, len);
+    req->resp[len] = 0;
+    req->resp_len = len;
+    snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
+    srv_respond(req, status, NULL);
+}
+
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
 {
     char msg[1024];
@@ -199,11 +219,14 @@ void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
     srv_respond(req, status, s_error_body(msg));
 }
 
-/* Write status, headers and body. Returns -1 when the connection must close. */
-static int s_write_response(struct lws *wsi, int status, const char *body, size_t len, const char *location,
-                            const char *origin)
+/* Write status, headers and body; "connection: close" always (see
+   s_finish). Returns -1 when the connection must close. */
+static int s_write_response(struct lws *wsi, int status, const char *ctype, const char *body, size_t len,
+                            const char *location, const char *origin)
 {
-    size_t cap = LWS_PRE + 1024 + len;
+    if (!ctype || !*ctype)
+        ctype = "application/json";
+    size_t cap = LWS_PRE + 1024 + (len == (size_t)-1 ? 0 : len);
     unsigned char *buf = malloc(cap);
     if (!buf)
         return -1;
@@ -212,13 +235,23 @@ static int s_write_response(struct lws *wsi, int status, const char *body, size_
     if (lws_add_http_header_status(wsi, (unsigned)status, &p, end))
         goto out;
     if (status != 204) {
-        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)"application/json",
-                                         16, &p, end) ||
-            lws_add_http_header_content_length(wsi, len, &p, end))
+        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, (const unsigned char *)ctype,
+                                         (int)strlen(ctype), &p, end))
+            goto out;
+        if (len == (size_t)-1) {
+            /* a stream: chunked (RFC 9112 7.1) */
+            if (lws_add_http_header_by_name(wsi, (const unsigned char *)"transfer-encoding:",
+                                            (const unsigned char *)"chunked", 7, &p, end) ||
+                lws_add_http_header_by_name(wsi, (const unsigned char *)"x-accel-buffering:",
+                                            (const unsigned char *)"no", 2, &p, end))
+                goto out;
+        } else if (lws_add_http_header_content_length(wsi, len, &p, end))
             goto out;
     }
     if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL, (const unsigned char *)"no-store", 8, &p,
                                      end))
+        goto out;
+    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5, &p, end))
         goto out;
     if (location && *location &&
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_LOCATION, (const unsigned char *)location,
@@ -236,7 +269,7 @@ static int s_write_response(struct lws *wsi, int status, const char *body, size_
         goto out;
     if (lws_finalize_write_http_header(wsi, start, &p, end))
         goto out;
-    if (len) {
+    if (len && len != (size_t)-1) {
         memcpy(start, body, len);
         if (lws_write(wsi, start, len, LWS_WRITE_HTTP_FINAL) != (int)len)
             goto out;
@@ -247,22 +280,185 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------ streams */
+
+#define STREAM_CHUNK (64 * 1024)     /* written per writable callback */
+
+void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg)
+{
+    req->streaming = true;
+    req->wait = SRV_WAIT_STREAM;
+    req->status = 200;
+    snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
+    req->on_gone = on_gone;
+    req->gone_arg = arg;
+    if (req->wsi) {
+        lws_set_timeout(req->wsi, NO_PENDING_TIMEOUT, 0); /* a turn may think for minutes */
+        lws_callback_on_writable(req->wsi);
+        if (!req->srv->in_dispatch)
+            s_kick(req->srv);
+    }
+}
+
+korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t max)
+{
+    if (!req->wsi || req->stream_ended)
+        return KORCH_E_STATE;
+    if (req->out_len - req->out_off + len > max) {
+        korch_warn("%s %s: the client does not read its stream (%zu bytes pending); closing it", req->method,
+                   req->path, req->out_len - req->out_off);
+        req->stream_ended = true;
+        req->responded = true; /* marks the overflow: the next writable closes */
+        lws_callback_on_writable(req->wsi);
+        s_kick(req->srv);
+        return KORCH_E_TOOBIG;
+    }
+    if (req->out_off && req->out_off == req->out_len)
+        req->out_off = req->out_len = 0;
+    /* each chunk goes out framed: hex size CRLF data CRLF */
+    size_t need = req->out_len + len + 32;
+    if (need > req->out_cap) {
+        if (req->out_off) { /* reclaim what was sent before growing */
+            memmove(req->out, req->out + req->out_off, req->out_len - req->out_off);
+            req->out_len -= req->out_off;
+            req->out_off = 0;
+            need = req->out_len + len + 32;
+        }
+        if (need > req->out_cap) {
+            size_t cap = req->out_cap ? req->out_cap : 4096;
+            while (cap < need)
+                cap *= 2;
+            unsigned char *n = realloc(req->out, cap);
+            if (!n)
+                return KORCH_E_NOMEM;
+            req->out = n;
+            req->out_cap = cap;
+        }
+    }
+    if (len) {
+        int h = snprintf((char *)req->out + req->out_len, 32, "%zx\r\n", len);
+        req->out_len += (size_t)h;
+        memcpy(req->out + req->out_len, data, len);
+        req->out_len += len;
+        memcpy(req->out + req->out_len, "\r\n", 2);
+        req->out_len += 2;
+    }
+    lws_callback_on_writable(req->wsi);
+    if (!req->srv->in_dispatch)
+        s_kick(req->srv);
+    return KORCH_OK;
+}
+
+void srv_stream_end(srv_req_t *req)
+{
+    if (!req->wsi || req->stream_ended)
+        return;
+    if (srv_stream_write(req, NULL, 0, (size_t)-1) == KORCH_OK) {
+        memcpy(req->out + req->out_len, "0\r\n\r\n", 5); /* the last chunk */
+        req->out_len += 5;
+    }
+    req->stream_ended = true;
+}
+
+void srv_stream_release(srv_req_t **preq)
+{
+    srv_req_t *req = *preq;
+    if (!req)
+        return;
+    *preq = NULL;
+    req->on_gone = NULL;
+    req->wait = SRV_WAIT_NONE; /* the connection frees it when it closes */
+    if (!req->wsi) {
+        s_access_log(req->srv, req->method, req->path, req->status, req->t0_us, NULL);
+        s_req_free(&req);
+        return;
+    }
+    if (!req->stream_ended) {
+        /* the owner is done with an open stream: end it cleanly */
+        srv_stream_end(req);
+        lws_callback_on_writable(req->wsi);
+        s_kick(req->srv);
+    }
+}
+
+/* A stream's connection is gone (or serves another request now). */
+static void s_stream_lost(korch_server_t *s, srv_req_t *req)
+{
+    req->wsi = NULL;
+    if (req->wait != SRV_WAIT_STREAM) { /* its owner released it */
+        s_access_log(s, req->method, req->path, req->status, req->t0_us, NULL);
+        s_req_free(&req);
+    } else if (req->on_gone) {
+        void (*gone)(srv_req_t *, void *) = req->on_gone;
+        req->on_gone = NULL;
+        gone(req, req->gone_arg);
+    }
+}
+
+/* The connection of a stream is writable: headers, then pending chunks;
+   after the last one the transaction is complete. */
+static int s_stream_writable(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
+{
+    srv_req_t *req = pss->req;
+    if (req->responded) /* overflowed: close */
+        return -1;
+    if (!req->stream_started) {
+        req->stream_started = true;
+        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin) < 0)
+            return -1;
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    size_t pending = req->out_len - req->out_off;
+    if (pending) {
+        size_t n = pending < STREAM_CHUNK ? pending : STREAM_CHUNK;
+        unsigned char *buf = malloc(LWS_PRE + n);
+        if (!buf)
+            return -1;
+        memcpy(buf + LWS_PRE, req->out + req->out_off, n);
+        int w = lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_HTTP);
+        free(buf);
+        if (w < (int)n)
+            return -1;
+        req->out_off += n;
+        if (req->out_off < req->out_len) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+    }
+    if (!req->stream_ended)
+        return 0;
+    /* all sent: the connection closes (see s_finish) */
+    pss->req = NULL;
+    pss->answered = true;
+    s_stream_lost(s, req);
+    return lws_raw_transaction_completed(wsi);
+}
+
 /* Write req's response on its connection; ends the transaction. */
 static int s_finish(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
 {
     srv_req_t *req = pss->req;
+    if (req && req->streaming)
+        return s_stream_writable(s, pss, wsi);
     if (!req || !req->responded)
         return 0;
     pss->req = NULL;
-    int rc = s_write_response(wsi, req->status, req->resp, req->resp_len, req->location, req->origin);
+    pss->answered = true;
+    int rc = s_write_response(wsi, req->status, req->content_type, req->resp, req->resp_len, req->location,
+                              req->origin);
     s_access_log(s, req->method, req->path, req->status, req->t0_us, wsi);
-    /* an unread body would be taken for the next request */
-    bool must_close = req->body_too_big || (req->status >= 400 && req->body == NULL &&
-                                            lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0);
     s_req_free(&req);
-    if (rc < 0 || must_close)
-        return -1;
-    return lws_http_transaction_completed(wsi) ? -1 : 0;
+    /* One request per connection: it closes once the response is out
+       (lws_raw_transaction_completed waits for what lws still buffers).
+       No keep-alive, because libwebsockets 4.1.6 mis-frames a request with
+       a body that was pipelined behind another: lws_http_action hands the
+       buffered headers over as the body, then spins forever on the rest,
+       or, when Content-Length is more than it buffered, passes a freed
+       buffer on as the body (found by tests/fuzz/fuzz_http). A client that
+       pipelines gets its first response and the connection closed
+       (s_http_begin), which HTTP/1.1 allows. */
+    return rc < 0 ? -1 : lws_raw_transaction_completed(wsi);
 }
 
 static bool s_token_ok(korch_server_t *s, struct lws *wsi)
@@ -335,13 +531,11 @@ static void s_dispatch(korch_server_t *s, srv_req_t *req)
    callback returns. */
 static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
 {
-    if (pss->req) {
-        if (pss->req->wait == SRV_WAIT_NONE || pss->req->responded)
-            s_req_free(&pss->req);
-        else
-            pss->req->wsi = NULL; /* its waiter frees it */
-    }
-    pss->req = NULL;
+    /* One request per connection (see s_finish): this one was pipelined
+       behind a request still in progress or answered; close (the
+       earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
+    if (pss->req || pss->answered)
+        return -1;
     srv_req_t *req = calloc(1, sizeof *req);
     if (!req)
         return -1;
@@ -373,10 +567,13 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
     unsigned long long len = 0;
     if (lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
         len = strtoull(clen, NULL, 10);
-    if (len > s->st.opts.max_body) {
+    /* uploads into an agent session's work dir have their own limit */
+    size_t max = strcmp(req->method, "PUT") == 0 && strncmp(req->path, "/api/agent/sessions/", 20) == 0
+                     ? s->st.opts.max_upload
+                     : s->st.opts.max_body;
+    if (len > max) {
         req->body_too_big = true;
-        srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len,
-                          s->st.opts.max_body);
+        srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
         goto done;
     }
     if (len > 0) {
@@ -422,6 +619,15 @@ static int s_http_body_done(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     srv_req_t *req = pss->req;
     if (!req || req->responded)
         return s_finish(s, pss, wsi);
+    /* No body expected: it was dispatched with its headers, and lws only
+       reports an explicit "Content-Length: 0" (dispatching it again would
+       start a second kernel for one POST /api/kernels) */
+    if (!req->body)
+        return 0;
+    /* Dispatched already and waiting: never twice (lws 4.1.6 repeats the
+       completion of a pipelined body, see s_finish; closing ends that) */
+    if (req->wait != SRV_WAIT_NONE)
+        return -1;
     if (req->body_too_big) {
         s->in_dispatch = true;
         srv_respond_error(req, 413, "request body is over the limit");
@@ -433,7 +639,8 @@ static int s_http_body_done(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
 
 /* ------------------------------------------------------------- websockets */
 
-/* Is this upgrade acceptable? Else answer with a status ourselves (>0). */
+/* Is this upgrade acceptable (0)? Else answer with a status ourselves and
+   close (-1). */
 static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[512] = "", id[64] = "";
@@ -456,9 +663,11 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         return 0;
     char body[128];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
-    s_write_response(wsi, status, body, strlen(body), NULL, NULL);
+    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL);
     s_access_log(s, "GET", uri, status, t0, wsi);
-    return 1;
+    /* -1, not 1: after 1 lws keeps the connection for another request, and
+       a pipelined one with a body is what it mis-frames (see s_finish) */
+    return -1;
 }
 
 static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
@@ -475,6 +684,7 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     }
     ws->srv = s;
     ws->wsi = wsi;
+    s->st.metrics.ws_open++;
     const struct lws_protocols *proto = lws_get_protocol(wsi);
     ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
     if (lws_get_urlarg_by_name(wsi, "session_id=", sid, sizeof sid) && sid[0]) {
@@ -499,6 +709,8 @@ static void s_ws_free(srv_ws_t **pws)
     srv_ws_t *ws = *pws;
     if (!ws)
         return;
+    if (ws->srv->st.metrics.ws_open)
+        ws->srv->st.metrics.ws_open--;
     srv_kernel_detach(ws);
     korch_wsframe_t *f;
     while ((f = zlistx_first(ws->queue))) {
@@ -521,6 +733,7 @@ void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f)
     if (ws->queued_bytes && ws->queued_bytes + f->len > s->st.opts.max_ws_queue) {
         korch_warn("websocket %s: client is not reading (%zu bytes queued); dropping it", ws->session_key,
                    ws->queued_bytes);
+        s->st.metrics.ws_dropped_slow++;
         srv_ws_close(ws, "not reading");
         return;
     }
@@ -541,24 +754,57 @@ void srv_ws_close(srv_ws_t *ws, const char *why)
     s_kick(ws->srv);
 }
 
+/* A big message goes out as fragments of this size (RFC 6455 5.4: "a
+   fragmented message consists of a single frame with the FIN bit clear
+   and an opcode other than 0, followed by zero or more frames with the FIN
+   bit clear and the opcode set to 0, and terminated by a single frame with
+   the FIN bit set and an opcode of 0"), copied into one scratch buffer:
+   no copy of the whole message is ever made. */
+#define WS_CHUNK (256 * 1024)
+/* Bytes one connection may write per writable turn before the others get
+   theirs; lws calls each writable connection once per service. */
+#define WS_TURN_BYTES (1024 * 1024)
+
 static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
 {
     if (ws->dropping)
         return -1;
-    for (int n = 0; n < 64; n++) {
+    size_t budget = WS_TURN_BYTES;
+    for (int n = 0; n < 64 && budget; ) {
         korch_wsframe_t *f = zlistx_first(ws->queue);
         if (!f)
             return 0;
-        zlistx_delete(ws->queue, zlistx_cursor(ws->queue));
-        ws->queued_bytes -= f->len;
-        int w = lws_write(wsi, f->data, f->len, f->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-        size_t len = f->len;
-        korch_wsframe_unref(&f);
+        size_t off = ws->tx_off, len;
+        int w;
+        if (off == 0 && !f->blob && f->len <= WS_CHUNK) {
+            /* the whole message, straight from the frame (it has LWS_PRE) */
+            len = f->len;
+            w = lws_write(wsi, f->data, len, f->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+        } else {
+            len = f->len - off < WS_CHUNK ? f->len - off : WS_CHUNK;
+            if (!s->scratch && !(s->scratch = malloc(LWS_PRE + WS_CHUNK)))
+                return -1;
+            korch_wsframe_read(f, off, s->scratch + LWS_PRE, len);
+            int flags = off == 0 ? (f->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) : LWS_WRITE_CONTINUATION;
+            if (off + len < f->len)
+                flags |= LWS_WRITE_NO_FIN;
+            w = lws_write(wsi, s->scratch + LWS_PRE, len, flags);
+        }
         if (w < (int)len) {
             korch_warn("websocket %s: write failed", ws->session_key);
             return -1;
         }
-        ws->sent++;
+        budget = len < budget ? budget - len : 0;
+        ws->tx_off += len;
+        if (ws->tx_off == f->len) {
+            zlistx_delete(ws->queue, zlistx_cursor(ws->queue));
+            ws->queued_bytes -= f->len;
+            ws->tx_off = 0;
+            korch_wsframe_unref(&f);
+            ws->sent++;
+            s->st.metrics.ws_sent++;
+            n++;
+        }
         /* lws keeps what the socket did not take; wait for it to drain */
         if (lws_send_pipe_choked(wsi))
             break;
@@ -638,6 +884,11 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         return s && pss ? s_finish(s, pss, wsi) : -1;
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        if (pss && pss->req && pss->req->streaming) {
+            s_stream_lost(s, pss->req);
+            pss->req = NULL;
+            return 0;
+        }
         if (pss && pss->req) {
             pss->req->wsi = NULL;
             if (pss->req->wait == SRV_WAIT_NONE || pss->req->responded)
@@ -723,6 +974,8 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     o.allow_origins = (const char *const *)s->origins;
     if (!o.max_body)
         o.max_body = 1 << 20;
+    if (!o.max_upload)
+        o.max_upload = 64u << 20;
     if (!o.max_ws_message)
         o.max_ws_message = 64u << 20;
     if (!o.max_ws_queue)
@@ -735,13 +988,17 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     s->st.kernels = zhashx_new();
     s->st.doomed = zlistx_new();
     s->st.sessions = zhashx_new();
-    if (!s->origins || !s->st.kernels || !s->st.doomed || !s->st.sessions) {
+    s->st.agents = zhashx_new();
+    s->st.agents_doomed = zlistx_new();
+    if (!s->origins || !s->st.kernels || !s->st.doomed || !s->st.sessions || !s->st.agents ||
+        !s->st.agents_doomed) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
     zhashx_set_destructor(s->st.sessions, s_json_free);
     korch_iso8601_now(s->st.started);
     srv_touch(s);
+    srv_agents_load(s);
 
     if (uv_loop_init(&s->uv) != 0) {
         korch_err_set(err, KORCH_E_IO, "cannot create the libuv loop");
@@ -780,6 +1037,8 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         korch_err_set(err, KORCH_E_IO, "cannot poll the libuv loop");
         goto fail;
     }
+    if (srv_pool_new(s, err) != KORCH_OK || srv_cull_start(s, err) != KORCH_OK)
+        goto fail;
     s_uv_service(s);
     return s;
 fail:
@@ -820,6 +1079,10 @@ void korch_server_destroy(korch_server_t **ps)
     korch_server_t *s = *ps;
     *ps = NULL;
     s->closing = true;
+    srv_cull_stop(s);
+    srv_pool_destroy(s); /* its kernels join the doomed ones */
+    if (s->st.agents)
+        srv_agents_destroy_all(s); /* before their kernels */
     if (s->st.kernels)
         srv_kernels_destroy_all(s);
     struct lws_context *ctx = s->ctx;
@@ -846,8 +1109,11 @@ void korch_server_destroy(korch_server_t **ps)
     zhashx_destroy(&s->st.kernels);
     zlistx_destroy(&s->st.doomed);
     zhashx_destroy(&s->st.sessions);
+    zhashx_destroy(&s->st.agents);
+    zlistx_destroy(&s->st.agents_doomed);
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);
+    free(s->scratch);
     free(s);
 }

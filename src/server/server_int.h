@@ -9,6 +9,13 @@
  *             replies to the requester, replay buffers per session_id).
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
  *             /api/kernels, /api/sessions.
+ *  agents.c   the agent API (/api/agent/...): sessions, their turns as
+ *             server-sent events, persistence and resume;
+ *  agent_actor.c  each session's agent on a thread of its own.
+ *  metrics.c  GET /metrics: the counters below, in Prometheus' text format.
+ *  pool.c     the warm pool: kernels started ahead, handed out at once,
+ *             refilled in the background one start at a time.
+ *  cull.c     idle culling with jupyter_server's rules.
  *
  *  Lifetimes: a request (srv_req_t) belongs to its connection until a
  *  handler calls srv_req_wait; from then on whoever completes it owns it,
@@ -21,6 +28,8 @@
 
 #include <czmq.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,6 +50,8 @@ typedef enum {
     SRV_WAIT_SESSION,           /* POST /api/sessions -> 201 session */
     SRV_WAIT_SESSION_PATCH,     /* PATCH /api/sessions/{id} with a new kernel -> 200 session */
     SRV_WAIT_DELETE,            /* DELETE /api/kernels/{id} or a session -> 204 */
+    SRV_WAIT_AGENT,             /* an agent session's kernel / agent getting ready (agents.c) */
+    SRV_WAIT_STREAM,            /* a streamed response (srv_stream_begin); its owner frees it */
 } srv_wait_t;
 
 struct srv_req {
@@ -62,7 +73,14 @@ struct srv_req {
     int status;
     char *resp;
     size_t resp_len;
+    char content_type[64];      /* "" = application/json */
     char location[256];
+    /* streaming (srv_stream_begin): written as it comes, then the connection closes */
+    bool streaming, stream_started, stream_ended;
+    unsigned char *out;         /* pending bytes, out_off .. out_len */
+    size_t out_len, out_cap, out_off;
+    void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
+    void *gone_arg;
 };
 
 /* Route a request (api.c). Either responds now or calls srv_req_wait. */
@@ -75,8 +93,27 @@ void srv_req_wait(srv_req_t *req, srv_wait_t what);
    its client is gone. */
 void srv_respond(srv_req_t *req, int status, json_t *body);
 
+/* Respond with bytes (copied) of a content type (not JSON). */
+void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const void *data, size_t len);
+
+/* The request's body as a JSON object (new; NULL when there is none). A
+   malformed one is answered 400 and sets *bad. */
+json_t *srv_req_json(srv_req_t *req, bool *bad);
+
 /* Respond {"message": ...}. */
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Streamed responses (server-sent events): status 200 with content_type and
+   no length; the body is written as srv_stream_write gives it and the
+   connection closes after srv_stream_end. The caller owns req from here on
+   (wait = SRV_WAIT_STREAM): on_gone(req, arg) runs when the client goes
+   (req->wsi is NULL then); free it with srv_stream_release. Writes beyond
+   `max` pending bytes close the stream (a client that does not read). */
+void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg);
+korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t max);
+void srv_stream_end(srv_req_t *req);
+/* Forget it: closes the connection if it is still open. */
+void srv_stream_release(srv_req_t **req);
 
 /* ------------------------------------------------------------ websockets */
 
@@ -94,6 +131,7 @@ struct srv_ws {
     /* sending */
     zlistx_t *queue;            /* korch_wsframe_t*, referenced */
     size_t queued_bytes;
+    size_t tx_off;              /* bytes of the first queued frame already written */
     bool dropping;
     uint64_t sent, received;
 };
@@ -123,18 +161,45 @@ struct srv_kernel {
     zlistx_t *waiters;          /* srv_req_t* waiting for ready / gone */
     bool doomed;                /* being shut down; not listed any more */
     bool ever_ready;
+    bool pooled;                /* waiting in the warm pool (pool.c): not in kernels, not listed */
     char dead_reason[256];
 };
 
+typedef struct srv_pool srv_pool_t;
+typedef struct srv_cull srv_cull_t;
+
 /* The server's shared state (server.c owns it; the others read it). */
+/* Counters for GET /metrics (metrics.c), bumped on the loop thread by the
+   code that sees the event. */
+#define SRV_LAUNCH_BUCKETS 9    /* launch latency buckets below +Inf (metrics.c) */
+typedef struct {
+    uint64_t executions;        /* execute_input seen on IOPub (kernels.c) */
+    uint64_t ws_sent;           /* kernel messages written to websocket clients (server.c) */
+    uint64_t ws_received;       /* clients' messages relayed to kernels (kernels.c) */
+    uint64_t ws_malformed;      /* clients' messages that did not parse (kernels.c) */
+    uint64_t ws_open;           /* websockets open now (server.c) */
+    uint64_t ws_dropped_slow;   /* clients dropped for not reading (server.c) */
+    uint64_t http[6];           /* requests answered, by status / 100 (server.c) */
+    uint64_t launches_ok, launches_failed;          /* kernels.c */
+    uint64_t launch_buckets[SRV_LAUNCH_BUCKETS];    /* not cumulative; api.c observes */
+    uint64_t launch_count;
+    double launch_sum;
+    uint64_t rejected_gone[KORCH_REJ__COUNT];       /* by kernels already destroyed */
+} srv_metrics_t;
+
 typedef struct {
     korch_server_opts_t opts;
     zhashx_t *kernels;          /* id -> srv_kernel_t (owned) */
     zlistx_t *doomed;           /* srv_kernel_t* to destroy between rounds (owned) */
     zhashx_t *sessions;         /* jupyter session id -> json model core (owned) */
+    zhashx_t *agents;           /* agent session id -> srv_agent_t (agents.c owns them) */
+    zlistx_t *agents_doomed;    /* srv_agent_t* deleted, waiting for their threads to end */
     char started[32];
     char last_activity[32];
     uint64_t ws_seq;
+    srv_pool_t *pool;           /* pool.c; NULL when there is no pool */
+    srv_cull_t *cull;           /* cull.c; NULL when culling is off */
+    srv_metrics_t metrics;
 } srv_state_t;
 
 srv_state_t *srv_state(korch_server_t *s);
@@ -158,6 +223,67 @@ size_t srv_kernels_live(korch_server_t *s);
 void srv_api_kernel_ready(srv_kernel_t *mk);
 void srv_api_kernel_failed(srv_kernel_t *mk, const char *why);
 void srv_api_kernel_gone(korch_server_t *s, const char *kernel_id);
+/* A kernel for the pool: started like srv_kernel_start (no env) but kept
+   out of the kernels table (mk->pooled) until srv_kernel_unpool. */
+srv_kernel_t *srv_kernel_start_pooled(korch_server_t *s, const char *name, korch_err_t *err);
+/* Hand a pooled kernel out: listed, counted, culled like any other from now. */
+void srv_kernel_unpool(srv_kernel_t *mk);
+
+/* pool.c: the warm pool (opts.pool_size, opts.pool_specs). srv_pool_new
+   validates the specs and schedules the first starts; srv_pool_destroy
+   shuts every pool kernel down (they are reaped with the doomed ones). */
+korch_rc_t srv_pool_new(korch_server_t *s, korch_err_t *err);
+void srv_pool_destroy(korch_server_t *s);
+/* A ready pool kernel of kernelspec name, now listed like a started one
+   (idle; answer at once), or NULL when none is ready. Does not check
+   max_kernels. Schedules a refill. */
+srv_kernel_t *srv_pool_take(korch_server_t *s, const char *name);
+/* {"NAME": {"size", "ready", "starting"}} (new), or NULL without a pool. */
+json_t *srv_pool_status(korch_server_t *s);
+/* kernels.c -> pool.c: a pooled kernel changed state. */
+void srv_pool_kernel_state(srv_kernel_t *mk, korch_kernel_state_t st);
+
+/* cull.c: idle culling (opts.cull_*), jupyter_server's rules. */
+korch_rc_t srv_cull_start(korch_server_t *s, korch_err_t *err);
+void srv_cull_stop(korch_server_t *s);
+
+/* agents.c: the agent API (/api/agent/...); sessions in srv_state_t.agents */
+typedef struct srv_agent srv_agent_t;
+
+/* agent_actor.c: a session's agent on a thread of its own. cfg belongs to
+   the session, outlives the actor (zactor_destroy joins it) and does not
+   change while it runs, except cancel: set it to abandon a model call. */
+typedef struct {
+    char llm[256];              /* "provider:model" */
+    char dir[PATH_MAX];         /* the session dir */
+    char conn_path[PATH_MAX + 16];  /* the kernel's connection file */
+    char kernel_name[128];
+    int max_steps;
+    atomic_int cancel;
+} srv_agent_cfg_t;
+zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
+
+void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
+/* A SRV_WAIT_AGENT request's kernel became ready / failed (the request is answered). */
+void srv_agent_kernel_ready(srv_req_t *req, srv_kernel_t *mk);
+void srv_agent_kernel_failed(srv_req_t *req, srv_kernel_t *mk, const char *why);
+/* A kernel is gone: sessions on it are dead. */
+void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id);
+/* List the sessions a previous server left in opts.agent_dir (stopped; resumed on their next message). */
+void srv_agents_load(korch_server_t *s);
+/* Stop every session's agent (joins their threads). */
+void srv_agents_destroy_all(korch_server_t *s);
+/* kernels.c: start a (non-pooled) kernel in a working directory. */
+srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err);
+
+/* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
+void srv_metrics_respond(korch_server_t *s, srv_req_t *req);
+/* A kernel became ready for the first time (ok) or died before that. */
+void srv_metrics_launched(korch_server_t *s, bool ok);
+/* A POST that needed a kernel (received at t0_us, CLOCK_MONOTONIC) got it ready. */
+void srv_metrics_launch_time(korch_server_t *s, int64_t t0_us);
+/* mk is being destroyed: keep its rejection counts. */
+void srv_metrics_kernel_gone(korch_server_t *s, srv_kernel_t *mk);
 
 void srv_touch(korch_server_t *s);
 

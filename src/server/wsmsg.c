@@ -2,7 +2,9 @@
  *  and the v1.kernel.websocket.jupyter.org subprotocol (see wsmsg.h). */
 #include "korch/wsmsg.h"
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,18 +12,67 @@
 
 /* ------------------------------------------------------------------ frames */
 
-static korch_wsframe_t *s_frame_new(size_t headroom, size_t len, bool binary)
+struct korch_wsblob {
+    int refs;
+    zframe_t *frame;
+};
+
+korch_wsblob_t *korch_wsblob_new(zframe_t **frame)
 {
-    if (len > SIZE_MAX - headroom - sizeof(korch_wsframe_t) - 1)
+    korch_wsblob_t *b = frame && *frame ? malloc(sizeof *b) : NULL;
+    if (!b) {
+        if (frame)
+            zframe_destroy(frame);
         return NULL;
-    korch_wsframe_t *f = malloc(sizeof *f + headroom + len + 1);
+    }
+    b->refs = 1;
+    b->frame = *frame;
+    *frame = NULL;
+    return b;
+}
+
+korch_wsblob_t *korch_wsblob_ref(korch_wsblob_t *b)
+{
+    if (b)
+        b->refs++;
+    return b;
+}
+
+void korch_wsblob_unref(korch_wsblob_t **b)
+{
+    if (!b || !*b)
+        return;
+    if (--(*b)->refs == 0) {
+        zframe_destroy(&(*b)->frame);
+        free(*b);
+    }
+    *b = NULL;
+}
+
+size_t korch_wsblob_size(const korch_wsblob_t *b) { return b ? zframe_size(b->frame) : 0; }
+
+const void *korch_wsblob_data(const korch_wsblob_t *b) { return b ? zframe_data(b->frame) : NULL; }
+
+/* A frame with own bytes for all of a len-byte message but the blob_len
+   bytes it refers to in blob. */
+static korch_wsframe_t *s_frame_new(size_t headroom, size_t len, bool binary, korch_wsblob_t *blob, size_t blob_len)
+{
+    if (!blob)
+        blob_len = 0;
+    size_t own = len - blob_len;
+    if (own > SIZE_MAX - headroom - sizeof(korch_wsframe_t) - 1)
+        return NULL;
+    korch_wsframe_t *f = malloc(sizeof *f + headroom + own + 1);
     if (!f)
         return NULL;
     f->refs = 1;
     f->binary = binary;
     f->len = len;
     f->data = f->buf + headroom;
-    f->data[len] = 0;
+    f->data[own] = 0;
+    f->blob = korch_wsblob_ref(blob);
+    f->blob_len = blob_len;
+    f->head = 0;
     return f;
 }
 
@@ -36,9 +87,31 @@ void korch_wsframe_unref(korch_wsframe_t **f)
 {
     if (!f || !*f)
         return;
-    if (--(*f)->refs == 0)
+    if (--(*f)->refs == 0) {
+        korch_wsblob_unref(&(*f)->blob);
         free(*f);
+    }
     *f = NULL;
+}
+
+void korch_wsframe_read(const korch_wsframe_t *f, size_t off, void *out, size_t n)
+{
+    unsigned char *o = out;
+    size_t bsize = f->blob ? f->blob_len : 0;
+    /* three stretches: own head, blob, own tail (head = everything without a blob) */
+    size_t head = f->blob ? f->head : f->len;
+    if (off < head && n) {
+        size_t k = head - off < n ? head - off : n;
+        memcpy(o, f->data + off, k);
+        o += k, off += k, n -= k;
+    }
+    if (off < head + bsize && n) {
+        size_t k = head + bsize - off < n ? head + bsize - off : n;
+        memcpy(o, zframe_data(f->blob->frame) + (off - head), k);
+        o += k, off += k, n -= k;
+    }
+    if (n)
+        memcpy(o, f->data + (off - bsize), n);
 }
 
 /* ----------------------------------------------------------------- parsing */
@@ -263,99 +336,423 @@ static void s_put_le64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static korch_wsframe_t *s_ser_legacy(korch_channel_t ch, const korch_msg_t *msg, size_t headroom)
+/* A growing buffer for what korch itself serializes (its size follows
+   from a message that is already in memory and bounded). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} s_buf_t;
+
+static void s_put(s_buf_t *b, const void *data, size_t n)
 {
-    size_t nbuf = zmsg_size(msg->buffers);
-    json_t *root = json_pack("{s:O, s:O, s:O, s:O, s:s, s:s, s:s}", "header", msg->header, "parent_header",
-                             msg->parent_header, "metadata", msg->metadata, "content", msg->content, "channel",
-                             korch_channel_name(ch), "msg_id", korch_msg_id(msg), "msg_type", korch_msg_type(msg));
-    if (!root)
-        return NULL;
-    if (!nbuf)
-        json_object_set_new(root, "buffers", json_array());
-    char *js = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
-    if (!js)
-        return NULL;
-    size_t jlen = strlen(js);
-    korch_wsframe_t *f = NULL;
-    if (!nbuf) {
-        f = s_frame_new(headroom, jlen, false);
-        if (f)
-            memcpy(f->data, js, jlen);
-        free(js);
-        return f;
+    if (b->oom || n == 0)
+        return;
+    if (n > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return;
     }
-    /* nbufs counts the JSON as part 0 */
-    size_t n = nbuf + 1, total = 4 + 4 * n + jlen;
-    for (zframe_t *fr = zmsg_first(msg->buffers); fr; fr = zmsg_next(msg->buffers))
-        total += zframe_size(fr);
-    f = s_frame_new(headroom, total, true);
-    if (f) {
-        unsigned char *p = f->data;
-        s_put_be32(p, n);
-        size_t pos = 4 + 4 * n, i = 0;
-        s_put_be32(p + 4 + 4 * i++, pos);
-        memcpy(p + pos, js, jlen);
-        pos += jlen;
-        for (zframe_t *fr = zmsg_first(msg->buffers); fr; fr = zmsg_next(msg->buffers)) {
-            s_put_be32(p + 4 + 4 * i++, pos);
-            memcpy(p + pos, zframe_data(fr), zframe_size(fr));
-            pos += zframe_size(fr);
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
         }
+        b->p = np;
+        b->cap = cap;
     }
-    free(js);
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+/* A JSON string (RFC 8259 section 7: '"', '\' and controls escaped, the
+   rest as is, UTF-8 included), copying the runs between escapes whole. */
+static void s_put_string(s_buf_t *b, const char *str, size_t n)
+{
+    s_put(b, "\"", 1);
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        while (run < n && (unsigned char)str[run] >= 0x20 && str[run] != '"' && str[run] != '\\')
+            run++;
+        s_put(b, str + i, run - i);
+        if (run == n)
+            break;
+        unsigned char c = (unsigned char)str[run];
+        char esc[8];
+        switch (c) {
+        case '"': memcpy(esc, "\\\"", 3); break;
+        case '\\': memcpy(esc, "\\\\", 3); break;
+        case '\b': memcpy(esc, "\\b", 3); break;
+        case '\f': memcpy(esc, "\\f", 3); break;
+        case '\n': memcpy(esc, "\\n", 3); break;
+        case '\r': memcpy(esc, "\\r", 3); break;
+        case '\t': memcpy(esc, "\\t", 3); break;
+        default: snprintf(esc, sizeof esc, "\\u%04x", c); break;
+        }
+        s_put(b, esc, strlen(esc));
+        i = run + 1;
+    }
+    s_put(b, "\"", 1);
+}
+
+static void s_put_value(s_buf_t *b, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *val;
+        bool first = true;
+        s_put(b, "{", 1);
+        json_object_foreach((json_t *)v, key, val) {
+            if (!first)
+                s_put(b, ",", 1);
+            first = false;
+            s_put_string(b, key, strlen(key));
+            s_put(b, ":", 1);
+            s_put_value(b, val);
+        }
+        s_put(b, "}", 1);
+        break;
+    }
+    case JSON_ARRAY:
+        s_put(b, "[", 1);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                s_put(b, ",", 1);
+            s_put_value(b, json_array_get(v, i));
+        }
+        s_put(b, "]", 1);
+        break;
+    case JSON_STRING: s_put_string(b, json_string_value(v), json_string_length(v)); break;
+    default: {
+        /* numbers, true, false, null: short; jansson formats reals its way */
+        char *js = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!js)
+            b->oom = true;
+        else
+            s_put(b, js, strlen(js));
+        free(js);
+        break;
+    }
+    }
+}
+
+/* value (borrowed) as compact JSON into a new malloc'ed string, *len its
+   length; NULL when out of memory. What json_dumps(JSON_COMPACT |
+   JSON_ENCODE_ANY) writes, but long strings are copied in runs rather
+   than a character at a time. */
+static char *s_dump(const json_t *value, size_t *len)
+{
+    s_buf_t b = {0};
+    if (!value)
+        return NULL;
+    s_put_value(&b, value);
+    if (b.oom || !b.p) {
+        free(b.p);
+        return NULL;
+    }
+    if (len)
+        *len = b.len;
+    return b.p;
+}
+
+/* Part i as given, "{}" when empty; the content may be a blob. */
+static void s_part(const korch_wsparts_t *p, int i, const void **data, size_t *len)
+{
+    *data = p->len[i] ? p->data[i] : "{}";
+    *len = p->len[i] ? p->len[i] : 2;
+}
+
+static size_t s_part_len(const korch_wsparts_t *p, int i)
+{
+    if (i == 3 && p->content)
+        return p->content_len + p->len[3];
+    return p->len[i] ? p->len[i] : 2;
+}
+
+static size_t s_buffers_total(zmsg_t *buffers, size_t *count)
+{
+    size_t total = 0;
+    *count = buffers ? zmsg_size(buffers) : 0;
+    for (zframe_t *fr = buffers ? zmsg_first(buffers) : NULL; fr; fr = zmsg_next(buffers))
+        total += zframe_size(fr);
+    return total;
+}
+
+/* Writes a frame front to back; pos counts the message's bytes, the blob's
+   included, own only the frame's own. */
+typedef struct {
+    korch_wsframe_t *f;
+    size_t pos, own;
+} s_emit_t;
+
+static void s_emit(s_emit_t *e, const void *data, size_t n)
+{
+    memcpy(e->f->data + e->own, data, n);
+    e->own += n;
+    e->pos += n;
+}
+
+static void s_emit_part(s_emit_t *e, const korch_wsparts_t *p, int i)
+{
+    if (i == 3 && p->content) {
+        e->f->head = e->own;
+        e->pos += p->content_len;
+        if (p->len[3])
+            s_emit(e, p->data[3], p->len[3]);
+        return;
+    }
+    const void *d;
+    size_t n;
+    s_part(p, i, &d, &n);
+    s_emit(e, d, n);
+}
+
+/* Legacy: {"header":H,"parent_header":P,"metadata":M,"content":C,"channel":...,
+   "msg_id":...,"msg_type":...,"buffers":[]} assembled from the parts; with
+   buffers, the binary frame (u32 BE count, offsets, that JSON without
+   "buffers", the buffers). */
+static korch_wsframe_t *s_ser_legacy(korch_channel_t ch, const korch_wsparts_t *p, size_t headroom)
+{
+    static const char *const keys[4] = {"{\"header\":", ",\"parent_header\":", ",\"metadata\":", ",\"content\":"};
+    size_t nbuf, btotal = s_buffers_total(p->buffers, &nbuf);
+    s_buf_t tail = {0};
+    s_put(&tail, ",\"channel\":", 11);
+    const char *chname = korch_channel_name(ch);
+    s_put_string(&tail, chname, strlen(chname));
+    s_put(&tail, ",\"msg_id\":", 10);
+    s_put_string(&tail, p->msg_id ? p->msg_id : "", p->msg_id ? strlen(p->msg_id) : 0);
+    s_put(&tail, ",\"msg_type\":", 12);
+    s_put_string(&tail, p->msg_type ? p->msg_type : "", p->msg_type ? strlen(p->msg_type) : 0);
+    if (!nbuf)
+        s_put(&tail, ",\"buffers\":[]", 13);
+    s_put(&tail, "}", 1);
+    if (tail.oom) {
+        free(tail.p);
+        return NULL;
+    }
+    size_t jlen = tail.len;
+    for (int i = 0; i < 4; i++)
+        jlen += strlen(keys[i]) + s_part_len(p, i);
+    /* nbufs counts the JSON as part 0 */
+    size_t n = nbuf + 1, table = nbuf ? 4 + 4 * n : 0;
+    korch_wsframe_t *f = s_frame_new(headroom, table + jlen + btotal, nbuf > 0, p->content, p->content_len);
+    if (f) {
+        s_emit_t e = {.f = f};
+        if (nbuf) {
+            unsigned char t[4];
+            s_put_be32(t, n);
+            s_emit(&e, t, 4);
+            s_put_be32(t, table);
+            s_emit(&e, t, 4);
+            size_t at = table + jlen;
+            for (zframe_t *fr = zmsg_first(p->buffers); fr; fr = zmsg_next(p->buffers)) {
+                s_put_be32(t, at);
+                s_emit(&e, t, 4);
+                at += zframe_size(fr);
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            s_emit(&e, keys[i], strlen(keys[i]));
+            s_emit_part(&e, p, i);
+        }
+        s_emit(&e, tail.p, tail.len);
+        for (zframe_t *fr = nbuf ? zmsg_first(p->buffers) : NULL; fr; fr = zmsg_next(p->buffers))
+            s_emit(&e, zframe_data(fr), zframe_size(fr));
+    }
+    free(tail.p);
     return f;
 }
 
-static korch_wsframe_t *s_ser_v1(korch_channel_t ch, const korch_msg_t *msg, size_t headroom)
+/* v1: u64 LE n, u64 LE offsets[n], channel, the four parts, buffers. */
+static korch_wsframe_t *s_ser_v1(korch_channel_t ch, const korch_wsparts_t *p, size_t headroom)
 {
-    json_t *parts_json[4] = {msg->header, msg->parent_header, msg->metadata, msg->content};
-    char *parts[4] = {0};
-    size_t lens[4];
-    korch_wsframe_t *f = NULL;
-    for (int i = 0; i < 4; i++) {
-        parts[i] = json_dumps(parts_json[i], JSON_COMPACT);
-        if (!parts[i])
-            goto out;
-        lens[i] = strlen(parts[i]);
-    }
     const char *chname = korch_channel_name(ch);
-    size_t clen = strlen(chname), nbuf = zmsg_size(msg->buffers);
+    size_t clen = strlen(chname), nbuf, btotal = s_buffers_total(p->buffers, &nbuf);
     size_t n = 2 + 4 + nbuf; /* start, end of channel, end of each part */
-    size_t total = 8 + 8 * n + clen;
-    for (int i = 0; i < 4; i++)
-        total += lens[i];
-    for (zframe_t *fr = zmsg_first(msg->buffers); fr; fr = zmsg_next(msg->buffers))
-        total += zframe_size(fr);
-    f = s_frame_new(headroom, total, true);
-    if (!f)
-        goto out;
-    unsigned char *p = f->data;
-    s_put_le64(p, n);
-    size_t pos = 8 + 8 * n, i = 0;
-    s_put_le64(p + 8 + 8 * i++, pos);
-    memcpy(p + pos, chname, clen);
-    pos += clen;
-    s_put_le64(p + 8 + 8 * i++, pos);
-    for (int k = 0; k < 4; k++) {
-        memcpy(p + pos, parts[k], lens[k]);
-        pos += lens[k];
-        s_put_le64(p + 8 + 8 * i++, pos);
-    }
-    for (zframe_t *fr = zmsg_first(msg->buffers); fr; fr = zmsg_next(msg->buffers)) {
-        memcpy(p + pos, zframe_data(fr), zframe_size(fr));
-        pos += zframe_size(fr);
-        s_put_le64(p + 8 + 8 * i++, pos);
-    }
-out:
+    size_t total = 8 + 8 * n + clen + btotal;
     for (int k = 0; k < 4; k++)
-        free(parts[k]);
+        total += s_part_len(p, k);
+    korch_wsframe_t *f = s_frame_new(headroom, total, true, p->content, p->content_len);
+    if (!f)
+        return NULL;
+    s_emit_t e = {.f = f};
+    unsigned char t[8];
+    s_put_le64(t, n);
+    s_emit(&e, t, 8);
+    size_t at = 8 + 8 * n;
+    s_put_le64(t, at);
+    s_emit(&e, t, 8);
+    at += clen;
+    s_put_le64(t, at);
+    s_emit(&e, t, 8);
+    for (int k = 0; k < 4; k++) {
+        at += s_part_len(p, k);
+        s_put_le64(t, at);
+        s_emit(&e, t, 8);
+    }
+    for (zframe_t *fr = nbuf ? zmsg_first(p->buffers) : NULL; fr; fr = zmsg_next(p->buffers)) {
+        at += zframe_size(fr);
+        s_put_le64(t, at);
+        s_emit(&e, t, 8);
+    }
+    s_emit(&e, chname, clen);
+    for (int k = 0; k < 4; k++)
+        s_emit_part(&e, p, k);
+    for (zframe_t *fr = nbuf ? zmsg_first(p->buffers) : NULL; fr; fr = zmsg_next(p->buffers))
+        s_emit(&e, zframe_data(fr), zframe_size(fr));
     return f;
+}
+
+/* ------------------------------------------------------ cutting streams */
+
+static const unsigned char *s_ws(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* The closing quote of the JSON string whose body starts at p, or NULL: a
+   quote is escaped when an odd number of backslashes precede it. */
+static const unsigned char *s_string_end(const unsigned char *p, const unsigned char *end)
+{
+    const unsigned char *from = p;
+    while (p < end) {
+        const unsigned char *q = memchr(p, '"', (size_t)(end - p));
+        if (!q)
+            return NULL;
+        size_t n = 0;
+        while (q - n > from && q[-1 - (ptrdiff_t)n] == '\\')
+            n++;
+        if (n % 2 == 0)
+            return q;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+static int s_hex4u(const unsigned char *p)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | d;
+    }
+    return v;
+}
+
+/* Bytes the escape at q (a backslash, before end) decodes to, and its length
+   in *elen: \uXXXX to UTF-8 (a surrogate pair, 12 characters, to 4 bytes),
+   the others to 1. */
+static size_t s_escape(const unsigned char *q, const unsigned char *end, size_t *elen)
+{
+    if (end - q >= 6 && q[1] == 'u') {
+        int cp = s_hex4u(q + 2);
+        if (cp >= 0xD800 && cp <= 0xDBFF && end - q >= 12 && q[6] == '\\' && q[7] == 'u') {
+            *elen = 12;
+            return 4;
+        }
+        *elen = 6;
+        return cp < 0 ? 6 : cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+    }
+    *elen = end - q >= 2 ? 2 : (size_t)(end - q);
+    return 1;
+}
+
+bool korch_wsmsg_stream_cut(const void *content, size_t len, size_t max, size_t *keep, size_t *dropped)
+{
+    const unsigned char *start = content, *end = start + len, *p = s_ws(start, end);
+    const unsigned char *vs = NULL, *ve = NULL;
+    if (p >= end || *p++ != '{')
+        return false;
+    for (;;) { /* "key": "value" members; text must be the last */
+        p = s_ws(p, end);
+        if (p >= end || *p != '"')
+            return false;
+        const unsigned char *ks = p + 1, *ke = s_string_end(ks, end);
+        if (!ke)
+            return false;
+        p = s_ws(ke + 1, end);
+        if (p >= end || *p != ':')
+            return false;
+        p = s_ws(p + 1, end);
+        if (p >= end || *p != '"')
+            return false;
+        vs = p + 1;
+        if (!(ve = s_string_end(vs, end)))
+            return false;
+        bool text = ke - ks == 4 && memcmp(ks, "text", 4) == 0;
+        p = s_ws(ve + 1, end);
+        if (p < end && *p == ',' && !text) {
+            p++;
+            continue;
+        }
+        if (p >= end || *p != '}' || !text || s_ws(p + 1, end) != end)
+            return false;
+        break;
+    }
+    if ((size_t)(ve - vs) <= max)
+        return false;
+    /* never inside an escape, nor between the halves of a surrogate pair */
+    const unsigned char *cut = vs + max, *q = vs;
+    while (q < cut && (q = memchr(q, '\\', (size_t)(cut - q)))) {
+        size_t elen;
+        s_escape(q, ve, &elen);
+        if (q + elen > cut) {
+            cut = q;
+            break;
+        }
+        q += elen;
+    }
+    /* nor inside a UTF-8 character: back to its lead byte */
+    while (cut > vs && (*cut & 0xC0) == 0x80)
+        cut--;
+    size_t d = 0;
+    for (q = cut; q < ve;) {
+        const unsigned char *b = memchr(q, '\\', (size_t)(ve - q));
+        if (!b) {
+            d += (size_t)(ve - q);
+            break;
+        }
+        size_t elen;
+        d += (size_t)(b - q) + s_escape(b, ve, &elen);
+        q = b + elen;
+    }
+    *keep = (size_t)(cut - start);
+    *dropped = d;
+    return true;
+}
+
+korch_wsframe_t *korch_wsmsg_serialize_parts(korch_ws_proto_t proto, korch_channel_t ch, const korch_wsparts_t *p,
+                                             size_t headroom)
+{
+    return proto == KORCH_WS_V1 ? s_ser_v1(ch, p, headroom) : s_ser_legacy(ch, p, headroom);
 }
 
 korch_wsframe_t *korch_wsmsg_serialize(korch_ws_proto_t proto, korch_channel_t ch, const korch_msg_t *msg,
                                        size_t headroom)
 {
-    return proto == KORCH_WS_V1 ? s_ser_v1(ch, msg, headroom) : s_ser_legacy(ch, msg, headroom);
+    json_t *parts[4] = {msg->header, msg->parent_header, msg->metadata, msg->content};
+    korch_wsparts_t p = {.msg_id = korch_msg_id(msg), .msg_type = korch_msg_type(msg), .buffers = msg->buffers};
+    char *js[4] = {0};
+    korch_wsframe_t *f = NULL;
+    for (int i = 0; i < 4; i++) {
+        if (!(js[i] = s_dump(parts[i], &p.len[i])))
+            goto out;
+        p.data[i] = js[i];
+    }
+    f = korch_wsmsg_serialize_parts(proto, ch, &p, headroom);
+out:
+    for (int i = 0; i < 4; i++)
+        free(js[i]);
+    return f;
 }

@@ -415,6 +415,10 @@ static json_t *s_parse_stream_bounded(const char *data, size_t size, size_t keep
     char name[64], key[16];
     size_t name_len = 0, text_len = 0, dropped = 0, klen, kdrop, ndrop = 0;
     bool have_name = false, have_text = false;
+    /* the decoded text is never longer than the frame: no need to allocate
+       all of max_stream_text (8 MiB) for a 65 KiB message */
+    if (keep > size)
+        keep = size;
     char *text = malloc(keep + 1);
     json_t *out = NULL;
     if (!text)
@@ -479,6 +483,13 @@ static korch_rc_t s_reject(korch_session_t *self, korch_reject_t why, korch_reje
 
 korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **pframes, korch_msg_t **out,
                                      korch_reject_t *why, korch_err_t *err)
+{
+    return korch_session_deserialize_raw(self, pframes, out, NULL, NULL, NULL, why, err);
+}
+
+korch_rc_t korch_session_deserialize_raw(korch_session_t *self, zmsg_t **pframes, korch_msg_t **out,
+                                         zframe_t *raw[4], korch_session_want_fn *want_content, void *arg,
+                                         korch_reject_t *why, korch_err_t *err)
 {
     zmsg_t *frames = *pframes;
     *pframes = NULL;
@@ -566,14 +577,17 @@ korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **pframes, ko
     msg->header = s_parse_object(parts[1]);
     msg->parent_header = s_parse_object(parts[2]);
     msg->metadata = s_parse_object(parts[3]);
-    /* content below: the header says whether it may be a huge stream */
+    /* content below: the header says whether it may be a huge stream, and
+       a relay whether anyone will read it (else it goes on as raw bytes) */
     const char *mt = json_string_value(json_object_get(msg->header, "msg_type"));
-    if (mt && strcmp(mt, "stream") == 0 && zframe_size(parts[4]) > 65536)
+    bool need = !want_content || !raw || !msg->header || !msg->parent_header || !msg->metadata ||
+                want_content(msg, arg);
+    if (need && mt && strcmp(mt, "stream") == 0 && zframe_size(parts[4]) > 65536)
         msg->content = s_parse_stream_bounded((const char *)zframe_data(parts[4]), zframe_size(parts[4]),
                                               self->lim.max_stream_text);
-    if (!msg->content)
+    if (need && !msg->content)
         msg->content = s_parse_object(parts[4]);
-    if (!msg->header || !msg->parent_header || !msg->metadata || !msg->content) {
+    if (!msg->header || !msg->parent_header || !msg->metadata || (need && !msg->content)) {
         rc = s_reject(self, KORCH_REJ_BAD_JSON, why, err, "a part is not a JSON object");
         goto out;
     }
@@ -594,6 +608,11 @@ korch_rc_t korch_session_deserialize(korch_session_t *self, zmsg_t **pframes, ko
     self->stats.received++;
     *out = msg;
     msg = NULL;
+    /* the caller keeps the signed bytes: hand the JSON frames over */
+    for (int i = 0; raw && i < 4; i++) {
+        raw[i] = parts[i + 1];
+        parts[i + 1] = NULL;
+    }
 out:
     for (int i = 0; i < 5; i++)
         zframe_destroy(&parts[i]);

@@ -8,6 +8,10 @@
    execution time = korch's orchestration + the scripted server's reply.
 2. SESSIONS concurrent `korch run` processes of SESSION_STEPS steps each
    (each with its own local kernel): wall time, and each korch's peak RSS.
+3. The same SESSIONS sessions through ONE `korch serve` (the agent API: one
+   actor thread per session, turns read as server-sent events): wall time,
+   time from POST .../messages to the first event, and korch serve's RSS
+   per session (its kernels are separate processes, not counted).
 Prints one JSON object.
 """
 import json
@@ -97,13 +101,85 @@ def concurrent(korch, port, n, steps, tmp):
             "errors": errors}
 
 
+def _rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def served(korch, port, n, steps, tmp):
+    """n agent sessions at once through one korch serve."""
+    import http.client
+    import threading
+    import urllib.parse
+    env = env_for(port, "forever")
+    srv = subprocess.Popen([korch, "serve", "--port", "0", "--launcher", "local", "--no-access-log",
+                            "--llm", "openai:gpt-4o-mini", "--max-steps", str(steps),
+                            "--agent-dir", os.path.join(tmp, "served")],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = srv.stdout.readline().strip()
+    u = urllib.parse.urlsplit(line)
+    token = urllib.parse.parse_qs(u.query)["token"][0]
+    hdr = {"Authorization": "token " + token, "Content-Type": "application/json"}
+    rss0 = _rss_kib(srv.pid)
+    first, ok, errors = [], [0], []
+    lock = threading.Lock()
+
+    def session():
+        try:
+            c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+            c.request("POST", "/api/agent/sessions", body="{}", headers=hdr)
+            r = c.getresponse()
+            sid = json.loads(r.read())["id"]
+            t0 = time.monotonic()
+            c.request("POST", "/api/agent/sessions/%s/messages" % sid, body=json.dumps({"content": "loop"}),
+                      headers=hdr)
+            r = c.getresponse()
+            got_first, status = False, None
+            for raw in r:
+                if raw.startswith(b"event:") and not got_first:
+                    got_first = True
+                    with lock:
+                        first.append((time.monotonic() - t0) * 1000)
+                if raw.startswith(b"data:") and b'"status"' in raw and b'"tokens"' in raw:
+                    status = json.loads(raw[5:]).get("status")
+            with lock:
+                if status == "ok":
+                    ok[0] += 1
+                else:
+                    errors.append(["status %r" % status])
+        except Exception as e:  # noqa: BLE001
+            with lock:
+                errors.append([str(e)])
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=session) for _ in range(n)]
+    for t in threads:
+        t.start()
+    peak = 0
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, _rss_kib(srv.pid))
+        time.sleep(0.05)
+    wall = time.monotonic() - t0
+    rss_end = _rss_kib(srv.pid)
+    srv.terminate()
+    srv.wait(timeout=60)
+    return {"sessions": n, "ok": ok[0], "steps_each": steps, "wall_s": round(wall, 2),
+            "first_event_ms_p50": round(median(first), 1) if first else None,
+            "serve_rss_kib_idle": rss0, "serve_rss_kib_peak": peak,
+            "serve_rss_kib_per_session": round((rss_end - rss0) / n) if n else 0, "errors": errors}
+
+
 def main():
     korch, steps, n, session_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     srv, port = start_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             res = {"one_session": one_session(korch, port, steps, tmp),
-                   "concurrent": concurrent(korch, port, n, session_steps, tmp)}
+                   "concurrent": concurrent(korch, port, n, session_steps, tmp),
+                   "served": served(korch, port, n, session_steps, tmp)}
     finally:
         srv.terminate()
         srv.wait()

@@ -149,4 +149,40 @@ def printed(provider, req, state):
     return {"text": "Ran it: %s." % _find(r"(PRINTED \d+)", results)}
 
 
-SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed)}
+def sleeper(provider, req, state):
+    """Turn 1 runs code that sleeps for a minute (the client interrupts it);
+    turn 2 proves the session and its kernel are still there."""
+    user = ls.latest_user_text(provider, req)
+    text, _ = ls.latest_tool_result(provider, req)
+    if "sleep" in user:
+        if not text:
+            return {"text": "Sleeping.", "tool_calls": [_code(
+                "import time\nprint('SLEEPING', flush=True)\ntime.sleep(60)\nprint('WOKE')")]}
+        return {"text": "Slept through: " + text[:100]}
+    if "after" in user:
+        if not text or "AFTER" not in text:
+            return {"tool_calls": [_code("print('AFTER', 40 + 2)")]}
+        return {"text": "Still alive: %s." % _find(r"(AFTER \d+)", [text])}
+    return {"text": "unexpected question: " + user}
+
+
+def chunks(provider, req, state):
+    """Output that arrives in several stream messages, then a picture."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code(
+            "import time\nfor i in range(4):\n    print('CHUNK', i, flush=True)\n    time.sleep(0.3)\n"
+            "import sys\nprint('ERR', file=sys.stderr, flush=True)\nprint('TAIL')")]}
+    return {"text": "Done: %s." % results[-1].replace("\n", " ").strip()}
+
+
+def shared(provider, req, state):
+    """The agent reads a variable a notebook defined in the same kernel."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code("print('SHARED=%s' % shared_value)")]}
+    return {"text": "The notebook's value is %s." % _find(r"SHARED=(\w+)", results)}
+
+
+SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
+                                     shared, chunks)}

@@ -712,7 +712,9 @@ def sc_restart(x):
         x.check("restarting" in states, "no status 'restarting' on the socket after restart (saw %r)" % states)
     # the same socket keeps working, with fresh state
     c.nudge(60)
-    r = c.execute("print(a)", 60)
+    # stop_on_error=False: else ipykernel aborts a request that follows the
+    # NameError too closely (note_pid's, with a fast enough relay)
+    r = c.execute("print(a)", 60, stop_on_error=False)
     errs = r.of("error")
     x.check(bool(errs) and errs[0]["content"].get("ename") == "NameError",
             "variable survived the restart: stdout %r errors %r" % (r.stdout(), [e["content"].get("ename") for e in errs]))
@@ -1050,6 +1052,7 @@ def sc_slow_reader(x):
     x.details.update({
         "baseline_rtt_ms_p50": round(1000 * sorted(base_rtt)[len(base_rtt) // 2], 1),
         "flood_rtt_ms_p50": round(1000 * rtts[len(rtts) // 2], 1) if rtts else None,
+        "flood_rtt_ms_p99": round(1000 * rtts[min(len(rtts) - 1, (99 * len(rtts)) // 100)], 1) if rtts else None,
         "flood_rtt_ms_max": round(1000 * rtts[-1], 1) if rtts else None,
         "flood_rest_ms_max": round(1000 * rest[-1], 1) if rest else None,
         "round_trips_during_flood": len(rtts),
@@ -1057,6 +1060,9 @@ def sc_slow_reader(x):
         "slowest": sorted(timeline, key=lambda e: -e[1])[:3]})
     x.check(len(rtts) >= 5, "only %d round trips during %gs of flood" % (len(rtts), flood_s))
     x.check(bool(rtts) and rtts[-1] < 2.0, "another client's round trip reached %.2fs during the flood" % (rtts[-1] if rtts else -1))
+    p99 = x.details["flood_rtt_ms_p99"]
+    x.check(p99 is not None and p99 < x.args.rtt_bound_ms,
+            "another client's p99 round trip was %s ms during the flood (bound %g ms)" % (p99, x.args.rtt_bound_ms))
     x.check(bool(rest) and rest[-1] < 2.0, "REST took up to %.2fs during the flood" % (rest[-1] if rest else -1))
     # the flooding kernel is unaffected: a new client can use it once the loop ends
     time.sleep(1)
@@ -1067,12 +1073,102 @@ def sc_slow_reader(x):
     slow.drop()
 
 
+def _stream_accounting(msgs, want):
+    """Stream messages against the text the kernel wrote: each one's text
+    continues where the last left off, a cut one (content.korch_dropped, in
+    bytes of UTF-8) skips what it dropped, and together they cover it all.
+    -> (failure or None, messages cut, largest text in bytes)."""
+    want_b = want.encode("utf-8")
+    pos, cut, largest = 0, 0, 0
+    for i, m in enumerate(msgs):
+        t = m["content"].get("text", "").encode("utf-8")
+        d = m["content"].get("korch_dropped", 0)
+        largest = max(largest, len(t))
+        if want_b[pos:pos + len(t)] != t:
+            return "message %d (%d bytes) is not the text at byte %d" % (i, len(t), pos), cut, largest
+        pos += len(t) + d
+        cut += 1 if d else 0
+    if pos != len(want_b):
+        return "the messages account for %d bytes of %d" % (pos, len(want_b)), cut, largest
+    return None, cut, largest
+
+
+def sc_big_output(x):
+    """A kernel writes 33 MB at once: ipykernel sends it as a few stream
+    messages of megabytes each, which korch relays from the kernel's own
+    bytes in websocket fragments, cut at 8 MiB of JSON (content.korch_dropped
+    says how much went). Two clients read it: every message is the kernel's
+    text, in order, intact up to its cut (quotes, backslashes and UTF-8 split
+    across fragments), and the cuts account for the rest."""
+    kid = x.kernel()["id"]
+    a = x.ready(kid)
+    b = x.ready(kid)
+    n = 120000
+    unit = 'x"\\\u00e9' * 40
+    # lines (messages of a few MB), then 12 MB in one write (one message, cut)
+    code = ("import sys\nfor i in range(%d):\n    sys.stdout.write('%%07d %%s\\n' %% (i, %r))\n"
+            "sys.stdout.flush()\nsys.stdout.write(''.join('%%07d %%s\\n' %% (i, %r) for i in range(%d, %d)))"
+            % (n, unit, unit, n, n + 72000))
+    t0 = time.monotonic()
+    mid = a.send("execute_request", {"code": code, "silent": False, "store_history": False,
+                                     "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+    ra = a.wait_execution(mid, 120)
+    x.details["seconds"] = round(time.monotonic() - t0, 2)
+    want = "".join("%07d %s\n" % (i, unit) for i in range(n + 72000))
+    fail, cut, largest = _stream_accounting(ra.of("stream"), want)
+    x.details.update({"stream_messages": len(ra.of("stream")), "cut_messages": cut, "largest_text_bytes": largest})
+    x.check(fail is None, "the requester: %s" % fail)
+    x.check(largest > (1 << 20), "no stream message over 1 MiB: nothing big was relayed")
+    x.check(largest <= (8 << 20), "a stream message of %d bytes: not cut at 8 MiB" % largest)
+    x.check(cut >= 1, "12 MB written at once, yet no message was cut")
+    # the other client sees the same IOPub (the reply is the requester's)
+    seen = b.collect(lambda m: m["parent_header"].get("msg_id") == mid and m["header"].get("msg_type") == "status"
+                     and m["content"].get("execution_state") == "idle", 120, "the execution's idle status")
+    fail_b, _, _ = _stream_accounting([m for m in seen if m["parent_header"].get("msg_id") == mid
+                                       and m["header"].get("msg_type") == "stream"], want)
+    x.check(fail_b is None, "the second client: %s" % fail_b)
+
+
+def sc_relay_rate(x):
+    """Messages per second through the relay: the kernel sends many small
+    stream messages straight from its session (no print batching), one
+    client counts them."""
+    kid = x.kernel()["id"]
+    c = x.ready(kid)
+    n = x.args.rate_messages
+    code = ("k = get_ipython().kernel\ns = k.session\np = k.get_parent()\nimport time\n"
+            "for i in range(%d):\n"
+            "    s.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': '%%d\\n' %% i}, parent=p,"
+            " ident=b'stream.stdout')\n"
+            "    if i %% 500 == 499: time.sleep(0.002)\n" % n)
+    mid = c.send("execute_request", {"code": code, "silent": False, "store_history": False,
+                                     "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+    got, t_first, t_last, idle = 0, None, None, False
+    deadline = time.monotonic() + 300
+    while not idle and time.monotonic() < deadline:
+        m = c.recv(5)
+        if m is None or m["parent_header"].get("msg_id") != mid:
+            continue
+        t = m["header"].get("msg_type")
+        if t == "stream":
+            got += 1
+            t_last = time.monotonic()
+            t_first = t_first or t_last
+        elif t == "status" and m["content"].get("execution_state") == "idle":
+            idle = True
+    el = (t_last - t_first) if got > 1 else 0
+    x.details.update({"sent": n, "received": got, "seconds": round(el, 3),
+                      "messages_per_second": round(got / el) if el else None})
+    x.check(idle, "the execution did not finish")
+    x.check(got >= n * 0.99, "only %d of %d messages arrived" % (got, n))
+
+
 SCENARIOS = {
     "codec": sc_codec, "start": sc_start, "execute": sc_execute, "stream": sc_stream,
     "display_png": sc_display_png, "buffers": sc_buffers, "interrupt": sc_interrupt, "restart": sc_restart,
     "die": sc_die, "two_clients": sc_two_clients, "reconnect": sc_reconnect,
     "delete": sc_delete, "rest_errors": sc_rest_errors, "churn": sc_churn,
-    "slow_reader": sc_slow_reader,
+    "slow_reader": sc_slow_reader, "big_output": sc_big_output, "relay_rate": sc_relay_rate,
 }
 
 
@@ -1129,6 +1225,9 @@ def main():
     ap.add_argument("--local-pids", action="store_true")
     ap.add_argument("--churn", type=int, default=1000)
     ap.add_argument("--flood-seconds", type=float, default=5.0)
+    ap.add_argument("--rtt-bound-ms", type=float, default=2000.0,
+                    help="slow_reader: the other kernel's client's p99 round trip must stay under this")
+    ap.add_argument("--rate-messages", type=int, default=20000)
     ap.add_argument("scenarios", nargs="*", default=["all"])
     a = ap.parse_args()
     u = urllib.parse.urlsplit(a.url.strip())

@@ -1,0 +1,180 @@
+/*  An agent session's thread (a czmq zactor): its own korch_loop, its own
+ *  korch_llm (libcurl easy, blocking) and a korch_agent attached to one of
+ *  the server's kernels through the kernel's connection file. agents.c
+ *  talks to it over the actor's pipe:
+ *
+ *    main -> actor   ASK question | INTERRUPT | FILES | $TERM
+ *    actor -> main   ready | failed message | event NAME JSON | done JSON | bye
+ *
+ *  "event" carries the agent's events as the API's server-sent events
+ *  (step, text, code, output, result, final, error, notice); "done" ends a
+ *  turn with {status, tokens, message?}; "bye" is the last thing it sends.
+ *  A model call cannot see the pipe (it is inside libcurl): interrupting it
+ *  goes through cfg->cancel, which the llm polls.
+ */
+#include "server_int.h"
+#include "korch/agent.h"
+#include "korch/llm.h"
+#include "korch/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    zsock_t *pipe;
+    srv_agent_cfg_t *cfg;
+    korch_agent_t *agent;
+    char *question;
+    bool term;
+} s_actor_t;
+
+static void s_send_event(s_actor_t *ac, const char *name, json_t *data)
+{
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    if (text)
+        zstr_sendx(ac->pipe, "event", name, text, NULL);
+    free(text);
+}
+
+/* A stream output grows in place: its chunks come with "append". */
+static void s_send_output(s_actor_t *ac, const korch_agent_event_t *ev)
+{
+    s_send_event(ac, "output", json_pack("{s:i, s:i, s:b, s:O}", "step", ev->step, "index", (int)ev->index, "append",
+                                         ev->append, "output", ev->data));
+}
+
+static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
+{
+    s_actor_t *ac = arg;
+    int step = ev->step;
+    const char *text = ev->text ? ev->text : "";
+    switch (ev->type) {
+    case KORCH_AGENT_STEP: s_send_event(ac, "step", json_pack("{s:i}", "step", step)); break;
+    case KORCH_AGENT_TEXT:
+        s_send_event(ac, "text", json_pack("{s:i, s:s%}", "step", step, "text", text, ev->text_len));
+        break;
+    case KORCH_AGENT_CODE:
+        s_send_event(ac, "code", json_pack("{s:i, s:s}", "step", step, "code", text));
+        break;
+    case KORCH_AGENT_OUTPUT:
+        if (ev->data)
+            s_send_output(ac, ev);
+        break;
+    case KORCH_AGENT_RESULT: {
+        json_t *d = json_deep_copy(ev->data ? ev->data : json_object());
+        json_object_set_new(d, "step", json_integer(step));
+        json_object_set_new(d, "text", json_string(text));
+        s_send_event(ac, "result", d);
+        break;
+    }
+    case KORCH_AGENT_FINAL: s_send_event(ac, "final", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
+    case KORCH_AGENT_ERROR: s_send_event(ac, "error", json_pack("{s:i, s:s}", "step", step, "message", text)); break;
+    case KORCH_AGENT_NOTICE: s_send_event(ac, "notice", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
+    }
+}
+
+static bool s_cancelled(void *arg)
+{
+    s_actor_t *ac = arg;
+    return atomic_load(&ac->cfg->cancel) != 0;
+}
+
+static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
+{
+    s_actor_t *ac = arg;
+    zmsg_t *m = zmsg_recv(pipe);
+    if (!m)
+        return 0;
+    char *cmd = zmsg_popstr(m);
+    if (!cmd || strcmp(cmd, "$TERM") == 0) {
+        ac->term = true;
+        if (ac->agent)
+            korch_agent_interrupt(ac->agent);
+        korch_loop_break(loop);
+    } else if (strcmp(cmd, "ASK") == 0 && !ac->question)
+        ac->question = zmsg_popstr(m);
+    else if (strcmp(cmd, "INTERRUPT") == 0 && ac->agent)
+        korch_agent_interrupt(ac->agent);
+    else if (strcmp(cmd, "FILES") == 0 && ac->agent)
+        korch_agent_files_changed(ac->agent);
+    free(cmd);
+    zmsg_destroy(&m);
+    return 0;
+}
+
+static bool s_actor_has_work(void *arg)
+{
+    s_actor_t *ac = arg;
+    return ac->term || ac->question;
+}
+
+static void s_actor(zsock_t *pipe, void *arg)
+{
+    srv_agent_cfg_t *cfg = arg;
+    s_actor_t ac = {.pipe = pipe, .cfg = cfg};
+    zsock_signal(pipe, 0);
+    korch_err_t err = {0};
+    korch_loop_t *loop = korch_loop_new();
+    korch_llm_opts_t lo = {0};
+    korch_llm_t *llm = NULL;
+    if (!loop)
+        korch_err_set(&err, KORCH_E_NOMEM, "out of memory");
+    else if (korch_llm_parse_spec(cfg->llm, &lo, &err) == KORCH_OK)
+        llm = korch_llm_new(&lo, &err);
+    if (llm) {
+        korch_agent_opts_t ao = {
+            .llm = llm,
+            .loop = loop,
+            .kernelspec = cfg->kernel_name,
+            .existing = cfg->conn_path,
+            .session_dir = cfg->dir,
+            .max_steps = cfg->max_steps,
+            .on_event = s_on_agent_event,
+            .cancelled = s_cancelled,
+            .arg = &ac,
+        };
+        ac.agent = korch_agent_new(&ao, &err);
+    }
+    if (ac.agent)
+        zstr_send(pipe, "ready");
+    else
+        zstr_sendx(pipe, "failed", err.msg[0] ? err.msg : korch_strerror(err.rc), NULL);
+    if (loop)
+        korch_loop_reader(loop, pipe, s_on_pipe, &ac);
+    while (loop && !ac.term) {
+        korch_loop_run(loop, s_actor_has_work, &ac, -1);
+        if (!ac.question || ac.term)
+            continue;
+        if (!ac.agent) { /* nothing to answer with */
+            free(ac.question);
+            ac.question = NULL;
+            continue;
+        }
+        char *answer = NULL;
+        korch_err_clear(&err);
+        korch_rc_t rc = korch_agent_ask(ac.agent, ac.question, &answer, &err);
+        free(ac.question);
+        ac.question = NULL;
+        free(answer);
+        const char *status = rc == KORCH_OK ? "ok" : rc == KORCH_E_INTERRUPTED ? "interrupted" : "error";
+        if (rc != KORCH_OK && rc != KORCH_E_INTERRUPTED)
+            s_send_event(&ac, "error", json_pack("{s:s}", "message", err.msg[0] ? err.msg : korch_strerror(rc)));
+        json_t *done = json_pack("{s:s, s:I}", "status", status, "tokens", (json_int_t)korch_agent_tokens(ac.agent));
+        if (rc != KORCH_OK)
+            json_object_set_new(done, "message", json_string(err.msg[0] ? err.msg : korch_strerror(rc)));
+        char *text = json_dumps(done, JSON_COMPACT);
+        json_decref(done);
+        zstr_sendx(pipe, "done", text ? text : "{}", NULL);
+        free(text);
+    }
+    korch_agent_destroy(&ac.agent); /* detaches from the kernel; the server keeps it */
+    korch_llm_destroy(&llm);
+    if (loop)
+        korch_loop_reader_end(loop, pipe);
+    korch_loop_destroy(&loop);
+    free(ac.question);
+    zstr_send(pipe, "bye");
+}
+
+zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg) { return zactor_new(s_actor, cfg); }

@@ -1,0 +1,1007 @@
+/*  The agent API: agent sessions served over REST, their turns streamed as
+ *  server-sent events.
+ *
+ *    POST   /api/agent/sessions {llm?, kernel_id?, kernel_name?, files?}   201 session
+ *    GET    /api/agent/sessions                                          [session]
+ *    GET    /api/agent/sessions/{id}              session + transcript (the records of transcript.jsonl)
+ *    DELETE /api/agent/sessions/{id}              204 (its kernel too, when the session started it)
+ *    POST   /api/agent/sessions/{id}/messages {content}    200 text/event-stream, one turn
+ *    POST   /api/agent/sessions/{id}/interrupt             204, the running step stops
+ *    GET    /api/agent/sessions/{id}/notebook              the .ipynb
+ *    GET    /api/agent/sessions/{id}/files                 [name] uploaded through the API
+ *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size}, into the kernel's work dir
+ *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
+ *  (src/server/openapi.yaml describes every route and event.)
+ *
+ *  Threads. A korch_agent blocks while it thinks (libcurl easy) and owns its
+ *  korch_llm, so each session runs its agent in an actor (agent_actor.c)
+ *  with a loop of its own. The kernel is one of the server's kernels, owned
+ *  by the main thread like any other: the actor attaches to it through its
+ *  connection file (korch_agent_opts_t.existing), so a notebook attached to
+ *  the same kernel over the websocket sees every execution of the agent
+ *  live, and the kernel's lifecycle (restarts, culling, shutdown) stays the
+ *  server's. The session struct outlives its thread: it is freed only after
+ *  zactor_destroy.
+ *
+ *  Persistence. A session is a directory under opts.agent_dir: session.json
+ *  (what this file needs to list and resume it), the agent's
+ *  transcript.jsonl, notebook.ipynb and figures/, and files/ (a local
+ *  kernel's work dir; for containers, copies of the uploads). A session
+ *  without a kernel - after a server restart, or once its kernel was shut
+ *  down or culled - is "stopped"; its next message starts a kernel and the
+ *  agent resumes the transcript, re-running its successful cells.
+ */
+#include "server_int.h"
+#include "korch/agent.h"
+#include "korch/launcher.h"
+#include "korch/llm.h"
+#include "korch/log.h"
+#include "korch/media.h"
+#include "korch/session.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
+#define KEEPALIVE_MS 15000               /* an SSE comment while a turn is quiet (proxies time out) */
+#define MAX_TRANSCRIPT (256u << 20)
+#define MAX_NOTEBOOK (256u << 20)
+
+/* starting: its kernel and agent are getting ready (for a new session, or
+   for a stopped one that got a message); stopped: on disk only, with no
+   kernel (after a restart of the server, or when its kernel was shut
+   down or culled): the next message resumes it in a fresh kernel. */
+typedef enum { A_STARTING, A_IDLE, A_RUNNING, A_STOPPED } s_state_t;
+
+static const char *s_state_names[] = {"starting", "idle", "running", "stopped"};
+
+struct srv_agent {
+    korch_server_t *srv;
+    srv_agent_cfg_t cfg;        /* what its actor reads; cfg.cancel is set by main */
+    char id[40];
+    char kernel_id[40];         /* "" when stopped */
+    char created[32], last_activity[32];
+    bool owns_kernel;
+    bool doomed;                /* deleted: freed when its actor has gone */
+    s_state_t state;
+    int turns;
+    int64_t tokens;
+    char error[512];            /* why it stopped, for the model */
+    json_t *files;              /* names uploaded through the API */
+    json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
+    char *pending_question;     /* a message that resumed a stopped session */
+    zactor_t *actor;
+    srv_req_t *waiting;         /* a token in the kernel's waiters (not an HTTP request) */
+    srv_req_t *creating;        /* POST waiting for the agent to be ready */
+    srv_req_t *stream;          /* the running turn's event stream */
+    int keepalive;              /* timer, -1 none */
+};
+
+/* ============================================================ main side */
+
+static zhashx_t *s_all(korch_server_t *s) { return srv_state(s)->agents; }
+
+static void s_touch(srv_agent_t *sa) { korch_iso8601_now(sa->last_activity); }
+
+static bool s_isolated(korch_server_t *s)
+{
+    /* every kernel has a work dir of its own (containers), not a host dir */
+    korch_launcher_t *l = srv_state(s)->opts.launcher;
+    return l && l->ops && l->ops->name && strcmp(l->ops->name, "local") != 0;
+}
+
+static json_t *s_model(srv_agent_t *sa)
+{
+    json_t *m = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:O, s:b}", "id", sa->id, "kernel_id",
+                          sa->kernel_id[0] ? json_string(sa->kernel_id) : json_null(), "kernel_name",
+                          sa->cfg.kernel_name, "llm", sa->cfg.llm, "created", sa->created, "last_activity",
+                          sa->last_activity, "state", s_state_names[sa->state], "turns", sa->turns, "tokens",
+                          (json_int_t)sa->tokens, "files", sa->files, "owns_kernel", sa->owns_kernel);
+    if (m && sa->state == A_STOPPED && sa->error[0])
+        json_object_set_new(m, "stopped_because", json_string(sa->error));
+    return m;
+}
+
+/* session.json: what a restarted server needs to list and resume it. */
+static void s_save(srv_agent_t *sa)
+{
+    json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:O}", "version", 1, "id", sa->id, "llm", sa->cfg.llm,
+                          "kernel_name", sa->cfg.kernel_name, "created", sa->created, "turns", sa->turns, "tokens",
+                          (json_int_t)sa->tokens, "files", sa->files);
+    char *text = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/session.json", sa->cfg.dir);
+    korch_err_t err = {0};
+    if (!text || korch_write_file(path, text, strlen(text), &err) != KORCH_OK)
+        korch_warn("agent session %s: cannot save its state: %s", sa->id, text ? err.msg : "out of memory");
+    free(text);
+    json_decref(j);
+}
+
+static int s_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    if (remove(path) != 0)
+        korch_warn("cannot remove '%s': %s", path, strerror(errno));
+    return 0;
+}
+
+static void s_free(srv_agent_t **psa)
+{
+    srv_agent_t *sa = *psa;
+    if (!sa)
+        return;
+    *psa = NULL;
+    if (sa->keepalive >= 0)
+        korch_loop_timer_end(srv_loop(sa->srv), sa->keepalive);
+    if (sa->actor) {
+        korch_loop_reader_end(srv_loop(sa->srv), zactor_sock(sa->actor));
+        atomic_store(&sa->cfg.cancel, 1);
+        zactor_destroy(&sa->actor); /* $TERM, then joins */
+    }
+    /* sa->waiting stays in its kernel's waiters: answered, it finds no session and is freed */
+    if (sa->creating)
+        srv_respond_error(sa->creating, 503, "the server is shutting down");
+    if (sa->stream) {
+        srv_stream_end(sa->stream);
+        srv_stream_release(&sa->stream);
+    }
+    if (sa->doomed && sa->cfg.dir[0]) /* DELETE: the session's files go with it */
+        nftw(sa->cfg.dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    json_decref(sa->files);
+    json_decref(sa->pending_files);
+    free(sa->pending_question);
+    free(sa);
+}
+
+/* ---------------------------------------------------------- streams */
+
+static int s_on_keepalive(korch_loop_t *loop, int id, void *arg)
+{
+    srv_agent_t *sa = arg;
+    if (sa->stream)
+        srv_stream_write(sa->stream, ": keepalive\n\n", 13, MAX_SSE_PENDING);
+    return 0;
+}
+
+static void s_stream_event(srv_agent_t *sa, const char *name, const char *json)
+{
+    if (!sa->stream)
+        return;
+    size_t nl = strlen(name), jl = strlen(json);
+    char *buf = malloc(nl + jl + 32);
+    if (!buf)
+        return;
+    int n = snprintf(buf, nl + jl + 32, "event: %s\ndata: %s\n\n", name, json);
+    if (srv_stream_write(sa->stream, buf, (size_t)n, MAX_SSE_PENDING) == KORCH_E_TOOBIG) {
+        /* the client does not read: treated as a client that left (the turn is cancelled) */
+        srv_stream_release(&sa->stream);
+        atomic_store(&sa->cfg.cancel, 1);
+        if (sa->actor)
+            zstr_send(sa->actor, "INTERRUPT");
+    }
+    free(buf);
+}
+
+static void s_stream_eventj(srv_agent_t *sa, const char *name, json_t *data)
+{
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    if (text)
+        s_stream_event(sa, name, text);
+    free(text);
+}
+
+/* The turn's last event, then the stream ends. */
+static void s_stream_done(srv_agent_t *sa, const char *done_json)
+{
+    if (sa->keepalive >= 0)
+        korch_loop_timer_end(srv_loop(sa->srv), sa->keepalive);
+    sa->keepalive = -1;
+    s_stream_event(sa, "done", done_json);
+    if (sa->stream) {
+        srv_stream_end(sa->stream);
+        srv_stream_release(&sa->stream);
+    }
+}
+
+/* ------------------------------------------------------- lifecycle */
+
+/* No kernel any more (it was shut down, culled or died for good, or the
+   session's start failed): stop the actor; the next message resumes. */
+static void s_stop(srv_agent_t *sa, const char *why)
+{
+    if (sa->state == A_STOPPED)
+        return;
+    korch_info("agent session %s stopped: %s", sa->id, why);
+    snprintf(sa->error, sizeof sa->error, "%s", why);
+    sa->state = A_STOPPED;
+    if (sa->actor) {
+        atomic_store(&sa->cfg.cancel, 1);
+        zstr_send(sa->actor, "$TERM"); /* its last "done" ends a running turn's stream */
+    }
+    srv_kernel_t *mk = sa->owns_kernel ? srv_kernel_find(sa->srv, sa->kernel_id) : NULL;
+    sa->kernel_id[0] = 0;
+    sa->owns_kernel = false;
+    if (mk)
+        srv_kernel_delete(mk, NULL);
+}
+
+/* Deleted: unlisted now, freed (with its directory) once its actor has gone. */
+static void s_doom(srv_agent_t *sa)
+{
+    sa->doomed = true;
+    zhashx_t *all = s_all(sa->srv);
+    if (zhashx_lookup(all, sa->id) == sa)
+        zhashx_delete(all, sa->id);
+    if (sa->creating)
+        srv_respond_error(sa->creating, 503, "the agent session was deleted while it started");
+    sa->creating = NULL;
+    s_stream_done(sa, "{\"status\":\"interrupted\",\"message\":\"the session was deleted\"}");
+    s_stop(sa, "deleted");
+    if (!sa->actor) {
+        s_free(&sa);
+        return;
+    }
+    zlistx_add_end(srv_state(sa->srv)->agents_doomed, sa);
+}
+
+/* Starting (a new session, or resuming one) failed. */
+static void s_fail(srv_agent_t *sa, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void s_fail(srv_agent_t *sa, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    korch_warn("agent session %s: %s", sa->id, msg);
+    if (sa->creating) { /* nobody has seen this session: it goes */
+        srv_respond_error(sa->creating, status, "%s", msg);
+        sa->creating = NULL;
+        s_doom(sa);
+        return;
+    }
+    free(sa->pending_question);
+    sa->pending_question = NULL;
+    s_stream_eventj(sa, "error", json_pack("{s:s}", "message", msg));
+    json_t *done = json_pack("{s:s, s:s}", "status", "error", "message", msg);
+    char *text = json_dumps(done, JSON_COMPACT);
+    s_stream_done(sa, text ? text : "{}");
+    free(text);
+    json_decref(done);
+    s_stop(sa, msg);
+}
+
+static void s_ask(srv_agent_t *sa, const char *question)
+{
+    sa->state = A_RUNNING;
+    atomic_store(&sa->cfg.cancel, 0);
+    zstr_sendx(sa->actor, "ASK", question, NULL);
+}
+
+static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
+{
+    srv_agent_t *sa = arg;
+    zmsg_t *m = zmsg_recv(sock);
+    if (!m)
+        return 0;
+    char *cmd = zmsg_signal(m) >= 0 ? NULL : zmsg_popstr(m); /* a signal: the thread's last word */
+    if (!cmd) {
+        zmsg_destroy(&m);
+        return 0;
+    }
+    if (strcmp(cmd, "ready") == 0 && sa->state == A_STARTING) {
+        sa->state = A_IDLE;
+        fprintf(stderr, "korch: agent session %s ready on kernel %s\n", sa->id, sa->kernel_id);
+        if (sa->creating) {
+            s_save(sa);
+            srv_respond(sa->creating, 201, s_model(sa));
+            sa->creating = NULL;
+        }
+        if (sa->pending_question) {
+            s_ask(sa, sa->pending_question);
+            free(sa->pending_question);
+            sa->pending_question = NULL;
+        }
+    } else if (strcmp(cmd, "failed") == 0) {
+        char *why = zmsg_popstr(m);
+        s_fail(sa, 500, "cannot start the agent: %s", why ? why : "unknown error");
+        free(why);
+    } else if (strcmp(cmd, "event") == 0) {
+        char *name = zmsg_popstr(m), *json = zmsg_popstr(m);
+        if (name && json)
+            s_stream_event(sa, name, json);
+        free(name);
+        free(json);
+    } else if (strcmp(cmd, "done") == 0) {
+        char *json = zmsg_popstr(m);
+        json_t *d = json ? json_loads(json, 0, NULL) : NULL;
+        if (json_is_integer(json_object_get(d, "tokens")))
+            sa->tokens = json_integer_value(json_object_get(d, "tokens"));
+        json_decref(d);
+        s_stream_done(sa, json ? json : "{}");
+        free(json);
+        if (sa->state == A_RUNNING)
+            sa->state = A_IDLE;
+        sa->turns++;
+        s_touch(sa);
+        if (!sa->doomed)
+            s_save(sa);
+    } else if (strcmp(cmd, "bye") == 0) {
+        /* the actor has finished: join it */
+        korch_loop_reader_end(loop, sock);
+        zactor_destroy(&sa->actor);
+        free(cmd);
+        zmsg_destroy(&m);
+        zlistx_t *doomed = srv_state(sa->srv)->agents_doomed;
+        void *h = zlistx_find(doomed, sa);
+        if (h) {
+            zlistx_delete(doomed, h);
+            s_free(&sa);
+        }
+        return 0;
+    }
+    free(cmd);
+    zmsg_destroy(&m);
+    return 0;
+}
+
+/* ------------------------------------------------------ the kernel */
+
+static void s_mkdirs(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+}
+
+/* A container's work dir is its own: keep a copy of each uploaded file in
+   the session's files/ so a resumed session (a new container) gets it back.
+   A local kernel works in files/ itself. */
+static void s_keep_copy(srv_agent_t *sa, const char *rel, const void *data, size_t len)
+{
+    if (!s_isolated(sa->srv))
+        return;
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, rel);
+    s_mkdirs(path);
+    korch_err_t err = {0};
+    if (korch_write_file(path, data, len, &err) != KORCH_OK)
+        korch_warn("agent session %s: cannot keep a copy of '%s': %s", sa->id, rel, err.msg);
+}
+
+static void s_add_file(srv_agent_t *sa, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(sa->files, i, v) if (strcmp(json_string_value(v), name) == 0) return;
+    json_array_append_new(sa->files, json_string(name));
+}
+
+/* The kernel is ready: put the files, write the connection file, start the actor. */
+static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
+{
+    korch_err_t err = {0};
+    korch_proc_t *proc = korch_kernel_proc(mk->k);
+    size_t i;
+    json_t *f;
+    json_array_foreach(sa->pending_files, i, f) {
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *b64 = json_string_value(json_object_get(f, "data"));
+        size_t len = 0;
+        unsigned char *data = korch_b64_decode(b64, strlen(b64), &len);
+        korch_rc_t rc = data ? korch_proc_put_file(proc, name, data, len, &err)
+                             : korch_err_set(&err, KORCH_E_NOMEM, "out of memory");
+        if (rc == KORCH_OK && sa->creating)
+            s_keep_copy(sa, name, data, len);
+        free(data);
+        if (rc != KORCH_OK) {
+            s_fail(sa, 500, "cannot put '%s' into the kernel's work dir: %s", name, err.msg);
+            return;
+        }
+        s_add_file(sa, name);
+    }
+    json_array_clear(sa->pending_files);
+    if (korch_conn_save(korch_kernel_conn(mk->k), sa->cfg.conn_path, &err) != KORCH_OK) {
+        s_fail(sa, 500, "cannot write the kernel's connection file: %s", err.msg);
+        return;
+    }
+    sa->actor = srv_agent_actor_new(&sa->cfg);
+    if (!sa->actor) {
+        s_fail(sa, 500, "cannot start the agent's thread");
+        return;
+    }
+    korch_loop_reader(srv_loop(sa->srv), zactor_sock(sa->actor), s_on_actor, sa);
+}
+
+void srv_agent_kernel_ready(srv_req_t *token, srv_kernel_t *mk)
+{
+    srv_agent_t *sa = zhashx_lookup(s_all(mk->srv), token->arg);
+    bool mine = sa && sa->waiting == token;
+    free(token);
+    if (!mine)
+        return;
+    sa->waiting = NULL;
+    s_kernel_ready(sa, mk);
+}
+
+void srv_agent_kernel_failed(srv_req_t *token, srv_kernel_t *mk, const char *why)
+{
+    srv_agent_t *sa = zhashx_lookup(s_all(mk->srv), token->arg);
+    bool mine = sa && sa->waiting == token;
+    free(token);
+    if (!mine)
+        return;
+    sa->waiting = NULL;
+    sa->kernel_id[0] = 0; /* the server cleans a failed kernel up itself */
+    sa->owns_kernel = false;
+    s_fail(sa, 500, "the kernel did not start: %s", why);
+}
+
+void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id)
+{
+    zlistx_t *list = zhashx_values(s_all(s));
+    for (srv_agent_t *sa = list ? zlistx_first(list) : NULL; sa; sa = zlistx_next(list))
+        if (strcmp(sa->kernel_id, kernel_id) == 0) {
+            sa->owns_kernel = false;
+            if (sa->state == A_RUNNING)
+                s_stream_eventj(sa, "error", json_pack("{s:s}", "message", "the session's kernel was shut down"));
+            s_stop(sa, "its kernel was shut down");
+        }
+    zlistx_destroy(&list);
+}
+
+/* Give the session a kernel: kernel_id's (attach), else a new one it owns.
+   Returns 0, or an HTTP status with why. */
+static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, char *why, size_t why_len)
+{
+    korch_server_t *s = sa->srv;
+    srv_state_t *st = srv_state(s);
+    srv_kernel_t *mk = NULL;
+    if (kernel_id) {
+        mk = srv_kernel_find(s, kernel_id);
+        if (!mk || mk->doomed) {
+            snprintf(why, why_len, "no kernel '%s'", kernel_id);
+            return 404;
+        }
+    } else {
+        if (st->opts.max_kernels > 0 && (int)srv_kernels_live(s) >= st->opts.max_kernels) {
+            snprintf(why, why_len, "the kernel limit (%d) is reached", st->opts.max_kernels);
+            return 403;
+        }
+        /* a warm kernel where each has a work dir of its own (containers);
+           a local one starts in the session's files/ */
+        if (s_isolated(s))
+            mk = srv_pool_take(s, name);
+        if (!mk) {
+            char cwd[PATH_MAX + 8];
+            snprintf(cwd, sizeof cwd, "%s/files", sa->cfg.dir);
+            korch_err_t err = {0};
+            mk = srv_kernel_start_in(s, name, s_isolated(s) ? NULL : cwd, &err);
+            if (!mk) {
+                snprintf(why, why_len, "%s", err.msg);
+                return err.rc == KORCH_E_NOTFOUND ? 404 : err.rc == KORCH_E_INVALID ? 400 : 500;
+            }
+        }
+        sa->owns_kernel = true;
+    }
+    snprintf(sa->kernel_id, sizeof sa->kernel_id, "%s", mk->id);
+    snprintf(sa->cfg.kernel_name, sizeof sa->cfg.kernel_name, "%s", mk->name);
+    sa->state = A_STARTING;
+    sa->error[0] = 0;
+    korch_kernel_state_t ks = korch_kernel_state(mk->k);
+    if (mk->ever_ready && (ks == KORCH_KERNEL_IDLE || ks == KORCH_KERNEL_BUSY)) {
+        s_kernel_ready(sa, mk);
+        return 0;
+    }
+    /* wait for it: a token among the kernel's waiters (api.c answers it) */
+    srv_req_t *token = calloc(1, sizeof *token);
+    if (!token) {
+        snprintf(why, why_len, "out of memory");
+        return 500;
+    }
+    token->srv = s;
+    token->wait = SRV_WAIT_AGENT;
+    snprintf(token->arg, sizeof token->arg, "%s", sa->id);
+    sa->waiting = token;
+    zlistx_add_end(mk->waiters, token);
+    return 0;
+}
+
+/* ----------------------------------------------------------- create */
+
+/* files: [{name, content, format: text|base64}] -> [{name, data: base64}] or an error. */
+static json_t *s_check_files(json_t *files, char *why, size_t why_len)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *f;
+    if (files && !json_is_array(files)) {
+        snprintf(why, why_len, "'files' must be an array of {name, content, format}");
+        goto fail;
+    }
+    json_array_foreach(files, i, f) {
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *content = json_string_value(json_object_get(f, "content"));
+        const char *format = json_string_value(json_object_get(f, "format"));
+        if (!name || !content) {
+            snprintf(why, why_len, "files[%zu] needs a 'name' and a string 'content'", i);
+            goto fail;
+        }
+        if (!korch_safe_relpath(name)) {
+            snprintf(why, why_len, "file name '%s' is not a plain path inside the work dir", name);
+            goto fail;
+        }
+        if (format && strcmp(format, "text") != 0 && strcmp(format, "base64") != 0) {
+            snprintf(why, why_len, "files[%zu]: format '%s' is not 'text' or 'base64'", i, format);
+            goto fail;
+        }
+        char *b64 = NULL;
+        if (format && strcmp(format, "base64") == 0) {
+            size_t n = 0;
+            unsigned char *raw = korch_b64_decode(content, strlen(content), &n);
+            if (!raw) {
+                snprintf(why, why_len, "files[%zu] ('%s'): content is not valid base64", i, name);
+                goto fail;
+            }
+            free(raw);
+            b64 = strdup(content);
+        } else
+            b64 = korch_b64_encode((const unsigned char *)content, json_string_length(json_object_get(f, "content")));
+        json_array_append_new(out, json_pack("{s:s, s:s}", "name", name, "data", b64 ? b64 : ""));
+        free(b64);
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len)
+{
+    json_t *j = json_object_get(body, "llm");
+    const char *want = json_string_value(j);
+    if (j && !want) {
+        snprintf(why, why_len, "'llm' must be a string \"provider:model\"");
+        return NULL;
+    }
+    if (want) {
+        /* a client picks the provider and model; where requests go and with
+           which key is the server's configuration alone */
+        korch_llm_opts_t lo = {0};
+        korch_err_t err = {0};
+        if (korch_llm_parse_spec(want, &lo, &err) != KORCH_OK) {
+            snprintf(why, why_len, "%s", err.msg);
+            return NULL;
+        }
+        if (strcmp(lo.provider, "openai") != 0 && strcmp(lo.provider, "anthropic") != 0 &&
+            strcmp(lo.provider, "ollama") != 0) {
+            snprintf(why, why_len, "llm provider '%s' cannot be chosen by a client (openai, anthropic or ollama)",
+                     lo.provider);
+            return NULL;
+        }
+        return want;
+    }
+    const char *dflt = srv_state(s)->opts.llm;
+    if (!dflt || !*dflt)
+        dflt = getenv("KORCH_LLM");
+    return dflt && *dflt ? dflt : "";
+}
+
+static const char *s_base(korch_server_t *s)
+{
+    const char *b = srv_state(s)->opts.agent_dir;
+    return b && *b ? b : "korch-sessions";
+}
+
+static srv_agent_t *s_new(korch_server_t *s, const char *id)
+{
+    srv_agent_t *sa = calloc(1, sizeof *sa);
+    if (!sa)
+        return NULL;
+    sa->srv = s;
+    sa->keepalive = -1;
+    sa->files = json_array();
+    sa->pending_files = json_array();
+    snprintf(sa->id, sizeof sa->id, "%s", id);
+    sa->cfg.max_steps = srv_state(s)->opts.agent_max_steps;
+    snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
+    snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
+    if (!sa->files || !sa->pending_files) {
+        json_decref(sa->files);
+        json_decref(sa->pending_files);
+        free(sa);
+        return NULL;
+    }
+    return sa;
+}
+
+static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
+{
+    srv_state_t *st = srv_state(s);
+    char why[512];
+    if (st->opts.max_agent_sessions > 0 && (int)zhashx_size(s_all(s)) >= st->opts.max_agent_sessions) {
+        srv_respond_error(req, 403, "the agent session limit (%d) is reached", st->opts.max_agent_sessions);
+        return;
+    }
+    const char *llm = s_llm_spec(s, body, why, sizeof why);
+    if (!llm) {
+        srv_respond_error(req, 400, "%s", why);
+        return;
+    }
+    if (!*llm) {
+        srv_respond_error(req, 503,
+                          "no LLM is configured on this server: start korch serve with --llm PROVIDER:MODEL "
+                          "(or set KORCH_LLM), or send \"llm\" in the request");
+        return;
+    }
+    json_t *jk = json_object_get(body, "kernel_id"), *jn = json_object_get(body, "kernel_name");
+    if ((jk && !json_is_string(jk)) || (jn && !json_is_string(jn))) {
+        srv_respond_error(req, 400, "'kernel_id' and 'kernel_name' must be strings");
+        return;
+    }
+    if (jk && !srv_kernel_find(s, json_string_value(jk))) {
+        srv_respond_error(req, 404, "no kernel '%s'", json_string_value(jk));
+        return;
+    }
+    json_t *files = s_check_files(json_object_get(body, "files"), why, sizeof why);
+    if (!files) {
+        srv_respond_error(req, 400, "%s", why);
+        return;
+    }
+    char id[37];
+    korch_uuid(id);
+    srv_agent_t *sa = s_new(s, id);
+    if (!sa) {
+        json_decref(files);
+        srv_respond_error(req, 500, "out of memory");
+        return;
+    }
+    json_decref(sa->pending_files);
+    sa->pending_files = files;
+    korch_iso8601_now(sa->created);
+    s_touch(sa);
+    snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
+    char files_dir[PATH_MAX + 8];
+    snprintf(files_dir, sizeof files_dir, "%s/files", sa->cfg.dir);
+    if ((mkdir(s_base(s), 0755) != 0 && errno != EEXIST) || mkdir(sa->cfg.dir, 0700) != 0 ||
+        mkdir(files_dir, 0755) != 0) {
+        srv_respond_error(req, 500, "cannot create the session dir '%s': %s", sa->cfg.dir, strerror(errno));
+        s_free(&sa);
+        return;
+    }
+    zhashx_insert(s_all(s), sa->id, sa);
+    sa->creating = req;
+    srv_req_wait(req, SRV_WAIT_AGENT); /* answered when the agent says ready */
+    int status = s_begin(sa, jn ? json_string_value(jn) : st->opts.kernel, json_string_value(jk), why, sizeof why);
+    if (status)
+        s_fail(sa, status, "%s", why);
+}
+
+/* Sessions a previous server left in agent_dir (those with a session.json). */
+void srv_agents_load(korch_server_t *s)
+{
+    DIR *d = opendir(s_base(s));
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' || strlen(de->d_name) != 36 || zhashx_lookup(s_all(s), de->d_name))
+            continue;
+        srv_agent_t *sa = s_new(s, de->d_name);
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/session.json", sa ? sa->cfg.dir : "");
+        json_t *j = sa ? json_load_file(path, 0, NULL) : NULL;
+        const char *llm = json_string_value(json_object_get(j, "llm"));
+        const char *kn = json_string_value(json_object_get(j, "kernel_name"));
+        const char *id = json_string_value(json_object_get(j, "id"));
+        if (!llm || !kn || !id || strcmp(id, de->d_name) != 0) {
+            json_decref(j);
+            if (sa) {
+                json_decref(sa->files);
+                json_decref(sa->pending_files);
+                free(sa);
+            }
+            continue;
+        }
+        snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
+        snprintf(sa->cfg.kernel_name, sizeof sa->cfg.kernel_name, "%s", kn);
+        const char *created = json_string_value(json_object_get(j, "created"));
+        snprintf(sa->created, sizeof sa->created, "%s", created ? created : "");
+        snprintf(sa->last_activity, sizeof sa->last_activity, "%s", sa->created);
+        sa->turns = (int)json_integer_value(json_object_get(j, "turns"));
+        sa->tokens = json_integer_value(json_object_get(j, "tokens"));
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(j, "files"), i, v) if (json_is_string(v) &&
+                                                               korch_safe_relpath(json_string_value(v)))
+            json_array_append(sa->files, v);
+        json_decref(j);
+        sa->state = A_STOPPED;
+        snprintf(sa->error, sizeof sa->error, "the server restarted");
+        zhashx_insert(s_all(s), sa->id, sa);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    if (n)
+        fprintf(stderr, "korch: %d agent session(s) in %s, resumed on their next message\n", n, s_base(s));
+}
+
+/* ------------------------------------------------------------ turns */
+
+static void s_on_stream_gone(srv_req_t *req, void *arg)
+{
+    srv_agent_t *sa = arg;
+    if (sa->stream != req)
+        return;
+    srv_stream_release(&sa->stream);
+    if (sa->state == A_RUNNING || sa->state == A_STARTING) {
+        korch_info("agent session %s: the client closed its stream; cancelling the step", sa->id);
+        free(sa->pending_question);
+        sa->pending_question = NULL;
+        atomic_store(&sa->cfg.cancel, 1);
+        if (sa->actor)
+            zstr_send(sa->actor, "INTERRUPT");
+    }
+}
+
+/* A stopped session got a message: a fresh kernel, the agent resumes the
+   transcript (re-running its successful cells), then the question. */
+static void s_resume(srv_agent_t *sa, const char *question)
+{
+    char note[PATH_MAX + 128];
+    snprintf(note, sizeof note, "resuming the session (%s): starting a kernel", sa->error);
+    s_stream_eventj(sa, "notice", json_pack("{s:s}", "text", note));
+    sa->pending_question = strdup(question);
+    json_array_clear(sa->pending_files);
+    if (s_isolated(sa->srv)) { /* a new container: the uploads again, from the copies */
+        size_t i;
+        json_t *v;
+        json_array_foreach(sa->files, i, v) {
+            char path[PATH_MAX * 2];
+            snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, json_string_value(v));
+            size_t len = 0;
+            char *data = korch_read_file(path, srv_state(sa->srv)->opts.max_upload, &len, NULL);
+            char *b64 = data ? korch_b64_encode((const unsigned char *)data, len) : NULL;
+            if (b64)
+                json_array_append_new(sa->pending_files, json_pack("{s:O, s:s}", "name", v, "data", b64));
+            free(b64);
+            free(data);
+        }
+    }
+    char why[512];
+    int status = s_begin(sa, sa->cfg.kernel_name, NULL, why, sizeof why);
+    if (status)
+        s_fail(sa, status, "%s", why);
+}
+
+static void s_message(srv_agent_t *sa, srv_req_t *req, json_t *body)
+{
+    json_t *c = json_object_get(body, "content");
+    if (!json_is_string(c) || json_string_length(c) == 0) {
+        srv_respond_error(req, 400, "a message needs a non-empty string 'content'");
+        return;
+    }
+    if (sa->state == A_RUNNING || sa->state == A_STARTING) {
+        srv_respond_error(req, 409, "a turn is %s in this session; interrupt it or wait for its 'done'",
+                          sa->state == A_RUNNING ? "running" : "starting");
+        return;
+    }
+    s_touch(sa);
+    sa->stream = req;
+    srv_stream_begin(req, "text/event-stream", s_on_stream_gone, sa);
+    sa->keepalive = korch_loop_timer(srv_loop(sa->srv), KEEPALIVE_MS, 0, s_on_keepalive, sa);
+    if (sa->state == A_STOPPED)
+        s_resume(sa, json_string_value(c));
+    else
+        s_ask(sa, json_string_value(c));
+}
+
+/* ------------------------------------------------------------- files */
+
+/* seg[from..] joined with '/' into buf; false when it is not a safe relative path. */
+static bool s_join(char **seg, int from, int nseg, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = from; i < nseg; i++) {
+        int w = snprintf(buf + n, len - n, "%s%s", i > from ? "/" : "", seg[i]);
+        if (w < 0 || (size_t)w >= len - n)
+            return false;
+        n += (size_t)w;
+    }
+    return n > 0 && korch_safe_relpath(buf);
+}
+
+static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
+{
+    if (nseg == 5) {
+        if (strcmp(req->method, "GET") == 0)
+            srv_respond(req, 200, json_incref(sa->files));
+        else
+            srv_respond_error(req, 405, "method not allowed");
+        return;
+    }
+    char rel[PATH_MAX];
+    if (!s_join(seg, 5, nseg, rel, sizeof rel)) {
+        srv_respond_error(req, 400, "'%s' is not a plain path inside the work dir", req->path);
+        return;
+    }
+    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kernel_find(sa->srv, sa->kernel_id) : NULL;
+    korch_proc_t *proc = mk && sa->state != A_STARTING ? korch_kernel_proc(mk->k) : NULL;
+    korch_err_t err = {0};
+    size_t max = srv_state(sa->srv)->opts.max_upload;
+    if (strcmp(req->method, "PUT") == 0) {
+        if (!proc) {
+            srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
+                              s_state_names[sa->state]);
+            return;
+        }
+        if (korch_proc_put_file(proc, rel, req->body ? req->body : "", req->body_len, &err) != KORCH_OK) {
+            srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
+            return;
+        }
+        s_keep_copy(sa, rel, req->body ? req->body : "", req->body_len);
+        s_add_file(sa, rel);
+        s_save(sa);
+        if (sa->actor)
+            zstr_send(sa->actor, "FILES");
+        s_touch(sa);
+        srv_respond(req, 201, json_pack("{s:s, s:I}", "name", rel, "size", (json_int_t)req->body_len));
+    } else if (strcmp(req->method, "GET") == 0) {
+        char *data = NULL;
+        size_t len = 0;
+        korch_rc_t rc;
+        if (proc)
+            rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
+        else { /* stopped: what is left on the host */
+            char path[PATH_MAX * 2];
+            snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, rel);
+            data = korch_read_file(path, max, &len, &err);
+            rc = data ? KORCH_OK : access(path, F_OK) != 0 ? korch_err_set(&err, KORCH_E_NOTFOUND, "no file '%s'", rel)
+                                                            : err.rc;
+        }
+        if (rc != KORCH_OK) {
+            srv_respond_error(req, rc == KORCH_E_NOTFOUND ? 404 : rc == KORCH_E_TOOBIG ? 413 : 500, "%s",
+                              err.msg);
+            return;
+        }
+        srv_respond_raw(req, 200, "application/octet-stream", data, len);
+        free(data);
+    } else
+        srv_respond_error(req, 405, "method not allowed");
+}
+
+/* ------------------------------------------------------ the others */
+
+static void s_get(srv_agent_t *sa, srv_req_t *req)
+{
+    json_t *m = s_model(sa);
+    json_t *records = json_array();
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/transcript.jsonl", sa->cfg.dir);
+    size_t len = 0;
+    char *text = korch_read_file(path, MAX_TRANSCRIPT, &len, NULL);
+    /* one record per line; a line being written (no newline yet) is left out */
+    for (char *p = text, *nl; p && (nl = memchr(p, '\n', len - (size_t)(p - text))); p = nl + 1) {
+        json_t *r = json_loadb(p, (size_t)(nl - p), 0, NULL);
+        if (r)
+            json_array_append_new(records, r);
+    }
+    free(text);
+    json_object_set_new(m, "transcript", records);
+    srv_respond(req, 200, m);
+}
+
+static void s_notebook(srv_agent_t *sa, srv_req_t *req)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/notebook.ipynb", sa->cfg.dir);
+    size_t len = 0;
+    char *nb = korch_read_file(path, MAX_NOTEBOOK, &len, NULL);
+    if (!nb) {
+        srv_respond_error(req, 404, "the session has no notebook yet");
+        return;
+    }
+    srv_respond_raw(req, 200, "application/x-ipynb+json", nb, len);
+    free(nb);
+}
+
+static void s_delete(srv_agent_t *sa, srv_req_t *req)
+{
+    fprintf(stderr, "korch: agent session %s deleted\n", sa->id);
+    srv_kernel_t *mk = sa->owns_kernel ? srv_kernel_find(req->srv, sa->kernel_id) : NULL;
+    sa->owns_kernel = false; /* deleted below, answering req once it is gone */
+    s_doom(sa);
+    if (mk)
+        srv_kernel_delete(mk, req);
+    else
+        srv_respond(req, 204, NULL);
+}
+
+void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
+{
+    /* seg: api agent sessions [id [messages|interrupt|notebook|files [path...]]] */
+    if (nseg < 3 || strcmp(seg[2], "sessions") != 0) {
+        srv_respond_error(req, 404, "not found");
+        return;
+    }
+    const char *m = req->method;
+    bool wants_body = strcmp(m, "POST") == 0 && (nseg == 3 || (nseg == 5 && strcmp(seg[4], "messages") == 0));
+    bool bad = false;
+    json_t *body = wants_body ? srv_req_json(req, &bad) : NULL;
+    if (bad)
+        return;
+    if (nseg == 3) {
+        if (strcmp(m, "GET") == 0) {
+            json_t *list = json_array();
+            for (srv_agent_t *sa = zhashx_first(s_all(s)); sa; sa = zhashx_next(s_all(s)))
+                json_array_append_new(list, s_model(sa));
+            srv_respond(req, 200, list);
+        } else if (strcmp(m, "POST") == 0)
+            s_create(s, req, body);
+        else
+            srv_respond_error(req, 405, "method not allowed");
+        json_decref(body);
+        return;
+    }
+    srv_agent_t *sa = zhashx_lookup(s_all(s), seg[3]);
+    if (!sa) {
+        srv_respond_error(req, 404, "no agent session '%s'", seg[3]);
+        json_decref(body);
+        return;
+    }
+    const char *sub = nseg >= 5 ? seg[4] : "";
+    if (nseg == 4 && strcmp(m, "GET") == 0)
+        s_get(sa, req);
+    else if (nseg == 4 && strcmp(m, "DELETE") == 0)
+        s_delete(sa, req);
+    else if (nseg == 5 && strcmp(sub, "messages") == 0 && strcmp(m, "POST") == 0)
+        s_message(sa, req, body);
+    else if (nseg == 5 && strcmp(sub, "interrupt") == 0 && strcmp(m, "POST") == 0) {
+        if (sa->state == A_RUNNING) {
+            atomic_store(&sa->cfg.cancel, 1);
+            zstr_send(sa->actor, "INTERRUPT");
+        }
+        srv_respond(req, 204, NULL);
+    } else if (nseg == 5 && strcmp(sub, "notebook") == 0 && strcmp(m, "GET") == 0)
+        s_notebook(sa, req);
+    else if (strcmp(sub, "files") == 0)
+        s_files(sa, req, seg, nseg);
+    else if (nseg == 4 ||
+             (nseg == 5 && (strcmp(sub, "messages") == 0 || strcmp(sub, "interrupt") == 0 ||
+                            strcmp(sub, "notebook") == 0)))
+        srv_respond_error(req, 405, "method not allowed");
+    else
+        srv_respond_error(req, 404, "not found");
+    json_decref(body);
+}
+
+void srv_agents_destroy_all(korch_server_t *s)
+{
+    zhashx_t *all = s_all(s);
+    srv_agent_t *sa;
+    while ((sa = zhashx_first(all))) {
+        zhashx_delete(all, sa->id);
+        s_free(&sa);
+    }
+    zlistx_t *doomed = srv_state(s)->agents_doomed;
+    while ((sa = zlistx_first(doomed))) {
+        zlistx_delete(doomed, zlistx_cursor(doomed));
+        s_free(&sa);
+    }
+}

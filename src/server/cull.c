@@ -1,0 +1,112 @@
+/*  Idle culling, with jupyter_server's meanings (MappingKernelManager in
+ *  jupyter_server/services/kernels/kernelmanager.py):
+ *
+ *    cull_idle_timeout  "Timeout (in seconds) after which a kernel is
+ *                       considered idle and ready to be culled. Values of 0
+ *                       or lower disable culling."
+ *    cull_interval      "The interval (in seconds) on which to check for idle
+ *                       kernels exceeding the cull timeout value." (300; an
+ *                       invalid value falls back to 300, as there)
+ *    cull_connected     "Whether to consider culling kernels which have one
+ *                       or more connections."
+ *    cull_busy          "Whether to consider culling kernels which are busy."
+ *
+ *  Every interval, a kernel is shut down (as DELETE /api/kernels/{id} does)
+ *  when idle > cull_idle_timeout, and not busy unless cull_busy, and without
+ *  websocket connections unless cull_connected. A dead kernel is culled at
+ *  once, as jupyter_server does. Idle means now - last_activity, which
+ *  korch updates on every message from the kernel (jupyter_server: every
+ *  IOPub message) and from a client, and when a client connects or leaves.
+ *
+ *  Unlike jupyter_server, a kernel still starting or restarting is left
+ *  alone: a request may be waiting on it. Pool kernels are not in the
+ *  kernels table until handed out, so they are never culled.
+ */
+#include "server_int.h"
+#include "korch/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CULL_INTERVAL_DEFAULT 300
+
+struct srv_cull {
+    korch_server_t *srv;
+    int timer;
+    int64_t timeout_ms;
+};
+
+static int s_on_tick(korch_loop_t *loop, int id, void *arg)
+{
+    srv_cull_t *c = arg;
+    korch_server_t *s = c->srv;
+    const korch_server_opts_t *o = &srv_state(s)->opts;
+    int64_t now = korch_now_ms();
+    zlistx_t *all = zhashx_values(srv_state(s)->kernels);
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all)) {
+        if (mk->doomed || mk->pooled)
+            continue;
+        korch_kernel_state_t st = korch_kernel_state(mk->k);
+        if (st == KORCH_KERNEL_DEAD) {
+            fprintf(stderr, "korch: culling dead kernel %s (%s)\n", mk->id, mk->name);
+            srv_kernel_delete(mk, NULL);
+            continue;
+        }
+        if (st != KORCH_KERNEL_IDLE && st != KORCH_KERNEL_BUSY)
+            continue;
+        int64_t idle_ms = now - mk->last_activity_ms;
+        size_t conns = zlistx_size(mk->conns);
+        bool idle_time = idle_ms > c->timeout_ms;
+        bool idle_execute = o->cull_busy || st != KORCH_KERNEL_BUSY;
+        bool idle_connected = o->cull_connected || conns == 0;
+        if (idle_time && idle_execute && idle_connected) {
+            fprintf(stderr, "korch: culling %s kernel %s (%s) with %zu connections after %lld s of inactivity\n",
+                    korch_kernel_state_name(st), mk->id, mk->name, conns, (long long)(idle_ms / 1000));
+            srv_kernel_delete(mk, NULL);
+        }
+    }
+    zlistx_destroy(&all);
+    return 0;
+}
+
+korch_rc_t srv_cull_start(korch_server_t *s, korch_err_t *err)
+{
+    srv_state_t *st = srv_state(s);
+    const korch_server_opts_t *o = &st->opts;
+    if (o->cull_idle_timeout <= 0)
+        return KORCH_OK;
+    int interval = o->cull_interval;
+    if (interval <= 0) {
+        if (interval < 0)
+            korch_warn("invalid cull interval %d s; using %d s", interval, CULL_INTERVAL_DEFAULT);
+        interval = CULL_INTERVAL_DEFAULT;
+    }
+    if (interval > 24 * 3600)
+        interval = 24 * 3600;
+    srv_cull_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    c->srv = s;
+    c->timeout_ms = (int64_t)o->cull_idle_timeout * 1000;
+    c->timer = korch_loop_timer(srv_loop(s), interval * 1000, 0, s_on_tick, c);
+    if (c->timer <= 0) {
+        free(c);
+        return korch_err_set(err, KORCH_E_NOMEM, "cannot create the culling timer");
+    }
+    st->cull = c;
+    fprintf(stderr, "korch: culling kernels idle for more than %d s, checked every %d s%s%s\n",
+            o->cull_idle_timeout, interval, o->cull_busy ? ", even busy ones" : "",
+            o->cull_connected ? ", even with connected clients" : "");
+    return KORCH_OK;
+}
+
+void srv_cull_stop(korch_server_t *s)
+{
+    srv_state_t *st = srv_state(s);
+    srv_cull_t *c = st->cull;
+    if (!c)
+        return;
+    st->cull = NULL;
+    korch_loop_timer_end(srv_loop(s), c->timer);
+    free(c);
+}

@@ -1,0 +1,230 @@
+/*  GET /metrics: korch serve's counters in the Prometheus text exposition
+ *  format, version 0.0.4 (prometheus.io/docs/instrumenting/exposition_formats):
+ *
+ *      # HELP <name> <docstring>
+ *      # TYPE <name> counter|gauge|histogram
+ *      <name>{<label>="<value>",...} <value>
+ *
+ *  "Lines are separated by a line feed character (\n). The last line must
+ *  end with a line feed character." A histogram is exposed as cumulative
+ *  <name>_bucket{le="..."} series ending with le="+Inf", then <name>_sum and
+ *  <name>_count. Behind the token like every other route (jupyter_server's
+ *  /metrics is authenticated by default too).
+ *
+ *  The counters live in srv_state_t.metrics; the files that see the events
+ *  bump them, on the loop thread. Gauges (kernels by state, rejections of
+ *  live kernels) are computed here, when asked.
+ */
+#include "server_int.h"
+#include "korch/session.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* Upper bounds of the launch latency buckets, in seconds (+Inf follows). */
+static const double s_launch_le[SRV_LAUNCH_BUCKETS] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30};
+static const char *const s_launch_le_text[SRV_LAUNCH_BUCKETS] = {"0.05", "0.1", "0.25", "0.5", "1",
+                                                                "2",    "5",   "10",   "30"};
+
+static int64_t s_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void srv_metrics_launched(korch_server_t *s, bool ok)
+{
+    srv_metrics_t *m = &srv_state(s)->metrics;
+    if (ok)
+        m->launches_ok++;
+    else
+        m->launches_failed++;
+}
+
+void srv_metrics_launch_time(korch_server_t *s, int64_t t0_us)
+{
+    srv_metrics_t *m = &srv_state(s)->metrics;
+    double sec = (double)(s_now_us() - t0_us) / 1e6;
+    if (sec < 0)
+        sec = 0;
+    for (int i = 0; i < SRV_LAUNCH_BUCKETS; i++)
+        if (sec <= s_launch_le[i]) {
+            m->launch_buckets[i]++;
+            break;
+        }
+    m->launch_count++;
+    m->launch_sum += sec;
+}
+
+void srv_metrics_kernel_gone(korch_server_t *s, srv_kernel_t *mk)
+{
+    const korch_session_stats_t *st = mk->k ? korch_kernel_stats(mk->k) : NULL;
+    for (int i = 0; st && i < KORCH_REJ__COUNT; i++)
+        srv_state(s)->metrics.rejected_gone[i] += st->rejected[i];
+}
+
+/* ------------------------------------------------------------ rendering */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} s_text_t;
+
+static void s_printf(s_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void s_printf(s_text_t *t, const char *fmt, ...)
+{
+    if (t->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = true;
+            return;
+        }
+        if (t->p && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (cap <= t->len + (size_t)n)
+            cap *= 2;
+        char *np = realloc(t->p, cap);
+        if (!np) {
+            t->oom = true;
+            return;
+        }
+        t->p = np;
+        t->cap = cap;
+    }
+}
+
+static void s_head(s_text_t *t, const char *name, const char *type, const char *help)
+{
+    s_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void s_value(s_text_t *t, const char *name, uint64_t v)
+{
+    s_printf(t, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void s_counter(s_text_t *t, const char *name, const char *help, uint64_t v)
+{
+    s_head(t, name, "counter", help);
+    s_value(t, name, v);
+}
+
+/* Kernels korch serves (listed ones; the warm pool's are not), by state. */
+static void s_kernels_by_state(korch_server_t *s, s_text_t *t)
+{
+    static const char *const names[] = {"starting", "idle", "busy", "restarting", "dead"};
+    uint64_t n[5] = {0};
+    zhashx_t *all = srv_state(s)->kernels;
+    for (srv_kernel_t *mk = zhashx_first(all); mk; mk = zhashx_next(all)) {
+        korch_kernel_state_t st = korch_kernel_state(mk->k);
+        /* stopped = shut down on request: dead to a client, as in the model */
+        n[st >= KORCH_KERNEL_DEAD ? 4 : (int)st]++;
+    }
+    s_head(t, "korch_kernels", "gauge", "Kernels korch serves (listed in /api/kernels), by execution state.");
+    for (int i = 0; i < 5; i++)
+        s_printf(t, "korch_kernels{state=\"%s\"} %llu\n", names[i], (unsigned long long)n[i]);
+}
+
+static void s_add_rejected(uint64_t *sum, srv_kernel_t *mk)
+{
+    const korch_session_stats_t *st = mk->k ? korch_kernel_stats(mk->k) : NULL;
+    for (int i = 0; st && i < KORCH_REJ__COUNT; i++)
+        sum[i] += st->rejected[i];
+}
+
+static void s_rejected(korch_server_t *s, s_text_t *t)
+{
+    srv_state_t *st = srv_state(s);
+    uint64_t sum[KORCH_REJ__COUNT];
+    memcpy(sum, st->metrics.rejected_gone, sizeof sum);
+    for (srv_kernel_t *mk = zhashx_first(st->kernels); mk; mk = zhashx_next(st->kernels))
+        s_add_rejected(sum, mk);
+    for (srv_kernel_t *mk = zlistx_first(st->doomed); mk; mk = zlistx_next(st->doomed))
+        s_add_rejected(sum, mk);
+    s_head(t, "korch_kernel_messages_rejected_total", "counter",
+           "Messages from kernels that korch's session rejected (bad signature, replay, malformed ...), by reason.");
+    for (int i = 0; i < KORCH_REJ__COUNT; i++)
+        s_printf(t, "korch_kernel_messages_rejected_total{reason=\"%s\"} %llu\n", korch_reject_name((korch_reject_t)i),
+                 (unsigned long long)sum[i]);
+}
+
+static void s_launches(korch_server_t *s, s_text_t *t)
+{
+    const srv_metrics_t *m = &srv_state(s)->metrics;
+    s_head(t, "korch_kernel_launches_total", "counter",
+           "Kernels korch launched (for clients or the warm pool), by whether they became ready.");
+    s_printf(t, "korch_kernel_launches_total{result=\"ok\"} %llu\n", (unsigned long long)m->launches_ok);
+    s_printf(t, "korch_kernel_launches_total{result=\"failed\"} %llu\n", (unsigned long long)m->launches_failed);
+    s_head(t, "korch_kernel_launch_seconds", "histogram",
+           "Time from a POST /api/kernels or /api/sessions that needed a kernel to its answer with the kernel "
+           "ready.");
+    uint64_t cum = 0;
+    for (int i = 0; i < SRV_LAUNCH_BUCKETS; i++) {
+        cum += m->launch_buckets[i];
+        s_printf(t, "korch_kernel_launch_seconds_bucket{le=\"%s\"} %llu\n", s_launch_le_text[i],
+                 (unsigned long long)cum);
+    }
+    s_printf(t, "korch_kernel_launch_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)m->launch_count);
+    s_printf(t, "korch_kernel_launch_seconds_sum %.6f\n", m->launch_sum);
+    s_printf(t, "korch_kernel_launch_seconds_count %llu\n", (unsigned long long)m->launch_count);
+}
+
+static void s_http(korch_server_t *s, s_text_t *t)
+{
+    const srv_metrics_t *m = &srv_state(s)->metrics;
+    s_head(t, "korch_http_requests_total", "counter",
+           "HTTP requests answered (websocket upgrades included), by status class.");
+    for (int c = 1; c <= 5; c++)
+        s_printf(t, "korch_http_requests_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)m->http[c]);
+}
+
+void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
+{
+    if (strcmp(req->method, "GET") != 0) {
+        srv_respond_error(req, 405, "method not allowed");
+        return;
+    }
+    const srv_metrics_t *m = &srv_state(s)->metrics;
+    s_text_t t = {0};
+    s_kernels_by_state(s, &t);
+    s_counter(&t, "korch_executions_total",
+              "Executions in korch's kernels (execute_input seen on IOPub): websocket clients' and agent "
+              "sessions' alike.",
+              m->executions);
+    s_counter(&t, "korch_ws_messages_sent_total", "Kernel messages written to websocket clients.", m->ws_sent);
+    s_counter(&t, "korch_ws_messages_received_total", "Websocket clients' messages relayed to their kernels.",
+              m->ws_received);
+    s_counter(&t, "korch_ws_messages_malformed_total",
+              "Websocket clients' messages dropped because they could not be parsed.", m->ws_malformed);
+    s_head(&t, "korch_websockets_open", "gauge", "Kernel websocket connections open.");
+    s_value(&t, "korch_websockets_open", m->ws_open);
+    s_counter(&t, "korch_ws_slow_clients_dropped_total",
+              "Websocket clients dropped because they did not read (their send queue overflowed).",
+              m->ws_dropped_slow);
+    s_rejected(s, &t);
+    s_http(s, &t);
+    s_launches(s, &t);
+    if (t.oom) {
+        free(t.p);
+        srv_respond_error(req, 500, "out of memory");
+        return;
+    }
+    srv_respond_raw(req, 200, CONTENT_TYPE, t.p, t.len);
+    free(t.p);
+}

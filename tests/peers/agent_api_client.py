@@ -1,0 +1,496 @@
+#!/usr/bin/python3
+"""A client of korch serve's agent API (/api/agent/...), the way a JupyterLab
+extension uses it: REST with the token, turns read as server-sent events
+over HTTP/1.1 chunked transfer, and a notebook attached to the agent's
+kernel over the channels websocket (tests/peers/ws_client.py's Conn, v1).
+
+    agent_api_client.py --url 'http://127.0.0.1:PORT/?token=T' --llm-port P SCENARIO...
+
+The LLM behind korch is tests/peers/llm_server.py on port P (scenarios in
+agent_scenarios.py); korch serve was started with --llm openai:... and
+OPENAI_BASE_URL=http://127.0.0.1:P/s/<scenario>/v1 for the scenario's name,
+so one korch serve runs one LLM scenario. Prints one JSON line per scenario
+({"scenario", "ok", "failures", "details"}); exit status 0 when all held.
+"""
+import argparse
+import base64
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ws_client  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SALES = os.path.join(ROOT, "scripts", "demo", "sales.csv")
+
+
+class Sse:
+    """One POST .../messages: the response read event by event."""
+
+    def __init__(self, x, sid, content):
+        u = urllib.parse.urlsplit(x.base)
+        self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        body = json.dumps({"content": content}).encode()
+        self.conn.request("POST", "/api/agent/sessions/%s/messages" % sid, body=body,
+                          headers={"Authorization": "token " + x.token, "Content-Type": "application/json"})
+        self.resp = self.conn.getresponse()
+        self.events = []
+
+    def next(self):
+        """(event, data) or None at the end of the stream."""
+        name, data = None, []
+        while True:
+            line = self.resp.readline()
+            if not line:
+                return None
+            line = line.decode().rstrip("\r\n")
+            if line.startswith(":"):
+                continue
+            if line == "":
+                if name is None:
+                    continue
+                ev = (name, json.loads("\n".join(data)))
+                self.events.append(ev)
+                return ev
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+
+    def all(self):
+        while self.next():
+            pass
+        return self.events
+
+    def close(self):
+        self.resp.close()
+        self.conn.close()
+
+
+class Ctx(ws_client.Ctx):
+    def __init__(self, args):
+        super().__init__(args)
+        self.sessions = []
+
+    def session(self, **body):
+        st, m = self.http.req("POST", "api/agent/sessions", body)
+        if st != 201 or not isinstance(m, dict):
+            raise ws_client.Failure("POST /api/agent/sessions -> %s %r" % (st, m))
+        self.sessions.append(m["id"])
+        return m
+
+    def cleanup(self):
+        for sid in self.sessions:
+            self.http.req("DELETE", "api/agent/sessions/" + sid)
+        super().cleanup()
+
+
+def _of(events, name):
+    return [d for n, d in events if n == name]
+
+
+def _wait_state(x, sid, state, timeout):
+    deadline = time.monotonic() + timeout
+    m = None
+    while time.monotonic() < deadline:
+        st, m = x.http.req("GET", "api/agent/sessions/" + sid)
+        if st == 200 and m.get("state") == state:
+            return m
+        time.sleep(0.2)
+    raise ws_client.Failure("session never became %s: %r" % (state, m and {k: m.get(k) for k in ("state", "error")}))
+
+
+# ------------------------------------------------------------------ scenarios
+
+def sc_analysis(x):
+    """The CSV analysis over SSE, while a notebook on the same kernel watches."""
+    csv = open(SALES).read()
+    # with a warm pool, wait until a kernel is ready in it: the session takes that one
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st, status = x.http.req("GET", "api/status")
+        pools = (status or {}).get("pool") or {}
+        if not pools or all(p.get("ready", 0) >= 1 for p in pools.values()):
+            break
+        time.sleep(0.2)
+    t0 = time.monotonic()
+    m = x.session(files=[{"name": "sales.csv", "content": csv}])
+    x.details["create_s"] = round(time.monotonic() - t0, 2)
+    x.check(m["state"] == "idle" and m["owns_kernel"] is True and m["files"] == ["sales.csv"],
+            "session model: %r" % m)
+    kid = m["kernel_id"]
+    st, kernels = x.http.req("GET", "api/kernels")
+    x.check(any(k["id"] == kid for k in kernels), "the agent's kernel is not in /api/kernels")
+    # the notebook: attached before the turn, it must see the agent's executions live
+    nb = x.conn(kid)
+    nb.kernel_info()
+    seen = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            try:
+                msg = nb.recv(0.5)
+            except ws_client.Closed:
+                return
+            if msg and msg.get("channel") == "iopub":
+                seen.append(msg)
+    t = threading.Thread(target=watch)
+    t.start()
+    sse = Sse(x, m["id"], "What is the total revenue?")
+    x.check(sse.resp.status == 200, "messages -> %s" % sse.resp.status)
+    x.check(sse.resp.getheader("Content-Type", "").startswith("text/event-stream"), "content type")
+    events = sse.all()
+    sse.close()
+    time.sleep(0.5)
+    stop.set()
+    t.join()
+    names = [n for n, _ in events]
+    x.details["events"] = {n: names.count(n) for n in set(names)}
+    x.check(names and names[0] == "step" and names[-1] == "done", "first/last events: %r" % names[:3])
+    x.check(_of(events, "done") == [{"status": "ok", "tokens": _of(events, "done")[0].get("tokens")}],
+            "done: %r" % _of(events, "done"))
+    final = _of(events, "final")
+    x.check(final and "Total revenue is 28607.50 from 3695 units" in final[0]["text"],
+            "final answer: %r" % final)
+    x.check(len(_of(events, "code")) == 4, "4 code events: %r" % names)
+    x.check(any(r["status"] == "error" for r in _of(events, "result")), "the KeyError step is a result error")
+    outs = [d["output"] for d in _of(events, "output")]
+    pngs = [o["data"]["image/png"] for o in outs if "image/png" in o.get("data", {})]
+    x.check(len(pngs) == 1 and base64.b64decode(pngs[0])[:4] == b"\x89PNG", "one inline PNG output")
+    x.check(any("UNITS=3695" in o.get("text", "") for o in outs), "stdout of step 1 streamed")
+    x.check(any(o.get("ename") == "KeyError" for o in outs), "the error output streamed")
+    # what the notebook saw: every execution of the agent, with its outputs
+    inputs = [mm["content"]["code"] for mm in seen if mm["header"]["msg_type"] == "execute_input"]
+    x.details["notebook_saw"] = len(seen)
+    x.check(any("read_csv('sales.csv')" in c for c in inputs), "notebook saw the agent's code: %r" % inputs[:3])
+    x.check(any(mm["header"]["msg_type"] == "stream" and "UNITS=3695" in mm["content"]["text"] for mm in seen),
+            "notebook saw the agent's stdout")
+    x.check(any(mm["header"]["msg_type"] == "display_data" and "image/png" in mm["content"]["data"]
+                for mm in seen), "notebook saw the chart")
+    # the session afterwards: transcript, notebook, files
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    types = [r.get("type") for r in full.get("transcript", [])]
+    x.check(st == 200 and full["turns"] == 1 and full["state"] == "idle", "session after: %r" % full.get("state"))
+    x.check("execution" in types and types[-1] == "final", "transcript types: %r" % types)
+    st, nbtext = x.http.req("GET", "api/agent/sessions/%s/notebook" % m["id"])
+    import nbformat
+    book = nbformat.reads(json.dumps(nbtext), as_version=4)
+    nbformat.validate(book)
+    x.check(sum(1 for c in book.cells if c.cell_type == "code") == 4, "notebook has the 4 code cells")
+    with urllib.request.urlopen(urllib.request.Request(
+            x.base + "api/agent/sessions/%s/files/sales.csv" % m["id"],
+            headers={"Authorization": "token " + x.token})) as r:
+        x.check(r.read() == csv.encode(), "GET files/sales.csv is the uploaded file")
+    st, _ = x.http.req("DELETE", "api/agent/sessions/" + m["id"])
+    x.sessions.remove(m["id"])
+    x.check(st == 204, "DELETE -> %s" % st)
+    st, kernels = x.http.req("GET", "api/kernels")
+    x.check(not any(k["id"] == kid for k in kernels), "the session's kernel is shut down with it")
+
+
+def sc_turns(x):
+    """Two turns, one kernel: turn 2 uses what turn 1 made."""
+    m = x.session()
+    ev1 = Sse(x, m["id"], "remember a number").all()
+    ev2 = Sse(x, m["id"], "now use it").all()
+    x.check(_of(ev1, "final") and _of(ev1, "final")[0]["text"] == "Stored.", "turn 1: %r" % _of(ev1, "final"))
+    x.check(_of(ev2, "final") and "The answer is 43." in _of(ev2, "final")[0]["text"],
+            "turn 2: %r" % _of(ev2, "final"))
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    x.check(full["turns"] == 2, "turns: %r" % full.get("turns"))
+
+
+def _outputs(events):
+    """The outputs of each step's execution, rebuilt from the output events
+    the way a client does: by index, appending stream chunks."""
+    steps = {}
+    for d in _of(events, "output"):
+        outs = steps.setdefault(d["step"], [])
+        while len(outs) <= d["index"]:
+            outs.append(None)
+        if d["append"]:
+            outs[d["index"]]["text"] += d["output"]["text"]
+        else:
+            outs[d["index"]] = dict(d["output"])
+    return steps
+
+
+def sc_chunks(x):
+    """A stream output that arrives in pieces is rebuilt exactly by a client
+    that applies "append", and matches what the transcript recorded."""
+    m = x.session()
+    ev = Sse(x, m["id"], "print in pieces").all()
+    outs = _outputs(ev).get(1, [])
+    x.details["outputs"] = outs
+    x.check(any(d["append"] for d in _of(ev, "output")), "no chunk came as an append")
+    x.check(outs and outs[0] == {"output_type": "stream", "name": "stdout",
+                                 "text": "CHUNK 0\nCHUNK 1\nCHUNK 2\nCHUNK 3\n"},
+            "stdout rebuilt: %r" % outs)
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    execs = [r for r in full["transcript"] if r.get("type") == "execution"]
+    x.check(len(execs) == 1 and execs[0]["outputs"] == outs, "the transcript's outputs %r != the events' %r"
+            % (execs and execs[0]["outputs"], outs))
+
+
+def sc_interrupt(x):
+    """POST .../interrupt stops a running step; the session and kernel stay."""
+    m = x.session()
+    sse = Sse(x, m["id"], "please sleep")
+    t0 = None
+    while True:
+        ev = sse.next()
+        if ev is None:
+            break
+        if ev[0] == "output" and "SLEEPING" in ev[1]["output"].get("text", "") and t0 is None:
+            # a second turn while this one runs is refused
+            st, body = x.http.req("POST", "api/agent/sessions/%s/messages" % m["id"], {"content": "after"})
+            x.check(st == 409 and "running" in body.get("message", ""), "message during a turn -> %s %r" % (st, body))
+            t0 = time.monotonic()
+            st, _ = x.http.req("POST", "api/agent/sessions/%s/interrupt" % m["id"])
+            x.check(st == 204, "interrupt -> %s" % st)
+    sse.close()
+    done = _of(sse.events, "done")
+    x.check(t0 is not None, "never saw SLEEPING")
+    if t0 is not None:
+        x.details["interrupt_s"] = round(time.monotonic() - t0, 2)
+        x.check(time.monotonic() - t0 < 10, "the interrupt took %.1f s" % (time.monotonic() - t0))
+    x.check(done and done[0]["status"] == "interrupted", "done: %r" % done)
+    x.check(not any("WOKE" in d["output"].get("text", "") for d in _of(sse.events, "output")), "it woke up")
+    ev = Sse(x, m["id"], "what about after").all()
+    x.check(_of(ev, "final") and "Still alive: AFTER 42." in _of(ev, "final")[0]["text"],
+            "after the interrupt: %r" % _of(ev, "final"))
+
+
+def sc_close_cancels(x):
+    """Closing the event stream cancels the running step; the session stays."""
+    m = x.session()
+    sse = Sse(x, m["id"], "please sleep")
+    while True:
+        ev = sse.next()
+        if ev is None or (ev[0] == "output" and "SLEEPING" in ev[1]["output"].get("text", "")):
+            break
+    x.check(ev is not None, "never saw SLEEPING")
+    t0 = time.monotonic()
+    sse.close()
+    _wait_state(x, m["id"], "idle", 15)
+    x.details["cancel_s"] = round(time.monotonic() - t0, 2)
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    texts = [r.get("content", "") for r in full["transcript"] if r.get("type") == "notice"]
+    x.check(any("interrupted" in t for t in texts), "transcript notes the interruption: %r" % texts)
+    ev = Sse(x, m["id"], "what about after").all()
+    x.check(_of(ev, "final") and "Still alive: AFTER 42." in _of(ev, "final")[0]["text"],
+            "after the cancel: %r" % _of(ev, "final"))
+
+
+def sc_close_during_model(x):
+    """Closing the stream while the model is still answering abandons the
+    model call (the session is idle again within seconds, not after the
+    model's 50 s)."""
+    m = x.session()
+    sse = Sse(x, m["id"], "think hard")
+    steps = 0
+    while True:
+        ev = sse.next()
+        if ev is None:
+            break
+        steps += ev[0] == "step"
+        if ev[0] == "text" and steps == 2:   # the slow answer has started streaming
+            break
+    x.check(ev is not None, "the second model call never started: %r" % [n for n, _ in sse.events])
+    t0 = time.monotonic()
+    sse.close()
+    _wait_state(x, m["id"], "idle", 20)
+    x.details["cancel_s"] = round(time.monotonic() - t0, 2)
+    x.check(time.monotonic() - t0 < 10, "the model call was not abandoned (%.1f s)" % (time.monotonic() - t0))
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    x.check(full["turns"] == 1, "the turn ended: %r" % full.get("turns"))
+
+
+def sc_attach(x):
+    """An agent on a notebook's kernel (kernel_id): it sees the notebook's
+    variables, and deleting the session leaves the kernel to the notebook."""
+    k = x.kernel()
+    nb = x.ready(k["id"])
+    r = nb.execute("shared_value = 'tomato'", 60)
+    x.check(r.reply and r.reply["content"]["status"] == "ok", "notebook execution")
+    m = x.session(kernel_id=k["id"])
+    x.check(m["kernel_id"] == k["id"] and m["owns_kernel"] is False, "attached model: %r" % m)
+    ev = Sse(x, m["id"], "what did the notebook define?").all()
+    x.check(_of(ev, "final") and "The notebook's value is tomato." in _of(ev, "final")[0]["text"],
+            "final: %r" % _of(ev, "final"))
+    st, _ = x.http.req("DELETE", "api/agent/sessions/" + m["id"])
+    x.sessions.remove(m["id"])
+    x.check(st == 204, "DELETE -> %s" % st)
+    r = nb.execute("print(shared_value)", 60)
+    x.check(r.stdout() == "tomato\n", "the kernel outlives the session: %r" % r.stdout())
+
+
+def _raw(x, method, path, body=b"", token=True):
+    u = urllib.parse.urlsplit(x.base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    h = {"Authorization": "token " + x.token} if token else {}
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, data
+
+
+def sc_errors(x):
+    """Bad requests get a clear JSON error and change nothing."""
+    st, b = x.http.req("POST", "api/agent/sessions", {}, token=False)
+    x.check(st == 403, "no token -> %s" % st)
+    st, b = x.http.req("POST", "api/agent/sessions", raw=b"{not json")
+    x.check(st == 400 and "malformed JSON" in b.get("message", ""), "malformed -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "replay:/etc/passwd"})
+    x.check(st == 400 and "cannot be chosen by a client" in b.get("message", ""), "replay llm -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"kernel_id": "no-such-kernel"})
+    x.check(st == 404, "unknown kernel_id -> %s" % st)
+    st, b = x.http.req("POST", "api/agent/sessions", {"files": [{"name": "../etc/x", "content": "a"}]})
+    x.check(st == 400 and "not a plain path" in b.get("message", ""), "escaping file -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"files": [{"name": "a.bin", "content": "!!",
+                                                                  "format": "base64"}]})
+    x.check(st == 400 and "base64" in b.get("message", ""), "bad base64 -> %s %r" % (st, b))
+    st, b = x.http.req("GET", "api/agent/sessions/nope")
+    x.check(st == 404, "unknown session -> %s" % st)
+    st, lst = x.http.req("GET", "api/agent/sessions")
+    x.check(st == 200 and lst == [], "nothing was created by bad requests: %r" % lst)
+    m = x.session()
+    sid = m["id"]
+    st, b = x.http.req("POST", "api/agent/sessions/%s/messages" % sid, {"content": ""})
+    x.check(st == 400, "empty content -> %s" % st)
+    st, b = x.http.req("POST", "api/agent/sessions/%s/messages" % sid, {"text": "hi"})
+    x.check(st == 400, "no content -> %s" % st)
+    # a doubled slash is collapsed by the server: the file lands inside the work dir
+    st, b = _raw(x, "PUT", "/api/agent/sessions/%s/files//etc/passwd" % sid, b"x")
+    x.check(st == 201 and b.get("name") == "etc/passwd", "PUT files//etc/passwd -> %s %r" % (st, b))
+    x.check(open("/etc/passwd", "rb").read() != b"x", "/etc/passwd untouched")
+    for bad in ("/files/../../etc/passwd", "/files/%2e%2e/x", "/files/a/%2e%2e/%2e%2e/x"):
+        st, b = _raw(x, "PUT", "/api/agent/sessions/" + sid + bad, b"x")
+        x.check(st in (400, 404), "PUT %s -> %s %r" % (bad, st, b))
+        st, b = _raw(x, "GET", "/api/agent/sessions/" + sid + bad)
+        x.check(st in (400, 404), "GET %s -> %s" % (bad, st))
+    st, b = _raw(x, "GET", "/api/agent/sessions/%s/files/missing.csv" % sid)
+    x.check(st == 404, "missing file -> %s" % st)
+    big = b"y" * (3 << 20)   # over the JSON body limit, under the upload limit
+    st, b = _raw(x, "PUT", "/api/agent/sessions/%s/files/big.bin" % sid, big)
+    x.check(st == 201 and b.get("size") == len(big), "3 MiB upload -> %s %r" % (st, b))
+    st, b = _raw(x, "GET", "/api/agent/sessions/%s/files/big.bin" % sid)
+    x.check(st == 200 and b == big, "3 MiB download")
+    st, b, _ = ws_client._big_post(x.base, "api/agent/sessions/%s/messages" % sid, x.token, 3 << 20)
+    x.check(st == 413, "3 MiB message -> %s" % st)
+    st, b = x.http.req("DELETE", "api/agent/sessions/" + sid)
+    x.sessions.remove(sid)
+    x.check(st == 204, "DELETE -> %s" % st)
+    st, b = x.http.req("DELETE", "api/agent/sessions/" + sid)
+    x.check(st == 404, "DELETE again -> %s" % st)
+
+
+def sc_kernel_gone(x):
+    """The session's kernel is shut down (DELETE, culling): the session is
+    stopped, and the next message resumes it in a fresh kernel whose state
+    the agent rebuilds by re-running the transcript's cells."""
+    m = x.session()
+    ev = Sse(x, m["id"], "remember a number").all()
+    x.check(_of(ev, "final") and _of(ev, "final")[0]["text"] == "Stored.", "turn 1: %r" % _of(ev, "final"))
+    st, _ = x.http.req("DELETE", "api/kernels/" + m["kernel_id"])
+    x.check(st == 204, "DELETE kernel -> %s" % st)
+    s2 = _wait_state(x, m["id"], "stopped", 15)
+    x.check(s2["kernel_id"] is None and "shut down" in s2.get("stopped_because", ""), "stopped model: %r" % s2)
+    ev = Sse(x, m["id"], "now use it").all()
+    notices = " ".join(d["text"] for d in _of(ev, "notice"))
+    x.check("resuming" in notices and "re-running" in notices, "resume notices: %r" % notices)
+    x.check(_of(ev, "final") and "The answer is 43." in _of(ev, "final")[0]["text"],
+            "after the resume: %r" % _of(ev, "final"))
+    st, s3 = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    x.check(s3["state"] == "idle" and s3["kernel_id"] not in (None, m["kernel_id"]), "resumed model: %r" % s3)
+
+
+def sc_remember(x):
+    """Turn 1 of a session that a restarted server resumes (sc_recall)."""
+    m = x.session(files=[{"name": "note.txt", "content": "kept across restarts"}])
+    ev = Sse(x, m["id"], "remember a number").all()
+    x.check(_of(ev, "final") and _of(ev, "final")[0]["text"] == "Stored.", "turn 1: %r" % _of(ev, "final"))
+    x.details["session"] = m["id"]
+    x.sessions.remove(m["id"])   # it must outlive this server
+
+
+def sc_recall(x):
+    """A new server lists the session as stopped and resumes it on a message."""
+    st, lst = x.http.req("GET", "api/agent/sessions")
+    x.check(st == 200 and len(lst) == 1, "one session on disk: %r" % lst)
+    if not lst:
+        return
+    m = lst[0]
+    x.sessions.append(m["id"])
+    x.check(m["state"] == "stopped" and m["turns"] == 1 and m["files"] == ["note.txt"], "listed: %r" % m)
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    x.check(any(r.get("type") == "final" for r in full.get("transcript", [])), "its transcript is there")
+    ev = Sse(x, m["id"], "now use it").all()
+    x.check(_of(ev, "final") and "The answer is 43." in _of(ev, "final")[0]["text"],
+            "after the restart: %r" % (_of(ev, "final") or [n for n, _ in ev]))
+    with urllib.request.urlopen(urllib.request.Request(
+            x.base + "api/agent/sessions/%s/files/note.txt" % m["id"],
+            headers={"Authorization": "token " + x.token})) as r:
+        x.check(r.read() == b"kept across restarts", "the uploaded file is back in the kernel's work dir")
+
+
+def sc_nollm(x):
+    """A server without a model says how to configure one."""
+    st, b = x.http.req("POST", "api/agent/sessions", {})
+    x.check(st == 503 and "--llm" in b.get("message", ""), "no LLM -> %s %r" % (st, b))
+    st, lst = x.http.req("GET", "api/agent/sessions")
+    x.check(st == 200 and lst == [], "no session left: %r" % lst)
+    st, kernels = x.http.req("GET", "api/kernels")
+    x.check(st == 200 and kernels == [], "no kernel left: %r" % kernels)
+
+
+SCENARIOS = {f.__name__[3:]: f for f in (sc_analysis, sc_turns, sc_chunks, sc_interrupt, sc_close_cancels, sc_attach,
+                                          sc_errors, sc_close_during_model, sc_kernel_gone, sc_remember, sc_recall, sc_nollm)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--kernel-name", default="python3")
+    ap.add_argument("scenarios", nargs="+")
+    args = ap.parse_args()
+    u = urllib.parse.urlsplit(args.url)
+    args.base = "%s://%s/" % (u.scheme, u.netloc)
+    args.token = urllib.parse.parse_qs(u.query).get("token", [""])[0]
+    args.protocol = "v1"
+    args.reference = None
+    ok_all = True
+    for name in args.scenarios:
+        x = Ctx(args)
+        t0 = time.monotonic()
+        try:
+            SCENARIOS[name](x)
+        except Exception as e:  # noqa: BLE001
+            x.failures.append("%s: %s" % (type(e).__name__, e))
+        finally:
+            try:
+                x.cleanup()
+            except Exception as e:  # noqa: BLE001
+                x.failures.append("cleanup: %s" % e)
+        ok = not x.failures
+        ok_all = ok_all and ok
+        print(json.dumps({"scenario": name, "ok": ok, "failures": x.failures, "details": x.details,
+                          "seconds": round(time.monotonic() - t0, 2)}), flush=True)
+    sys.exit(0 if ok_all else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+/*  Test fixture: a `korch serve` child process, as the server tests run it.
+ *
+ *  serve_start_args(&s, extra) starts `build/korch serve --port 0 --launcher
+ *  local EXTRA...` (a later --launcher wins), reads its first stdout line
+ *  (http://127.0.0.1:PORT/?token=TOKEN) into s.url / s.token, and keeps its
+ *  stderr in s.log; serve_stop(&s) sends SIGTERM and checks it exits within
+ *  15 s. Header-only, like kernel_fixture.h: include it from one test file
+ *  each. */
+#ifndef KORCH_SERVE_FIXTURE_H
+#define KORCH_SERVE_FIXTURE_H
+
+#include "test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PY "/usr/bin/python3"
+
+typedef struct {
+    pid_t pid;     /* korch serve */
+    pid_t drain;   /* copies its later stdout into the log */
+    char line[512];
+    char url[256]; /* http://127.0.0.1:PORT/ */
+    char token[256];
+    char log[128]; /* its stderr */
+} serve_t;
+
+static inline void serve_log_tail(const serve_t *s)
+{
+    FILE *f = fopen(s->log, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, n > 4000 ? n - 4000 : 0, SEEK_SET);
+    char buf[4100];
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    fprintf(stderr, "  --- korch serve stderr (tail) ---\n%s\n  ---\n", buf);
+}
+
+static inline void serve_stop(serve_t *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int st;
+        bool gone = false;
+        for (int i = 0; i < 150 && !gone; i++) { /* 15 s */
+            if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+                gone = true;
+            else
+                usleep(100000);
+        }
+        if (!gone) {
+            CHECK(!"korch serve did not exit within 15 s of SIGTERM");
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+        } else if (!CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            /* a sanitizer's report, a crash or a failed shutdown */
+            fprintf(stderr, "  korch serve ended with status 0x%x\n", st);
+            serve_log_tail(s);
+        }
+        s->pid = 0;
+    }
+    if (s->drain > 0) {
+        kill(s->drain, SIGKILL);
+        waitpid(s->drain, NULL, 0);
+        s->drain = 0;
+    }
+}
+
+/* Start korch serve with extra args (NULL-terminated); false when it printed no URL line. */
+static inline bool serve_start_args(serve_t *s, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->log, sizeof s->log, "/tmp/korch-serve-test-%d.log", (int)getpid());
+    int p[2];
+    if (pipe(p) != 0)
+        return CHECK(!"pipe");
+    const char *argv[24];
+    int n = 0;
+    argv[n++] = korch_test_korch_bin();
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--launcher";
+    argv[n++] = "local";
+    for (int i = 0; extra && extra[i] && n < 22; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    s->pid = fork();
+    if (s->pid == 0) {
+        /* stays in the test's process group: a timed-out test takes it along */
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0)
+            dup2(fd, 2);
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, 0);
+        execv(argv[0], (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    /* the first line, within 30 s */
+    size_t len = 0;
+    time_t deadline = time(NULL) + 30;
+    bool have = false;
+    while (!have && time(NULL) < deadline && len < sizeof s->line - 1) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        if (poll(&pfd, 1, 500) <= 0)
+            continue;
+        ssize_t r = read(p[0], s->line + len, 1);
+        if (r <= 0)
+            break;
+        if (s->line[len] == '\n')
+            have = true;
+        else
+            len++;
+    }
+    s->line[len] = 0;
+    if (!have) {
+        close(p[0]);
+        CHECK(!"korch serve printed no first line `http://127.0.0.1:PORT/?token=TOKEN` within 30 s");
+        serve_log_tail(s);
+        serve_stop(s);
+        return false;
+    }
+    /* keep draining its stdout so later prints never block it */
+    s->drain = fork();
+    if (s->drain == 0) {
+        char buf[4096];
+        int fd = open(s->log, O_WRONLY | O_APPEND);
+        ssize_t r;
+        while ((r = read(p[0], buf, sizeof buf)) > 0)
+            if (fd >= 0 && write(fd, buf, (size_t)r) < 0)
+                break;
+        _exit(0);
+    }
+    close(p[0]);
+    const char *q = strstr(s->line, "/?token=");
+    bool ok = CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0) && CHECK(q != NULL) && CHECK(q && q[8]);
+    if (!ok) {
+        fprintf(stderr, "  first line: %s\n", s->line);
+        serve_stop(s);
+        return false;
+    }
+    snprintf(s->url, sizeof s->url, "%.*s/", (int)(q - s->line), s->line);
+    snprintf(s->token, sizeof s->token, "%s", q + 8);
+    return true;
+}
+
+static inline bool serve_start(serve_t *s)
+{
+    return serve_start_args(s, NULL);
+}
+
+static inline const char *serve_peer(const char *name)
+{
+    static char path[4][600];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(path[i], sizeof path[i], "%s/tests/peers/%s", korch_test_root(), name);
+    return path[i];
+}
+
+/* How many kernels GET /api/kernels lists (-1 when it does not answer). */
+static inline int serve_kernel_count(const serve_t *s)
+{
+    const char *argv[] = {PY, "-c",
+                          "import json,sys,urllib.request as u\n"
+                          "r=u.urlopen(u.Request(sys.argv[1]+'api/kernels',"
+                          "headers={'Authorization':'token '+sys.argv[2]}),timeout=10)\n"
+                          "print(len(json.load(r)))",
+                          s->url, s->token, NULL};
+    char *out = NULL;
+    int rc = korch_test_run(argv, NULL, &out, NULL, 30);
+    int n = rc == 0 && out ? (int)strtol(out, NULL, 10) : -1;
+    free(out);
+    return n;
+}
+
+/* tests/npm installed (`npm ci` from the committed package-lock.json when
+   node_modules is absent): @jupyterlab/services and ws for the Node peers. */
+static inline bool serve_npm_ready(void)
+{
+    char dir[600], mod[700];
+    snprintf(dir, sizeof dir, "%s/tests/npm", korch_test_root());
+    snprintf(mod, sizeof mod, "%s/node_modules/@jupyterlab/services/package.json", dir);
+    if (access(mod, R_OK) == 0)
+        return true;
+    const char *argv[] = {"npm", "ci", "--no-audit", "--no-fund", "--prefix", dir, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = korch_test_run(argv, NULL, &out, &err, 150);
+    bool ok = CHECK_EQ(rc, 0) && CHECK(access(mod, R_OK) == 0);
+    if (!ok)
+        fprintf(stderr, "  `npm ci --prefix tests/npm` failed (is the npm registry reachable?)\n%s\n%s\n",
+                out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+    return ok;
+}
+
+#endif

@@ -1,0 +1,149 @@
+/*  The agent API of `korch serve` judged by a real client: each test starts
+ *  the scripted LLM server (tests/peers/llm_server.py), then `korch serve`
+ *  with --llm openai:gpt-4o-mini and OPENAI_BASE_URL at one of its scenarios
+ *  (tests/peers/agent_scenarios.py), and runs one scenario of
+ *  tests/peers/agent_api_client.py: REST with the token, turns read as
+ *  server-sent events, a notebook attached to the agent's kernel over the
+ *  channels websocket. The LLM's replies depend on what korch sent, so the
+ *  answers checked here quote numbers only the kernel's real output held.
+ *  Afterwards no kernel may be left (GET /api/kernels is empty). */
+#include "serve_fixture.h"
+
+#include <jansson.h>
+
+#include "korch/media.h"
+
+typedef struct {
+    pid_t pid;
+    int port;
+} llm_t;
+
+static bool s_llm_start(llm_t *l)
+{
+    char line[64];
+    const char *argv[] = {PY, serve_peer("llm_server.py"), NULL};
+    l->pid = korch_test_spawn_line(argv, line, sizeof line, 10, NULL);
+    l->port = l->pid > 0 ? (int)strtol(line, NULL, 10) : 0;
+    return CHECK_GT(l->port, 0);
+}
+
+static void s_llm_stop(llm_t *l)
+{
+    if (l->pid > 0) {
+        kill(l->pid, SIGTERM);
+        waitpid(l->pid, NULL, 0);
+    }
+}
+
+/* The peer: a python script of tests/peers, or a Node one of tests/npm. */
+static void s_peer_argv(const char *scenario, const char *line, const char **argv)
+{
+    static char script[700], csv[700];
+    if (strncmp(scenario, "npm:", 4) == 0) {
+        snprintf(script, sizeof script, "%s/tests/npm/%s", korch_test_root(), scenario + 4);
+        snprintf(csv, sizeof csv, "%s/scripts/demo/sales.csv", korch_test_root());
+        const char *a[] = {"node", script, line, csv, NULL};
+        memcpy(argv, a, sizeof a);
+    } else {
+        const char *a[] = {PY, serve_peer("agent_api_client.py"), "--url", line, scenario, NULL};
+        memcpy(argv, a, sizeof a);
+    }
+}
+
+/* korch serve (sessions in dir) for LLM scenario `llm_scenario` (NULL: no
+   LLM configured), then agent_api_client.py SCENARIO; checks it held and
+   left kernels_left kernels (those of sessions it keeps). */
+static void s_run_in(const char *dir, const char *launcher, const char *llm_scenario, const char *scenario,
+                     int timeout_s, int kernels_left)
+{
+    llm_t llm = {0};
+    if (llm_scenario && !s_llm_start(&llm))
+        return;
+    char url[256];
+    unsetenv("KORCH_LLM");
+    if (llm_scenario) {
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/v1", llm.port, llm_scenario);
+        setenv("OPENAI_BASE_URL", url, 1);
+        setenv("OPENAI_API_KEY", "sk-test", 1);
+    }
+    /* "docker+pool": containers, with a warm kernel ready for the session */
+    bool pool = strcmp(launcher, "docker+pool") == 0;
+    const char *extra[] = {"--launcher", pool ? "docker" : launcher, "--agent-dir", dir, "--pool", pool ? "1" : "0",
+                           llm_scenario ? "--llm" : NULL, "openai:gpt-4o-mini", NULL};
+    serve_t s;
+    if (serve_start_args(&s, extra)) {
+        const char *argv[8];
+        s_peer_argv(scenario, s.line, argv);
+        char *out = NULL, *err = NULL;
+        int rc = korch_test_run(argv, NULL, &out, &err, timeout_s);
+        json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        if (!CHECK_EQ(rc, 0) || !CHECK(json_is_true(json_object_get(j, "ok")))) {
+            fprintf(stderr, "  %s%s\n", out ? out : "(no output)", err ? err : "");
+            serve_log_tail(&s);
+        } else
+            fprintf(stderr, "  %s", out);
+        json_decref(j);
+        free(out);
+        free(err);
+        if (pool) { /* the session's kernel came from the pool */
+            size_t len = 0;
+            char *log = korch_read_file(s.log, 1 << 24, &len, NULL);
+            CHECK_CONTAINS(log, "handed out from the warm pool");
+            free(log);
+        }
+        CHECK_EQ(serve_kernel_count(&s), kernels_left);
+        serve_stop(&s);
+    }
+    s_llm_stop(&llm);
+}
+
+static void s_run(const char *launcher, const char *llm_scenario, const char *scenario, int timeout_s)
+{
+    char dir[] = "/tmp/korch-agent-api-XXXXXX";
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    s_run_in(dir, launcher, llm_scenario, scenario, timeout_s, 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+/* A session outlives its server: the next korch serve on the same
+   --agent-dir lists it as stopped and resumes it on its next message. */
+static void s_restart(const char *launcher)
+{
+    char dir[] = "/tmp/korch-agent-api-XXXXXX", cmd[128];
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    s_run_in(dir, launcher, "turns", "remember", 150, 1); /* its session's kernel, shut down with the server */
+    s_run_in(dir, launcher, "turns", "recall", 150, 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+/* The issue's flow: a CSV analysis streamed as events (code, outputs with
+   the PNG inline, the error, the final answer), seen live by a notebook on
+   the same kernel; then transcript, notebook, files and DELETE. */
+TEST_T(server_agent_sse_analysis_with_notebook_watching, 240) { s_run("local", "analysis", "analysis", 200); }
+/* The same flow from @jupyterlab/services in Node, as an extension does it. */
+TEST_T(server_agent_from_jupyterlab_services, 300)
+{
+    if (serve_npm_ready())
+        s_run("local", "analysis", "npm:agent_check.js", 200);
+}
+TEST_T(server_agent_sse_analysis_in_docker, 240) { s_run("docker", "analysis", "analysis", 200); }
+TEST_T(server_agent_sse_analysis_in_docker_from_the_pool, 240) { s_run("docker+pool", "analysis", "analysis", 200); }
+TEST_T(server_agent_stream_chunks_rebuild_the_outputs, 180) { s_run("local", "chunks", "chunks", 150); }
+TEST_T(server_agent_two_turns_share_state, 180) { s_run("local", "turns", "turns", 150); }
+TEST_T(server_agent_interrupt_keeps_the_session, 180) { s_run("local", "sleeper", "interrupt", 150); }
+TEST_T(server_agent_closing_the_stream_cancels_the_step, 180) { s_run("local", "sleeper", "close_cancels", 150); }
+TEST_T(server_agent_closing_the_stream_abandons_the_model_call, 180)
+{
+    s_run("local", "slowthink", "close_during_model", 150);
+}
+TEST_T(server_agent_on_a_notebook_kernel, 180) { s_run("local", "shared", "attach", 150); }
+TEST_T(server_agent_bad_requests, 180) { s_run("local", "hello", "errors", 150); }
+TEST_T(server_agent_without_llm_says_how, 90) { s_run("local", NULL, "nollm", 60); }
+TEST_T(server_agent_resumes_after_its_kernel_is_gone, 180) { s_run("local", "turns", "kernel_gone", 150); }
+TEST_T(server_agent_resumes_after_a_server_restart, 300) { s_restart("local"); }
+TEST_T(server_agent_resumes_after_a_server_restart_in_docker, 300) { s_restart("docker"); }

@@ -1,0 +1,272 @@
+/*  The warm pool and idle culling of `korch serve`, judged from outside:
+ *  each test starts `build/korch serve --port 0 --launcher L` with the flags
+ *  under test, runs one scenario of tests/peers/pool_check.py (urllib for
+ *  REST, python3-websocket for the channels; it reports one JSON line), then
+ *  stops the server with SIGTERM and checks that every kernel it saw - pool
+ *  kernels included - is gone: processes for the local launcher, containers
+ *  of the server's instance for docker.
+ *
+ *  server_pool runs with both launchers (docker:server_pool): containers are
+ *  where a pool matters, their start costing ~1.4 s here. */
+#include "test.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PY "/usr/bin/python3"
+#define MAX_PIDS 64
+
+typedef struct {
+    pid_t pid;
+    int out_fd;
+    char line[512];
+    char log[128];
+} s_srv_t;
+
+static const char *s_launcher(void)
+{
+    const char *l = getenv("KORCH_TEST_LAUNCHER");
+    return l && strcmp(l, "docker") == 0 ? "docker" : "local";
+}
+
+static void s_log_tail(const s_srv_t *s)
+{
+    FILE *f = fopen(s->log, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, n > 5000 ? n - 5000 : 0, SEEK_SET);
+    char buf[5100];
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    fprintf(stderr, "  --- korch serve stderr (tail) ---\n%s\n  ---\n", buf);
+}
+
+/* korch serve --port 0 --launcher L EXTRA..., stderr to s->log. */
+static bool s_start(s_srv_t *s, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    s->out_fd = -1;
+    snprintf(s->log, sizeof s->log, "/tmp/korch-pool-test-%d.log", (int)getpid());
+    unlink(s->log);
+    char redirect[200];
+    snprintf(redirect, sizeof redirect, "exec \"$0\" \"$@\" 2>>%s", s->log);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = redirect;
+    argv[n++] = korch_test_korch_bin();
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--launcher";
+    argv[n++] = s_launcher();
+    argv[n++] = "--no-access-log";
+    for (int i = 0; extra[i] && n < 30; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    int pid = korch_test_spawn_line(argv, s->line, sizeof s->line, 30, &s->out_fd);
+    if (pid < 0) {
+        CHECK(!"korch serve printed no first line within 30 s");
+        s_log_tail(s);
+        return false;
+    }
+    s->pid = pid;
+    return CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0);
+}
+
+static void s_stop(s_srv_t *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int st;
+        bool gone = false;
+        for (int i = 0; i < 300 && !gone; i++) { /* 30 s: pool kernels shut down too */
+            if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+                gone = true;
+            else
+                usleep(100000);
+        }
+        if (!gone) {
+            CHECK(!"korch serve did not exit within 30 s of SIGTERM");
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+        }
+        s->pid = 0;
+    }
+    if (s->out_fd >= 0)
+        close(s->out_fd);
+    s->out_fd = -1;
+}
+
+static bool s_pid_alive(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+}
+
+/* Judge pool_check's one JSON line; collect kernel pids and the instance. */
+static bool s_judge(const char *what, const char *out, int rc, long *pids, int *npids, char *inst, size_t inst_len)
+{
+    bool ok = true;
+    int lines = 0;
+    for (const char *p = out ? out : ""; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        json_t *j = n && p[0] == '{' ? json_loadb(p, n, 0, NULL) : NULL;
+        if (j) {
+            lines++;
+            size_t i;
+            json_t *v;
+            json_array_foreach(json_object_get(j, "failures"), i, v)
+            {
+                char msg[1500];
+                snprintf(msg, sizeof msg, "%s: %s", what, json_string_value(v) ? json_string_value(v) : "?");
+                ok = korch_test_check(false, __FILE__, __LINE__, msg);
+            }
+            if (!json_is_true(json_object_get(j, "ok")) && ok)
+                ok = korch_test_check(false, __FILE__, __LINE__, "not ok (no failure text)");
+            json_t *d = json_object_get(j, "details");
+            json_array_foreach(json_object_get(d, "kernel_pids"), i, v)
+            {
+                if (json_is_integer(v) && *npids < MAX_PIDS)
+                    pids[(*npids)++] = (long)json_integer_value(v);
+            }
+            const char *in = json_string_value(json_object_get(d, "instance"));
+            if (in)
+                snprintf(inst, inst_len, "%s", in);
+            char *ds = json_dumps(d, JSON_COMPACT);
+            fprintf(stderr, "  %s: %s (%.1f s) %s\n", what, json_is_true(json_object_get(j, "ok")) ? "ok" : "FAILED",
+                    json_number_value(json_object_get(j, "seconds")), ds ? ds : "");
+            free(ds);
+            json_decref(j);
+        }
+        p += n + (nl ? 1 : 0);
+    }
+    if (lines != 1)
+        ok = korch_test_check(false, __FILE__, __LINE__, "pool_check.py printed no result line");
+    if (rc != 0 && ok)
+        ok = korch_test_check(false, __FILE__, __LINE__, "pool_check.py failed without saying why");
+    return ok;
+}
+
+/* Start the server with extra flags, run one scenario, stop, check leftovers. */
+static void s_scenario(const char *scenario, const char *const *extra, int peer_timeout_s)
+{
+    s_srv_t s;
+    if (!s_start(&s, extra)) {
+        s_stop(&s);
+        return;
+    }
+    char peer[600], spid[32], what[128];
+    snprintf(peer, sizeof peer, "%s/tests/peers/pool_check.py", korch_test_root());
+    snprintf(spid, sizeof spid, "%d", (int)s.pid);
+    snprintf(what, sizeof what, "pool_check %s (%s)", scenario, s_launcher());
+    const char *argv[] = {PY, peer, "--url", s.line, "--server-pid", spid, "--launcher", s_launcher(), scenario,
+                          NULL};
+    char *out = NULL, *err = NULL;
+    int rc = korch_test_run(argv, NULL, &out, &err, peer_timeout_s);
+    long pids[MAX_PIDS];
+    int npids = 0;
+    char inst[128] = "";
+    bool ok = s_judge(what, out, rc, pids, &npids, inst, sizeof inst);
+    if (!ok && err && *err) {
+        size_t n = strlen(err);
+        fprintf(stderr, "  --- peer stderr (tail) ---\n%s\n", n > 3000 ? err + n - 3000 : err);
+    }
+    s_stop(&s);
+    /* nothing outlives the server: handed-out kernels and pool kernels */
+    if (strcmp(s_launcher(), "local") == 0) {
+        CHECK_GE(npids, 1);
+        for (int i = 0; i < npids; i++) {
+            bool alive = true;
+            for (int t = 0; t < 100 && (alive = s_pid_alive(pids[i])); t++)
+                usleep(100000);
+            if (!CHECK(!alive)) {
+                fprintf(stderr, "  kernel process %ld outlived korch serve\n", pids[i]);
+                kill((pid_t)pids[i], SIGKILL);
+                ok = false;
+            }
+        }
+    } else if (CHECK(inst[0] != 0)) {
+        char label[200];
+        snprintf(label, sizeof label, "label=korch.instance=%s", inst);
+        const char *dargv[] = {"docker", "ps", "-aq", "--filter", label, NULL};
+        char *dout = NULL;
+        int drc = korch_test_run(dargv, NULL, &dout, NULL, 60);
+        CHECK_EQ(drc, 0);
+        if (!CHECK(dout && strspn(dout, " \n") == strlen(dout))) {
+            fprintf(stderr, "  containers of instance %s outlived korch serve: %s\n", inst, dout ? dout : "");
+            ok = false;
+        }
+        free(dout);
+    }
+    if (!ok)
+        s_log_tail(&s);
+    unlink(s.log);
+    free(out);
+    free(err);
+}
+
+/* The pool fills, hands out at once, refills, is not listed or counted,
+   replaces a killed kernel, and is shut down with the server. */
+TEST_BOTH_T(server_pool, 420)
+{
+    const char *extra[] = {"--pool", "2", "--max-kernels", "3", NULL};
+    s_scenario("pool", extra, 380);
+}
+
+/* jupyter_server's culling rules: idle culled, connected and busy kept, the
+   pool never culled. */
+TEST_T(server_cull, 240)
+{
+    const char *extra[] = {"--cull-idle-timeout", "2", "--cull-interval", "1", "--pool", "1", NULL};
+    s_scenario("cull", extra, 200);
+}
+
+TEST_T(server_cull_connected_busy, 150)
+{
+    const char *extra[] = {"--cull-idle-timeout", "2", "--cull-interval", "1", "--cull-connected", "--cull-busy",
+                           NULL};
+    s_scenario("cull_all", extra, 110);
+}
+
+/* Bad pool specs are refused at start, saying why. */
+TEST_T(server_pool_bad_spec, 60)
+{
+    const struct {
+        const char *arg, *want;
+    } cases[] = {
+        {"nosuchkernel=1", "nosuchkernel"},
+        {"python3=x", "not NAME=N"},
+        {"python3=1000", "out of range"},
+        {"-1", "bad --pool"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[] = {korch_test_korch_bin(), "serve", "--port", "0", "--launcher", "local", "--pool",
+                              cases[i].arg, NULL};
+        char *out = NULL, *err = NULL;
+        int rc = korch_test_run(argv, NULL, &out, &err, 30);
+        CHECK_NE(rc, 0);
+        if (!CHECK_CONTAINS(err ? err : "", cases[i].want))
+            fprintf(stderr, "  --pool %s\n", cases[i].arg);
+        free(out);
+        free(err);
+    }
+}
