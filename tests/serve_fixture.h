@@ -3,8 +3,8 @@
  *  serve_start_args(&s, extra) starts `build/korch serve --port 0 --launcher
  *  local EXTRA...` (a later --launcher wins), reads its first stdout line
  *  (http://127.0.0.1:PORT/?token=TOKEN) into s.url / s.token, and keeps its
- *  stderr in s.log; serve_stop(&s) sends SIGTERM and checks it exits within
- *  15 s. Header-only, like kernel_fixture.h: include it from one test file
+ *  stderr in s.log; serve_stop(&s) sends SIGTERM and checks it exits (0)
+ *  within 30 s. Header-only, like kernel_fixture.h: include it from one test file
  *  each. */
 #ifndef KORCH_SERVE_FIXTURE_H
 #define KORCH_SERVE_FIXTURE_H
@@ -54,14 +54,14 @@ static inline void serve_stop(serve_t *s)
         kill(s->pid, SIGTERM);
         int st;
         bool gone = false;
-        for (int i = 0; i < 150 && !gone; i++) { /* 15 s */
+        for (int i = 0; i < 300 && !gone; i++) { /* 30 s: its kernels shut down first */
             if (waitpid(s->pid, &st, WNOHANG) == s->pid)
                 gone = true;
             else
                 usleep(100000);
         }
         if (!gone) {
-            CHECK(!"korch serve did not exit within 15 s of SIGTERM");
+            CHECK(!"korch serve did not exit within 30 s of SIGTERM");
             kill(s->pid, SIGKILL);
             waitpid(s->pid, &st, 0);
         } else if (!CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
@@ -190,6 +190,23 @@ static inline int serve_kernel_count(const serve_t *s)
     int n = rc == 0 && out ? (int)strtol(out, NULL, 10) : -1;
     free(out);
     return n;
+}
+
+/* A process that exists and is not a zombie. */
+static inline bool serve_pid_alive(long pid)
+{
+    if (kill((pid_t)pid, 0) != 0)
+        return false;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
 }
 
 /* tests/npm installed (`npm ci` from the committed package-lock.json when

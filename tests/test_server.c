@@ -18,7 +18,7 @@
  *  whose `korch` execs serve_peer.py, passes everything except the contract
  *  differences: REST restart sends no `restarting`, a 10 MB body is accepted,
  *  restart of an unknown kernel is a 500.) */
-#include "test.h"
+#include "serve_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,187 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PY "/usr/bin/python3"
-
-typedef struct {
-    pid_t pid;     /* korch serve */
-    pid_t drain;   /* copies its later stdout into the log */
-    char line[512];
-    char url[256]; /* http://127.0.0.1:PORT/ */
-    char token[256];
-    char log[128]; /* its stderr */
-} srv_t;
-
-static void s_log_tail(const srv_t *s)
-{
-    FILE *f = fopen(s->log, "r");
-    if (!f)
-        return;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, n > 4000 ? n - 4000 : 0, SEEK_SET);
-    char buf[4100];
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    buf[got] = 0;
-    fclose(f);
-    fprintf(stderr, "  --- korch serve stderr (tail) ---\n%s\n  ---\n", buf);
-}
-
-static void s_stop(srv_t *s)
-{
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        int st;
-        bool gone = false;
-        for (int i = 0; i < 150 && !gone; i++) { /* 15 s */
-            if (waitpid(s->pid, &st, WNOHANG) == s->pid)
-                gone = true;
-            else
-                usleep(100000);
-        }
-        if (!gone) {
-            CHECK(!"korch serve did not exit within 15 s of SIGTERM");
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, &st, 0);
-        }
-        s->pid = 0;
-    }
-    if (s->drain > 0) {
-        kill(s->drain, SIGKILL);
-        waitpid(s->drain, NULL, 0);
-        s->drain = 0;
-    }
-}
-
-/* Start korch serve with extra args (NULL-terminated); false when it printed no URL line. */
-static bool s_start_args(srv_t *s, const char *const *extra)
-{
-    memset(s, 0, sizeof *s);
-    snprintf(s->log, sizeof s->log, "/tmp/korch-serve-test-%d.log", (int)getpid());
-    int p[2];
-    if (pipe(p) != 0)
-        return CHECK(!"pipe");
-    const char *argv[24];
-    int n = 0;
-    argv[n++] = korch_test_korch_bin();
-    argv[n++] = "serve";
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    argv[n++] = "--launcher";
-    argv[n++] = "local";
-    for (int i = 0; extra && extra[i] && n < 22; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    s->pid = fork();
-    if (s->pid == 0) {
-        /* stays in the test's process group: a timed-out test takes it along */
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0)
-            dup2(fd, 2);
-        dup2(p[1], 1);
-        close(p[0]);
-        close(p[1]);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, 0);
-        execv(argv[0], (char *const *)argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    close(p[1]);
-    /* the first line, within 30 s */
-    size_t len = 0;
-    time_t deadline = time(NULL) + 30;
-    bool have = false;
-    while (!have && time(NULL) < deadline && len < sizeof s->line - 1) {
-        struct pollfd pfd = {p[0], POLLIN, 0};
-        if (poll(&pfd, 1, 500) <= 0)
-            continue;
-        ssize_t r = read(p[0], s->line + len, 1);
-        if (r <= 0)
-            break;
-        if (s->line[len] == '\n')
-            have = true;
-        else
-            len++;
-    }
-    s->line[len] = 0;
-    if (!have) {
-        close(p[0]);
-        CHECK(!"korch serve printed no first line `http://127.0.0.1:PORT/?token=TOKEN` within 30 s");
-        s_log_tail(s);
-        s_stop(s);
-        return false;
-    }
-    /* keep draining its stdout so later prints never block it */
-    s->drain = fork();
-    if (s->drain == 0) {
-        char buf[4096];
-        int fd = open(s->log, O_WRONLY | O_APPEND);
-        ssize_t r;
-        while ((r = read(p[0], buf, sizeof buf)) > 0)
-            if (fd >= 0 && write(fd, buf, (size_t)r) < 0)
-                break;
-        _exit(0);
-    }
-    close(p[0]);
-    const char *q = strstr(s->line, "/?token=");
-    bool ok = CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0) && CHECK(q != NULL) && CHECK(q && q[8]);
-    if (!ok) {
-        fprintf(stderr, "  first line: %s\n", s->line);
-        s_stop(s);
-        return false;
-    }
-    snprintf(s->url, sizeof s->url, "%.*s/", (int)(q - s->line), s->line);
-    snprintf(s->token, sizeof s->token, "%s", q + 8);
-    return true;
-}
-
-static bool s_start(srv_t *s)
-{
-    return s_start_args(s, NULL);
-}
-
-static const char *s_peer(const char *name)
-{
-    static char path[4][600];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(path[i], sizeof path[i], "%s/tests/peers/%s", korch_test_root(), name);
-    return path[i];
-}
-
-/* How many kernels GET /api/kernels lists (-1 when it does not answer). */
-static int s_kernel_count(const srv_t *s)
-{
-    const char *argv[] = {PY, "-c",
-                          "import json,sys,urllib.request as u\n"
-                          "r=u.urlopen(u.Request(sys.argv[1]+'api/kernels',"
-                          "headers={'Authorization':'token '+sys.argv[2]}),timeout=10)\n"
-                          "print(len(json.load(r)))",
-                          s->url, s->token, NULL};
-    char *out = NULL;
-    int rc = korch_test_run(argv, NULL, &out, NULL, 30);
-    int n = rc == 0 && out ? (int)strtol(out, NULL, 10) : -1;
-    free(out);
-    return n;
-}
-
-static bool s_pid_alive(long pid)
-{
-    if (kill((pid_t)pid, 0) != 0)
-        return false;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *rp = strrchr(buf, ')');
-    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
-}
 
 #define MAX_PIDS 64
 typedef struct {
@@ -226,7 +45,7 @@ static bool s_pids_gone(const pids_t *p, const char *what)
     bool ok = true;
     for (int i = 0; i < p->npids; i++) {
         bool alive = true;
-        for (int t = 0; t < 150 && (alive = s_pid_alive(p->pids[i])); t++)
+        for (int t = 0; t < 150 && (alive = serve_pid_alive(p->pids[i])); t++)
             usleep(100000);
         if (alive) {
             char msg[200];
@@ -298,7 +117,7 @@ static bool s_judge(const char *what, const char *out, int rc, pids_t *pids, int
 }
 
 /* Does the server's log say needle? */
-static bool s_log_has(const srv_t *s, const char *needle)
+static bool s_log_has(const serve_t *s, const char *needle)
 {
     FILE *f = fopen(s->log, "r");
     char line[2048];
@@ -316,12 +135,12 @@ static bool s_log_has(const srv_t *s, const char *needle)
 static void s_scenario_opts(const char *protocol, const char *scenario, int peer_timeout_s,
                             const char *const *opts, const char *log_needle)
 {
-    srv_t s;
-    if (!s_start(&s))
+    serve_t s;
+    if (!serve_start(&s))
         return;
     char what[128];
     snprintf(what, sizeof what, "ws_client --protocol %s %s", protocol, scenario);
-    const char *argv[24] = {PY, s_peer("ws_client.py"), "--url", s.line, "--protocol", protocol, "--local-pids"};
+    const char *argv[24] = {PY, serve_peer("ws_client.py"), "--url", s.line, "--protocol", protocol, "--local-pids"};
     int n = 7;
     for (int i = 0; opts && opts[i] && n < 22; i++)
         argv[n++] = opts[i];
@@ -333,18 +152,18 @@ static void s_scenario_opts(const char *protocol, const char *scenario, int peer
     bool ok = s_judge(what, out, rc, &pids, 1);
     if (!ok && err && *err)
         fprintf(stderr, "  --- peer stderr ---\n%s\n", err);
-    int left = s_kernel_count(&s);
+    int left = serve_kernel_count(&s);
     if (!CHECK_EQ(left, 0))
         fprintf(stderr, "  %s: GET /api/kernels lists %d kernel(s) after the scenario cleaned up (-1: no answer)\n",
                 what, left);
-    s_stop(&s);
+    serve_stop(&s);
     s_pids_gone(&pids, what);
     if (log_needle && !CHECK(s_log_has(&s, log_needle))) {
         fprintf(stderr, "  %s: korch serve never logged '%s'\n", what, log_needle);
         ok = false;
     }
     if (!ok || left != 0)
-        s_log_tail(&s);
+        serve_log_tail(&s);
     unlink(s.log);
     free(out);
     free(err);
@@ -421,7 +240,7 @@ TEST_T(server_rest_errors, 90) { s_scenario("v1", "rest_errors", 70); }
 /* The peers' own codecs, cross-checked against jupyter_server's functions (no korch needed). */
 TEST_T(server_peer_codec, 60)
 {
-    const char *argv[] = {PY, s_peer("ws_client.py"), "--url", "http://127.0.0.1:1/", "codec", NULL};
+    const char *argv[] = {PY, serve_peer("ws_client.py"), "--url", "http://127.0.0.1:1/", "codec", NULL};
     char *out = NULL;
     int rc = korch_test_run(argv, NULL, &out, NULL, 50);
     s_judge("ws_client codec", out, rc, NULL, 1);
@@ -449,18 +268,18 @@ TEST_T(server_metrics, 90)
           f);
     fclose(f);
     setenv("KORCH_KERNELSPEC_PATH", dir, 1); /* this test's process only: korch serve inherits it */
-    srv_t s;
-    if (s_start(&s)) {
-        const char *argv[] = {PY, s_peer("metrics_check.py"), "--url", s.line, "--broken-kernel", "broken", NULL};
+    serve_t s;
+    if (serve_start(&s)) {
+        const char *argv[] = {PY, serve_peer("metrics_check.py"), "--url", s.line, "--broken-kernel", "broken", NULL};
         char *out = NULL, *err = NULL;
         int rc = korch_test_run(argv, NULL, &out, &err, 70);
         bool ok = s_judge("metrics_check (prometheus_client's parser)", out, rc, NULL, 1);
         if (!ok && err && *err)
             fprintf(stderr, "  --- peer stderr ---\n%s\n", err);
-        CHECK_EQ(s_kernel_count(&s), 0);
-        s_stop(&s);
+        CHECK_EQ(serve_kernel_count(&s), 0);
+        serve_stop(&s);
         if (!ok)
-            s_log_tail(&s);
+            serve_log_tail(&s);
         unlink(s.log);
         free(out);
         free(err);
@@ -473,28 +292,28 @@ TEST_T(server_metrics, 90)
 TEST_T(server_first_line_and_token, 60)
 {
     const char *extra[] = {"--token", "korch-test-token-0123", NULL};
-    srv_t s;
-    if (!s_start_args(&s, extra))
+    serve_t s;
+    if (!serve_start_args(&s, extra))
         return;
     CHECK_STREQ(s.token, "korch-test-token-0123");
-    CHECK_EQ(s_kernel_count(&s), 0);
-    s_stop(&s);
+    CHECK_EQ(serve_kernel_count(&s), 0);
+    serve_stop(&s);
     unlink(s.log);
     /* a generated token is long enough to guess nothing */
-    if (!s_start(&s))
+    if (!serve_start(&s))
         return;
     if (!CHECK_GE(strlen(s.token), 32))
         fprintf(stderr, "  generated token %s\n", s.token);
-    CHECK_EQ(s_kernel_count(&s), 0);
-    s_stop(&s);
+    CHECK_EQ(serve_kernel_count(&s), 0);
+    serve_stop(&s);
     unlink(s.log);
 }
 
 /* Kernels still running when korch serve gets SIGTERM are shut down. */
 TEST_T(server_sigterm_stops_kernels, 90)
 {
-    srv_t s;
-    if (!s_start(&s))
+    serve_t s;
+    if (!serve_start(&s))
         return;
     const char *argv[] = {PY, "-c",
                           "import json,sys,urllib.request as u\n"
@@ -524,8 +343,8 @@ TEST_T(server_sigterm_stops_kernels, 90)
     }
     if (!CHECK_EQ(rc, 0) || !CHECK_EQ(pids.npids, 2))
         fprintf(stderr, "  out: %s\n  err: %s\n", out ? out : "", err ? err : "");
-    CHECK_EQ(s_kernel_count(&s), 2);
-    s_stop(&s);
+    CHECK_EQ(serve_kernel_count(&s), 2);
+    serve_stop(&s);
     s_pids_gone(&pids, "SIGTERM with 2 running kernels");
     unlink(s.log);
     free(out);
@@ -535,10 +354,10 @@ TEST_T(server_sigterm_stops_kernels, 90)
 /* jupyter_server (Debian's) with --gateway-url at korch: JupyterLab's path. */
 TEST_T(server_gateway_jupyter_server, 180)
 {
-    srv_t s;
-    if (!s_start(&s))
+    serve_t s;
+    if (!serve_start(&s))
         return;
-    const char *argv[] = {PY, s_peer("gateway_check.py"), "--gateway", s.line, NULL};
+    const char *argv[] = {PY, serve_peer("gateway_check.py"), "--gateway", s.line, NULL};
     char *out = NULL, *err = NULL;
     int rc = korch_test_run(argv, NULL, &out, &err, 160);
     bool ok = s_judge("gateway_check (jupyter_server --gateway-url=korch)", out, rc, NULL, 1);
@@ -546,12 +365,12 @@ TEST_T(server_gateway_jupyter_server, 180)
         size_t n = strlen(err);
         fprintf(stderr, "  --- jupyter_server / peer stderr (tail) ---\n%s\n", n > 6000 ? err + n - 6000 : err);
     }
-    int left = s_kernel_count(&s);
+    int left = serve_kernel_count(&s);
     if (!CHECK_EQ(left, 0))
         fprintf(stderr, "  korch still lists %d kernel(s) after jupyter_server deleted them\n", left);
-    s_stop(&s);
+    serve_stop(&s);
     if (!ok)
-        s_log_tail(&s);
+        serve_log_tail(&s);
     unlink(s.log);
     free(out);
     free(err);
@@ -562,26 +381,12 @@ TEST_T(server_gateway_jupyter_server, 180)
    `npm ci` (the committed package-lock.json) when node_modules is absent. */
 TEST_T(server_npm_jupyterlab_services, 240)
 {
-    char dir[600], mod[700], script[700];
-    snprintf(dir, sizeof dir, "%s/tests/npm", korch_test_root());
-    snprintf(mod, sizeof mod, "%s/node_modules/@jupyterlab/services/package.json", dir);
-    snprintf(script, sizeof script, "%s/check.js", dir);
-    if (access(mod, R_OK) != 0) {
-        const char *argv[] = {"npm", "ci", "--no-audit", "--no-fund", "--prefix", dir, NULL};
-        char *out = NULL, *err = NULL;
-        int rc = korch_test_run(argv, NULL, &out, &err, 150);
-        if (!CHECK_EQ(rc, 0) || !CHECK(access(mod, R_OK) == 0)) {
-            fprintf(stderr, "  `npm ci --prefix tests/npm` failed (is the npm registry reachable?)\n%s\n%s\n",
-                    out ? out : "", err ? err : "");
-            free(out);
-            free(err);
-            return;
-        }
-        free(out);
-        free(err);
-    }
-    srv_t s;
-    if (!s_start(&s))
+    char script[700];
+    snprintf(script, sizeof script, "%s/tests/npm/check.js", korch_test_root());
+    if (!serve_npm_ready())
+        return;
+    serve_t s;
+    if (!serve_start(&s))
         return;
     const char *argv[] = {"node", script, s.line, NULL};
     char *out = NULL, *err = NULL;
@@ -591,12 +396,12 @@ TEST_T(server_npm_jupyterlab_services, 240)
         size_t n = strlen(err);
         fprintf(stderr, "  --- node stderr (tail) ---\n%s\n", n > 4000 ? err + n - 4000 : err);
     }
-    int left = s_kernel_count(&s);
+    int left = serve_kernel_count(&s);
     if (!CHECK_EQ(left, 0))
         fprintf(stderr, "  korch still lists %d kernel(s) after kernel.shutdown()\n", left);
-    s_stop(&s);
+    serve_stop(&s);
     if (!ok)
-        s_log_tail(&s);
+        serve_log_tail(&s);
     unlink(s.log);
     free(out);
     free(err);

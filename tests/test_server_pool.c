@@ -8,7 +8,7 @@
  *
  *  server_pool runs with both launchers (docker:server_pool): containers are
  *  where a pool matters, their start costing ~1.4 s here. */
-#include "test.h"
+#include "serve_fixture.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -18,107 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PY "/usr/bin/python3"
 #define MAX_PIDS 64
-
-typedef struct {
-    pid_t pid;
-    int out_fd;
-    char line[512];
-    char log[128];
-} s_srv_t;
 
 static const char *s_launcher(void)
 {
     const char *l = getenv("KORCH_TEST_LAUNCHER");
     return l && strcmp(l, "docker") == 0 ? "docker" : "local";
-}
-
-static void s_log_tail(const s_srv_t *s)
-{
-    FILE *f = fopen(s->log, "r");
-    if (!f)
-        return;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, n > 5000 ? n - 5000 : 0, SEEK_SET);
-    char buf[5100];
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    buf[got] = 0;
-    fclose(f);
-    fprintf(stderr, "  --- korch serve stderr (tail) ---\n%s\n  ---\n", buf);
-}
-
-/* korch serve --port 0 --launcher L EXTRA..., stderr to s->log. */
-static bool s_start(s_srv_t *s, const char *const *extra)
-{
-    memset(s, 0, sizeof *s);
-    s->out_fd = -1;
-    snprintf(s->log, sizeof s->log, "/tmp/korch-pool-test-%d.log", (int)getpid());
-    unlink(s->log);
-    char redirect[200];
-    snprintf(redirect, sizeof redirect, "exec \"$0\" \"$@\" 2>>%s", s->log);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = "/bin/sh";
-    argv[n++] = "-c";
-    argv[n++] = redirect;
-    argv[n++] = korch_test_korch_bin();
-    argv[n++] = "serve";
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    argv[n++] = "--launcher";
-    argv[n++] = s_launcher();
-    argv[n++] = "--no-access-log";
-    for (int i = 0; extra[i] && n < 30; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    int pid = korch_test_spawn_line(argv, s->line, sizeof s->line, 30, &s->out_fd);
-    if (pid < 0) {
-        CHECK(!"korch serve printed no first line within 30 s");
-        s_log_tail(s);
-        return false;
-    }
-    s->pid = pid;
-    return CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0);
-}
-
-static void s_stop(s_srv_t *s)
-{
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        int st;
-        bool gone = false;
-        for (int i = 0; i < 300 && !gone; i++) { /* 30 s: pool kernels shut down too */
-            if (waitpid(s->pid, &st, WNOHANG) == s->pid)
-                gone = true;
-            else
-                usleep(100000);
-        }
-        if (!gone) {
-            CHECK(!"korch serve did not exit within 30 s of SIGTERM");
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, &st, 0);
-        }
-        s->pid = 0;
-    }
-    if (s->out_fd >= 0)
-        close(s->out_fd);
-    s->out_fd = -1;
-}
-
-static bool s_pid_alive(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *rp = strrchr(buf, ')');
-    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
 }
 
 /* Judge pool_check's one JSON line; collect kernel pids and the instance. */
@@ -169,11 +74,12 @@ static bool s_judge(const char *what, const char *out, int rc, long *pids, int *
 /* Start the server with extra flags, run one scenario, stop, check leftovers. */
 static void s_scenario(const char *scenario, const char *const *extra, int peer_timeout_s)
 {
-    s_srv_t s;
-    if (!s_start(&s, extra)) {
-        s_stop(&s);
+    const char *args[32] = {"--launcher", s_launcher(), "--no-access-log"};
+    for (int i = 0; extra[i] && i < 28; i++)
+        args[3 + i] = extra[i];
+    serve_t s;
+    if (!serve_start_args(&s, args))
         return;
-    }
     char peer[600], spid[32], what[128];
     snprintf(peer, sizeof peer, "%s/tests/peers/pool_check.py", korch_test_root());
     snprintf(spid, sizeof spid, "%d", (int)s.pid);
@@ -190,13 +96,13 @@ static void s_scenario(const char *scenario, const char *const *extra, int peer_
         size_t n = strlen(err);
         fprintf(stderr, "  --- peer stderr (tail) ---\n%s\n", n > 3000 ? err + n - 3000 : err);
     }
-    s_stop(&s);
+    serve_stop(&s);
     /* nothing outlives the server: handed-out kernels and pool kernels */
     if (strcmp(s_launcher(), "local") == 0) {
         CHECK_GE(npids, 1);
         for (int i = 0; i < npids; i++) {
             bool alive = true;
-            for (int t = 0; t < 100 && (alive = s_pid_alive(pids[i])); t++)
+            for (int t = 0; t < 100 && (alive = serve_pid_alive(pids[i])); t++)
                 usleep(100000);
             if (!CHECK(!alive)) {
                 fprintf(stderr, "  kernel process %ld outlived korch serve\n", pids[i]);
@@ -218,7 +124,7 @@ static void s_scenario(const char *scenario, const char *const *extra, int peer_
         free(dout);
     }
     if (!ok)
-        s_log_tail(&s);
+        serve_log_tail(&s);
     unlink(s.log);
     free(out);
     free(err);
