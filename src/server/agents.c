@@ -428,25 +428,31 @@ static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
     korch_loop_reader(srv_loop(sa->srv), zactor_sock(sa->actor), s_on_actor, sa);
 }
 
-void srv_agent_kernel_ready(srv_req_t *token, srv_kernel_t *mk)
+/* The session a waiting token stood for (NULL when it was deleted
+   meanwhile); the token is freed. */
+static srv_agent_t *s_token_done(srv_req_t *token, srv_kernel_t *mk)
 {
     srv_agent_t *sa = zhashx_lookup(s_all(mk->srv), token->arg);
-    bool mine = sa && sa->waiting == token;
+    if (sa && sa->waiting == token)
+        sa->waiting = NULL;
+    else
+        sa = NULL;
     free(token);
-    if (!mine)
-        return;
-    sa->waiting = NULL;
-    s_kernel_ready(sa, mk);
+    return sa;
+}
+
+void srv_agent_kernel_ready(srv_req_t *token, srv_kernel_t *mk)
+{
+    srv_agent_t *sa = s_token_done(token, mk);
+    if (sa)
+        s_kernel_ready(sa, mk);
 }
 
 void srv_agent_kernel_failed(srv_req_t *token, srv_kernel_t *mk, const char *why)
 {
-    srv_agent_t *sa = zhashx_lookup(s_all(mk->srv), token->arg);
-    bool mine = sa && sa->waiting == token;
-    free(token);
-    if (!mine)
+    srv_agent_t *sa = s_token_done(token, mk);
+    if (!sa)
         return;
-    sa->waiting = NULL;
     sa->kernel_id[0] = 0; /* the server cleans a failed kernel up itself */
     sa->owns_kernel = false;
     s_fail(sa, 500, "the kernel did not start: %s", why);

@@ -9,19 +9,9 @@
 //
 //   node agent_check.js 'http://127.0.0.1:PORT/?token=TOKEN' path/to/sales.csv
 'use strict';
-const result = s => process.stdout.write(s + '\n');
-console.log = console.info = console.debug = (...a) => process.stderr.write(a.join(' ') + '\n');
 const fs = require('fs');
-const WebSocket = require('ws');
 const { KernelManager, ServerConnection, KernelAPI } = require('@jupyterlab/services');
-
-function withTimeout(p, ms, what) {
-  let t;
-  return Promise.race([
-    p,
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`timed out after ${ms} ms: ${what}`)), ms); })
-  ]).finally(() => clearTimeout(t));
-}
+const { result, withTimeout, settingsFor } = require('./common');
 
 // text/event-stream -> [{event, data}] (WHATWG HTML 9.2: fields, blank line ends an event)
 async function readEvents(response) {
@@ -55,12 +45,7 @@ async function readEvents(response) {
 
 async function main() {
   const [line, csvPath] = process.argv.slice(2);
-  const u = new URL(line.trim());
-  const baseUrl = `${u.protocol}//${u.host}/`;
-  const settings = ServerConnection.makeSettings({
-    baseUrl, wsUrl: baseUrl.replace(/^http/, 'ws'), token: u.searchParams.get('token') || '', appendToken: true,
-    WebSocket, fetch: globalThis.fetch, Request: globalThis.Request, Headers: globalThis.Headers
-  });
+  const { baseUrl, settings } = settingsFor(line);
   const api = (path, init) => ServerConnection.makeRequest(baseUrl + path, init || {}, settings);
   const failures = [];
   const details = {};

@@ -7,19 +7,8 @@
 //
 // Install (CI): cd tests/npm && npm ci --no-audit --no-fund
 'use strict';
-// stdout carries only the result line; the library's own logging goes to stderr
-const result = s => process.stdout.write(s + '\n');
-console.log = console.info = console.debug = (...a) => process.stderr.write(a.join(' ') + '\n');
-const WebSocket = require('ws');
-const { KernelManager, ServerConnection, KernelAPI } = require('@jupyterlab/services');
-
-function withTimeout(p, ms, what) {
-  let t;
-  return Promise.race([
-    p,
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`timed out after ${ms} ms: ${what}`)), ms); })
-  ]).finally(() => clearTimeout(t));
-}
+const { KernelManager, KernelAPI } = require('@jupyterlab/services');
+const { result, withTimeout, settingsFor } = require('./common');
 
 async function execute(kernel, code) {
   const out = { stdout: '', results: [], msgTypes: [], reply: null };
@@ -36,13 +25,7 @@ async function execute(kernel, code) {
 async function main() {
   const line = process.argv[2];
   if (!line) throw new Error('usage: node check.js http://HOST:PORT/?token=T');
-  const u = new URL(line.trim());
-  const token = u.searchParams.get('token') || '';
-  const baseUrl = `${u.protocol}//${u.host}/`;
-  const settings = ServerConnection.makeSettings({
-    baseUrl, wsUrl: baseUrl.replace(/^http/, 'ws'), token, appendToken: true,
-    WebSocket, fetch: globalThis.fetch, Request: globalThis.Request, Headers: globalThis.Headers
-  });
+  const { settings } = settingsFor(line);
   const failures = [];
   const details = {};
   const check = (ok, what) => { if (!ok) failures.push(what); return ok; };
