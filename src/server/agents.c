@@ -327,6 +327,9 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         json_t *d = json ? json_loads(json, 0, NULL) : NULL;
         if (json_is_integer(json_object_get(d, "tokens")))
             sa->tokens = json_integer_value(json_object_get(d, "tokens"));
+        const char *status = json_string_value(json_object_get(d, "status"));
+        srv_state(sa->srv)->metrics.agent_turns[!status || strcmp(status, "ok") == 0 ? 0
+                                                : strcmp(status, "interrupted") == 0 ? 1 : 2]++;
         json_decref(d);
         s_stream_done(sa, json ? json : "{}");
         free(json);
@@ -995,6 +998,13 @@ void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
     else
         srv_respond_error(req, 404, "not found");
     json_decref(body);
+}
+
+void srv_agents_count(korch_server_t *s, uint64_t n[4])
+{
+    memset(n, 0, 4 * sizeof *n);
+    for (srv_agent_t *sa = zhashx_first(s_all(s)); sa; sa = zhashx_next(s_all(s)))
+        n[sa->state]++;
 }
 
 void srv_agents_destroy_all(korch_server_t *s)

@@ -194,6 +194,22 @@ static void s_http(korch_server_t *s, s_text_t *t)
         s_printf(t, "korch_http_requests_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)m->http[c]);
 }
 
+/* Agent sessions by state, and their turns by how they ended. */
+static void s_agents(korch_server_t *s, s_text_t *t)
+{
+    static const char *const states[] = {"starting", "idle", "running", "stopped"};
+    static const char *const ends[] = {"ok", "interrupted", "error"};
+    uint64_t n[4];
+    srv_agents_count(s, n);
+    s_head(t, "korch_agent_sessions", "gauge", "Agent sessions, by state (stopped: on disk, without a kernel).");
+    for (int i = 0; i < 4; i++)
+        s_printf(t, "korch_agent_sessions{state=\"%s\"} %llu\n", states[i], (unsigned long long)n[i]);
+    s_head(t, "korch_agent_turns_total", "counter", "Agent turns ended, by how they ended.");
+    for (int i = 0; i < 3; i++)
+        s_printf(t, "korch_agent_turns_total{status=\"%s\"} %llu\n", ends[i],
+                 (unsigned long long)srv_state(s)->metrics.agent_turns[i]);
+}
+
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
 {
     if (strcmp(req->method, "GET") != 0) {
@@ -220,6 +236,7 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
     s_rejected(s, &t);
     s_http(s, &t);
     s_launches(s, &t);
+    s_agents(s, &t);
     if (t.oom) {
         free(t.p);
         srv_respond_error(req, 500, "out of memory");

@@ -185,6 +185,7 @@ typedef struct {
     uint64_t launch_count;
     double launch_sum;
     uint64_t rejected_gone[KORCH_REJ__COUNT];       /* by kernels already destroyed */
+    uint64_t agent_turns[3];    /* agent turns ended: ok, interrupted, error (agents.c) */
 } srv_metrics_t;
 
 typedef struct {
@@ -271,6 +272,8 @@ void srv_agent_kernel_failed(srv_req_t *req, srv_kernel_t *mk, const char *why);
 void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id);
 /* List the sessions a previous server left in opts.agent_dir (stopped; resumed on their next message). */
 void srv_agents_load(korch_server_t *s);
+/* Agent sessions by state: starting, idle, running, stopped. */
+void srv_agents_count(korch_server_t *s, uint64_t n[4]);
 /* Stop every session's agent (joins their threads). */
 void srv_agents_destroy_all(korch_server_t *s);
 /* kernels.c: start a (non-pooled) kernel in a working directory. */

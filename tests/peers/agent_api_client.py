@@ -207,6 +207,16 @@ def sc_turns(x):
             "turn 2: %r" % _of(ev2, "final"))
     st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
     x.check(full["turns"] == 2, "turns: %r" % full.get("turns"))
+    # /metrics, read with prometheus_client's own parser
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(urllib.request.Request(x.base + "metrics",
+                                                       headers={"Authorization": "token " + x.token})) as r:
+        text = r.read().decode()
+    samples = {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+               for fam in text_string_to_metric_families(text) for smp in fam.samples}
+    x.check(samples.get(("korch_agent_turns_total", (("status", "ok"),))) == 2,
+            "metrics: agent turns ok = %r" % samples.get(("korch_agent_turns_total", (("status", "ok"),))))
+    x.check(samples.get(("korch_agent_sessions", (("state", "idle"),))) == 1, "metrics: one idle agent session")
 
 
 def _outputs(events):
