@@ -176,6 +176,8 @@ const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k);
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k);
 /* Times the kernel was restarted (on request or after a death). */
 int korch_kernel_restarts(const korch_kernel_t *k);
+/* Change opts.no_auto_restart: restart the kernel after a death, or not. */
+void korch_kernel_set_auto_restart(korch_kernel_t *k, bool on);
 korch_loop_t *korch_kernel_loop(korch_kernel_t *k);
 /* The launched process (borrowed; changes on restart), NULL when attached. */
 korch_proc_t *korch_kernel_proc(korch_kernel_t *k);

@@ -1127,6 +1127,8 @@ const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k) { return &k->conn
 json_t *korch_kernel_info(const korch_kernel_t *k) { return k->info; }
 const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k) { return korch_session_stats(k->session); }
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k) { return k->ready_ms; }
+void korch_kernel_set_auto_restart(korch_kernel_t *k, bool on) { k->opts.no_auto_restart = !on; }
+
 int korch_kernel_restarts(const korch_kernel_t *k) { return k->restarts; }
 korch_loop_t *korch_kernel_loop(korch_kernel_t *k) { return k->loop; }
 korch_proc_t *korch_kernel_proc(korch_kernel_t *k) { return k->proc; }

@@ -433,6 +433,8 @@ static srv_kernel_t *s_kernel_start(korch_server_t *s, const char *name, json_t 
         .env = (const char *const *)envv,
         .start_timeout_ms = st->opts.kernel_start_timeout_ms,
         .cwd = cwd,
+        /* a pool kernel that dies is replaced, not restarted (srv_kernel_unpool turns it on) */
+        .no_auto_restart = pooled,
     };
     mk->k = korch_kernel_new(srv_loop(s), &ko, err);
     if (!mk->k) {
@@ -480,6 +482,7 @@ void srv_kernel_unpool(srv_kernel_t *mk)
     if (!mk->pooled || mk->doomed)
         return;
     mk->pooled = false;
+    korch_kernel_set_auto_restart(mk->k, true);
     /* idle from the moment it is handed out, not from its start */
     s_touch(mk);
     zhashx_insert(srv_state(mk->srv)->kernels, mk->id, mk);
