@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from procfs import status_kib  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -60,19 +62,6 @@ def one_session(korch, port, steps, tmp):
             "kernel_exec_ms_p50": median(exec_ms)}
 
 
-def _hwm_kib(pid):
-    """korch's own peak RSS (VmHWM), not its kernel's: wait4's ru_maxrss
-    would count the ipykernel child korch reaps."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 def concurrent(korch, port, n, steps, tmp):
     t0 = time.monotonic()
     procs = []
@@ -84,7 +73,7 @@ def concurrent(korch, port, n, steps, tmp):
     hwm = {p.pid: 0 for p in procs}
     while any(p.poll() is None for p in procs):
         for p in procs:
-            v = _hwm_kib(p.pid) if p.returncode is None else None
+            v = status_kib(p.pid, "VmHWM") if p.returncode is None else None
             if v:
                 hwm[p.pid] = max(hwm[p.pid], v)
         time.sleep(0.05)
@@ -101,14 +90,6 @@ def concurrent(korch, port, n, steps, tmp):
             "errors": errors}
 
 
-def _rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def served(korch, port, n, steps, tmp):
     """n agent sessions at once through one korch serve."""
     import http.client
@@ -123,7 +104,7 @@ def served(korch, port, n, steps, tmp):
     u = urllib.parse.urlsplit(line)
     token = urllib.parse.parse_qs(u.query)["token"][0]
     hdr = {"Authorization": "token " + token, "Content-Type": "application/json"}
-    rss0 = _rss_kib(srv.pid)
+    rss0 = (status_kib(srv.pid, "VmRSS") or 0)
     first, ok, errors = [], [0], []
     lock = threading.Lock()
 
@@ -160,10 +141,10 @@ def served(korch, port, n, steps, tmp):
         t.start()
     peak = 0
     while any(t.is_alive() for t in threads):
-        peak = max(peak, _rss_kib(srv.pid))
+        peak = max(peak, (status_kib(srv.pid, "VmRSS") or 0))
         time.sleep(0.05)
     wall = time.monotonic() - t0
-    rss_end = _rss_kib(srv.pid)
+    rss_end = (status_kib(srv.pid, "VmRSS") or 0)
     srv.terminate()
     srv.wait(timeout=60)
     return {"sessions": n, "ok": ok[0], "steps_each": steps, "wall_s": round(wall, 2),

@@ -33,6 +33,8 @@ import tempfile
 import time
 import urllib.parse
 
+from procfs import pss_kib  # noqa: E402
+
 KORCH = sys.argv[1]
 KB = sys.argv[2] if len(sys.argv) > 2 and os.access(sys.argv[2], os.X_OK) else None
 STARTS = int(os.environ.get("BENCH_STARTS", "10"))
@@ -145,17 +147,6 @@ def rtt_block(conn, n, samples):
 def read_samples(path):
     with open(path) as f:
         return [float(x) for x in f if x.strip()]
-
-
-def pss_kib(pid):
-    try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def children_of(ppid):

@@ -49,6 +49,8 @@ import serve_peer  # noqa: E402
 import websocket  # noqa: E402
 import ws_client as wc  # noqa: E402
 
+from procfs import pss_kib  # noqa: E402
+
 KORCH = sys.argv[1] if len(sys.argv) > 1 else "build/korch"
 N = int(os.environ.get("BENCH_N", "500"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "4"))
@@ -164,17 +166,6 @@ def status_kib(pid, keys=("VmRSS", "RssAnon")):
             if k in keys:
                 out[k] = int(v.split()[0])
     return out
-
-
-def pss_kib(pid):
-    try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 # --------------------------------------------------------------------------- clients
