@@ -129,6 +129,18 @@ static bool s_log_has(const serve_t *s, const char *needle)
     return found;
 }
 
+static bool s_log_starts(const serve_t *s, const char *prefix)
+{
+    FILE *f = fopen(s->log, "r");
+    char line[2048];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strncmp(line, prefix, strlen(prefix)) == 0;
+    if (f)
+        fclose(f);
+    return found;
+}
+
 /* Start korch serve, run one ws_client scenario (with extra peer options,
    NULL-terminated, may be NULL), check nothing is left and, when log_needle
    is given, that the server logged it. */
@@ -160,6 +172,11 @@ static void s_scenario_opts(const char *protocol, const char *scenario, int peer
     s_pids_gone(&pids, what);
     if (log_needle && !CHECK(s_log_has(&s, log_needle))) {
         fprintf(stderr, "  %s: korch serve never logged '%s'\n", what, log_needle);
+        ok = false;
+    }
+    /* what a client sent never starts a line of the log (no forged log lines) */
+    if (!CHECK(!s_log_has(&s, "\nINJECTED") && !s_log_starts(&s, "INJECTED"))) {
+        fprintf(stderr, "  %s: a client forged a line of korch serve's log\n", what);
         ok = false;
     }
     if (!ok || left != 0)
@@ -233,6 +250,17 @@ TEST_T(server_v1_slow_reader, 120)
 TEST_T(server_legacy_slow_reader, 120)
 {
     s_scenario_opts("legacy", "slow_reader", 100, s_slow_opts, "client is not reading");
+}
+
+/* A client sending malformed messages (with a session_id and content made
+   to forge log lines) is logged ten times, printably, and keeps working. */
+TEST_T(server_v1_malformed_flood, 90)
+{
+    s_scenario_opts("v1", "malformed_flood", 70, NULL, "further malformed messages are not logged");
+}
+TEST_T(server_legacy_malformed_flood, 90)
+{
+    s_scenario_opts("legacy", "malformed_flood", 70, NULL, "further malformed messages are not logged");
 }
 /* REST abuse answers do not depend on the socket protocol. */
 TEST_T(server_rest_errors, 90) { s_scenario("v1", "rest_errors", 70); }

@@ -29,6 +29,7 @@
 #define MAX_REPLAY_SESSIONS 8   /* disconnected session_ids kept per kernel */
 #define REPLAY_TTL_MS (10 * 60 * 1000)
 #define MAX_ENV_VARS 256
+#define MAX_MALFORMED_LOGGED 10 /* per websocket */
 
 typedef struct {
     char key[128];
@@ -614,9 +615,16 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     korch_msg_t *msg = NULL;
     korch_err_t err = {0};
     if (korch_wsmsg_parse(ws->proto, binary, data, len, &ch, &msg, &err) != KORCH_OK) {
-        fprintf(stderr, "korch: websocket %s: dropped a malformed message (%zu bytes): %s\n", ws->session_key, len,
-                err.msg);
         srv_state(ws->srv)->metrics.ws_malformed++;
+        /* the reason may quote the client's bytes: printable only, and a
+           client sending nothing else cannot flood the log */
+        for (char *c = err.msg; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
+        if (++ws->malformed <= MAX_MALFORMED_LOGGED)
+            korch_warn("websocket %s: dropped a malformed message (%zu bytes): %s%s", ws->session_key, len, err.msg,
+                       ws->malformed == MAX_MALFORMED_LOGGED ? " (its further malformed messages are not logged)"
+                                                             : "");
         return;
     }
     if (!mk || mk->doomed) {

@@ -687,7 +687,11 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     s->st.metrics.ws_open++;
     const struct lws_protocols *proto = lws_get_protocol(wsi);
     ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
-    if (lws_get_urlarg_by_name(wsi, "session_id=", sid, sizeof sid) && sid[0]) {
+    /* a session_id must be printable (Jupyter's are uuids): it names the client in logs */
+    bool have = lws_get_urlarg_by_name(wsi, "session_id=", sid, sizeof sid) && sid[0];
+    for (const char *c = sid; have && *c; c++)
+        have = (unsigned char)*c >= 0x20 && *c != 0x7f;
+    if (have) {
         snprintf(ws->session_key, sizeof ws->session_key, "%s", sid);
         ws->has_session_id = true;
     } else

@@ -134,6 +134,7 @@ struct srv_ws {
     size_t tx_off;              /* bytes of the first queued frame already written */
     bool dropping;
     uint64_t sent, received;
+    uint32_t malformed;         /* its messages that did not parse */
 };
 
 /* Bytes frames need before their data (LWS_PRE). */

@@ -1163,7 +1163,23 @@ def sc_relay_rate(x):
     x.check(got >= n * 0.99, "only %d of %d messages arrived" % (got, n))
 
 
+def sc_malformed_flood(x):
+    """50 malformed messages from a client whose session_id and messages
+    carry a newline and a forged log line; it is still served after."""
+    kid = x.kernel()["id"]
+    c = x.conn(kid, session_id="evil%0AINJECTED%20korch:%20forged")
+    for i in range(50):
+        if x.protocol == "v1":
+            c.ws.send_binary(b"\x01\x00\x00\x00\x00\x00\x00\x00\nINJECTED " + bytes([i]))
+        else:
+            c.ws.send('{"bad\nINJECTED forged %d' % i)
+    c.kernel_info()
+    r = c.execute("print('still served')")
+    x.check(r.stdout() == "still served\n", "after the flood: %r" % r.stdout())
+
+
 SCENARIOS = {
+    "malformed_flood": sc_malformed_flood,
     "codec": sc_codec, "start": sc_start, "execute": sc_execute, "stream": sc_stream,
     "display_png": sc_display_png, "buffers": sc_buffers, "interrupt": sc_interrupt, "restart": sc_restart,
     "die": sc_die, "two_clients": sc_two_clients, "reconnect": sc_reconnect,
