@@ -191,6 +191,34 @@ static void s_scenario(const char *protocol, const char *scenario, int peer_time
     s_scenario_opts(protocol, scenario, peer_timeout_s, NULL, NULL);
 }
 
+/* Start korch serve, run the peer argv ("{url}" becomes the server's first
+   line), judge its one result line, check no kernel is left, stop. */
+static void s_serve_peer(const char *what, const char **argv, int timeout_s)
+{
+    serve_t s;
+    if (!serve_start(&s))
+        return;
+    for (int i = 0; argv[i]; i++)
+        if (strcmp(argv[i], "{url}") == 0)
+            argv[i] = s.line;
+    char *out = NULL, *err = NULL;
+    int rc = korch_test_run(argv, NULL, &out, &err, timeout_s);
+    bool ok = s_judge(what, out, rc, NULL, 1);
+    if (!ok && err && *err) {
+        size_t n = strlen(err);
+        fprintf(stderr, "  --- %s stderr (tail) ---\n%s\n", what, n > 6000 ? err + n - 6000 : err);
+    }
+    int left = serve_kernel_count(&s);
+    if (!CHECK_EQ(left, 0))
+        fprintf(stderr, "  %s: korch still lists %d kernel(s) after the peer shut them down\n", what, left);
+    serve_stop(&s);
+    if (!ok)
+        serve_log_tail(&s);
+    unlink(s.log);
+    free(out);
+    free(err);
+}
+
 #define SCENARIO(proto, name, timeout)                                                                      \
     TEST_T(server_##proto##_##name, timeout) { s_scenario(#proto, #name, (timeout) - 20); }
 
@@ -296,22 +324,8 @@ TEST_T(server_metrics, 90)
           f);
     fclose(f);
     setenv("KORCH_KERNELSPEC_PATH", dir, 1); /* this test's process only: korch serve inherits it */
-    serve_t s;
-    if (serve_start(&s)) {
-        const char *argv[] = {PY, serve_peer("metrics_check.py"), "--url", s.line, "--broken-kernel", "broken", NULL};
-        char *out = NULL, *err = NULL;
-        int rc = korch_test_run(argv, NULL, &out, &err, 70);
-        bool ok = s_judge("metrics_check (prometheus_client's parser)", out, rc, NULL, 1);
-        if (!ok && err && *err)
-            fprintf(stderr, "  --- peer stderr ---\n%s\n", err);
-        CHECK_EQ(serve_kernel_count(&s), 0);
-        serve_stop(&s);
-        if (!ok)
-            serve_log_tail(&s);
-        unlink(s.log);
-        free(out);
-        free(err);
-    }
+    const char *argv[] = {PY, serve_peer("metrics_check.py"), "--url", "{url}", "--broken-kernel", "broken", NULL};
+    s_serve_peer("metrics_check (prometheus_client's parser)", argv, 70);
     unlink(path);
     rmdir(spec);
     rmdir(dir);
@@ -382,26 +396,8 @@ TEST_T(server_sigterm_stops_kernels, 90)
 /* jupyter_server (Debian's) with --gateway-url at korch: JupyterLab's path. */
 TEST_T(server_gateway_jupyter_server, 180)
 {
-    serve_t s;
-    if (!serve_start(&s))
-        return;
-    const char *argv[] = {PY, serve_peer("gateway_check.py"), "--gateway", s.line, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = korch_test_run(argv, NULL, &out, &err, 160);
-    bool ok = s_judge("gateway_check (jupyter_server --gateway-url=korch)", out, rc, NULL, 1);
-    if (!ok && err && *err) {
-        size_t n = strlen(err);
-        fprintf(stderr, "  --- jupyter_server / peer stderr (tail) ---\n%s\n", n > 6000 ? err + n - 6000 : err);
-    }
-    int left = serve_kernel_count(&s);
-    if (!CHECK_EQ(left, 0))
-        fprintf(stderr, "  korch still lists %d kernel(s) after jupyter_server deleted them\n", left);
-    serve_stop(&s);
-    if (!ok)
-        serve_log_tail(&s);
-    unlink(s.log);
-    free(out);
-    free(err);
+    const char *argv[] = {PY, serve_peer("gateway_check.py"), "--gateway", "{url}", NULL};
+    s_serve_peer("gateway_check (jupyter_server --gateway-url=korch)", argv, 160);
 }
 
 /* @jupyterlab/services from npm in Node (what JupyterLab extensions use):
@@ -413,24 +409,6 @@ TEST_T(server_npm_jupyterlab_services, 240)
     snprintf(script, sizeof script, "%s/tests/npm/check.js", korch_test_root());
     if (!serve_npm_ready())
         return;
-    serve_t s;
-    if (!serve_start(&s))
-        return;
-    const char *argv[] = {"node", script, s.line, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = korch_test_run(argv, NULL, &out, &err, 60);
-    bool ok = s_judge("@jupyterlab/services check.js", out, rc, NULL, 1);
-    if (!ok && err && *err) {
-        size_t n = strlen(err);
-        fprintf(stderr, "  --- node stderr (tail) ---\n%s\n", n > 4000 ? err + n - 4000 : err);
-    }
-    int left = serve_kernel_count(&s);
-    if (!CHECK_EQ(left, 0))
-        fprintf(stderr, "  korch still lists %d kernel(s) after kernel.shutdown()\n", left);
-    serve_stop(&s);
-    if (!ok)
-        serve_log_tail(&s);
-    unlink(s.log);
-    free(out);
-    free(err);
+    const char *argv[] = {"node", script, "{url}", NULL};
+    s_serve_peer("@jupyterlab/services check.js", argv, 60);
 }
