@@ -663,10 +663,6 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 400, "'kernel_id' and 'kernel_name' must be strings");
         return;
     }
-    if (jk && !srv_kernel_find(s, json_string_value(jk))) {
-        srv_respond_error(req, 404, "no kernel '%s'", json_string_value(jk));
-        return;
-    }
     json_t *files = s_check_files(json_object_get(body, "files"), why, sizeof why);
     if (!files) {
         srv_respond_error(req, 400, "%s", why);

@@ -69,66 +69,67 @@ void srv_api_kernel_gone(korch_server_t *s, const char *kernel_id)
 
 /* ------------------------------------------------- waiting on a kernel */
 
+/* Take the first waiter that waits for ready (not for the kernel's end). */
+static srv_req_t *s_take_waiter(srv_kernel_t *mk)
+{
+    for (srv_req_t *req = zlistx_first(mk->waiters); req; req = zlistx_next(mk->waiters))
+        if (req->wait != SRV_WAIT_DELETE) {
+            zlistx_delete(mk->waiters, zlistx_cursor(mk->waiters));
+            return req;
+        }
+    return NULL;
+}
+
 void srv_api_kernel_ready(srv_kernel_t *mk)
 {
     korch_server_t *s = mk->srv;
-    srv_req_t *req = zlistx_first(mk->waiters);
-    while (req) {
-        srv_req_t *next = zlistx_next(mk->waiters);
-        if (req->wait != SRV_WAIT_DELETE) {
-            zlistx_delete(mk->waiters, zlistx_find(mk->waiters, req));
-            json_t *sess = NULL;
-            switch (req->wait) {
-            case SRV_WAIT_START:
-                srv_metrics_launch_time(s, req->t0_us);
-                srv_respond(req, 201, srv_kernel_model(mk));
-                break;
-            case SRV_WAIT_RESTART:
-                srv_respond(req, 200, srv_kernel_model(mk));
-                break;
-            case SRV_WAIT_AGENT:
-                srv_agent_kernel_ready(req, mk);
-                break;
-            case SRV_WAIT_SESSION:
-            case SRV_WAIT_SESSION_PATCH:
-                sess = zhashx_lookup(srv_state(s)->sessions, req->arg);
-                if (!sess) {
-                    srv_respond_error(req, 404, "session was deleted meanwhile");
-                    break;
-                }
-                json_object_set_new(sess, "kernel_id", json_string(mk->id));
-                srv_metrics_launch_time(s, req->t0_us);
-                srv_respond(req, req->wait == SRV_WAIT_SESSION ? 201 : 200, s_session_model(s, sess));
-                if (req->arg2[0] && strcmp(req->arg2, mk->id) != 0) {
-                    srv_kernel_t *old = srv_kernel_find(s, req->arg2);
-                    if (old)
-                        srv_kernel_delete(old, NULL);
-                }
-                break;
-            default:
+    srv_req_t *req;
+    while ((req = s_take_waiter(mk))) {
+        json_t *sess = NULL;
+        switch (req->wait) {
+        case SRV_WAIT_START:
+            srv_metrics_launch_time(s, req->t0_us);
+            srv_respond(req, 201, srv_kernel_model(mk));
+            break;
+        case SRV_WAIT_RESTART:
+            srv_respond(req, 200, srv_kernel_model(mk));
+            break;
+        case SRV_WAIT_AGENT:
+            srv_agent_kernel_ready(req, mk);
+            break;
+        case SRV_WAIT_SESSION:
+        case SRV_WAIT_SESSION_PATCH:
+            sess = zhashx_lookup(srv_state(s)->sessions, req->arg);
+            if (!sess) {
+                srv_respond_error(req, 404, "session was deleted meanwhile");
                 break;
             }
+            json_object_set_new(sess, "kernel_id", json_string(mk->id));
+            srv_metrics_launch_time(s, req->t0_us);
+            srv_respond(req, req->wait == SRV_WAIT_SESSION ? 201 : 200, s_session_model(s, sess));
+            if (req->arg2[0] && strcmp(req->arg2, mk->id) != 0) {
+                srv_kernel_t *old = srv_kernel_find(s, req->arg2);
+                if (old)
+                    srv_kernel_delete(old, NULL);
+            }
+            break;
+        default:
+            break;
         }
-        req = next;
     }
 }
 
 void srv_api_kernel_failed(srv_kernel_t *mk, const char *why)
 {
     korch_server_t *s = mk->srv;
-    srv_req_t *req = zlistx_first(mk->waiters);
-    while (req) {
-        srv_req_t *next = zlistx_next(mk->waiters);
-        if (req->wait != SRV_WAIT_DELETE) {
-            zlistx_delete(mk->waiters, zlistx_find(mk->waiters, req));
-            if (req->wait == SRV_WAIT_SESSION)
-                zhashx_delete(srv_state(s)->sessions, req->arg);
-            if (req->wait == SRV_WAIT_AGENT)
-                srv_agent_kernel_failed(req, mk, why);
-            else
-                srv_respond_error(req, 500, "%s", why);
-        }
-        req = next;
+    srv_req_t *req;
+    while ((req = s_take_waiter(mk))) {
+        if (req->wait == SRV_WAIT_SESSION)
+            zhashx_delete(srv_state(s)->sessions, req->arg);
+        if (req->wait == SRV_WAIT_AGENT)
+            srv_agent_kernel_failed(req, mk, why);
+        else
+            srv_respond_error(req, 500, "%s", why);
     }
 }
 
