@@ -133,7 +133,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, json_t *msgs, json_t *tools, sink_t *
                          korch_err_t *err)
 {
     korch_llm_request_t req = {.messages = msgs, .tools = tools, .temperature = -1};
-    korch_llm_cb_t cb = {s_on_text, s_cancelled, sink};
+    korch_llm_cb_t cb = {.on_text = s_on_text, .cancelled = s_cancelled, .arg = sink};
     return korch_llm_chat(llm, &req, &cb, reply, err);
 }
 
@@ -788,7 +788,7 @@ TEST(llm_replay_plays_in_order)
     json_t *msgs = s_user_only("anything");
     korch_llm_request_t req = {.messages = msgs, .temperature = -1};
     korch_llm_buf_t text = {.max = 1 << 20};
-    korch_llm_cb_t cb = {s_collect_text, NULL, &text};
+    korch_llm_cb_t cb = {.on_text = s_collect_text, .arg = &text};
     korch_llm_reply_t r;
     CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
     CHECK_STREQ(r.text, "First I load the data.\nThen I look.");

@@ -728,7 +728,12 @@ static void s_on_death(korch_kernel_t *k, const char *why)
     }
     char detail[512];
     snprintf(detail, sizeof detail, "kernel died: %s", why);
-    korch_warn("kernel %.8s: %s", k->id, detail);
+    /* an execution that was running hears of it (its caller tells the
+       user); a death nobody hears of is worth a warning */
+    if (zlistx_size(k->pending))
+        korch_info("kernel %.8s: %s", k->id, detail);
+    else
+        korch_warn("kernel %.8s: %s", k->id, detail);
     bool restart = k->proc && !k->opts.no_auto_restart;
     s_fail_pending(k, detail, restart);
     if (restart) {

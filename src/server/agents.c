@@ -325,8 +325,10 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
     } else if (strcmp(cmd, "done") == 0) {
         char *json = zmsg_popstr(m);
         json_t *d = json ? json_loads(json, 0, NULL) : NULL;
-        if (json_is_integer(json_object_get(d, "tokens")))
-            sa->tokens = json_integer_value(json_object_get(d, "tokens"));
+        json_t *used = json_object_get(json_object_get(d, "tokens"), "session");
+        if (json_is_object(used))
+            sa->tokens = json_integer_value(json_object_get(used, "input")) +
+                         json_integer_value(json_object_get(used, "output"));
         const char *status = json_string_value(json_object_get(d, "status"));
         srv_state(sa->srv)->metrics.agent_turns[!status || strcmp(status, "ok") == 0 ? 0
                                                 : strcmp(status, "interrupted") == 0 ? 1 : 2]++;
