@@ -106,6 +106,10 @@ korch_rc_t korch_llm_parse_spec(const char *spec, korch_llm_opts_t *opts, korch_
 korch_llm_t *korch_llm_new(const korch_llm_opts_t *opts, korch_err_t *err);
 void korch_llm_destroy(korch_llm_t **llm);
 
+/* The environment variable that holds a provider's API key ("OPENAI_API_KEY"),
+   or NULL when the provider is unknown or takes none. */
+const char *korch_llm_key_env(const char *provider);
+
 /* One model call. On success fills reply (free with korch_llm_reply_clear);
    on failure the reply is cleared except reply->attempts.
    A korch_llm_t keeps one curl handle (connections are reused between

@@ -582,6 +582,30 @@ fail:
     return NULL;
 }
 
+/* Whether this server can talk to the model at all (a key it lacks, an
+   unknown provider, no model): said at once, not when the first message
+   fails. Makes no request. */
+static bool s_llm_usable(const char *spec, char *why, size_t why_len)
+{
+    korch_llm_opts_t lo = {0};
+    korch_err_t err = {0};
+    korch_llm_t *llm = NULL;
+    if (korch_llm_parse_spec(spec, &lo, &err) == KORCH_OK)
+        llm = korch_llm_new(&lo, &err);
+    if (llm) {
+        korch_llm_destroy(&llm);
+        return true;
+    }
+    const char *key = lo.provider ? korch_llm_key_env(lo.provider) : NULL;
+    if (key && (!getenv(key) || !*getenv(key)))
+        snprintf(why, why_len,
+                 "this server has no API key for '%s': set %s in the environment of korch serve (or ask for "
+                 "another \"llm\")", spec, key);
+    else
+        snprintf(why, why_len, "cannot use llm '%s': %s", spec, err.msg);
+    return false;
+}
+
 static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len)
 {
     json_t *j = json_object_get(body, "llm");
@@ -605,7 +629,7 @@ static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t
                      lo.provider);
             return NULL;
         }
-        return want;
+        return s_llm_usable(want, why, why_len) ? want : NULL;
     }
     const char *dflt = srv_state(s)->opts.llm;
     if (!dflt || !*dflt)
@@ -658,6 +682,10 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 503,
                           "no LLM is configured on this server: start korch serve with --llm PROVIDER:MODEL "
                           "(or set KORCH_LLM), or send \"llm\" in the request");
+        return;
+    }
+    if (!json_object_get(body, "llm") && !s_llm_usable(llm, why, sizeof why)) {
+        srv_respond_error(req, 503, "the server's own llm is not usable: %s", why); /* its configuration, not the request */
         return;
     }
     json_t *jk = json_object_get(body, "kernel_id"), *jn = json_object_get(body, "kernel_name");
