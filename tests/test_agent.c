@@ -388,6 +388,14 @@ TEST_T(agent_model_500s_give_a_clear_error_and_keep_the_session, 180)
 
 /* ---- live progress (issue 11): code as it is written, waits, tokens, the terminal ---- */
 
+/* korch chat ... with input on stdin; returns the exit status. */
+static int s_chat(const char *llm, const char *session, const char *input, char **out, char **err)
+{
+    const char *argv[] = {korch_test_korch_bin(), "chat", "--launcher", s_launcher, "--llm", llm, "--session", session,
+                          NULL};
+    return korch_test_run(argv, input, out, err, 100);
+}
+
 /* korch run --json: code_delta events of each step join to exactly the code
    run, for code whose JSON is full of escapes streamed in 1-5 byte pieces
    (so escapes are cut in the middle); the answer quotes what that code
@@ -527,9 +535,7 @@ TEST_T(agent_chat_tokens_per_turn_and_session, 120)
     s_env(&srv, "turns");
     char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
-    const char *argv[] = {korch_test_korch_bin(), "chat", "--launcher", "local", "--llm", "anthropic:claude-sonnet-4-5",
-                          "--session", session, NULL};
-    CHECK_EQ(korch_test_run(argv, "remember a number\nnow use it\n", &out, &err, 100), 0);
+    CHECK_EQ(s_chat("anthropic:claude-sonnet-4-5", session, "remember a number\nnow use it\n", &out, &err), 0);
     CHECK_STREQ(out, "\nStored.\n\nThe answer is 43.\n");
     long long in1, out1, in2, out2;
     s_reported(&srv, "turns", 0, 2, &in1, &out1);
@@ -592,9 +598,7 @@ TEST_T(agent_chat_through_a_pipe_answers_once, 120)
     s_env(&srv, "narrate");
     char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
-    const char *argv[] = {korch_test_korch_bin(), "chat", "--launcher", "local", "--llm", "openai:gpt-4o-mini",
-                          "--session", session, NULL};
-    CHECK_EQ(korch_test_run(argv, "what is it?\n", &out, &err, 100), 0);
+    CHECK_EQ(s_chat("openai:gpt-4o-mini", session, "what is it?\n", &out, &err), 0);
     CHECK_STREQ(out, "\nThe kernel says NARR 42, so that is the answer.\n");
     CHECK_CONTAINS(err, "── step 1 ──\nLet me work this out in the kernel first, one moment please.\n▶ code:\n"
                         "    x = 6 * 7\n    print('NARR', x)\n");
@@ -653,9 +657,7 @@ TEST_T(agent_progress_lines_are_exact, 180)
     char saved[400], cmds[1000];
     snprintf(saved, sizeof saved, "%s/copy.ipynb", dir);
     snprintf(cmds, sizeof cmds, "remember a number\n/save %s\n/save\n/nonsense\n", saved);
-    const char *chat[] = {korch_test_korch_bin(), "chat", "--launcher", "local", "--llm", "openai:gpt-4o-mini",
-                          "--session", session, NULL};
-    CHECK_EQ(korch_test_run(chat, cmds, &out, &err, 100), 0);
+    CHECK_EQ(s_chat("openai:gpt-4o-mini", session, cmds, &out, &err), 0);
     snprintf(path, sizeof path, "  notebook written to %s\n", saved);
     CHECK_CONTAINS(out, path);
     CHECK_CONTAINS(out, "  /save PATH writes the notebook to PATH");

@@ -836,6 +836,7 @@ typedef struct {
     korch_llm_buf_t code[4];    /* per call index: "code" decoded as it came */
     korch_jsonfield_t field[4];
     int fragments, bad_index;
+    int cut_escapes;            /* fragments that end inside an escape */
     char name[64];
     int retries, ticks;
     korch_llm_retry_t retry;
@@ -856,6 +857,17 @@ static void s_on_tool_delta(int index, const char *name, const char *json, size_
         korch_jsonfield_init(&k->field[index], "code");
     }
     korch_llm_buf_add(&k->json[index], json, len, "fragments", NULL);
+    /* ends inside an escape: after its backslash, or within \uXXXX */
+    const char *j = k->json[index].p;
+    size_t n = k->json[index].len, bs = 0;
+    for (size_t i = n; i-- > 0 && n - i <= 6;)
+        if (j[i] == '\\') {
+            for (size_t b = i + 1; b-- > 0 && j[b] == '\\';)
+                bs++;
+            if (bs % 2 && (n - i == 1 || (j[i + 1] == 'u' && n - i < 6)))
+                k->cut_escapes++;
+            break;
+        }
     char out[4096 + KORCH_JSONFIELD_SLACK];
     if (len <= 4096)
         korch_llm_buf_add(&k->code[index], out, korch_jsonfield_feed(&k->field[index], json, len, out), "code", NULL);
@@ -891,6 +903,7 @@ static void s_tool_deltas(const char *provider)
     if (CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK) && CHECK_EQ(json_array_size(r.tool_calls), 1)) {
         const char *code = s_call_code(r.tool_calls, 0);
         CHECK_GT(k.fragments, 40); /* many small pieces, not one */
+        CHECK_GT(k.cut_escapes, 5);
         CHECK_EQ(k.bad_index, 0);
         CHECK_STREQ(k.name, "run_python");
         CHECK_STREQ(k.code[0].p, code);

@@ -66,6 +66,18 @@ static size_t s_utf8(unsigned cp, char *out)
     return 4;
 }
 
+/* One character inside a string that is skipped: true when it ends it. */
+static bool s_skip_char(korch_jsonfield_t *f, char c)
+{
+    if (f->skip_esc) {
+        f->skip_esc = false;
+        return false;
+    }
+    if (c == '\\')
+        f->skip_esc = true;
+    return c == '"';
+}
+
 /* A high surrogate that no low half followed. */
 static size_t s_flush_hi(korch_jsonfield_t *f, char *out)
 {
@@ -192,20 +204,12 @@ size_t korch_jsonfield_feed(korch_jsonfield_t *f, const char *in, size_t len, ch
             }
             break;
         case S_SKIP_STR:
-            if (f->skip_esc)
-                f->skip_esc = false;
-            else if (c == '\\')
-                f->skip_esc = true;
-            else if (c == '"')
+            if (s_skip_char(f, c))
                 f->state = S_AFTER;
             break;
         case S_SKIP_NEST:
             if (f->in_skip_str) {
-                if (f->skip_esc)
-                    f->skip_esc = false;
-                else if (c == '\\')
-                    f->skip_esc = true;
-                else if (c == '"')
+                if (s_skip_char(f, c))
                     f->in_skip_str = false;
             } else if (c == '"')
                 f->in_skip_str = true;
