@@ -396,19 +396,43 @@ static int s_chat(const char *llm, const char *session, const char *input, char 
     return korch_test_run(argv, input, out, err, 100);
 }
 
+/* The scripted server on a scenario and a fresh session dir. */
+typedef struct {
+    server_t srv;
+    char *dir;
+    char session[300];
+} live_t;
+
+static bool s_live_begin(live_t *t, const char *scenario)
+{
+    memset(t, 0, sizeof *t);
+    if (!s_server_start(&t->srv))
+        return false;
+    s_env(&t->srv, scenario);
+    t->dir = s_tmpdir();
+    snprintf(t->session, sizeof t->session, "%s/s", t->dir);
+    return CHECK(t->dir != NULL);
+}
+
+static void s_live_end(live_t *t)
+{
+    if (t->dir)
+        s_rmrf(t->dir);
+    free(t->dir);
+    s_server_stop(&t->srv);
+}
+
 /* korch run --json: code_delta events of each step join to exactly the code
    run, for code whose JSON is full of escapes streamed in 1-5 byte pieces
    (so escapes are cut in the middle); the answer quotes what that code
    printed, which only comes out right if every escape arrived intact. */
 static void s_code_deltas(const char *llm)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    live_t t;
+    if (!s_live_begin(&t, "live"))
         return;
-    s_env(&srv, "live");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", llm, "--json", "--session", session, "run the escapes", NULL}, &out, &err),
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(s_run((const char *[]){"--llm", llm, "--json", "--session", t.session, "run the escapes", NULL}, &out, &err),
              0);
     char *deltas = calloc(1, 1), *code = NULL, *answer = NULL, *save = NULL;
     int ndeltas = 0, code_step = -1, delta_step = -1;
@@ -441,9 +465,7 @@ static void s_code_deltas(const char *llm)
     free(answer);
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_live_end(&t);
 }
 
 TEST_T(agent_openai_code_deltas_join_to_the_code_run, 120) { s_code_deltas("openai:gpt-4o-mini"); }
@@ -454,13 +476,11 @@ TEST_T(agent_anthropic_code_deltas_join_to_the_code_run, 120) { s_code_deltas("a
    phase again, then the answer; plain lines on stderr (not a terminal). */
 TEST_T(agent_status_events_during_a_429_back_off, 120)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    live_t t;
+    if (!s_live_begin(&t, "live"))
         return;
-    s_env(&srv, "live");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL, *save = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", session, "rate me", NULL},
+    char *out = NULL, *err = NULL, *save = NULL;
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", t.session, "rate me", NULL},
                    &out, &err),
              0);
     int retries = 0, model_after = 0, finals = 0;
@@ -494,16 +514,14 @@ TEST_T(agent_status_events_during_a_429_back_off, 120)
     free(out);
     free(err);
     /* without --json, on a pipe: one plain line when the back-off begins */
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "rate me again", NULL}, &out,
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", t.session, "rate me again", NULL}, &out,
                    &err),
              0);
     CHECK_CONTAINS(err, "\n  … the model answered HTTP 429: retry 1 in 2.0 s (0.0 s since the request)\n");
     CHECK_STREQ(out, "Waited, then answered: rate me again.\n");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_live_end(&t);
 }
 
 /* The usage the scripted server reported for requests [from, to), as "IN OUT". */
@@ -529,17 +547,15 @@ static void s_reported(const server_t *srv, const char *scenario, int from, int 
    to stdout once each. */
 TEST_T(agent_chat_tokens_per_turn_and_session, 120)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    live_t t;
+    if (!s_live_begin(&t, "turns"))
         return;
-    s_env(&srv, "turns");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_chat("anthropic:claude-sonnet-4-5", session, "remember a number\nnow use it\n", &out, &err), 0);
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(s_chat("anthropic:claude-sonnet-4-5", t.session, "remember a number\nnow use it\n", &out, &err), 0);
     CHECK_STREQ(out, "\nStored.\n\nThe answer is 43.\n");
     long long in1, out1, in2, out2;
-    s_reported(&srv, "turns", 0, 2, &in1, &out1);
-    s_reported(&srv, "turns", 2, 4, &in2, &out2);
+    s_reported(&t.srv, "turns", 0, 2, &in1, &out1);
+    s_reported(&t.srv, "turns", 2, 4, &in2, &out2);
     CHECK_GT(in1, 100);
     char want[256];
     snprintf(want, sizeof want, "tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", in1, out1, in1, out1);
@@ -550,9 +566,7 @@ TEST_T(agent_chat_tokens_per_turn_and_session, 120)
     CHECK_CONTAINS(err, "── 2 steps, ");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_live_end(&t);
 }
 
 /* korch chat on a terminal (tests/peers/pty_chat.py runs it in a pty): the
@@ -560,15 +574,13 @@ TEST_T(agent_chat_tokens_per_turn_and_session, 120)
    answer once; a 429 back-off is one status line counting down in place. */
 static void s_pty(const char *scenario, const char *mode)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    live_t t;
+    if (!s_live_begin(&t, scenario))
         return;
-    s_env(&srv, scenario);
-    char *dir = s_tmpdir(), session[300], peer[600], *out = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
+    char peer[600], *out = NULL;
     snprintf(peer, sizeof peer, "%s/tests/peers/pty_chat.py", korch_test_root());
     const char *argv[] = {"/usr/bin/python3", peer, mode, korch_test_korch_bin(), "chat", "--launcher", "local",
-                          "--llm", "openai:gpt-4o-mini", "--session", session, NULL};
+                          "--llm", "openai:gpt-4o-mini", "--session", t.session, NULL};
     int rc = korch_test_run(argv, NULL, &out, NULL, 150);
     json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
     if (!CHECK_EQ(rc, 0) || !CHECK(json_is_true(json_object_get(j, "ok"))))
@@ -581,9 +593,7 @@ static void s_pty(const char *scenario, const char *mode)
     }
     json_decref(j);
     free(out);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_live_end(&t);
 }
 
 TEST_T(agent_chat_on_a_terminal_streams_narration_code_and_the_answer_once, 180) { s_pty("narrate", "narrate"); }
@@ -592,21 +602,17 @@ TEST_T(agent_chat_on_a_terminal_counts_a_back_off_down_in_place, 180) { s_pty("l
 /* Through a pipe the narration streams on stderr and the answer is on stdout once. */
 TEST_T(agent_chat_through_a_pipe_answers_once, 120)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    live_t t;
+    if (!s_live_begin(&t, "narrate"))
         return;
-    s_env(&srv, "narrate");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_chat("openai:gpt-4o-mini", session, "what is it?\n", &out, &err), 0);
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(s_chat("openai:gpt-4o-mini", t.session, "what is it?\n", &out, &err), 0);
     CHECK_STREQ(out, "\nThe kernel says NARR 42, so that is the answer.\n");
     CHECK_CONTAINS(err, "── step 1 ──\nLet me work this out in the kernel first, one moment please.\n▶ code:\n"
                         "    x = 6 * 7\n    print('NARR', x)\n");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_live_end(&t);
 }
 
 /* What the terminal says, line by line: no doubled "korch: korch:", steps
@@ -614,13 +620,11 @@ TEST_T(agent_chat_through_a_pipe_answers_once, 120)
    notebook, chat --help with the commands that exist, /save PATH. */
 TEST_T(agent_progress_lines_are_exact, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    live_t t;
+    if (!s_live_begin(&t, "forever"))
         return;
-    s_env(&srv, "forever");
-    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--max-steps", "3", "--session", session, "loop", NULL},
+    char path[400], *out = NULL, *err = NULL;
+    CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--max-steps", "3", "--session", t.session, "loop", NULL},
                    &out, &err),
              0);
     CHECK_CONTAINS(err, "\nkorch: the step limit is reached after 3 steps: asking the model for its answer without "
@@ -629,9 +633,9 @@ TEST_T(agent_progress_lines_are_exact, 180)
     CHECK(!strstr(err, "step 5"));
     free(out);
     free(err);
-    s_rmrf(session);
-    s_env(&srv, "dies");
-    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "go", NULL}, &out,
+    s_rmrf(t.session);
+    s_env(&t.srv, "dies");
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", t.session, "go", NULL}, &out,
                    &err),
              0);
     CHECK_CONTAINS(err, "\n  (died, ");
@@ -640,7 +644,7 @@ TEST_T(agent_progress_lines_are_exact, 180)
     for (const char *p = err; (p = strstr(p, "kernel died")); p++)
         deaths++;
     CHECK_EQ(deaths, 1);
-    snprintf(path, sizeof path, "%s/notebook.ipynb", session);
+    snprintf(path, sizeof path, "%s/notebook.ipynb", t.session);
     char *nb = korch_read_file(path, 1 << 24, NULL, NULL);
     CHECK_CONTAINS(nb, "*korch: kernel died: exited 1; the kernel was restarted: its variables are lost. The kernel "
                        "restarted here: re-run the cells above to get their variables back.*");
@@ -653,11 +657,11 @@ TEST_T(agent_progress_lines_are_exact, 180)
     CHECK_CONTAINS(out, "  /file PATH     give the model a file");
     CHECK_CONTAINS(out, "  /save PATH     write the notebook (.ipynb) to PATH as well");
     free(out);
-    s_env(&srv, "turns");
+    s_env(&t.srv, "turns");
     char saved[400], cmds[1000];
-    snprintf(saved, sizeof saved, "%s/copy.ipynb", dir);
+    snprintf(saved, sizeof saved, "%s/copy.ipynb", t.dir);
     snprintf(cmds, sizeof cmds, "remember a number\n/save %s\n/save\n/nonsense\n", saved);
-    CHECK_EQ(s_chat("openai:gpt-4o-mini", session, cmds, &out, &err), 0);
+    CHECK_EQ(s_chat("openai:gpt-4o-mini", t.session, cmds, &out, &err), 0);
     snprintf(path, sizeof path, "  notebook written to %s\n", saved);
     CHECK_CONTAINS(out, path);
     CHECK_CONTAINS(out, "  /save PATH writes the notebook to PATH");
@@ -672,7 +676,5 @@ TEST_T(agent_progress_lines_are_exact, 180)
     CHECK_EQ(korch_test_run(py, NULL, &out, NULL, 60), 0);
     CHECK_STREQ(out, "1\n");
     free(out);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_live_end(&t);
 }
