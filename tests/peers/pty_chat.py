@@ -79,13 +79,17 @@ try:
           "the turn did not end: %r" % screen()[-800:])
     t_end = first_time("tokens: ")
     os.write(fd, b"/quit\n")
-    read_until(fd, lambda: False, 5)
+    check(read_until(fd, lambda: "session saved in" in screen(), 30), "/quit did not end the session")
 finally:
+    # korch shuts its kernel down on the way out: give it the time, then make sure
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
+        read_until(fd, lambda: False, 0.2)
     try:
         os.kill(pid, 9)
+        os.waitpid(pid, 0)
     except OSError:
         pass
-    os.waitpid(pid, 0)
 
 out = screen()
 details["screen_tail"] = out[-1500:]
