@@ -754,27 +754,26 @@ static void s_on_llm_tool_delta(int index, const char *name, const char *json, s
     free(out);
 }
 
+/* A back-off begins; elapsed_ms still counts from the model call's start. */
 static void s_on_llm_retry(const korch_llm_retry_t *r, void *arg)
 {
     korch_agent_t *a = arg;
-    int64_t t0 = a->phase_t0; /* elapsed counts from the call's start */
     a->phase = "retry";
     a->retry_attempt = r->attempt;
     a->retry_status = r->http_status;
     a->retry_until = korch_now_ms() + r->wait_ms;
-    a->phase_t0 = t0;
     s_status(a);
 }
 
+/* Often during a model call: the back-off is over (the next attempt is
+   made), or another second has passed. */
 static void s_on_llm_tick(void *arg)
 {
     korch_agent_t *a = arg;
     int64_t now = korch_now_ms();
     if (a->retry_until && now >= a->retry_until) {
-        int64_t t0 = a->phase_t0;
         a->retry_until = 0;
         a->phase = "model";
-        a->phase_t0 = t0;
         s_status(a);
     } else if (now - a->status_last >= 1000)
         s_status(a);
