@@ -287,8 +287,15 @@ TEST_T(agent_json_events_and_no_llm_message, 180)
     CHECK_EQ(finals, 1);
     free(out);
     free(err);
-    /* no LLM configured: say how to configure one */
+    /* resuming without --llm: the model recorded in the session */
     unsetenv("KORCH_LLM");
+    CHECK_EQ(s_run((const char *[]){"--session", session, "use it", NULL}, &out, &err), 0);
+    CHECK_CONTAINS(out, "The answer is 43.");
+    CHECK_CONTAINS(err, "model openai:gpt-4o-mini");
+    free(out);
+    free(err);
+    /* no LLM configured (a new session): say how to configure one */
+    snprintf(session, sizeof session, "%s/fresh", dir);
     CHECK_EQ(s_run((const char *[]){"--session", session, "anything", NULL}, &out, &err), 2);
     CHECK_CONTAINS(err, "no LLM configured");
     CHECK_CONTAINS(err, "OPENAI_API_KEY");
