@@ -195,6 +195,19 @@ TEST_T(agent_kernel_death_is_told_and_session_goes_on, 180)
              0);
     CHECK_CONTAINS(out, "Recovered: FRESH False.");
     CHECK_CONTAINS(err, "kernel died");
+    /* the notebook marks the restart, and the cell whose kernel died has a note */
+    char code[900], *v = NULL;
+    snprintf(code, sizeof code,
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\nnbformat.validate(nb)\n"
+             "died = [c for c in nb.cells if c.cell_type == 'code' and c.metadata.get('korch', {}).get('status') == 'died']\n"
+             "marks = [c for c in nb.cells if c.cell_type == 'markdown' and 'kernel restarted here' in c.source]\n"
+             "print(len(died), 'kernel died' in died[0].metadata['korch']['note'] if died else None, len(marks),"
+             " nb.cells.index(marks[0]) == nb.cells.index(died[0]) + 1 if died and marks else None)",
+             session);
+    const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
+    CHECK_EQ(korch_test_run(py, NULL, &v, NULL, 60), 0);
+    CHECK_STREQ(v, "1 True 1 True\n");
+    free(v);
     free(out);
     free(err);
     s_rmrf(dir);
