@@ -606,9 +606,10 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
     snprintf(note + n, cap - n, "Check that what you need exists before relying on it.");
     free(a->resume_note);
     a->resume_note = strdup(note);
-    char *line = malloc(strlen(note) + strlen(a->dir) + 64);
+    /* no host path here: through korch serve this reaches API clients */
+    char *line = malloc(strlen(note) + 64);
     if (line) {
-        snprintf(line, strlen(note) + strlen(a->dir) + 64, "resumed session %s. %s", a->dir, note);
+        snprintf(line, strlen(note) + 64, "resumed session: %s", note);
         s_emit(a, KORCH_AGENT_NOTICE, line, NULL);
         free(line);
     }

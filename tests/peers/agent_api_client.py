@@ -420,7 +420,7 @@ def sc_errors(x):
 def sc_kernel_gone(x):
     """The session's kernel is shut down (DELETE, culling): the session is
     stopped, and the next message resumes it in a fresh kernel whose state
-    the agent rebuilds by re-running the transcript's cells."""
+    the agent rebuilds from its snapshot (nothing re-run)."""
     m = x.session()
     ev = Sse(x, m["id"], "remember a number").all()
     x.check(_of(ev, "final") and _of(ev, "final")[0]["text"] == "Stored.", "turn 1: %r" % _of(ev, "final"))
@@ -430,7 +430,9 @@ def sc_kernel_gone(x):
     x.check(s2["kernel_id"] is None and "shut down" in s2.get("stopped_because", ""), "stopped model: %r" % s2)
     ev = Sse(x, m["id"], "now use it").all()
     notices = " ".join(d["text"] for d in _of(ev, "notice"))
-    x.check("resuming" in notices and "re-running" in notices, "resume notices: %r" % notices)
+    x.check("resuming" in notices and "restored 1 name(s) from the snapshot" in notices and
+            "side effects did not repeat" in notices, "resume notices: %r" % notices)
+    x.check(x.agent_dir not in notices, "no host path in the notices: %r" % notices)
     x.check(_of(ev, "final") and "The answer is 43." in _of(ev, "final")[0]["text"],
             "after the resume: %r" % _of(ev, "final"))
     st, s3 = x.http.req("GET", "api/agent/sessions/" + m["id"])
