@@ -736,3 +736,36 @@ TEST_T(agent_r_kernel_reads_a_csv_and_plots, 240)
     free(dir);
     s_server_stop(&srv);
 }
+
+/* The kernel planted a symlink where an upload goes: korch never writes through it. */
+TEST_T(agent_upload_never_follows_a_planted_symlink, 120)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "sysecho");
+    char *dir = s_tmpdir(), session[300], files[400], link[500], victim[400], src[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    snprintf(files, sizeof files, "%s/files", session);
+    CHECK_EQ(korch_mkdirs(files, 0755, NULL), KORCH_OK);
+    s_spit(dir, "victim", "untouched");
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(link, sizeof link, "%s/data.csv", files);
+    CHECK_EQ(symlink(victim, link), 0);
+    s_spit(dir, "data.csv", "a\n1\n");
+    snprintf(src, sizeof src, "%s/data.csv", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--file", src, "--session", session, "hi", NULL},
+                   &out, &err),
+             0);
+    char *v = s_slurp(dir, "victim"), *kept = s_slurp(files, "data-2.csv");
+    CHECK_STREQ(v, "untouched");
+    CHECK_STREQ(kept, "a\n1\n");
+    CHECK_CONTAINS(err, "kept as 'data-2.csv'");
+    free(v);
+    free(kept);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}

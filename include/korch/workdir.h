@@ -53,6 +53,13 @@ json_t *korch_workdir_list(korch_workdir_t *w);
    is not a plain file). */
 char *korch_workdir_read(const char *root, const char *rel, size_t max, size_t *len, korch_err_t *err);
 
+/* Write root/name (one path component) atomically without following any
+   symlink: a temp file created with O_EXCL | O_NOFOLLOW in root, given to
+   uid:gid with fchown when uid is not -1, then renamed over name (a symlink
+   planted at name is replaced, never written through). */
+korch_rc_t korch_workdir_write(const char *root, const char *name, const void *data, size_t len, long uid, long gid,
+                               korch_err_t *err);
+
 /* A mime type for a file name's extension ("application/octet-stream" when unknown). */
 const char *korch_mime_for(const char *name);
 

@@ -869,15 +869,14 @@ korch_rc_t korch_agent_add_file(korch_agent_t *a, const char *path, char **store
                  path, name);
         s_emit(a, KORCH_AGENT_NOTICE, note, NULL);
     }
-    char dst[PATH_MAX * 2];
-    snprintf(dst, sizeof dst, "%s/%s", a->files_dir, name);
     base = name;
-    korch_rc_t rc = korch_write_file(dst, data, len, err);
-    free(data);
+    /* files/ is the kernel's (maybe its container uid's): written without
+       following a symlink it planted, and given to its owner */
     struct stat st;
-    /* files/ may belong to the kernel's user (a container's uid): so does the file */
-    if (rc == KORCH_OK && stat(a->files_dir, &st) == 0 && st.st_uid != geteuid() && chown(dst, st.st_uid, st.st_gid) != 0)
-        korch_debug("cannot chown '%s': %s", dst, strerror(errno));
+    bool give = stat(a->files_dir, &st) == 0 && st.st_uid != geteuid();
+    korch_rc_t rc = korch_workdir_write(a->files_dir, name, data, len, give ? (long)st.st_uid : -1,
+                                        give ? (long)st.st_gid : -1, err);
+    free(data);
     if (rc == KORCH_OK) {
         s_record(a, json_pack("{s:s, s:s, s:I}", "type", "file", "name", base, "bytes", (json_int_t)len), NULL);
         if (a->k)
