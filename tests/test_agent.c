@@ -466,9 +466,11 @@ TEST_T(agent_files_the_code_writes_are_told, 180)
     s_env(&srv, "writer");
     char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "write files", NULL}, &out,
-                   &err),
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--vision", "--session", session, "write files",
+                                    NULL},
+                   &out, &err),
              0);
+    CHECK_CONTAINS(out, "IMAGES=1"); /* the PNG the code saved was shown to the vision model */
     CHECK_CONTAINS(out, "FIRST: created out.csv (");
     CHECK_CONTAINS(out, "created reports/r0.txt (9 bytes); created reports/r1.txt (9 bytes)");
     CHECK_CONTAINS(out, "created x.png (");

@@ -1146,9 +1146,10 @@ static void s_human_size(char *buf, size_t len, json_int_t n)
 /* After a step: what the code did to the work dir. Returns NULL when
    nothing changed, else a new {files: [{path, size, change, mime}], total,
    truncated, line}: at most MAX_FILES_LISTED entries; images it saved are
-   copied to figures/ (their names appended to figures); *text (what the
-   model reads) gets a bounded list of the changes with sizes. */
-static json_t *s_files_step(korch_agent_t *a, json_t *figures, char **text)
+   copied to figures/ (their names appended to figures) and, for a vision
+   model, PNG and JPEG ones attached (images); *text (what the model reads)
+   gets a bounded list of the changes with sizes. */
+static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, char **text)
 {
     if (!a->wd)
         return NULL;
@@ -1188,6 +1189,13 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, char **text)
                 copied++;
                 json_array_append_new(figures, json_pack("{s:s, s:s}", "name", name, "source", path));
                 json_object_set_new(e, "figure", json_string(name));
+                if (korch_llm_vision(a->o.llm) && images && strcmp(ext, "svg") != 0 && len <= (5u << 20)) {
+                    char *b64 = korch_b64_encode((const unsigned char *)data, len);
+                    if (b64)
+                        json_array_append_new(images, json_pack("{s:s, s:s, s:s}", "mime", mime, "data", b64, "name",
+                                                                name));
+                    free(b64);
+                }
             }
             free(data);
         }
@@ -1294,7 +1302,7 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
         const char *slash = strrchr(json_string_value(fp), '/');
         json_array_append_new(figures, json_pack("{s:s}", "name", slash ? slash + 1 : json_string_value(fp)));
     }
-    json_t *changes = s_files_step(a, figures, &text);
+    json_t *changes = s_files_step(a, figures, images, &text);
     bool is_error = r->status != KORCH_EXEC_OK;
     json_t *tool = json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id", id, "name", a->tool_name,
                              "content", text ? text : "", "is_error", is_error);

@@ -199,10 +199,11 @@ def writer(provider, req, state):
             "os.symlink('/etc/passwd', 'leak.png')\nos.symlink('/etc', 'etcdir')\n"
             "print('WROTE')")]}
     if len(results) == 1:
-        return {"tool_calls": [_code("import os\nos.remove('out.csv')\nprint('REMOVED')")]}
+        _, images = ls.latest_tool_result(provider, req)  # the saved PNG, attached for a vision model
+        return {"tool_calls": [_code("import os\nos.remove('out.csv')\nprint('REMOVED, IMAGES=%d')" % images)]}
     first = _find(r"\[files in the working directory changed by this code: ([^\]]*)\]", [results[0]])
     second = _find(r"\[files in the working directory changed by this code: ([^\]]*)\]", [results[1]])
-    return {"text": "FIRST: %s\nSECOND: %s" % (first, second)}
+    return {"text": "FIRST: %s\nSECOND: %s\n%s" % (first, second, _find(r"(IMAGES=\d+)", results))}
 
 
 def excel(provider, req, state):
