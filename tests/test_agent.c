@@ -595,7 +595,11 @@ TEST_T(agent_fenced_reply_is_run_unless_no_fence, 180)
     CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "go", NULL}, &out,
                    &err),
              0);
-    CHECK_CONTAINS(out, "Ran the fence: FENCERUN=42.");
+    CHECK_CONTAINS(out, "Ran the fence: FENCERUN=42.\n```\nFENCERUN=42\n```");
+    char *t = s_slurp(session, "transcript.jsonl");
+    const char *first = t ? strstr(t, "\"type\":\"execution\"") : NULL;
+    CHECK(first && !strstr(first + 1, "\"type\":\"execution\"")); /* the untagged fence was not run */
+    free(t);
     free(out);
     free(err);
     snprintf(session, sizeof session, "%s/s2", dir);

@@ -118,8 +118,10 @@ static json_t *s_tools(korch_agent_t *a)
                      "required", "code");
 }
 
-/* Is a fence's info string ("python", "r", "{r}") the kernel's language? */
-static bool s_fence_lang(korch_agent_t *a, const char *tag, size_t len)
+/* Is a fence's info string ("python", "r", "{r}") the kernel's language?
+   An untagged fence counts only when untagged is true (fence mode: the model
+   was asked for code blocks; elsewhere it is usually output or prose). */
+static bool s_fence_lang(korch_agent_t *a, const char *tag, size_t len, bool untagged)
 {
     while (len && (tag[len - 1] == ' ' || tag[len - 1] == '\r' || tag[len - 1] == '\t'))
         len--;
@@ -128,7 +130,7 @@ static bool s_fence_lang(korch_agent_t *a, const char *tag, size_t len)
         len -= 2;
     }
     if (len == 0)
-        return true; /* an untagged fence is taken as the kernel's language */
+        return untagged;
     const char *names[6] = {a->lang, json_string_value(json_object_get(a->language_info, "pygments_lexer")),
                             json_string_value(json_object_get(a->language_info, "file_extension")), NULL, NULL, NULL};
     if (a->python) {
@@ -1004,8 +1006,9 @@ static json_t *s_request_messages(korch_agent_t *a)
     return msgs;
 }
 
-/* ```python ... ``` blocks of a fence-mode reply as neutral tool calls. */
-static json_t *s_fence_calls(korch_agent_t *a, const char *text)
+/* Fenced blocks in the kernel's language (```python, ```r) as neutral tool
+   calls: a fence-mode reply's, or a tool-mode reply's that made no call. */
+static json_t *s_fence_calls(korch_agent_t *a, const char *text, bool untagged)
 {
     json_t *calls = json_array();
     const char *p = text;
@@ -1014,7 +1017,7 @@ static json_t *s_fence_calls(korch_agent_t *a, const char *text)
         const char *nl = strchr(lang, '\n');
         if (!nl)
             break;
-        bool ours = s_fence_lang(a, lang, (size_t)(nl - lang));
+        bool ours = s_fence_lang(a, lang, (size_t)(nl - lang), untagged);
         const char *end = strstr(nl + 1, "```");
         if (!end)
             break;
@@ -1407,13 +1410,13 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
             s_write_notebook(a);
             return rc;
         }
-        json_t *calls = korch_llm_fence_mode(a->o.llm) ? s_fence_calls(a, reply.text ? reply.text : "")
+        json_t *calls = korch_llm_fence_mode(a->o.llm) ? s_fence_calls(a, reply.text ? reply.text : "", true)
                                                        : json_incref(reply.tool_calls);
         if (!json_array_size(calls) && reply.text && !korch_llm_fence_mode(a->o.llm)) {
             json_t *printed = s_text_tool_call(a, reply.text);
             /* code interpreter behaviour: fenced code in the kernel's language is run */
             if (!printed && !a->o.no_fence_run)
-                printed = s_fence_calls(a, reply.text);
+                printed = s_fence_calls(a, reply.text, false);
             if (json_array_size(printed)) {
                 json_decref(calls);
                 calls = printed;

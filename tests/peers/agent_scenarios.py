@@ -225,7 +225,8 @@ def fencerun(provider, req, state):
     results = _all_results(provider, req)
     if not results:
         return {"text": "Let me compute.\n```python\nprint('FENCERUN=%d' % (40 + 2))\n```\n"}
-    return {"text": "Ran the fence: %s." % _find(r"(FENCERUN=\d+)", results)}
+    # an untagged fence in an answer is output to show, not code to run
+    return {"text": "Ran the fence: %s.\n```\nFENCERUN=42\n```\n" % _find(r"(FENCERUN=\d+)", results)}
 
 
 def sysecho(provider, req, state):
