@@ -136,6 +136,8 @@ TEST_T(server_agent_sse_analysis_in_docker_from_the_pool, 240) { s_run("docker+p
 TEST_T(server_agent_stream_chunks_rebuild_the_outputs, 180) { s_run("local", "chunks", "chunks", 150); }
 TEST_T(server_agent_two_turns_share_state, 180) { s_run("local", "turns", "turns", 150); }
 TEST_T(server_agent_files_the_code_writes, 180) { s_run("local", "writer", "files", 150); }
+/* the work dir is the container's volume: listed from inside the kernel */
+TEST_T(server_agent_files_the_code_writes_in_docker, 180) { s_run("docker", "writer", "files", 150); }
 TEST_T(server_agent_interrupt_keeps_the_session, 180) { s_run("local", "sleeper", "interrupt", 150); }
 TEST_T(server_agent_closing_the_stream_cancels_the_step, 180) { s_run("local", "sleeper", "close_cancels", 150); }
 TEST_T(server_agent_closing_the_stream_abandons_the_model_call, 180)

@@ -183,3 +183,28 @@ TEST(mkdirs_makes_parents_and_names_what_is_in_the_way)
     s_rm(d);
     free(d);
 }
+
+/* A listing from inside a container: what the kernel claims is only data. */
+TEST(workdir_update_keeps_only_plain_entries)
+{
+    korch_workdir_t *w = korch_workdir_new(NULL, NULL);
+    json_t *entries = json_loads("[[\"ok.csv\", 3, 1, 2], [\"../etc/passwd\", 1, 1], [\"/abs\", 1, 1], "
+                                 "[\".hidden\", 1, 1], [\"a//b\", 1, 1], [\"neg\", -1, 1], [\"d/\", 1, 1], "
+                                 "[\"sub/r.txt\", 9, 5], [7, 1, 1], \"junk\"]",
+                                 0, NULL);
+    json_t *scan = korch_workdir_update(w, entries, false);
+    char buf[400];
+    s_changes(scan, buf, sizeof buf);
+    CHECK_STREQ(buf, "created ok.csv 3, created sub/r.txt 9");
+    json_decref(scan);
+    json_decref(entries);
+    entries = json_loads("[[\"ok.csv\", 4, 2]]", 0, NULL);
+    scan = korch_workdir_update(w, entries, false);
+    s_changes(scan, buf, sizeof buf);
+    CHECK_STREQ(buf, "modified ok.csv 4, deleted sub/r.txt 9");
+    json_decref(scan);
+    json_decref(entries);
+    CHECK_STREQ(korch_workdir_root(w), "");
+    CHECK(korch_workdir_scan(w, NULL) == NULL); /* nothing to walk on this host */
+    korch_workdir_destroy(&w);
+}

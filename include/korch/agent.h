@@ -90,6 +90,10 @@ typedef struct {
        writes. NULL: files/ when the agent starts the kernel itself; not
        watched when it attaches to an existing one. */
     const char *workdir;
+    /* No workdir on this host (a container's volume): list it from inside the
+       kernel after each step instead (Python kernels), and keep the latest
+       listing in workdir.json in the session dir. */
+    bool workdir_in_kernel;
     long snapshot_bytes;            /* Python: pickled variables kept per snapshot (default 4 MiB; < 0 = none) */
     void (*on_event)(const korch_agent_event_t *ev, void *arg);
     /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */

@@ -29,7 +29,8 @@ typedef struct {
     size_t max_dirs;        /* directories opened per scan (default 1000) */
 } korch_workdir_limits_t;
 
-/* A watcher of dir (copied; need not exist yet). limits may be NULL. The
+/* A watcher of dir (copied; need not exist yet; NULL: a tree korch cannot
+   walk itself, fed with korch_workdir_update). limits may be NULL. The
    first scan is the baseline: call korch_workdir_scan once before the code runs. */
 korch_workdir_t *korch_workdir_new(const char *dir, const korch_workdir_limits_t *limits);
 void korch_workdir_destroy(korch_workdir_t **w);
@@ -41,7 +42,13 @@ void korch_workdir_destroy(korch_workdir_t **w);
    the tree's totals). NULL + err when the root cannot be opened. */
 json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err);
 
-/* The directory watched (borrowed). */
+/* The same for a tree that is not on this host (a container's volume),
+   listed by someone else: entries [[path, size, mtime_ns, ino?], ...]
+   (borrowed; entries that are not plain relative paths with sizes are
+   dropped, at most max_entries kept), truncated = the lister was cut. */
+json_t *korch_workdir_update(korch_workdir_t *w, json_t *entries, bool truncated);
+
+/* The directory watched (borrowed; "" when it is not on this host). */
 const char *korch_workdir_root(const korch_workdir_t *w);
 
 /* The tree as of the last scan: a new array [{path, size}] sorted by path. */

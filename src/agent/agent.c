@@ -57,6 +57,8 @@ struct korch_agent {
     char snapshot_path[PATH_MAX + 24];
     int executions;             /* execution records in the transcript */
     char *resume_note;          /* how a resume rebuilt the kernel's state: told to the model */
+    bool wd_in_kernel;          /* the work dir is not on this host: listed from inside the kernel */
+    char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
 };
 
 /* ------------------------------------------------------------- events */
@@ -269,6 +271,128 @@ static char *s_run_quiet(korch_agent_t *a, const char *code)
     return out;
 }
 
+/* Python: the work dir listed from inside the kernel (for a container's
+   volume korch cannot walk), bounded like korch_workdir's walk, symlinks
+   not followed, hidden names left out. The kernel may lie: the lines are
+   only data, checked by korch_workdir_update. */
+static const char *s_list_code =
+    "def _korch_ls(top, maxn, maxd):\n"
+    "    import os, json, stat\n"
+    "    out, cut = [], [False]\n"
+    "    def walk(d, rel, depth):\n"
+    "        try:\n"
+    "            it = sorted(os.scandir(d), key=lambda e: e.name)\n"
+    "        except OSError:\n"
+    "            return\n"
+    "        for e in it:\n"
+    "            if e.name.startswith('.'):\n"
+    "                continue\n"
+    "            if len(out) >= maxn:\n"
+    "                cut[0] = True\n"
+    "                return\n"
+    "            try:\n"
+    "                st = e.stat(follow_symlinks=False)\n"
+    "            except OSError:\n"
+    "                continue\n"
+    "            if stat.S_ISREG(st.st_mode):\n"
+    "                out.append([rel + e.name, st.st_size, st.st_mtime_ns, st.st_ino])\n"
+    "            elif stat.S_ISDIR(st.st_mode):\n"
+    "                if depth + 1 > maxd:\n"
+    "                    cut[0] = True\n"
+    "                else:\n"
+    "                    walk(os.path.join(d, e.name), rel + e.name + '/', depth + 1)\n"
+    "    walk(top, '', 0)\n"
+    "    print(json.dumps({'files': out, 'truncated': cut[0]}))\n"
+    "_korch_ls(%s, 5000, 8)\n"
+    "del _korch_ls\n";
+
+/* A Python string literal for s (JSON's escapes are Python's). New string. */
+static char *s_py_str(const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    char *lit = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    return lit;
+}
+
+/* Walk the work dir now (see korch_workdir_scan); NULL when it cannot be. */
+static json_t *s_wd_scan(korch_agent_t *a)
+{
+    if (!a->wd)
+        return NULL;
+    if (!a->wd_in_kernel)
+        return korch_workdir_scan(a->wd, NULL);
+    char *top = s_py_str(a->kernel_cwd);
+    size_t len = strlen(s_list_code) + (top ? strlen(top) : 0) + 16;
+    char *code = top ? malloc(len) : NULL;
+    char *out = NULL;
+    if (code) {
+        snprintf(code, len, s_list_code, top);
+        out = s_run_quiet(a, code);
+    }
+    free(code);
+    free(top);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    json_t *scan = json_is_array(json_object_get(j, "files"))
+                       ? korch_workdir_update(a->wd, json_object_get(j, "files"),
+                                              json_is_true(json_object_get(j, "truncated")))
+                       : NULL;
+    json_decref(j);
+    return scan;
+}
+
+/* A file of the work dir, at most max bytes (see korch_workdir_read); from
+   inside the kernel when the work dir is not on this host. */
+static char *s_wd_read(korch_agent_t *a, const char *path, size_t max, size_t *len)
+{
+    if (!a->wd_in_kernel)
+        return korch_workdir_read(korch_workdir_root(a->wd), path, max, len, NULL);
+    char *top = s_py_str(a->kernel_cwd), *rel = s_py_str(path);
+    size_t cl = (top ? strlen(top) : 0) + (rel ? strlen(rel) : 0) + 400;
+    char *code = top && rel ? malloc(cl) : NULL;
+    char *out = NULL;
+    if (code) {
+        snprintf(code, cl,
+                 "def _korch_get(top, rel, maxb):\n"
+                 "    import os, base64\n"
+                 "    p = os.path.join(top, rel)\n"
+                 "    if os.path.islink(p) or not os.path.isfile(p) or os.path.getsize(p) > maxb:\n"
+                 "        return\n"
+                 "    print(base64.b64encode(open(p, 'rb').read(maxb + 1)).decode())\n"
+                 "_korch_get(%s, %s, %zu)\n"
+                 "del _korch_get\n",
+                 top, rel, max);
+        out = s_run_quiet(a, code);
+    }
+    free(code);
+    free(top);
+    free(rel);
+    unsigned char *data = out && *out ? korch_b64_decode(out, strlen(out), len) : NULL;
+    free(out);
+    if (data && *len > max) {
+        free(data);
+        data = NULL;
+    }
+    return (char *)data;
+}
+
+/* The latest listing, for korch serve's GET .../files when it cannot walk
+   the work dir itself: workdir.json in the session dir (korch's, not the kernel's). */
+static void s_wd_save(korch_agent_t *a)
+{
+    if (!a->wd_in_kernel)
+        return;
+    json_t *list = korch_workdir_list(a->wd);
+    char *text = json_dumps(list, JSON_COMPACT);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/workdir.json", a->dir);
+    if (text)
+        korch_write_file(path, text, strlen(text), NULL);
+    free(text);
+    json_decref(list);
+}
+
 static const char *s_describe_code =
     "def _korch_describe():\n"
     "    import os, json\n"
@@ -308,7 +432,7 @@ static void s_describe_files(korch_agent_t *a)
         info = out ? json_loads(out, 0, NULL) : NULL;
         free(out);
     } else if (a->wd) { /* other languages: names and sizes, from the host's view of the work dir */
-        json_decref(korch_workdir_scan(a->wd, NULL));
+        json_decref(s_wd_scan(a));
         json_t *list = korch_workdir_list(a->wd);
         info = json_array();
         size_t i;
@@ -761,10 +885,21 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
     const char *wd = opts->workdir ? opts->workdir : a->existing ? NULL : a->files_dir;
     if (wd && *wd)
         a->wd = korch_workdir_new(wd, NULL);
+    a->wd_in_kernel = !a->wd && opts->workdir_in_kernel;
     bool resuming = access(a->transcript_path, F_OK) == 0;
     /* the kernel first: its language names the tool the transcript's messages use */
     if (s_start_kernel(a, err) != KORCH_OK)
         goto fail;
+    if (a->wd_in_kernel && a->python) { /* the kernel's own view of its work dir */
+        a->kernel_cwd = s_run_quiet(a, "import os as _korch_os\nprint(_korch_os.getcwd())\ndel _korch_os\n");
+        if (a->kernel_cwd)
+            a->kernel_cwd[strcspn(a->kernel_cwd, "\n")] = 0;
+        if (a->kernel_cwd && a->kernel_cwd[0] == '/')
+            a->wd = korch_workdir_new(NULL, NULL);
+        json_decref(s_wd_scan(a));
+        s_wd_save(a);
+    }
+    a->wd_in_kernel = a->wd_in_kernel && a->wd;
     if (resuming && s_load_transcript(a, replay, err) != KORCH_OK)
         goto fail;
     a->transcript = fopen(a->transcript_path, "a");
@@ -806,6 +941,7 @@ void korch_agent_destroy(korch_agent_t **pa)
     json_decref(a->file_info);
     json_decref(a->language_info);
     korch_workdir_destroy(&a->wd);
+    free(a->kernel_cwd);
     free(a->system_append);
     free(a->system_replace);
     free(a->resume_note);
@@ -893,8 +1029,7 @@ json_t *korch_agent_files(korch_agent_t *a)
 {
     if (!a->wd)
         return json_array();
-    json_t *scan = korch_workdir_scan(a->wd, NULL);
-    json_decref(scan);
+    json_decref(s_wd_scan(a));
     return korch_workdir_list(a->wd);
 }
 
@@ -1156,8 +1291,7 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
 {
     if (!a->wd)
         return NULL;
-    korch_err_t err = {0};
-    json_t *scan = korch_workdir_scan(a->wd, &err);
+    json_t *scan = s_wd_scan(a);
     json_t *ch = json_object_get(scan, "changes");
     if (!json_array_size(ch)) {
         json_decref(scan);
@@ -1183,7 +1317,7 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
         const char *ext = strncmp(mime, "image/", 6) == 0 ? korch_image_ext(mime) : NULL;
         if (ext && !gone && copied < MAX_FIGURE_FILES) {
             size_t len = 0;
-            char *data = korch_workdir_read(korch_workdir_root(a->wd), path, MAX_FIGURE_FILE, &len, NULL);
+            char *data = s_wd_read(a, path, a->wd_in_kernel ? MAX_FIGURE_FILE / 4 : MAX_FIGURE_FILE, &len);
             char name[64], dst[PATH_MAX + 80];
             snprintf(name, sizeof name, "fig-%d.%s", a->figures + 1, ext);
             snprintf(dst, sizeof dst, "%s/%s", a->figures_dir, name);
@@ -1230,6 +1364,7 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
                             json_object_get(scan, "truncated"), "line", list ? list : "");
     free(list);
     json_decref(scan);
+    s_wd_save(a);
     return out;
 }
 
@@ -1266,7 +1401,7 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     s_emit(a, KORCH_AGENT_CODE, code, lang);
     json_decref(lang);
     if (a->wd) /* the baseline: what was there before this code ran (uploads included) */
-        json_decref(korch_workdir_scan(a->wd, NULL));
+        json_decref(s_wd_scan(a));
     korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
     korch_exec_cb_t cb = {.on_output = s_on_output, .arg = a};
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);

@@ -132,16 +132,10 @@ static void s_sort(json_t *arr)
     free(v);
 }
 
-json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err)
+/* The differences between w->last and now (stolen: it becomes w->last). */
+static json_t *s_diff(korch_workdir_t *w, json_t *now, bool truncated)
 {
-    int fd = open(w->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read the work dir '%s': %s",
-                      w->root, strerror(errno));
-        return NULL;
-    }
-    s_walk_t wk = {.w = w, .now = json_object()};
-    s_walk(&wk, fd, "", 0);
+    s_walk_t wk = {.w = w, .now = now, .truncated = truncated};
     json_t *changes = json_array();
     json_int_t bytes = 0;
     const char *path;
@@ -164,6 +158,56 @@ json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err)
     w->last = wk.now;
     return json_pack("{s:o, s:b, s:I, s:I}", "changes", changes, "truncated", wk.truncated, "files",
                      (json_int_t)json_object_size(w->last), "bytes", bytes);
+}
+
+json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err)
+{
+    int fd = *w->root ? open(w->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read the work dir '%s': %s",
+                      w->root, *w->root ? strerror(errno) : "it is not on this host");
+        return NULL;
+    }
+    s_walk_t wk = {.w = w, .now = json_object()};
+    s_walk(&wk, fd, "", 0);
+    return s_diff(w, wk.now, wk.truncated);
+}
+
+/* A listed path as a walk would give it: relative, no empty, ".", ".." or hidden component. */
+static bool s_plain_rel(const char *p)
+{
+    if (!p || !*p || *p == '/' || strlen(p) >= PATH_MAX)
+        return false;
+    for (const char *c = p; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 0 || c[0] == '.')
+            return false;
+        c += n;
+        if (*c == '/')
+            c++;
+    }
+    return p[strlen(p) - 1] != '/';
+}
+
+json_t *korch_workdir_update(korch_workdir_t *w, json_t *entries, bool truncated)
+{
+    json_t *now = json_object();
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        const char *path = json_string_value(json_array_get(e, 0));
+        json_t *size = json_array_get(e, 1), *mtime = json_array_get(e, 2), *ino = json_array_get(e, 3);
+        if (json_object_size(now) >= w->lim.max_entries) {
+            truncated = true;
+            break;
+        }
+        if (!s_plain_rel(path) || !json_is_integer(size) || json_integer_value(size) < 0 || !json_is_integer(mtime))
+            continue; /* whoever listed it, it is not a file of this tree */
+        json_object_set_new(now, path,
+                            json_pack("[I, I, I, I]", json_integer_value(size), (json_int_t)0, json_integer_value(mtime),
+                                      json_is_integer(ino) ? json_integer_value(ino) : (json_int_t)0));
+    }
+    return s_diff(w, now, truncated);
 }
 
 const char *korch_workdir_root(const korch_workdir_t *w) { return w->root; }

@@ -174,6 +174,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             .session_dir = cfg->dir,
             .max_steps = cfg->max_steps,
             .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
+            .workdir_in_kernel = cfg->workdir_in_kernel,
             .on_event = s_on_agent_event,
             .cancelled = s_cancelled,
             .arg = &ac,

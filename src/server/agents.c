@@ -509,6 +509,8 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
         snprintf(sa->cfg.workdir, sizeof sa->cfg.workdir, "%s/files", sa->cfg.dir);
     else
         sa->cfg.workdir[0] = 0;
+    /* a container's work dir is in its volume: the agent lists it from inside the kernel */
+    sa->cfg.workdir_in_kernel = sa->owns_kernel && s_isolated(s);
     snprintf(sa->kernel_id, sizeof sa->kernel_id, "%s", mk->id);
     snprintf(sa->cfg.kernel_name, sizeof sa->cfg.kernel_name, "%s", mk->name);
     sa->state = A_STARTING;
@@ -858,13 +860,27 @@ static bool s_uploaded(srv_agent_t *sa, const char *name)
    walked without following the kernel's symlinks, bounded. */
 static json_t *s_file_list(srv_agent_t *sa)
 {
-    char dir[PATH_MAX + 8];
-    snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
-    korch_workdir_t *w = korch_workdir_new(dir, NULL);
-    json_t *scan = w ? korch_workdir_scan(w, NULL) : NULL;
-    json_t *list = w ? korch_workdir_list(w) : json_array();
-    korch_workdir_destroy(&w);
-    json_decref(scan);
+    char dir[PATH_MAX + 16];
+    json_t *list = NULL;
+    if (s_isolated(sa->srv)) { /* the agent's latest listing from inside the container */
+        snprintf(dir, sizeof dir, "%s/workdir.json", sa->cfg.dir);
+        size_t len = 0;
+        char *text = korch_read_file(dir, 16u << 20, &len, NULL);
+        json_t *j = text ? json_loadb(text, len, 0, NULL) : NULL;
+        free(text);
+        if (json_is_array(j))
+            list = j;
+        else
+            json_decref(j);
+    }
+    if (!list) {
+        snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+        korch_workdir_t *w = korch_workdir_new(dir, NULL);
+        json_t *scan = w ? korch_workdir_scan(w, NULL) : NULL;
+        list = w ? korch_workdir_list(w) : json_array();
+        korch_workdir_destroy(&w);
+        json_decref(scan);
+    }
     size_t i;
     json_t *f;
     json_array_foreach(list, i, f) {
