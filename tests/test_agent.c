@@ -775,3 +775,35 @@ TEST_T(agent_upload_never_follows_a_planted_symlink, 120)
     free(dir);
     s_server_stop(&srv);
 }
+
+/* A function defined in a cell is not in the snapshot: the cells are re-run
+   to rebuild it, then the snapshot goes over them (its random value kept). */
+TEST_T(agent_resume_rebuilds_what_the_snapshot_could_not_keep, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "snapfunc");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "set up", NULL}, &out, &err),
+             0);
+    char r[64] = "";
+    const char *p = out ? strstr(out, "R=") : NULL;
+    CHECK(p && sscanf(p, "R=%63[0-9.e-]", r) == 1);
+    if (r[0] && r[strlen(r) - 1] == '.')
+        r[strlen(r) - 1] = 0;
+    free(out);
+    free(err);
+    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
+    char want[200];
+    snprintf(want, sizeof want, "After resume: LINES=2 R=%s TWICE=42.", r);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(err, "not in the snapshot: twice (function, defined in a cell)");
+    CHECK_CONTAINS(err, "were re-run first to rebuild them");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}

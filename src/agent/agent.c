@@ -587,24 +587,34 @@ static void s_snapshot(korch_agent_t *a)
     free(text);
 }
 
-/* Restore snapshot.json into the fresh kernel. Returns how many executions
-   it covers (the cells after them are re-run), or -1 when there is none or
-   it failed; *how says what happened, for people and the model. */
-static int s_restore(korch_agent_t *a, char *how, size_t how_len)
+/* snapshot.json, when there is a usable one (new reference), else NULL. */
+static json_t *s_snapshot_load(korch_agent_t *a)
 {
-    how[0] = 0;
     if (!a->python)
-        return -1;
+        return NULL;
     size_t len = 0;
     char *text = korch_read_file(a->snapshot_path, (size_t)64 << 20, &len, NULL);
     json_t *snap = text ? json_loadb(text, len, 0, NULL) : NULL;
     free(text);
+    json_t *execs = json_object_get(snap, "executions");
+    if (!json_is_string(json_object_get(snap, "data")) || !json_is_integer(execs) ||
+        json_integer_value(execs) > a->executions || json_integer_value(execs) < 0) {
+        json_decref(snap);
+        return NULL;
+    }
+    return snap;
+}
+
+/* Restore snap (borrowed) into the kernel. Returns how many executions it
+   covers (the cells after them are re-run), or -1 when it failed; *how
+   says what happened, for people and the model. */
+static int s_restore(korch_agent_t *a, json_t *snap, char *how, size_t how_len)
+{
+    how[0] = 0;
     const char *data = json_string_value(json_object_get(snap, "data"));
     json_t *execs = json_object_get(snap, "executions");
-    if (!data || !json_is_integer(execs) || json_integer_value(execs) > a->executions) {
-        json_decref(snap);
+    if (!data)
         return -1;
-    }
     char *mods = json_dumps(json_object_get(snap, "modules"), JSON_COMPACT | JSON_ENSURE_ASCII);
     size_t cl = strlen(s_restore_code) + strlen(data) + (mods ? strlen(mods) : 2) + 64;
     char *code = malloc(cl);
@@ -632,26 +642,47 @@ static int s_restore(korch_agent_t *a, char *how, size_t how_len)
         }
         json_t *missing = json_object_get(snap, "skipped");
         json_t *failed = json_object_get(res, "failed");
-        if (json_array_size(missing) || json_array_size(failed)) {
-            n += (size_t)snprintf(how + n, how_len - n, "; NOT restored:");
-            json_array_foreach(missing, i, v) {
-                if (n + 120 > how_len)
-                    break;
-                n += (size_t)snprintf(how + n, how_len - n, " %s (%s, %s);", json_string_value(json_array_get(v, 0)),
-                                      json_string_value(json_array_get(v, 1)),
-                                      json_string_value(json_array_get(v, 2)));
-            }
-            json_array_foreach(failed, i, v) {
-                if (n + 120 > how_len)
-                    break;
-                n += (size_t)snprintf(how + n, how_len - n, " %s (%s);", json_string_value(json_array_get(v, 0)),
-                                      json_string_value(json_array_get(v, 1)));
-            }
+        if (json_array_size(missing))
+            n += (size_t)snprintf(how + n, how_len - n, "; not in the snapshot:");
+        json_array_foreach(missing, i, v) {
+            if (n + 120 > how_len)
+                break;
+            n += (size_t)snprintf(how + n, how_len - n, " %s (%s, %s);", json_string_value(json_array_get(v, 0)),
+                                  json_string_value(json_array_get(v, 1)), json_string_value(json_array_get(v, 2)));
+        }
+        if (json_array_size(failed))
+            n += (size_t)snprintf(how + n, how_len - n, "; NOT restored (loading failed):");
+        json_array_foreach(failed, i, v) {
+            if (n + 120 > how_len)
+                break;
+            n += (size_t)snprintf(how + n, how_len - n, " %s (%s);", json_string_value(json_array_get(v, 0)),
+                                  json_string_value(json_array_get(v, 1)));
         }
     }
     json_decref(res);
-    json_decref(snap);
     return covered;
+}
+
+/* Re-run the successful cells of replay[from, to); counts them. */
+static void s_replay(korch_agent_t *a, json_t *replay, int from, int to, int *rerun, int *failed, int *skipped,
+                     korch_err_t *err)
+{
+    for (int i = from < 0 ? 0 : from; i < to && i < (int)json_array_size(replay); i++) {
+        json_t *cell = json_array_get(replay, (size_t)i);
+        const char *st = json_string_value(json_object_get(cell, "status"));
+        if (!st || strcmp(st, "ok") != 0) {
+            (*skipped)++;
+            continue;
+        }
+        korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
+        korch_exec_t *ex =
+            korch_kernel_execute_wait(a->k, json_string_value(json_object_get(cell, "code")), &eo, NULL, err);
+        (*rerun)++;
+        if (!ex || korch_exec_result(ex)->status != KORCH_EXEC_OK)
+            (*failed)++;
+        korch_exec_destroy(&ex);
+    }
+    korch_err_clear(err);
 }
 
 /* -------------------------------------------------------- new / resume */
@@ -687,29 +718,29 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
         free(note);
         return;
     }
-    int covered = s_restore(a, how, how_len);
+    json_t *snap = s_snapshot_load(a);
+    int upto = snap ? (int)json_integer_value(json_object_get(snap, "executions")) : 0;
+    /* names the snapshot could not keep (a function defined in a cell, a
+       DataFrame over the budget) are rebuilt by re-running the cells before
+       it first; the snapshot then goes over them, so its values are exact */
+    int before = 0, before_failed = 0, before_skipped = 0;
+    bool gaps = snap && json_array_size(json_object_get(snap, "skipped")) > 0;
+    if (gaps)
+        s_replay(a, replay, 0, upto, &before, &before_failed, &before_skipped, err);
+    int covered = snap ? s_restore(a, snap, how, how_len) : -1;
+    json_decref(snap);
     int rerun = 0, rerun_failed = 0, skipped_failed = 0;
-    size_t i;
-    json_t *cell;
-    json_array_foreach(replay, i, cell) {
-        if ((int)i < covered)
-            continue;
-        const char *st = json_string_value(json_object_get(cell, "status"));
-        if (!st || strcmp(st, "ok") != 0) {
-            skipped_failed++;
-            continue;
-        }
-        korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
-        korch_exec_t *ex =
-            korch_kernel_execute_wait(a->k, json_string_value(json_object_get(cell, "code")), &eo, NULL, err);
-        rerun++;
-        if (!ex || korch_exec_result(ex)->status != KORCH_EXEC_OK)
-            rerun_failed++;
-        korch_exec_destroy(&ex);
-    }
-    korch_err_clear(err);
+    s_replay(a, replay, covered, (int)json_array_size(replay), &rerun, &rerun_failed, &skipped_failed, err);
+    skipped_failed += before_skipped;
     size_t n = 0, cap = how_len + 2048;
-    if (covered >= 0)
+    if (covered >= 0 && before)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "The session was resumed in a fresh kernel. The snapshot could not keep every name, so "
+                              "the %d successful code cell(s) before it were re-run first to rebuild them (%d failed; "
+                              "their side effects happened again: files rewritten, appends repeated); then it %s. "
+                              "The snapshot's values are exactly as they were (random numbers included). ",
+                              before, before_failed, how);
+    else if (covered >= 0)
         n += (size_t)snprintf(note + n, cap - n,
                               "The session was resumed in a fresh kernel: %s. Those values are exactly as they were "
                               "(random numbers included); no cell before the snapshot was re-run, so side effects "
@@ -740,7 +771,7 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
         free(line);
     }
     s_record(a, json_pack("{s:s, s:s, s:i, s:i, s:i}", "type", "notice", "content", note, "restored_executions",
-                          covered, "rerun", rerun, "rerun_failed", rerun_failed),
+                          covered, "rerun", rerun + before, "rerun_failed", rerun_failed + before_failed),
              NULL);
     char *md = malloc(strlen(note) + 64);
     if (md) {

@@ -260,6 +260,25 @@ def snapshot(provider, req, state):
     return {"text": "unexpected question: " + user}
 
 
+def snapfunc(provider, req, state):
+    """A function defined in a cell cannot be pickled by value: after a resume
+    it is rebuilt by re-running the cells, and the snapshot goes over them."""
+    user = ls.latest_user_text(provider, req)
+    text, _ = ls.latest_tool_result(provider, req)
+    if "set up" in user:
+        if not text:
+            return {"tool_calls": [_code(
+                "import random\nopen('log.txt', 'a').write('ran\\n')\nr = random.random()\n"
+                "def twice(x):\n    return 2 * x\nprint('R=%r' % r)")]}
+        return {"text": "Set up: %s." % _find(r"(R=[0-9.e-]+)", [text])}
+    if "check" in user:
+        if not text or "LINES" not in text:
+            return {"tool_calls": [_code(
+                "print('LINES=%d R=%r TWICE=%d' % (len(open('log.txt').read().splitlines()), r, twice(21)))")]}
+        return {"text": "After resume: %s." % _find(r"(LINES=.*)", [text])}
+    return {"text": "unexpected question: " + user}
+
+
 def json_dumps_calls(provider, req):
     import json
     return json.dumps(ls.messages(provider, req))
@@ -288,4 +307,4 @@ def rstats(provider, req, state):
 
 
 SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
-                                     shared, chunks, writer, excel, fencerun, sysecho, snapshot, rstats)}
+                                     shared, chunks, writer, excel, fencerun, sysecho, snapshot, snapfunc, rstats)}
