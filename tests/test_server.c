@@ -248,6 +248,18 @@ SCENARIO(legacy, two_clients, 90)
 SCENARIO(legacy, reconnect, 120)
 SCENARIO(legacy, delete, 90)
 SCENARIO(legacy, churn, 240)
+/* Clients as they really behave (issue 10): comm_info_request answered;
+   a socket without ?session_id= (Notebook 6.4's gateway client) known by
+   its messages' header.session, so a drop mid-cell loses nothing; a
+   deleted kernel's socket hears IOPub status dead before the close; a
+   busy kernel restarts in well under the SIGTERM's 2 s (interrupted
+   first, as jupyter_client does: 2.6 s before, 0.67 s after). */
+SCENARIO(v1, comm_info, 90)
+SCENARIO(legacy, comm_info, 90)
+SCENARIO(v1, reconnect_header, 120)
+SCENARIO(legacy, reconnect_header, 120)
+SCENARIO(legacy, delete_dead, 90)
+SCENARIO(v1, restart_busy, 120)
 /* 30 MB printed at once: stream messages of megabytes, relayed from the
    kernel's bytes in websocket fragments, arrive whole at two clients. */
 SCENARIO(v1, big_output, 150)

@@ -122,8 +122,12 @@ struct srv_ws {
     struct lws *wsi;
     srv_kernel_t *kernel;       /* NULL once detached */
     korch_ws_proto_t proto;
-    char session_key[128];      /* the client's session_id, or a unique "#n" */
-    bool has_session_id;
+    char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
+    bool has_session_id;        /* session_key is the URL's ?session_id= */
+    bool header_session;        /* session_key was taken from its first message's header.session */
+    uint64_t attach_seq;        /* the kernel's iopub_seq when it attached (kernels.c) */
+    zlistx_t *held;             /* korch_wsframe_t*, referenced: what it gets until it is named (kernels.c) */
+    int hold_timer;             /* releases held after a while (0: none) */
     /* receiving */
     unsigned char *rx;
     size_t rx_len, rx_cap;
@@ -133,6 +137,7 @@ struct srv_ws {
     size_t queued_bytes;
     size_t tx_off;              /* bytes of the first queued frame already written */
     bool dropping;
+    bool finishing;             /* srv_ws_finish: close once the queue is written */
     uint64_t sent, received;
     uint32_t malformed;         /* its messages that did not parse */
 };
@@ -145,6 +150,10 @@ void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f);
 
 /* Close the connection (asynchronously). */
 void srv_ws_close(srv_ws_t *ws, const char *why);
+
+/* Close it once what is queued for it is written (a kernel's last words),
+   or after a few seconds if the client does not read them. */
+void srv_ws_finish(srv_ws_t *ws, const char *why);
 
 /* ------------------------------------------------------- managed kernels */
 
@@ -159,6 +168,7 @@ struct srv_kernel {
     zhashx_t *routes;           /* parent msg_id -> srv_route_t (owned) */
     uint64_t route_seq;
     zlistx_t *replay;           /* srv_replay_t* (owned): buffers of disconnected sessions */
+    uint64_t iopub_seq;         /* IOPub messages broadcast so far */
     zlistx_t *waiters;          /* srv_req_t* waiting for ready / gone */
     bool doomed;                /* being shut down; not listed any more */
     bool ever_ready;
