@@ -16,7 +16,7 @@
  *      node tests/npm/check.js LINE
  *  (Running this file against jupyter_server itself, through a build dir
  *  whose `korch` execs serve_peer.py, passes everything except the contract
- *  differences: REST restart sends no `restarting`, a 10 MB body is accepted,
+ *  differences: a 10 MB body is accepted,
  *  restart of an unknown kernel is a 500.) */
 #include "serve_fixture.h"
 

@@ -17,8 +17,10 @@
  *      replies are routed and its replay buffer kept under that name, and
  *      replayed when its first message shows it is back (without what it
  *      already got live since it connected).
- *    - When the kernel restarts or dies, clients get an IOPub status
- *      "restarting" / "dead", as jupyter_server sends; when it is deleted
+ *    - When the kernel dies and is restarted, or dies for good, clients
+ *      get an IOPub status "restarting" / "dead", as jupyter_server sends
+ *      (not for a restart asked for: jupyter_server is silent, and the
+ *      Notebook UI takes "restarting" for a crash); when it is deleted
  *      or culled, "dead" too (what a dying kernel says) before the close,
  *      so that a notebook shows its dead-kernel dialog.
  *  Messages from clients are parsed (wsmsg.c), keep their own header and
@@ -404,6 +406,7 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
     case KORCH_KERNEL_IDLE:
     case KORCH_KERNEL_BUSY:
         mk->ever_ready = true;
+        mk->restart_requested = false;
         if (zlistx_size(mk->waiters))
             srv_api_kernel_ready(mk);
         break;
@@ -411,9 +414,11 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
         fprintf(stderr, "korch: kernel %s restarting%s%s\n", mk->id, detail ? ": " : "", detail ? detail : "");
         /* what was asked of the old process will never be answered */
         zhashx_purge(mk->routes);
-        s_send_status(mk, "restarting");
+        if (!mk->restart_requested)
+            s_send_status(mk, "restarting");
         break;
     case KORCH_KERNEL_DEAD:
+        mk->restart_requested = false;
         snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
         fprintf(stderr, "korch: kernel %s dead: %s\n", mk->id, mk->dead_reason);
         s_send_status(mk, "dead");
@@ -599,6 +604,16 @@ void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req)
         srv_req_wait(req, SRV_WAIT_DELETE);
         zlistx_add_end(mk->waiters, req);
     }
+}
+
+korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err)
+{
+    bool was = mk->restart_requested;
+    mk->restart_requested = true;
+    korch_rc_t rc = korch_kernel_restart(mk->k, err);
+    if (rc != KORCH_OK)
+        mk->restart_requested = was;
+    return rc;
 }
 
 bool srv_kernels_reap(korch_server_t *s)

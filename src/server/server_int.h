@@ -16,6 +16,7 @@
  *  pool.c     the warm pool: kernels started ahead, handed out at once,
  *             refilled in the background one start at a time.
  *  cull.c     idle culling with jupyter_server's rules.
+ *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
  *
  *  Lifetimes: a request (srv_req_t) belongs to its connection until a
  *  handler calls srv_req_wait; from then on whoever completes it owns it,
@@ -173,6 +174,7 @@ struct srv_kernel {
     bool doomed;                /* being shut down; not listed any more */
     bool ever_ready;
     bool pooled;                /* waiting in the warm pool (pool.c): not in kernels, not listed */
+    bool restart_requested;     /* srv_kernel_restart: until it is up again (no "restarting" status) */
     char dead_reason[256];
 };
 
@@ -224,6 +226,11 @@ json_t *srv_kernel_model(srv_kernel_t *mk);
 /* Doom it: clients closed, waiters answered, destroyed between rounds;
    req (may be NULL) gets 204 once it is gone. */
 void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req);
+/* POST .../restart: a restart asked for, which clients are not told of
+   with a "restarting" status (jupyter_server sends that only when its
+   auto-restarter brings a dead kernel back; the Notebook UI answers it
+   with "The kernel appears to have died" even on its own restart). */
+korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err);
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws);
 void srv_kernel_detach(srv_ws_t *ws);
 void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool binary);
@@ -289,6 +296,10 @@ void srv_agents_count(korch_server_t *s, uint64_t n[4]);
 void srv_agents_destroy_all(korch_server_t *s);
 /* kernels.c: start a (non-pooled) kernel in a working directory. */
 srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err);
+
+/* resources.c: GET /kernelspecs/{name}/{file} (jupyter_server's route for
+   a kernelspec's logos, kernel.js, kernel.css). */
+void srv_kernelspec_resource(korch_server_t *s, srv_req_t *req, const char *name, const char *file);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req);

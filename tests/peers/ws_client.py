@@ -14,7 +14,7 @@ scenario:
 SCENARIO: all, or any of SCENARIOS below. Exit status 0 when every scenario
 held. `--reference jupyter_server` switches the few expectations where
 jupyter_server 1.23 answers differently from korch's contract (issue 5:
-10 MB body -> 413, REST restart -> `status: restarting` on the socket).
+10 MB body -> 413; a REST restart sends no `restarting` on either since issue 10).
 `--local-pids` (the server runs kernels on this host) additionally checks that
 a deleted kernel's process is gone; every scenario reports the kernel pids it
 saw in details.kernel_pids so the caller can check none outlive the server.
@@ -707,13 +707,12 @@ def sc_restart(x):
         if m["header"]["msg_type"] == "status":
             states.append(m["content"].get("execution_state"))
     x.details["statuses_seen"] = states
-    if x.reference == "jupyter_server":
-        # jupyter_server 1.23 only sends `restarting` from its auto-restarter;
-        # after a REST restart the socket sees at most the new kernel's own
-        # `starting` (often not even that): recorded, not checked.
-        pass
-    else:
-        x.check("restarting" in states, "no status 'restarting' on the socket after restart (saw %r)" % states)
+    # jupyter_server only sends `restarting` from its auto-restarter (a
+    # kernel that died); after a REST restart the socket sees at most the
+    # new kernel's own `starting`. korch does the same (issue 10): the
+    # Notebook UI shows "The kernel appears to have died" on `restarting`,
+    # even on a restart the user asked for.
+    x.check("restarting" not in states, "status 'restarting' on the socket after a REST restart (saw %r)" % states)
     # the same socket keeps working, with fresh state
     c.nudge(60)
     # stop_on_error=False: else ipykernel aborts a request that follows the
@@ -964,24 +963,29 @@ def sc_delete_dead(x):
 
 def sc_restart_busy(x):
     """POST restart while a cell runs: korch interrupts first, as
-    jupyter_client does, so the restart does not wait for the SIGTERM."""
+    jupyter_client does, so the restart does not wait for the SIGTERM
+    (half the 4 s grace). Judged against restarts of the same kernel idle,
+    which this 2-core machine's load slows as much: busy may cost a little
+    more (the interrupt), not the 2 s of a SIGTERM."""
     kid = x.kernel()["id"]
     c = x.ready(kid)
-    times = []
+    busy, idle = [], []
     for i in range(3):
-        mid = _exec_send(c, "import time\ntime.sleep(60)")
-        c.collect(lambda m: m["header"]["msg_type"] == "execute_input" and m["parent_header"].get("msg_id") == mid,
-                  30, "execute_input")
-        time.sleep(0.2)
-        t0 = time.monotonic()
-        st, model = x.http.req("POST", "api/kernels/%s/restart" % kid, timeout=90)
-        times.append(round(time.monotonic() - t0, 3))
-        x.check(st == 200, "POST restart -> %s %r" % (st, model))
-        c.nudge(60)
-    x.details["restart_busy_s"] = times
-    med = sorted(times)[1]
-    x.details["median_s"] = med
-    x.check(med < 1.6, "restarting a busy kernel took %.2f s (median of %r): not interrupted first?" % (med, times))
+        for running in (True, False):
+            if running:
+                mid = _exec_send(c, "import time\ntime.sleep(60)")
+                c.collect(lambda m: m["header"]["msg_type"] == "execute_input"
+                          and m["parent_header"].get("msg_id") == mid, 30, "execute_input")
+                time.sleep(0.2)
+            t0 = time.monotonic()
+            st, model = x.http.req("POST", "api/kernels/%s/restart" % kid, timeout=90)
+            (busy if running else idle).append(round(time.monotonic() - t0, 3))
+            x.check(st == 200, "POST restart -> %s %r" % (st, model))
+            c.nudge(60)
+    mb, mi = sorted(busy)[1], sorted(idle)[1]
+    x.details.update({"restart_busy_s": busy, "restart_idle_s": idle, "median_busy_s": mb, "median_idle_s": mi})
+    x.check(mb - mi < 1.0, "restarting a busy kernel took %.2f s, an idle one %.2f s (medians of %r, %r): "
+            "was it not interrupted first?" % (mb, mi, busy, idle))
     r = c.execute("print('fresh')", 30)
     x.check(r.stdout() == "fresh\n", "after the restarts: %r" % r.stdout())
 
