@@ -260,6 +260,8 @@ SCENARIO(v1, reconnect_header, 120)
 SCENARIO(legacy, reconnect_header, 120)
 SCENARIO(legacy, delete_dead, 90)
 SCENARIO(v1, restart_busy, 120)
+/* The kernelspec's logos, at jupyter_server's /kernelspecs/{name}/{file}. */
+SCENARIO(v1, kernelspec_resources, 60)
 /* 30 MB printed at once: stream messages of megabytes, relayed from the
    kernel's bytes in websocket fragments, arrive whole at two clients. */
 SCENARIO(v1, big_output, 150)

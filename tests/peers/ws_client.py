@@ -990,6 +990,34 @@ def sc_restart_busy(x):
     x.check(r.stdout() == "fresh\n", "after the restarts: %r" % r.stdout())
 
 
+def sc_kernelspec_resources(x):
+    """The kernelspec listing's resources point at /kernelspecs/NAME/FILE
+    (jupyter_server's route, where the Notebook's gateway client fetches a
+    kernel's logo): each is served as its PNG; nothing else of the spec's
+    directory is, nor anything without the token."""
+    st, specs = x.http.req("GET", "api/kernelspecs")
+    res = (specs or {}).get("kernelspecs", {}).get(x.args.kernel_name, {}).get("resources", {})
+    x.details["resources"] = res
+    for key, size in (("logo-32x32", 32), ("logo-64x64", 64)):
+        url = res.get(key)
+        if not x.check(url == "/kernelspecs/%s/%s.png" % (x.args.kernel_name, key),
+                       "resources[%r] is %r" % (key, url)):
+            continue
+        req = urllib.request.Request(x.base + url.lstrip("/"), headers={"Authorization": "token " + x.token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body, ctype = r.read(), r.headers.get("Content-Type")
+        x.check(ctype == "image/png", "%s: Content-Type %r" % (url, ctype))
+        ok = body.startswith(PNG_MAGIC) and body[12:16] == b"IHDR"
+        x.check(ok and struct.unpack(">II", body[16:24]) == (size, size), "%s is not a %dx%d PNG" % (url, size, size))
+    name = x.args.kernel_name
+    for path, want in (("kernelspecs/%s/kernel.json" % name, 404), ("kernelspecs/%s/..%%2Fkernel.json" % name, 404),
+                       ("kernelspecs/no-such-kernel/logo-32x32.png", 404)):
+        st, _ = x.http.req("GET", path)
+        x.check(st == want, "GET /%s -> %s (expected %s)" % (path, st, want))
+    st, _ = x.http.req("GET", "kernelspecs/%s/logo-32x32.png" % name, token=False)
+    x.check(st == 403, "a logo without the token -> %s (expected 403)" % st)
+
+
 def sc_delete(x):
     kid = x.kernel()["id"]
     c = x.ready(kid)
@@ -1339,7 +1367,7 @@ SCENARIOS = {
     "delete": sc_delete, "rest_errors": sc_rest_errors, "churn": sc_churn,
     "slow_reader": sc_slow_reader, "big_output": sc_big_output, "relay_rate": sc_relay_rate,
     "comm_info": sc_comm_info, "reconnect_header": sc_reconnect_header, "delete_dead": sc_delete_dead,
-    "restart_busy": sc_restart_busy,
+    "restart_busy": sc_restart_busy, "kernelspec_resources": sc_kernelspec_resources,
 }
 
 
