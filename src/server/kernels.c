@@ -55,12 +55,12 @@ typedef struct {
 typedef struct {
     korch_wsframe_t *f;         /* referenced */
     uint64_t seq;               /* the IOPub broadcast it was (mk->iopub_seq), 0 for a reply */
-} s_held_t;
+} s_kept_t;
 
 typedef struct {
     char key[128];
     korch_ws_proto_t proto;
-    zlistx_t *frames;           /* s_held_t* (owned) */
+    zlistx_t *frames;           /* s_kept_t* (owned) */
     size_t bytes;
     int64_t since_ms;
     bool overflowed;
@@ -77,7 +77,7 @@ static void s_replay_free(s_replay_t **pr)
     s_replay_t *r = *pr;
     if (!r)
         return;
-    s_held_t *h;
+    s_kept_t *h;
     while ((h = zlistx_first(r->frames))) {
         zlistx_delete(r->frames, zlistx_cursor(r->frames));
         korch_wsframe_unref(&h->f);
@@ -227,11 +227,11 @@ static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs, uint64
     if (!f)
         return;
     size_t max = mk->srv ? srv_state(mk->srv)->opts.max_replay_bytes : 0;
-    s_held_t *h = malloc(sizeof *h);
+    s_kept_t *h = malloc(sizeof *h);
     if (!h)
         return;
     while (r->bytes && r->bytes + f->len > max) {
-        s_held_t *old = zlistx_first(r->frames);
+        s_kept_t *old = zlistx_first(r->frames);
         zlistx_delete(r->frames, zlistx_cursor(r->frames));
         r->bytes -= old->f->len;
         korch_wsframe_unref(&old->f);
@@ -669,7 +669,7 @@ static void s_replay_resume(srv_kernel_t *mk, srv_ws_t *ws)
                    r->key, zlistx_size(r->frames));
     else {
         size_t n = 0;
-        for (s_held_t *h = zlistx_first(r->frames); h; h = zlistx_next(r->frames))
+        for (s_kept_t *h = zlistx_first(r->frames); h; h = zlistx_next(r->frames))
             if (h->seq == 0 || h->seq <= ws->attach_seq) {
                 srv_ws_send(ws, h->f);
                 n++;
