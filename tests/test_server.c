@@ -252,8 +252,9 @@ SCENARIO(legacy, churn, 240)
    a socket without ?session_id= (Notebook 6.4's gateway client) known by
    its messages' header.session, so a drop mid-cell loses nothing; a
    deleted kernel's socket hears IOPub status dead before the close; a
-   busy kernel restarts in well under the SIGTERM's 2 s (interrupted
-   first, as jupyter_client does: 2.6 s before, 0.67 s after). */
+   busy kernel is interrupted before its restart, as jupyter_client does
+   (its cell's KeyboardInterrupt reaches the socket; the restart took
+   2.6 s before, waiting for the SIGTERM, 0.67 s after). */
 SCENARIO(v1, comm_info, 90)
 SCENARIO(legacy, comm_info, 90)
 SCENARIO(v1, reconnect_header, 120)

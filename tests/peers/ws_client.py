@@ -963,15 +963,17 @@ def sc_delete_dead(x):
 
 def sc_restart_busy(x):
     """POST restart while a cell runs: korch interrupts first, as
-    jupyter_client does, so the restart does not wait for the SIGTERM
-    (half the 4 s grace). Judged against restarts of the same kernel idle,
-    which this 2-core machine's load slows as much: busy may cost a little
-    more (the interrupt), not the 2 s of a SIGTERM."""
+    jupyter_client does, so the kernel ends the cell (its KeyboardInterrupt
+    traceback reaches the socket) and exits on its shutdown_request instead
+    of waiting for the SIGTERM after half the 4 s grace. The restart times,
+    busy and idle, are reported (this 2-core machine's load moves them by
+    seconds, so they are not judged)."""
     kid = x.kernel()["id"]
     c = x.ready(kid)
     busy, idle = [], []
     for i in range(3):
         for running in (True, False):
+            mid = None
             if running:
                 mid = _exec_send(c, "import time\ntime.sleep(60)")
                 c.collect(lambda m: m["header"]["msg_type"] == "execute_input"
@@ -981,11 +983,20 @@ def sc_restart_busy(x):
             st, model = x.http.req("POST", "api/kernels/%s/restart" % kid, timeout=90)
             (busy if running else idle).append(round(time.monotonic() - t0, 3))
             x.check(st == 200, "POST restart -> %s %r" % (st, model))
+            seen, c.pending = list(c.pending), []
+            deadline = time.monotonic() + 1
+            while time.monotonic() < deadline:
+                m = c.recv(max(0.0, deadline - time.monotonic()))
+                if m is not None:
+                    seen.append(m)
+            if running:
+                errs = [m["content"].get("ename") for m in seen if m["header"]["msg_type"] == "error"
+                        and m["parent_header"].get("msg_id") == mid]
+                x.check(errs == ["KeyboardInterrupt"], "restart %d of the busy kernel: its cell was not interrupted "
+                        "(errors %r; saw %s)" % (i, errs, summarize(seen)))
             c.nudge(60)
-    mb, mi = sorted(busy)[1], sorted(idle)[1]
-    x.details.update({"restart_busy_s": busy, "restart_idle_s": idle, "median_busy_s": mb, "median_idle_s": mi})
-    x.check(mb - mi < 1.0, "restarting a busy kernel took %.2f s, an idle one %.2f s (medians of %r, %r): "
-            "was it not interrupted first?" % (mb, mi, busy, idle))
+    x.details.update({"restart_busy_s": busy, "restart_idle_s": idle,
+                      "median_busy_s": sorted(busy)[1], "median_idle_s": sorted(idle)[1]})
     r = c.execute("print('fresh')", 30)
     x.check(r.stdout() == "fresh\n", "after the restarts: %r" % r.stdout())
 
