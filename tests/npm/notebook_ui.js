@@ -87,7 +87,7 @@ async function runCell(page, code) {
   const idx = await page.evaluate(code => {
     const nb = Jupyter.notebook;
     let cell = nb.get_cell(nb.ncells() - 1);
-    if (cell.cell_type !== 'code' || cell.get_text() !== '' || cell.input_prompt_number !== undefined)
+    if (cell.cell_type !== 'code' || cell.get_text() !== '' || cell.input_prompt_number != null)
       cell = nb.insert_cell_at_bottom('code');
     const i = nb.find_cell_index(cell);
     nb.select(i);
@@ -319,6 +319,7 @@ async function main() {
       const t = await cellText(page, i);
       const want = Array.from({ length: 12 }, (_, n) => `line ${n}\n`).join('');
       check(t === want, `after the drop the cell shows ${JSON.stringify(t)}`);
+      await page.evaluate(i => Jupyter.notebook.get_cell(i).element[0].scrollIntoView(), i);
       await shot(page, 'ws-drop');
     });
 
