@@ -247,7 +247,7 @@ def check_true(doc, korch):
         sid = json.loads(b)["id"]
         nobody = str(uuid.uuid4())
         values = {"kernel_id": kid, "session_id": sid, "kernel_name": "python3", "path": "data/a.csv",
-                  "file": "logo-64x64.png"}
+                  "name": "fig-1.png", "file": "logo-64x64.png"}
         bodies = {
             "startKernel": {"name": "python3"},
             "createSession": {"path": "second.ipynb", "type": "notebook", "kernel": {"id": kid}},
