@@ -930,11 +930,20 @@ def sc_reconnect_header(x):
             seen.append(m)
     x.check(not any(m["header"]["msg_type"] == "execute_reply" and m["parent_header"].get("msg_id") == mid
                     for m in seen), "another session got the reply of a disconnected one")
+    # a socket that never speaks, while a session's buffer waits: held
+    # (it might be that session) for 3 s at most, then it gets IOPub
+    quiet = x.conn(kid, url_session=False)
     c4 = x.conn(kid, session_id=c.session, url_session=False)
     c4.send("kernel_info_request", {})
     r = c4.wait_execution(mid, 30)
     x.check(r.reply is not None and r.stdout() == "late\n",
             "the session's second reconnect: reply %s, stdout %r" % (r.reply is not None, r.stdout()))
+    mid = _exec_send(c4, "print('to all')")
+    t0 = time.monotonic()
+    seen = quiet.collect(lambda m: m["header"]["msg_type"] == "stream" and m["parent_header"].get("msg_id") == mid,
+                         10, "IOPub on a socket that never spoke")
+    x.details["quiet_socket_wait_s"] = round(time.monotonic() - t0, 2)
+    x.check(seen[-1]["content"].get("text") == "to all\n", "the quiet socket got %r" % seen[-1]["content"])
 
 
 def sc_delete_dead(x):
