@@ -777,6 +777,16 @@ static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason)
     snprintf(k->stop_reason, sizeof k->stop_reason, "%s", reason);
     k->stop_restart = restart;
     k->stop_phase = STOP_SHUTDOWN;
+    /* A busy kernel is interrupted first, as jupyter_client's
+       shutdown_kernel does: ipykernel handles shutdown_request on its
+       control thread but only exits once the shell's cell is over, so a
+       running cell held a restart until the SIGTERM (half the grace). */
+    bool busy = k->state == KORCH_KERNEL_BUSY;
+    if (busy) {
+        korch_err_t ierr = {0};
+        if (korch_kernel_interrupt(k, &ierr) != KORCH_OK)
+            korch_debug("kernel %.8s: interrupt before shutdown failed: %s", k->id, ierr.msg);
+    }
     if (restart) /* new executions queue for the new kernel from now on */
         s_set_state(k, KORCH_KERNEL_RESTARTING, reason);
     s_send(k, KORCH_CH_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", restart));
