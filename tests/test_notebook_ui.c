@@ -18,13 +18,17 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
+#include <sys/stat.h>
 
 #define CULL_S "12"
 
-static void s_notebook_ui(const char *label, const char *const *extra, bool pool, int timeout_s)
+/* UI is "notebook" or "jupyterlab" (tests/npm/UI_ui.js); ROOT the chroot
+ *  JupyterLab runs in (NULL for the Notebook, which runs on the host). */
+static void s_ui(const char *ui, const char *label, const char *root, const char *const *extra, bool pool,
+                 int timeout_s)
 {
     char script[700], shots[PATH_MAX + 32], bin[PATH_MAX];
-    snprintf(script, sizeof script, "%s/tests/npm/notebook_ui.js", korch_test_root());
+    snprintf(script, sizeof script, "%s/tests/npm/%s_ui.js", korch_test_root(), ui);
     snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
     snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
     if (!serve_npm_ready())
@@ -37,7 +41,7 @@ static void s_notebook_ui(const char *label, const char *const *extra, bool pool
     serve_t s;
     if (!serve_start_args(&s, args))
         return;
-    const char *argv[] = {"node", script, s.line, shots, label, CULL_S, NULL};
+    const char *argv[] = {"node", script, s.line, shots, label, CULL_S, root, NULL};
     char *out = NULL, *err = NULL;
     int rc = korch_test_run(argv, NULL, &out, &err, timeout_s);
     json_t *j = NULL; /* the one result line */
@@ -48,15 +52,15 @@ static void s_notebook_ui(const char *label, const char *const *extra, bool pool
     size_t i;
     json_t *f;
     json_array_foreach(json_object_get(j, "failures"), i, f)
-        fprintf(stderr, "  notebook_ui %s: %s\n", label, json_string_value(f));
+        fprintf(stderr, "  %s_ui %s: %s\n", ui, label, json_string_value(f));
     char *d = j ? json_dumps(json_object_get(j, "details"), JSON_COMPACT) : NULL;
-    fprintf(stderr, "  notebook_ui %s: %s (%.1f s) %.3000s\n", label, ok ? "ok" : "FAILED",
+    fprintf(stderr, "  %s_ui %s: %s (%.1f s) %.3000s\n", ui, label, ok ? "ok" : "FAILED",
             json_number_value(json_object_get(j, "seconds")), d ? d : "");
     free(d);
     json_decref(j);
     if (!ok && err && *err) {
         size_t len = strlen(err);
-        fprintf(stderr, "  --- notebook_ui.js stderr (tail) ---\n%s\n", len > 4000 ? err + len - 4000 : err);
+        fprintf(stderr, "  --- %s_ui.js stderr (tail) ---\n%s\n", ui, len > 4000 ? err + len - 4000 : err);
     }
     /* the dead-kernel dialog came from korch's culler, not from a crash */
     FILE *lf = fopen(s.log, "r");
@@ -70,8 +74,8 @@ static void s_notebook_ui(const char *label, const char *const *extra, bool pool
     if (lf)
         fclose(lf);
     if (!CHECK(culled) || !CHECK(!died) || !CHECK(pooled == pool))
-        fprintf(stderr, "  notebook_ui %s: korch's log: culled %d, a kernel died %d, from the pool %d\n", label, culled,
-                died, pooled);
+        fprintf(stderr, "  %s_ui %s: korch's log: culled %d, a kernel died %d, from the pool %d\n", ui, label,
+                culled, died, pooled);
     int left = serve_kernel_count(&s);
     CHECK_EQ(left, 0);
     serve_stop(&s);
@@ -82,8 +86,147 @@ static void s_notebook_ui(const char *label, const char *const *extra, bool pool
     free(err);
 }
 
-TEST_T(notebook_ui_local, 240) { s_notebook_ui("local", NULL, false, 200); }
+TEST_T(notebook_ui_local, 240) { s_ui("notebook", "local", NULL, NULL, false, 200); }
 
 /* Containers, the kernel handed out from a warm pool of one. */
 static const char *const s_docker_pool[] = {"--launcher", "docker", "--pool", "1", NULL};
-TEST_T(notebook_ui_docker_pool, 300) { s_notebook_ui("docker-pool", s_docker_pool, true, 260); }
+TEST_T(notebook_ui_docker_pool, 300) { s_ui("notebook", "docker-pool", NULL, s_docker_pool, true, 260); }
+
+/* JupyterLab 4 (Debian trixie's, in a chroot scripts/jupyterlab-chroot.sh
+ *  makes once and keeps in KORCH_JLAB_ROOT, default /var/cache/korch/trixie-jlab;
+ *  the first run makes it, about two minutes) with korch serve as its
+ *  gateway: a notebook from the launcher, state, a chart, interrupt, a widget
+ *  after a reload, restart, the kernel culled while open.
+ *  Screenshots: build/screenshots/jupyterlab-local-NN-STEP.png */
+static const char *s_jlab_root(void)
+{
+    const char *root = getenv("KORCH_JLAB_ROOT");
+    root = root && *root ? root : "/var/cache/korch/trixie-jlab";
+    char script[700];
+    snprintf(script, sizeof script, "%s/scripts/jupyterlab-chroot.sh", korch_test_root());
+    const char *argv[] = {"/bin/sh", script, root, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = korch_test_run(argv, NULL, &out, &err, 900);
+    if (!CHECK_EQ(rc, 0))
+        fprintf(stderr, "  jupyterlab-chroot.sh: %s%s\n", out ? out : "", err ? err : "");
+    else
+        fprintf(stderr, "  %s", out ? out : "");
+    free(out);
+    free(err);
+    return rc == 0 ? root : NULL;
+}
+
+/* The kernel runs in the chroot too, with trixie's ipykernel and ipywidgets 8
+ *  (JupyterLab 4's widget manager speaks ipywidgets 8; bookworm's is 6): a
+ *  kernelspec "python3" first in KORCH_KERNELSPEC_PATH whose argv chroots,
+ *  its connection file (and ipc sockets) in a runtime dir under the chroot's
+ *  /tmp. Host paths hold there as they are: in the chroot, ROOT is a symlink
+ *  to its "/". */
+static bool s_jlab_kernelspec(const char *root, char *spec, size_t spec_len, char *rt, size_t rt_len)
+{
+    snprintf(spec, spec_len, "/tmp/korch-jlab-spec-XXXXXX");
+    snprintf(rt, rt_len, "%s/tmp/korch-rt-jlab-XXXXXX", root);
+    if (!CHECK(mkdtemp(spec) != NULL) || !CHECK(mkdtemp(rt) != NULL))
+        return false;
+    char path[2 * PATH_MAX + 32];
+    snprintf(path, sizeof path, "mkdir -p \"$(dirname '%s%s')\" && ln -sfn / '%s%s'", root, root, root, root);
+    if (!CHECK_EQ(system(path), 0))
+        return false;
+    snprintf(path, sizeof path, "%s/python3", spec);
+    if (!CHECK_EQ(mkdir(path, 0755), 0))
+        return false;
+    snprintf(path, sizeof path, "%s/python3/kernel.json", spec);
+    FILE *f = fopen(path, "w");
+    if (!CHECK(f != NULL))
+        return false;
+    fprintf(f,
+            "{\"argv\": [\"/usr/sbin/chroot\", \"%s\", \"/usr/bin/python3\", \"-m\", \"ipykernel_launcher\", \"-f\",\n"
+            "          \"{connection_file}\"],\n"
+            " \"display_name\": \"Python 3 (korch, trixie)\", \"language\": \"python\", \"interrupt_mode\": \"signal\",\n"
+            " \"metadata\": {\"debugger\": false}}\n",
+            root);
+    fclose(f);
+    setenv("KORCH_KERNELSPEC_PATH", spec, 1);
+    return true;
+}
+
+TEST_T(jupyterlab_ui_local, 1200)
+{
+    const char *root = s_jlab_root();
+    char spec[64], rt[PATH_MAX], cmd[2 * PATH_MAX + 32];
+    const char *old_rt = getenv("KORCH_RUNTIME_DIR");
+    char *saved_rt = old_rt ? strdup(old_rt) : NULL;
+    if (root && s_jlab_kernelspec(root, spec, sizeof spec, rt, sizeof rt)) {
+        setenv("KORCH_RUNTIME_DIR", rt, 1);
+        s_ui("jupyterlab", "local", root, NULL, false, 240);
+    }
+    unsetenv("KORCH_KERNELSPEC_PATH");
+    if (saved_rt)
+        setenv("KORCH_RUNTIME_DIR", saved_rt, 1);
+    else
+        unsetenv("KORCH_RUNTIME_DIR");
+    free(saved_rt);
+    if (root) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", spec, rt);
+        CHECK_EQ(system(cmd), 0);
+    }
+}
+
+/* korch_jupyterlab's server extension (src/jupyterlab) in the chroot's real
+ *  jupyter_server 2: /api/agent/... proxied to korch serve with the gateway's
+ *  credentials, SSE streamed through, a 503 without a gateway
+ *  (tests/peers/jlab_proxy_check.py; the LLM is the scripted one, scenario
+ *  "chunks"). The package and the peer are copied into the chroot's /tmp. */
+TEST_T(jupyterlab_agent_proxy, 1200)
+{
+    const char *root = s_jlab_root();
+    if (!root)
+        return;
+    char line[64], url[128], tmp[PATH_MAX], cmd[3 * PATH_MAX];
+    const char *llm_argv[] = {PY, serve_peer("llm_server.py"), NULL};
+    pid_t llm = korch_test_spawn_line(llm_argv, line, sizeof line, 10, NULL);
+    if (!CHECK_GT(llm, 0))
+        return;
+    snprintf(url, sizeof url, "http://127.0.0.1:%ld/s/chunks/v1", strtol(line, NULL, 10));
+    unsetenv("KORCH_LLM");
+    setenv("OPENAI_BASE_URL", url, 1);
+    setenv("OPENAI_API_KEY", "sk-test", 1);
+    char agent_dir[] = "/tmp/korch-jproxy-agent-XXXXXX";
+    snprintf(tmp, sizeof tmp, "%s/tmp/korch-jproxy-XXXXXX", root);
+    if (!CHECK(mkdtemp(agent_dir) != NULL) || !CHECK(mkdtemp(tmp) != NULL))
+        goto out_llm;
+    snprintf(cmd, sizeof cmd, "cp -r '%s/src/jupyterlab/korch_jupyterlab' '%s/tests/peers/jlab_proxy_check.py' '%s/'",
+             korch_test_root(), korch_test_root(), tmp);
+    if (!CHECK_EQ(system(cmd), 0))
+        goto out_tmp;
+    const char *extra[] = {"--agent-dir", agent_dir, "--llm", "openai:gpt-4o-mini", NULL};
+    serve_t s;
+    if (serve_start_args(&s, extra)) {
+        const char *inside = tmp + strlen(root); /* the same dir as the chroot sees it */
+        char peer[PATH_MAX + 32];
+        snprintf(peer, sizeof peer, "%s/jlab_proxy_check.py", inside);
+        const char *argv[] = {"/usr/sbin/chroot", root, "/usr/bin/python3", peer, s.line, inside, NULL};
+        char *out = NULL, *err = NULL;
+        int rc = korch_test_run(argv, NULL, &out, &err, 180);
+        json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        if (!CHECK_EQ(rc, 0) || !CHECK(json_is_true(json_object_get(j, "ok")))) {
+            fprintf(stderr, "  %s%s\n", out ? out : "(no output)", err ? err : "");
+            serve_log_tail(&s);
+        } else
+            fprintf(stderr, "  %s", out);
+        json_decref(j);
+        free(out);
+        free(err);
+        CHECK_EQ(serve_kernel_count(&s), 0);
+        serve_stop(&s);
+        unlink(s.log);
+    }
+out_tmp:
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", tmp, agent_dir);
+    CHECK_EQ(system(cmd), 0);
+out_llm:
+    kill(llm, SIGTERM);
+    waitpid(llm, NULL, 0);
+    unsetenv("OPENAI_BASE_URL");
+    unsetenv("OPENAI_API_KEY");
+}

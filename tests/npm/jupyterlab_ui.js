@@ -1,0 +1,375 @@
+#!/usr/bin/env node
+// JupyterLab 4 (Debian trixie's jupyterlab, in the chroot that
+// scripts/jupyterlab-chroot.sh makes) with korch serve as its gateway, driven
+// in Debian's Chromium (./browser.js) the way a user works: a notebook from
+// the launcher, cells run with Shift+Enter, interrupt and restart from the
+// toolbar, a page reload, a kernel culled while the notebook is open.
+// jupyter-lab runs in the chroot (it shares the host's network) with its own
+// config, data, settings, runtime and notebook dirs and a token of its own:
+//
+//   chroot ROOT jupyter-lab --no-browser --gateway-url=KORCH --GatewayClient.auth_token=T ...
+//
+// korch serve must run with --cull-idle-timeout CULL_S --cull-interval 1
+// --cull-connected (the last step waits for the cull). Screenshots go to
+// SHOTDIR/jupyterlab-LABEL-NN-STEP.png. Prints one JSON line {ok, failures,
+// details, seconds}.
+//
+//   node jupyterlab_ui.js 'http://127.0.0.1:PORT/?token=T' SHOTDIR LABEL CULL_S CHROOT
+'use strict';
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const crypto = require('crypto');
+const { spawn } = require('child_process');
+const { launch } = require('./browser');
+
+const result = s => process.stdout.write(s + '\n');
+const log = (...a) => process.stderr.write(a.join(' ') + '\n');
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+const [korchLine, shotDir, label = 'local', cullArg = '12', chrootDir = '/var/cache/korch/trixie-jlab'] = process.argv.slice(2);
+const CULL_S = Number(cullArg);
+const failures = [];
+const details = { steps: {} };
+const t0 = Date.now();
+const check = (ok, what) => { if (!ok) failures.push(what); return ok; };
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+}
+
+// jupyter-lab in the chroot, as a user starts it with --gateway-url. Its dirs
+// live under CHROOT/tmp; `inside` is the same path as jupyter-lab sees it.
+async function startLab(korch) {
+  const host = fs.mkdtempSync(path.join(chrootDir, 'tmp', 'korch-jlab-'));
+  const inside = '/' + path.relative(chrootDir, host);
+  const dirs = {};
+  for (const d of ['config', 'data', 'runtime', 'notebooks', 'settings', 'workspaces'])
+    fs.mkdirSync(path.join(host, d));
+  for (const d of ['config', 'data', 'runtime', 'notebooks', 'settings', 'workspaces'])
+    dirs[d] = path.join(inside, d);
+  // no news or update questions popping over the notebook
+  const notif = path.join(host, 'settings', '@jupyterlab', 'apputils-extension');
+  fs.mkdirSync(notif, { recursive: true });
+  fs.writeFileSync(path.join(notif, 'notification.jupyterlab-settings'),
+    JSON.stringify({ fetchNews: 'false', checkForUpdates: false }));
+  const port = await freePort();
+  const token = crypto.randomBytes(16).toString('hex');
+  const args = [chrootDir, '/usr/bin/env', `HOME=${inside}`, 'PATH=/usr/local/bin:/usr/bin:/bin',
+    'LANG=C.UTF-8', `JUPYTER_CONFIG_DIR=${dirs.config}`, `JUPYTER_DATA_DIR=${dirs.data}`,
+    `JUPYTER_RUNTIME_DIR=${dirs.runtime}`, `JUPYTERLAB_SETTINGS_DIR=${dirs.settings}`,
+    `JUPYTERLAB_WORKSPACES_DIR=${dirs.workspaces}`,
+    'jupyter-lab', '--no-browser', '--allow-root', '--ip=127.0.0.1', `--port=${port}`,
+    '--port-retries=0', `--ServerApp.token=${token}`, `--ServerApp.root_dir=${dirs.notebooks}`,
+    '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
+    `--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
+    '--GatewayClient.request_timeout=120'];
+  const logFile = path.join(host, 'jupyterlab.log');
+  const out = fs.openSync(logFile, 'w');
+  const proc = spawn('/usr/sbin/chroot', args, { stdio: ['ignore', out, out] });
+  const url = `http://127.0.0.1:${port}/`;
+  const tStart = Date.now();
+  for (let i = 0; i < 300; i++) {
+    try {
+      const r = await fetch(`${url}api/status?token=${token}`);
+      if (r.ok) {
+        details.server_start_s = (Date.now() - tStart) / 1000;
+        return { proc, url, token, host, logFile };
+      }
+    } catch (e) { /* not up yet */ }
+    if (proc.exitCode !== null) break;
+    await sleep(200);
+  }
+  throw new Error(`jupyter-lab did not answer: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+}
+
+// ------------------------------------------------------------ the lab page
+
+let shotN = 0;
+async function shot(page, step) {
+  const file = path.join(shotDir, `jupyterlab-${label}-${String(++shotN).padStart(2, '0')}-${step}.png`);
+  await page.screenshot({ path: file });
+  (details.screenshots = details.screenshots || []).push(path.basename(file));
+}
+
+// In the page: the open notebook panel (window.jupyterapp: expose_app_in_browser).
+const NB = `(() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return w && w.content && w.sessionContext ? w : null; })()`;
+
+// Put code in a new cell at the bottom (the first, empty one the first time),
+// select it and press Shift+Enter. -> the cell's index.
+async function runCell(page, code) {
+  const idx = await page.evaluate(([nbExpr, code]) => {
+    const panel = eval(nbExpr);
+    const nb = panel.content;
+    const cells = nb.model.sharedModel;
+    let i = nb.widgets.length - 1;
+    const last = nb.widgets[i];
+    if (last.model.type !== 'code' || last.model.sharedModel.getSource() !== '' || last.model.executionCount != null) {
+      cells.insertCell(nb.widgets.length, { cell_type: 'code', source: '' });
+      i = nb.widgets.length - 1;
+    }
+    nb.widgets[i].model.sharedModel.setSource(code);
+    nb.activeCellIndex = i;
+    nb.mode = 'command';
+    nb.node.focus();
+    nb.widgets[i].node.scrollIntoView();
+    return i;
+  }, [NB, code]);
+  await page.keyboard.press('Shift+Enter');
+  return idx;
+}
+
+// Wait until cell idx has its execution count (its execute_reply came) and the kernel is idle.
+async function waitCell(page, idx, timeoutMs = 60000) {
+  await page.waitForFunction(([nbExpr, i]) => {
+    const c = eval(nbExpr).content.widgets[i];
+    return c && typeof c.model.executionCount === 'number';
+  }, [NB, idx], { timeout: timeoutMs, polling: 100 });
+  await waitStatus(page, 'idle', timeoutMs);
+}
+
+async function waitStatus(page, want, timeoutMs = 60000) {
+  await page.waitForFunction(([nbExpr, want]) => {
+    const p = eval(nbExpr);
+    return p && p.sessionContext.kernelDisplayStatus === want;
+  }, [NB, want], { timeout: timeoutMs, polling: 100 });
+}
+
+// The text of a cell's outputs (streams, text/plain, tracebacks), as the model holds it.
+async function cellText(page, idx) {
+  return page.evaluate(([nbExpr, i]) => eval(nbExpr).content.widgets[i].model.outputs.toJSON().map(o =>
+    [].concat(o.text || (o.data && o.data['text/plain']) || (o.traceback ? o.ename + ': ' + o.evalue : '')).join('')).join(''),
+  [NB, idx]);
+}
+
+async function cellNodes(page, idx, sel) {
+  return page.evaluate(([nbExpr, i, sel]) => {
+    const el = eval(nbExpr).content.widgets[i].node;
+    return Array.from(el.querySelectorAll(sel)).map(e => ({
+      tag: e.tagName, w: e.naturalWidth || e.offsetWidth, h: e.naturalHeight || e.offsetHeight,
+      text: (e.innerText || '').slice(0, 300)
+    }));
+  }, [NB, idx, sel]);
+}
+
+async function scrollTo(page, idx) {
+  await page.evaluate(([nbExpr, i]) => eval(nbExpr).content.widgets[i].node.scrollIntoView(), [NB, idx]);
+}
+
+async function waitNotebook(page, timeoutMs = 60000) {
+  await page.waitForFunction(nbExpr => {
+    const p = eval(nbExpr);
+    return p && p.context.isReady && p.sessionContext.session && p.sessionContext.session.kernel &&
+      p.sessionContext.kernelDisplayStatus === 'idle';
+  }, NB, { timeout: timeoutMs, polling: 100 });
+}
+
+let page;
+const consoleLines = [];
+async function step(name, fn) {
+  const t = Date.now();
+  try {
+    await fn();
+    details.steps[name] = { ok: true, s: (Date.now() - t) / 1000 };
+  } catch (e) {
+    details.steps[name] = { ok: false, s: (Date.now() - t) / 1000 };
+    failures.push(`${name}: ${e.message.split('\n').slice(0, 6).join(' | ')}`);
+    if (page) await shot(page, `${name}-failed`).catch(() => {});
+    return false;
+  }
+  log(`step ${name}: ${(Date.now() - t) / 1000} s`);
+  return true;
+}
+
+async function main() {
+  const ku = new URL(korchLine.trim());
+  const korch = { base: `${ku.protocol}//${ku.host}`, token: ku.searchParams.get('token') || '' };
+  fs.mkdirSync(shotDir, { recursive: true });
+  const lab = await startLab(korch);
+  const { context, close } = await launch({ viewport: { width: 1280, height: 900 } });
+  try {
+    page = await context.newPage();
+    page.on('console', m => consoleLines.push(m.text()));
+    // 1. a notebook from the launcher's card (the kernelspecs are korch's)
+    const ok = await step('open_notebook', async () => {
+      const t = Date.now();
+      await page.goto(`${lab.url}lab?token=${lab.token}`);
+      const card = page.locator('.jp-LauncherCard[data-category="Notebook"]').first();
+      await card.waitFor({ timeout: 60000 });
+      details.launcher_s = (Date.now() - t) / 1000;
+      details.kernel_card = await card.getAttribute('title');
+      const t2 = Date.now();
+      await card.click();
+      await waitNotebook(page);
+      details.open_notebook_s = (Date.now() - t2) / 1000;
+      details.kernel = await page.evaluate(nbExpr => {
+        const k = eval(nbExpr).sessionContext.session.kernel;
+        return { id: k.id, name: k.name };
+      }, NB);
+    });
+    if (!ok) throw new Error('no notebook');
+    await shot(page, 'open');
+
+    // 2. state across cells
+    await step('state', async () => {
+      await waitCell(page, await runCell(page, 'x = 21'));
+      const t = Date.now();
+      const i = await runCell(page, 'print(x * 2)');
+      await waitCell(page, i);
+      details.run_to_output_s = (Date.now() - t) / 1000;
+      const txt = await cellText(page, i);
+      check(txt === '42\n', `print(x * 2) shows ${JSON.stringify(txt)}`);
+      const shown = await cellNodes(page, i, '.jp-OutputArea-output');
+      check(shown.length === 1 && shown[0].text.trim() === '42', `the page shows ${JSON.stringify(shown)}`);
+    });
+
+    // 3. a matplotlib chart, rendered
+    await step('matplotlib', async () => {
+      const i = await runCell(page, '%matplotlib inline\nimport matplotlib.pyplot as plt\n' +
+        'plt.figure(figsize=(5, 3)); plt.plot([1, 2, 3, 4], [1, 4, 9, 16], "o-"); plt.title("korch"); plt.show()');
+      await waitCell(page, i, 90000);
+      await page.waitForFunction(([nbExpr, i]) => {
+        const img = eval(nbExpr).content.widgets[i].node.querySelector('.jp-OutputArea-output img');
+        return img && img.complete && img.naturalWidth > 0;
+      }, [NB, i], { timeout: 10000 });
+      const imgs = await cellNodes(page, i, '.jp-OutputArea-output img');
+      details.chart = imgs[0];
+      check(imgs.length === 1 && imgs[0].w > 100 && imgs[0].h > 50, `chart image ${JSON.stringify(imgs)}`);
+      await scrollTo(page, i);
+      await shot(page, 'chart');
+    });
+
+    // 4. interrupt from the toolbar keeps the kernel's state
+    await step('interrupt', async () => {
+      await waitCell(page, await runCell(page, 'kept = "still here"'));
+      const i = await runCell(page, 'import time\ntime.sleep(30)');
+      await waitStatus(page, 'busy', 10000);
+      await sleep(300);
+      const t = Date.now();
+      await page.click('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]');
+      await waitCell(page, i, 15000);
+      details.interrupt_s = (Date.now() - t) / 1000;
+      const out = await cellText(page, i);
+      check(out.includes('KeyboardInterrupt'), `interrupted cell shows ${JSON.stringify(out.slice(0, 200))}`);
+      const j = await runCell(page, 'print(kept)');
+      await waitCell(page, j);
+      check((await cellText(page, j)) === 'still here\n', 'the state did not survive the interrupt');
+      await scrollTo(page, j);
+      await shot(page, 'interrupt');
+    });
+
+    // 5. an ipywidgets slider, shown again after a page reload (the widget
+    //    manager finds the kernel's comms with comm_info_request)
+    await step('widget_reload', async () => {
+      const i = await runCell(page, 'import ipywidgets as w\nslider = w.IntSlider(value=7, min=0, max=10, description="korch")\nslider');
+      await waitCell(page, i, 60000);
+      await page.waitForFunction(([nbExpr, i]) => eval(nbExpr).content.widgets[i].node.querySelector('.widget-slider, .widget-hslider'),
+        [NB, i], { timeout: 20000 });
+      await scrollTo(page, i);
+      await shot(page, 'widget');
+      // Ctrl+S; JupyterLab offers to rename an Untitled notebook first: keep its name
+      await page.keyboard.press('Control+s');
+      const keep = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-reject');
+      await keep.waitFor({ timeout: 5000 }).then(() => keep.click()).catch(() => {});
+      await page.waitForFunction(nbExpr => !eval(nbExpr).context.model.dirty, NB, { timeout: 15000 });
+      const kernelBefore = details.kernel.id;
+      const t = Date.now();
+      await page.reload();
+      await waitNotebook(page);
+      const kernelAfter = await page.evaluate(nbExpr => eval(nbExpr).sessionContext.session.kernel.id, NB);
+      check(kernelAfter === kernelBefore, `after the reload the notebook has kernel ${kernelAfter}, not ${kernelBefore}`);
+      await page.waitForFunction(([nbExpr, i]) => {
+        const c = eval(nbExpr).content.widgets[i];
+        return c && c.node.querySelector('.widget-slider, .widget-hslider');
+      }, [NB, i], { timeout: 30000 });
+      details.widget_after_reload_s = (Date.now() - t) / 1000;
+      const val = await page.evaluate(([nbExpr, i]) => {
+        const r = eval(nbExpr).content.widgets[i].node.querySelector('.widget-readout');
+        return r ? (r.innerText || r.value || '').trim() : null;
+      }, [NB, i]);
+      check(val === '7', `the slider after the reload reads ${JSON.stringify(val)}`);
+      // it is live: the kernel's change shows in it
+      await waitCell(page, await runCell(page, 'slider.value = 9'));
+      await page.waitForFunction(([nbExpr, i]) => {
+        const r = eval(nbExpr).content.widgets[i].node.querySelector('.widget-readout');
+        return r && (r.innerText || r.value || '').trim() === '9';
+      }, [NB, i], { timeout: 10000 });
+      await scrollTo(page, i);
+      await shot(page, 'widget-after-reload');
+    });
+
+    // 6. restart of a busy kernel from the toolbar (its dialog accepted): state gone
+    await step('restart', async () => {
+      await runCell(page, 'import time\ntime.sleep(60)');
+      await waitStatus(page, 'busy', 10000);
+      await sleep(300);
+      await page.click('.jp-NotebookPanel-toolbar [data-command="notebook:restart-kernel"]');
+      const btn = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-accept');
+      await btn.waitFor({ timeout: 10000 });
+      await shot(page, 'restart-dialog');
+      const t = Date.now();
+      await btn.click();
+      await waitStatus(page, 'idle', 30000);
+      details.restart_busy_s = (Date.now() - t) / 1000;
+      const j = await runCell(page, 'print("kept" in dir())');
+      await waitCell(page, j);
+      check((await cellText(page, j)) === 'False\n', 'a variable survived the restart');
+      await scrollTo(page, j);
+      await shot(page, 'restart');
+    });
+
+    // 7. the kernel culled by korch while the notebook is open: the kernel's
+    //    last status is "dead" (korch sends it before closing the channels), and
+    //    the page says the notebook has lost its kernel
+    await step('culled', async () => {
+      await page.evaluate(nbExpr => {
+        const k = eval(nbExpr).sessionContext.session.kernel;
+        window.__korchStatuses = [];
+        k.statusChanged.connect((_, st) => window.__korchStatuses.push(st));
+      }, NB);
+      const t = Date.now();
+      await page.waitForFunction(nbExpr => {
+        const p = eval(nbExpr);
+        return window.__korchStatuses.includes('dead') || !p.sessionContext.session || !p.sessionContext.session.kernel;
+      }, NB, { timeout: (CULL_S + 20) * 1000, polling: 200 });
+      details.culled_after_s = (Date.now() - t) / 1000;
+      await sleep(1500);
+      details.dead_shown = await page.evaluate(nbExpr => {
+        const p = eval(nbExpr);
+        const name = p.node.querySelector('.jp-KernelName, .jp-Toolbar-kernelName');
+        const bar = document.querySelector('#jp-main-statusbar');
+        return { statuses: window.__korchStatuses, display: p.sessionContext.kernelDisplayStatus,
+          toolbar: name ? name.innerText.trim() : null, statusbar: bar ? bar.innerText.replace(/\s+/g, ' ').slice(0, 200) : null };
+      }, NB);
+      const d = details.dead_shown;
+      check(d.statuses.includes('dead'), `the kernel's statuses after the cull: ${JSON.stringify(d.statuses)}`);
+      // JupyterLab 4.0 shows a dead gateway kernel as "| Disconnected" in the status bar
+      // (its websocket is closed after the dead status) and the toolbar's circle crossed
+      check(d.display !== 'idle' && /\| (Disconnected|Dead|Unknown)/.test(d.statusbar || ''),
+        `the page does not say the kernel is gone: ${JSON.stringify(d)}`);
+      await shot(page, 'culled');
+    });
+  } catch (e) {
+    failures.push(`${e.message.split('\n').slice(0, 6).join(' | ')}`);
+    if (page) await shot(page, 'failure').catch(() => {});
+  } finally {
+    details.console_errors = consoleLines.filter(l => /error/i.test(l)).slice(0, 10);
+    await close();
+    lab.proc.kill('SIGTERM');
+    await new Promise(r => { if (lab.proc.exitCode !== null) r(); else { lab.proc.on('exit', r); setTimeout(r, 8000); } });
+    if (failures.length)
+      details.jupyterlab_log_tail = fs.readFileSync(lab.logFile, 'utf8').slice(-1500);
+    fs.rmSync(lab.host, { recursive: true, force: true });
+  }
+}
+
+main().catch(e => failures.push(`${e.message}`)).finally(() => {
+  result(JSON.stringify({ scenario: `jupyterlab_ui_${label}`, ok: failures.length === 0, failures, details,
+    seconds: (Date.now() - t0) / 1000 }));
+  process.exit(failures.length ? 1 : 0);
+});
