@@ -1,6 +1,7 @@
 #!/bin/sh
 # A Debian trixie chroot with JupyterLab 4 (and what korch's JupyterLab tests
-# need inside it), made once and kept: nothing to do when DIR has it already.
+# need inside it), made once and kept: nothing to do when DIR has it already;
+# when the package list grew, only the new packages are installed into DIR.
 #
 #   scripts/jupyterlab-chroot.sh [DIR]      (default /var/cache/korch/trixie-jlab)
 #
@@ -16,7 +17,7 @@ ROOT=$(pwd)
 DIR=${1:-/var/cache/korch/trixie-jlab}
 SUITE=trixie
 PKGS="jupyterlab python3-ipykernel python3-ipywidgets python3-matplotlib python3-pandas
-      nodejs python3-hatchling python3-hatch-jupyter-builder python3-pip ca-certificates"
+      nodejs node-find-root python3-hatchling python3-hatch-jupyter-builder python3-pip ca-certificates"
 STAMP=.korch-jupyterlab
 want=$(echo $PKGS)
 
@@ -32,17 +33,45 @@ fi
 command -v debootstrap >/dev/null 2>&1 || die "debootstrap missing (apt-get install debootstrap)"
 [ -f /usr/share/debootstrap/scripts/$SUITE ] || die "this debootstrap does not know '$SUITE' (a newer debootstrap is needed)"
 
+mounted=""
+unmount_in() {
+    for m in $mounted; do umount "$1/$m" 2>/dev/null || umount -l "$1/$m" 2>/dev/null || true; done
+    mounted=""
+}
+# apt-get install $want in the chroot $1, /proc /dev /sys bound meanwhile; log to $2.
+install_in() {
+    cp /etc/resolv.conf "$1/etc/resolv.conf" 2>/dev/null || true
+    for m in proc dev sys; do
+        mount --bind "/$m" "$1/$m" && mounted="$m $mounted"
+    done
+    say "apt-get install --no-install-recommends $want"
+    rc=0
+    chroot "$1" env DEBIAN_FRONTEND=noninteractive sh -c \
+        "apt-get update -q && apt-get install -y -q --no-install-recommends $want && apt-get clean" \
+        >>"$2" 2>&1 || rc=$?
+    unmount_in "$1"
+    [ "$rc" = 0 ] || { tail -n 30 "$2" >&2; die "apt-get install failed (log: $2)"; }
+}
+
+if [ -f "$DIR/$STAMP" ] && [ -x "$DIR/usr/bin/jupyter-lab" ]; then
+    t0=$(now)
+    trap 'unmount_in "$DIR"' EXIT INT TERM
+    install_in "$DIR" "$DIR.log"
+    trap - EXIT INT TERM
+    ver=$(chroot "$DIR" jupyter-lab --version 2>/dev/null || echo "?")
+    printf '%s\nJupyterLab %s, packages added in %s s\n' "$want" "$ver" "$(($(now) - t0))" >"$DIR/$STAMP"
+    rm -f "$DIR.log"
+    say "added packages to '$DIR' in $(($(now) - t0)) s"
+    exit 0
+fi
+
 . "$ROOT/scripts/lib/mirror.sh"
 host_suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 MIRROR=$(mirror_for "$host_suite" | head -n 1)
 [ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
 
 new=$DIR.new
-mounted=""
-cleanup() {
-    for m in $mounted; do umount "$new/$m" 2>/dev/null || umount -l "$new/$m" 2>/dev/null || true; done
-    mounted=""
-}
+cleanup() { unmount_in "$new"; }
 # Never rm -rf through a bind mount of the host's /dev, /proc or /sys.
 discard() {
     cleanup
@@ -63,15 +92,7 @@ debootstrap --variant=minbase "$SUITE" "$new" "$MIRROR" >"$new.log" 2>&1 ||
 t1=$(now)
 say "debootstrap took $((t1 - t0)) s"
 
-cp /etc/resolv.conf "$new/etc/resolv.conf" 2>/dev/null || true
-for m in proc dev sys; do
-    mount --bind "/$m" "$new/$m" && mounted="$m $mounted"
-done
-say "apt-get install --no-install-recommends $want"
-chroot "$new" env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -q && apt-get install -y -q --no-install-recommends $want && apt-get clean" \
-    >>"$new.log" 2>&1 || { tail -n 30 "$new.log" >&2; cleanup; die "apt-get install failed (log: $new.log)"; }
-cleanup
+install_in "$new" "$new.log"
 t2=$(now)
 ver=$(chroot "$new" jupyter-lab --version 2>/dev/null || echo "?")
 [ "$ver" != "?" ] || die "jupyter-lab does not run in '$new' (log: $new.log)"

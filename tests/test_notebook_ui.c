@@ -24,8 +24,8 @@
 
 /* UI is "notebook" or "jupyterlab" (tests/npm/UI_ui.js); ROOT the chroot
  *  JupyterLab runs in (NULL for the Notebook, which runs on the host). */
-static void s_ui(const char *ui, const char *label, const char *root, const char *const *extra, bool pool,
-                 int timeout_s)
+static void s_ui_cull(const char *ui, const char *label, const char *root, const char *const *extra, bool pool,
+                      int timeout_s, const char *cull_s)
 {
     char script[700], shots[PATH_MAX + 32], bin[PATH_MAX];
     snprintf(script, sizeof script, "%s/tests/npm/%s_ui.js", korch_test_root(), ui);
@@ -33,7 +33,7 @@ static void s_ui(const char *ui, const char *label, const char *root, const char
     snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
     if (!serve_npm_ready())
         return;
-    const char *args[16] = {"--cull-idle-timeout", CULL_S, "--cull-interval", "1", "--cull-connected"};
+    const char *args[16] = {"--cull-idle-timeout", cull_s, "--cull-interval", "1", "--cull-connected"};
     int n = 5;
     for (int i = 0; extra && extra[i] && n < 15; i++)
         args[n++] = extra[i];
@@ -41,7 +41,7 @@ static void s_ui(const char *ui, const char *label, const char *root, const char
     serve_t s;
     if (!serve_start_args(&s, args))
         return;
-    const char *argv[] = {"node", script, s.line, shots, label, CULL_S, root, NULL};
+    const char *argv[] = {"node", script, s.line, shots, label, cull_s, root, NULL};
     char *out = NULL, *err = NULL;
     int rc = korch_test_run(argv, NULL, &out, &err, timeout_s);
     json_t *j = NULL; /* the one result line */
@@ -84,6 +84,12 @@ static void s_ui(const char *ui, const char *label, const char *root, const char
     unlink(s.log);
     free(out);
     free(err);
+}
+
+static void s_ui(const char *ui, const char *label, const char *root, const char *const *extra, bool pool,
+                 int timeout_s)
+{
+    s_ui_cull(ui, label, root, extra, pool, timeout_s, CULL_S);
 }
 
 TEST_T(notebook_ui_local, 240) { s_ui("notebook", "local", NULL, NULL, false, 200); }
@@ -150,7 +156,9 @@ static bool s_jlab_kernelspec(const char *root, char *spec, size_t spec_len, cha
     return true;
 }
 
-TEST_T(jupyterlab_ui_local, 1200)
+/* LLM: NULL for the plain gateway path, or the scripted LLM's scenario for
+ *  the agent panel (the extension built from src/jupyterlab and installed). */
+static void s_jlab(const char *label, const char *llm)
 {
     const char *root = s_jlab_root();
     char spec[64], rt[PATH_MAX], cmd[2 * PATH_MAX + 32];
@@ -158,7 +166,32 @@ TEST_T(jupyterlab_ui_local, 1200)
     char *saved_rt = old_rt ? strdup(old_rt) : NULL;
     if (root && s_jlab_kernelspec(root, spec, sizeof spec, rt, sizeof rt)) {
         setenv("KORCH_RUNTIME_DIR", rt, 1);
-        s_ui("jupyterlab", "local", root, NULL, false, 240);
+        pid_t llm_pid = 0;
+        char line[64], url[128], src[700], agent_dir[] = "/tmp/korch-jlab-agent-XXXXXX";
+        const char *extra[] = {"--llm", "openai:gpt-4o-mini", "--agent-dir", agent_dir, NULL};
+        if (llm) {
+            const char *llm_argv[] = {PY, serve_peer("llm_server.py"), NULL};
+            llm_pid = korch_test_spawn_line(llm_argv, line, sizeof line, 10, NULL);
+            snprintf(url, sizeof url, "http://127.0.0.1:%ld/s/%s/v1", llm_pid > 0 ? strtol(line, NULL, 10) : 0L, llm);
+            setenv("OPENAI_BASE_URL", url, 1);
+            setenv("OPENAI_API_KEY", "sk-test", 1);
+            snprintf(src, sizeof src, "%s/src/jupyterlab", korch_test_root());
+            setenv("KORCH_JLAB_EXT_SRC", src, 1);
+            CHECK(mkdtemp(agent_dir) != NULL);
+        }
+        if (!llm || CHECK_GT(llm_pid, 0))
+            s_ui_cull("jupyterlab", label, root, llm ? extra : NULL, false, 240, llm ? "25" : CULL_S);
+        if (llm_pid > 0) {
+            kill(llm_pid, SIGTERM);
+            waitpid(llm_pid, NULL, 0);
+        }
+        if (llm) {
+            unsetenv("OPENAI_BASE_URL");
+            unsetenv("OPENAI_API_KEY");
+            unsetenv("KORCH_JLAB_EXT_SRC");
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", agent_dir);
+            CHECK_EQ(system(cmd), 0);
+        }
     }
     unsetenv("KORCH_KERNELSPEC_PATH");
     if (saved_rt)
@@ -171,6 +204,15 @@ TEST_T(jupyterlab_ui_local, 1200)
         CHECK_EQ(system(cmd), 0);
     }
 }
+
+TEST_T(jupyterlab_ui_local, 1200) { s_jlab("local", NULL); }
+
+/* The korch agent panel (src/jupyterlab: labextension built in the chroot
+ *  with @jupyterlab/builder, offline; the server extension proxying the agent
+ *  API): a DataFrame defined by hand, the panel asked about it, the answer
+ *  quotes its total, the agent's cells appear below with a chart, a reload
+ *  keeps the notebook and the panel's history. Scripted LLM scenario "jlab". */
+TEST_T(jupyterlab_agent_panel, 1200) { s_jlab("agent", "jlab"); }
 
 /* korch_jupyterlab's server extension (src/jupyterlab) in the chroot's real
  *  jupyter_server 2: /api/agent/... proxied to korch serve with the gateway's

@@ -29,6 +29,7 @@ const sleep = ms => new Promise(r => setTimeout(r, ms));
 
 const [korchLine, shotDir, label = 'local', cullArg = '12', chrootDir = '/var/cache/korch/trixie-jlab'] = process.argv.slice(2);
 const CULL_S = Number(cullArg);
+const EXT_SRC = process.env.KORCH_JLAB_EXT_SRC || '';   // set: the agent panel's steps instead
 const failures = [];
 const details = { steps: {} };
 const t0 = Date.now();
@@ -57,17 +58,20 @@ async function startLab(korch) {
   fs.mkdirSync(notif, { recursive: true });
   fs.writeFileSync(path.join(notif, 'notification.jupyterlab-settings'),
     JSON.stringify({ fetchNews: 'false', checkForUpdates: false }));
+  const ext = EXT_SRC ? buildExtension(host, inside) : null;
   const port = await freePort();
   const token = crypto.randomBytes(16).toString('hex');
   const args = [chrootDir, '/usr/bin/env', `HOME=${inside}`, 'PATH=/usr/local/bin:/usr/bin:/bin',
     'LANG=C.UTF-8', `JUPYTER_CONFIG_DIR=${dirs.config}`, `JUPYTER_DATA_DIR=${dirs.data}`,
     `JUPYTER_RUNTIME_DIR=${dirs.runtime}`, `JUPYTERLAB_SETTINGS_DIR=${dirs.settings}`,
     `JUPYTERLAB_WORKSPACES_DIR=${dirs.workspaces}`,
+    ...(ext ? [`PYTHONPATH=${ext}`] : []),
     'jupyter-lab', '--no-browser', '--allow-root', '--ip=127.0.0.1', `--port=${port}`,
     '--port-retries=0', `--ServerApp.token=${token}`, `--ServerApp.root_dir=${dirs.notebooks}`,
     '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
     `--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
-    '--GatewayClient.request_timeout=120'];
+    '--GatewayClient.request_timeout=120',
+    ...(ext ? ["--ServerApp.jpserver_extensions={'korch_jupyterlab': True}"] : [])];
   const logFile = path.join(host, 'jupyterlab.log');
   const out = fs.openSync(logFile, 'w');
   const proc = spawn('/usr/sbin/chroot', args, { stdio: ['ignore', out, out] });
@@ -85,6 +89,27 @@ async function startLab(korch) {
     await sleep(200);
   }
   throw new Error(`jupyter-lab did not answer: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+}
+
+// The repo's src/jupyterlab (KORCH_JLAB_EXT_SRC) copied under the run's dir,
+// its labextension built in the chroot by @jupyterlab/builder from Debian's
+// /usr/share/nodejs (offline), installed into the run's data dir. -> the
+// package's dir as the chroot sees it (for PYTHONPATH).
+function buildExtension(host, inside) {
+  const { spawnSync } = require('child_process');
+  const t = Date.now();
+  const dst = path.join(host, 'ext');
+  fs.cpSync(EXT_SRC, dst, { recursive: true, filter: f => !/node_modules|__pycache__|labextension$/.test(f) });
+  fs.symlinkSync('/usr/share/nodejs', path.join(dst, 'node_modules'));
+  const r = spawnSync('/usr/sbin/chroot', [chrootDir, '/usr/bin/node',
+    '/usr/share/nodejs/@jupyterlab/builder/lib/build-labextension.js',
+    '--core-path', '/usr/lib/python3/dist-packages/jupyterlab/staging', `${inside}/ext`], { encoding: 'utf8' });
+  if (r.status !== 0)
+    throw new Error(`the labextension did not build: ${(r.stdout + r.stderr).slice(-1500)}`);
+  const built = path.join(dst, 'korch_jupyterlab', 'labextension');
+  fs.cpSync(built, path.join(host, 'data', 'labextensions', 'korch-jupyterlab'), { recursive: true });
+  details.extension_build_s = (Date.now() - t) / 1000;
+  return `${inside}/ext`;
 }
 
 // ------------------------------------------------------------ the lab page
@@ -215,114 +240,173 @@ async function main() {
     if (!ok) throw new Error('no notebook');
     await shot(page, 'open');
 
-    // 2. state across cells
-    await step('state', async () => {
-      await waitCell(page, await runCell(page, 'x = 21'));
+    if (!EXT_SRC) {
+      // 2. state across cells
+      await step('state', async () => {
+        await waitCell(page, await runCell(page, 'x = 21'));
+        const t = Date.now();
+        const i = await runCell(page, 'print(x * 2)');
+        await waitCell(page, i);
+        details.run_to_output_s = (Date.now() - t) / 1000;
+        const txt = await cellText(page, i);
+        check(txt === '42\n', `print(x * 2) shows ${JSON.stringify(txt)}`);
+        const shown = await cellNodes(page, i, '.jp-OutputArea-output');
+        check(shown.length === 1 && shown[0].text.trim() === '42', `the page shows ${JSON.stringify(shown)}`);
+      });
+
+      // 3. a matplotlib chart, rendered
+      await step('matplotlib', async () => {
+        const i = await runCell(page, '%matplotlib inline\nimport matplotlib.pyplot as plt\n' +
+          'plt.figure(figsize=(5, 3)); plt.plot([1, 2, 3, 4], [1, 4, 9, 16], "o-"); plt.title("korch"); plt.show()');
+        await waitCell(page, i, 90000);
+        await page.waitForFunction(([nbExpr, i]) => {
+          const img = eval(nbExpr).content.widgets[i].node.querySelector('.jp-OutputArea-output img');
+          return img && img.complete && img.naturalWidth > 0;
+        }, [NB, i], { timeout: 10000 });
+        const imgs = await cellNodes(page, i, '.jp-OutputArea-output img');
+        details.chart = imgs[0];
+        check(imgs.length === 1 && imgs[0].w > 100 && imgs[0].h > 50, `chart image ${JSON.stringify(imgs)}`);
+        await scrollTo(page, i);
+        await shot(page, 'chart');
+      });
+
+      // 4. interrupt from the toolbar keeps the kernel's state
+      await step('interrupt', async () => {
+        await waitCell(page, await runCell(page, 'kept = "still here"'));
+        const i = await runCell(page, 'import time\ntime.sleep(30)');
+        await waitStatus(page, 'busy', 10000);
+        await sleep(300);
+        const t = Date.now();
+        await page.click('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]');
+        await waitCell(page, i, 15000);
+        details.interrupt_s = (Date.now() - t) / 1000;
+        const out = await cellText(page, i);
+        check(out.includes('KeyboardInterrupt'), `interrupted cell shows ${JSON.stringify(out.slice(0, 200))}`);
+        const j = await runCell(page, 'print(kept)');
+        await waitCell(page, j);
+        check((await cellText(page, j)) === 'still here\n', 'the state did not survive the interrupt');
+        await scrollTo(page, j);
+        await shot(page, 'interrupt');
+      });
+
+      // 5. an ipywidgets slider, shown again after a page reload (the widget
+      //    manager finds the kernel's comms with comm_info_request)
+      await step('widget_reload', async () => {
+        const i = await runCell(page, 'import ipywidgets as w\nslider = w.IntSlider(value=7, min=0, max=10, description="korch")\nslider');
+        await waitCell(page, i, 60000);
+        await page.waitForFunction(([nbExpr, i]) => eval(nbExpr).content.widgets[i].node.querySelector('.widget-slider, .widget-hslider'),
+          [NB, i], { timeout: 20000 });
+        await scrollTo(page, i);
+        await shot(page, 'widget');
+        // Ctrl+S; JupyterLab offers to rename an Untitled notebook first: keep its name
+        await page.keyboard.press('Control+s');
+        const keep = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-reject');
+        await keep.waitFor({ timeout: 5000 }).then(() => keep.click()).catch(() => {});
+        await page.waitForFunction(nbExpr => !eval(nbExpr).context.model.dirty, NB, { timeout: 15000 });
+        const kernelBefore = details.kernel.id;
+        const t = Date.now();
+        await page.reload();
+        await waitNotebook(page);
+        const kernelAfter = await page.evaluate(nbExpr => eval(nbExpr).sessionContext.session.kernel.id, NB);
+        check(kernelAfter === kernelBefore, `after the reload the notebook has kernel ${kernelAfter}, not ${kernelBefore}`);
+        await page.waitForFunction(([nbExpr, i]) => {
+          const c = eval(nbExpr).content.widgets[i];
+          return c && c.node.querySelector('.widget-slider, .widget-hslider');
+        }, [NB, i], { timeout: 30000 });
+        details.widget_after_reload_s = (Date.now() - t) / 1000;
+        const val = await page.evaluate(([nbExpr, i]) => {
+          const r = eval(nbExpr).content.widgets[i].node.querySelector('.widget-readout');
+          return r ? (r.innerText || r.value || '').trim() : null;
+        }, [NB, i]);
+        check(val === '7', `the slider after the reload reads ${JSON.stringify(val)}`);
+        // it is live: the kernel's change shows in it
+        await waitCell(page, await runCell(page, 'slider.value = 9'));
+        await page.waitForFunction(([nbExpr, i]) => {
+          const r = eval(nbExpr).content.widgets[i].node.querySelector('.widget-readout');
+          return r && (r.innerText || r.value || '').trim() === '9';
+        }, [NB, i], { timeout: 10000 });
+        await scrollTo(page, i);
+        await shot(page, 'widget-after-reload');
+      });
+
+      // 6. restart of a busy kernel from the toolbar (its dialog accepted): state gone
+      await step('restart', async () => {
+        await runCell(page, 'import time\ntime.sleep(60)');
+        await waitStatus(page, 'busy', 10000);
+        await sleep(300);
+        await page.click('.jp-NotebookPanel-toolbar [data-command="notebook:restart-kernel"]');
+        const btn = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-accept');
+        await btn.waitFor({ timeout: 10000 });
+        await shot(page, 'restart-dialog');
+        const t = Date.now();
+        await btn.click();
+        await waitStatus(page, 'idle', 30000);
+        details.restart_busy_s = (Date.now() - t) / 1000;
+        const j = await runCell(page, 'print("kept" in dir())');
+        await waitCell(page, j);
+        check((await cellText(page, j)) === 'False\n', 'a variable survived the restart');
+        await scrollTo(page, j);
+        await shot(page, 'restart');
+      });
+
+    } else {
+    // A. a DataFrame defined by hand; the panel asked about it: the agent works in
+    //    this kernel, its answer quotes a number only that DataFrame gives, its
+    //    code steps are new cells below, marked as the agent's, with a chart
+    await step('agent_ask', async () => {
+      await waitCell(page, await runCell(page,
+        'import pandas as pd\ndf = pd.DataFrame({"region": ["north", "south", "east"], "units": [1200, 2000, 1042]})\ndf'));
+      const active = await page.evaluate(nbExpr => eval(nbExpr).content.activeCellIndex, NB);
+      await page.click('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+      const input = page.locator('.korch-agent-input');
+      await input.waitFor({ timeout: 10000 });
+      await input.fill('How many units in total? Chart them by region.');
       const t = Date.now();
-      const i = await runCell(page, 'print(x * 2)');
-      await waitCell(page, i);
-      details.run_to_output_s = (Date.now() - t) / 1000;
-      const txt = await cellText(page, i);
-      check(txt === '42\n', `print(x * 2) shows ${JSON.stringify(txt)}`);
-      const shown = await cellNodes(page, i, '.jp-OutputArea-output');
-      check(shown.length === 1 && shown[0].text.trim() === '42', `the page shows ${JSON.stringify(shown)}`);
+      await page.click('.korch-agent-ask');
+      const answer = page.locator('.korch-agent-answer');
+      await answer.waitFor({ timeout: 60000 });
+      details.agent_answer = (await answer.innerText()).trim();
+      details.agent_turn_s = (Date.now() - t) / 1000;
+      check(/4242/.test(details.agent_answer), `the answer: ${JSON.stringify(details.agent_answer)}`);
+      await page.waitForFunction(() => !document.querySelector('.korch-agent-ask').disabled, null, { timeout: 20000 });
+      details.panel_head = (await page.locator('.korch-agent-head').innerText()).trim();
+      check(/openai:gpt-4o-mini/.test(details.panel_head) && /tokens/.test(details.panel_head),
+        `the panel's header: ${JSON.stringify(details.panel_head)}`);
+      const cells = await page.evaluate(nbExpr => eval(nbExpr).content.widgets.map((c, i) => ({
+        i, agent: !!(c.model.getMetadata('korch') || {}).agent, src: c.model.sharedModel.getSource(),
+        out: c.model.outputs ? c.model.outputs.toJSON().map(o => o.text || (o.data ? Object.keys(o.data).join(',') : o.output_type)).join('|') : '',
+        img: Array.from(c.node.querySelectorAll('.jp-OutputArea-output img')).map(im => im.naturalWidth)
+      })), NB);
+      details.agent_cells = cells.filter(c => c.agent).map(c => ({ i: c.i, src: c.src.slice(0, 60), out: c.out.slice(0, 80), img: c.img }));
+      const mine = cells.filter(c => c.agent);
+      check(mine.length === 2 && mine[0].i === active + 1 && mine[1].i === active + 2,
+        `the agent's cells (the active cell was ${active}): ${JSON.stringify(details.agent_cells)}`);
+      check(mine.length > 0 && /TOTAL=4242/.test(mine[0].out), 'the first agent cell lacks its output TOTAL=4242');
+      check(mine.length > 1 && mine[1].img.length === 1 && mine[1].img[0] > 100, 'the chart is not rendered in the second agent cell');
+      if (mine.length > 1) await scrollTo(page, mine[1].i);
+      await shot(page, 'agent-answer');
     });
 
-    // 3. a matplotlib chart, rendered
-    await step('matplotlib', async () => {
-      const i = await runCell(page, '%matplotlib inline\nimport matplotlib.pyplot as plt\n' +
-        'plt.figure(figsize=(5, 3)); plt.plot([1, 2, 3, 4], [1, 4, 9, 16], "o-"); plt.title("korch"); plt.show()');
-      await waitCell(page, i, 90000);
-      await page.waitForFunction(([nbExpr, i]) => {
-        const img = eval(nbExpr).content.widgets[i].node.querySelector('.jp-OutputArea-output img');
-        return img && img.complete && img.naturalWidth > 0;
-      }, [NB, i], { timeout: 10000 });
-      const imgs = await cellNodes(page, i, '.jp-OutputArea-output img');
-      details.chart = imgs[0];
-      check(imgs.length === 1 && imgs[0].w > 100 && imgs[0].h > 50, `chart image ${JSON.stringify(imgs)}`);
-      await scrollTo(page, i);
-      await shot(page, 'chart');
-    });
-
-    // 4. interrupt from the toolbar keeps the kernel's state
-    await step('interrupt', async () => {
-      await waitCell(page, await runCell(page, 'kept = "still here"'));
-      const i = await runCell(page, 'import time\ntime.sleep(30)');
-      await waitStatus(page, 'busy', 10000);
-      await sleep(300);
-      const t = Date.now();
-      await page.click('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]');
-      await waitCell(page, i, 15000);
-      details.interrupt_s = (Date.now() - t) / 1000;
-      const out = await cellText(page, i);
-      check(out.includes('KeyboardInterrupt'), `interrupted cell shows ${JSON.stringify(out.slice(0, 200))}`);
-      const j = await runCell(page, 'print(kept)');
-      await waitCell(page, j);
-      check((await cellText(page, j)) === 'still here\n', 'the state did not survive the interrupt');
-      await scrollTo(page, j);
-      await shot(page, 'interrupt');
-    });
-
-    // 5. an ipywidgets slider, shown again after a page reload (the widget
-    //    manager finds the kernel's comms with comm_info_request)
-    await step('widget_reload', async () => {
-      const i = await runCell(page, 'import ipywidgets as w\nslider = w.IntSlider(value=7, min=0, max=10, description="korch")\nslider');
-      await waitCell(page, i, 60000);
-      await page.waitForFunction(([nbExpr, i]) => eval(nbExpr).content.widgets[i].node.querySelector('.widget-slider, .widget-hslider'),
-        [NB, i], { timeout: 20000 });
-      await scrollTo(page, i);
-      await shot(page, 'widget');
-      // Ctrl+S; JupyterLab offers to rename an Untitled notebook first: keep its name
+    // B. a reload keeps the notebook (the agent's cells saved with it) and the panel's history
+    await step('agent_reload', async () => {
       await page.keyboard.press('Control+s');
       const keep = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-reject');
       await keep.waitFor({ timeout: 5000 }).then(() => keep.click()).catch(() => {});
       await page.waitForFunction(nbExpr => !eval(nbExpr).context.model.dirty, NB, { timeout: 15000 });
-      const kernelBefore = details.kernel.id;
-      const t = Date.now();
       await page.reload();
       await waitNotebook(page);
-      const kernelAfter = await page.evaluate(nbExpr => eval(nbExpr).sessionContext.session.kernel.id, NB);
-      check(kernelAfter === kernelBefore, `after the reload the notebook has kernel ${kernelAfter}, not ${kernelBefore}`);
-      await page.waitForFunction(([nbExpr, i]) => {
-        const c = eval(nbExpr).content.widgets[i];
-        return c && c.node.querySelector('.widget-slider, .widget-hslider');
-      }, [NB, i], { timeout: 30000 });
-      details.widget_after_reload_s = (Date.now() - t) / 1000;
-      const val = await page.evaluate(([nbExpr, i]) => {
-        const r = eval(nbExpr).content.widgets[i].node.querySelector('.widget-readout');
-        return r ? (r.innerText || r.value || '').trim() : null;
-      }, [NB, i]);
-      check(val === '7', `the slider after the reload reads ${JSON.stringify(val)}`);
-      // it is live: the kernel's change shows in it
-      await waitCell(page, await runCell(page, 'slider.value = 9'));
-      await page.waitForFunction(([nbExpr, i]) => {
-        const r = eval(nbExpr).content.widgets[i].node.querySelector('.widget-readout');
-        return r && (r.innerText || r.value || '').trim() === '9';
-      }, [NB, i], { timeout: 10000 });
-      await scrollTo(page, i);
-      await shot(page, 'widget-after-reload');
+      const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+      await tab.waitFor({ timeout: 20000 });
+      if (!(await page.locator('.korch-agent-input').isVisible())) await tab.click();
+      await page.locator('.korch-agent-answer').waitFor({ timeout: 20000 });
+      const hist = (await page.locator('.korch-agent-log').innerText());
+      check(/How many units/.test(hist) && /4242/.test(hist), `the panel after the reload: ${JSON.stringify(hist.slice(0, 300))}`);
+      const n = await page.evaluate(nbExpr => eval(nbExpr).content.widgets.filter(c => (c.model.getMetadata('korch') || {}).agent).length, NB);
+      check(n === 2, `${n} agent cells after the reload`);
+      await shot(page, 'agent-reload');
     });
 
-    // 6. restart of a busy kernel from the toolbar (its dialog accepted): state gone
-    await step('restart', async () => {
-      await runCell(page, 'import time\ntime.sleep(60)');
-      await waitStatus(page, 'busy', 10000);
-      await sleep(300);
-      await page.click('.jp-NotebookPanel-toolbar [data-command="notebook:restart-kernel"]');
-      const btn = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-accept');
-      await btn.waitFor({ timeout: 10000 });
-      await shot(page, 'restart-dialog');
-      const t = Date.now();
-      await btn.click();
-      await waitStatus(page, 'idle', 30000);
-      details.restart_busy_s = (Date.now() - t) / 1000;
-      const j = await runCell(page, 'print("kept" in dir())');
-      await waitCell(page, j);
-      check((await cellText(page, j)) === 'False\n', 'a variable survived the restart');
-      await scrollTo(page, j);
-      await shot(page, 'restart');
-    });
-
+    }
     // 7. the kernel culled by korch while the notebook is open: the kernel's
     //    last status is "dead" (korch sends it before closing the channels), and
     //    the page says the notebook has lost its kernel

@@ -308,3 +308,20 @@ def rstats(provider, req, state):
 
 SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
                                      shared, chunks, writer, excel, fencerun, sysecho, snapshot, snapfunc, rstats)}
+
+
+def jlab(provider, req, state):
+    """The JupyterLab panel's agent in a notebook's kernel: it reads the
+    DataFrame `df` the user defined by hand, charts it, and quotes the total
+    it printed (a number only that DataFrame gives)."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"text": "Looking at your DataFrame.", "tool_calls": [_code(
+            "print('TOTAL=%d' % df['units'].sum())")]}
+    if len(results) == 1:
+        return {"text": "Charting it.", "tool_calls": [_code(
+            "import matplotlib.pyplot as plt\ndf.plot.bar(x='region', y='units')\nplt.show()")]}
+    return {"text": "The total is %s units." % _find(r"TOTAL=(\d+)", results)}
+
+
+SCENARIOS["jlab"] = jlab
