@@ -458,7 +458,7 @@ void srv_agent_kernel_failed(srv_req_t *token, srv_kernel_t *mk, const char *why
         return;
     sa->kernel_id[0] = 0; /* the server cleans a failed kernel up itself */
     sa->owns_kernel = false;
-    s_fail(sa, 500, "the kernel did not start: %s", why);
+    s_fail(sa, mk->doomed ? 409 : 500, "the kernel did not start: %s", why);
 }
 
 void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id)
@@ -832,6 +832,25 @@ static bool s_join(char **seg, int from, int nseg, char *buf, size_t len)
     return n > 0 && korch_safe_relpath(buf);
 }
 
+/* The final move of an upload (spooled to an unnamed file by server.c)
+   into the kernel's work dir, and its copy for a resumed container. The
+   one place to switch to src/util/fsutil.c's openat + O_NOFOLLOW writer
+   (fd to fd, no mapping) once it lands: today it maps the spooled file
+   read-only and hands the bytes to the launcher's put_file. */
+static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char *rel, srv_req_t *req,
+                                 korch_err_t *err)
+{
+    const void *data;
+    size_t len;
+    korch_rc_t rc = srv_req_upload_map(req, &data, &len, err);
+    if (rc == KORCH_OK)
+        rc = korch_proc_put_file(proc, rel, data, len, err);
+    if (rc == KORCH_OK)
+        s_keep_copy(sa, rel, data, len);
+    srv_req_upload_unmap(req);
+    return rc;
+}
+
 static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
 {
     if (nseg == 5) {
@@ -856,11 +875,10 @@ static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
                               s_state_names[sa->state]);
             return;
         }
-        if (korch_proc_put_file(proc, rel, req->body ? req->body : "", req->body_len, &err) != KORCH_OK) {
+        if (s_place_upload(sa, proc, rel, req, &err) != KORCH_OK) {
             srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
             return;
         }
-        s_keep_copy(sa, rel, req->body ? req->body : "", req->body_len);
         s_add_file(sa, rel);
         s_save(sa);
         if (sa->actor)
