@@ -15,9 +15,10 @@
  *     them all, however slowly it trickles (a sweep every 250 ms closes it);
  *   - at most max_pending are pending, from all peers, and at most
  *     max_pending_per_peer from one address (an IPv6 /64 counts as one):
- *     over that the oldest pending connection (of that peer) is closed to
- *     make room. A legit client sends its headers at once, so it is never
- *     the oldest for long; the ones closed are those that wait;
+ *     over that the oldest pending connection (of that peer) that is not
+ *     sending right now is closed to make room. A legit client sends its
+ *     headers at once, so it is never the oldest for long; the ones closed
+ *     are those that wait;
  *   - at most max_connections are open, max_per_peer from one address:
  *     over that the oldest pending one is closed, else the new one refused.
  *     Authenticated websockets and requests in progress are never closed
@@ -33,6 +34,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #define SWEEP_MS 250
@@ -88,23 +90,48 @@ static size_t *s_peer_count(srv_conns_t *c, const char *peer)
     return zhashx_lookup(c->peers, peer);
 }
 
-/* Close a pending connection (asynchronously); it stops counting as pending now. */
-static void s_close_pending(srv_conns_t *c, s_conn_t *conn, const char *why)
+/* Close a pending connection; it stops counting as pending now. Inside an
+   lws callback (an accept) asynchronously: lws closes it when that service
+   ends. From the sweep timer at once: lws keeps a kill from outside its
+   callbacks on a timer list that libuv only looks at when lws's own next
+   timeout is due (up to 10 s later). conn may be freed on return. */
+static void s_close_pending(srv_conns_t *c, s_conn_t *conn, const char *why, bool now)
 {
     zlistx_delete(c->pending, conn->pending);
     conn->pending = NULL;
     korch_debug("closing a connection from %s: %s", conn->peer, why);
-    lws_set_timeout(conn->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    struct lws *wsi = conn->wsi;
+    if (now)
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+    else
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
     srv_kick(c->srv);
 }
 
-/* The oldest pending connection (of peer, or of anyone when NULL). */
+/* Bytes the client sent that lws has not read yet: it is sending its
+   request right now (lws reads it in this round). */
+static bool s_sending(const s_conn_t *conn)
+{
+    int n = 0, fd = (int)lws_get_socket_fd(conn->wsi);
+    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* The pending connection to close for room (of peer, or of anyone when
+   NULL): the oldest that is not sending right now, else the oldest. An
+   attacker opening connections by the thousand from the legit client's
+   own address would otherwise close the legit one between its accept and
+   the read of its request. */
 static s_conn_t *s_oldest_pending(srv_conns_t *c, const char *peer)
 {
+    s_conn_t *first = NULL;
     for (s_conn_t *conn = zlistx_first(c->pending); conn; conn = zlistx_next(c->pending))
-        if (!peer || strcmp(conn->peer, peer) == 0)
-            return conn;
-    return NULL;
+        if (!peer || strcmp(conn->peer, peer) == 0) {
+            if (!s_sending(conn))
+                return conn;
+            if (!first)
+                first = conn;
+        }
+    return first;
 }
 
 static size_t s_pending_of(srv_conns_t *c, const char *peer)
@@ -122,7 +149,7 @@ static int s_on_sweep(korch_loop_t *loop, int id, void *arg)
     s_conn_t *conn;
     while ((conn = zlistx_first(c->pending)) && now - conn->t0_ms >= c->lim.header_timeout_ms) {
         srv_state(c->srv)->metrics.conns_timed_out++;
-        s_close_pending(c, conn, "no complete request headers in time");
+        s_close_pending(c, conn, "no complete request headers in time", true);
     }
     return 0;
 }
@@ -179,7 +206,7 @@ bool srv_conns_accept(srv_conns_t *c, struct lws *wsi, int fd)
             return false;
         }
         m->conns_evicted++;
-        s_close_pending(c, victim, "connections are at their limit");
+        s_close_pending(c, victim, "connections are at their limit", false);
     }
     if (count && *count >= (size_t)c->lim.max_per_peer) {
         if (!(victim = s_oldest_pending(c, peer))) {
@@ -188,15 +215,15 @@ bool srv_conns_accept(srv_conns_t *c, struct lws *wsi, int fd)
             return false;
         }
         m->conns_evicted++;
-        s_close_pending(c, victim, "its address has too many connections");
+        s_close_pending(c, victim, "its address has too many connections", false);
     }
     if (s_pending_of(c, peer) >= (size_t)c->lim.max_pending_per_peer && (victim = s_oldest_pending(c, peer))) {
         m->conns_evicted++;
-        s_close_pending(c, victim, "its address has too many connections without a request");
+        s_close_pending(c, victim, "its address has too many connections without a request", false);
     }
     if (zlistx_size(c->pending) >= (size_t)c->lim.max_pending && (victim = s_oldest_pending(c, NULL))) {
         m->conns_evicted++;
-        s_close_pending(c, victim, "too many connections without a request");
+        s_close_pending(c, victim, "too many connections without a request", false);
     }
     s_conn_t *conn = calloc(1, sizeof *conn);
     if (!conn)
