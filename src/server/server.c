@@ -193,7 +193,17 @@ static void s_wake(srv_req_t *req)
     s_kick(req->srv);
 }
 
-static json_t *s_error_body(const char *msg) { return json_pack("{s:s}", "message", msg ? msg : ""); }
+/* {"message": msg}. A message that quotes a client's bytes may not be
+   UTF-8 (which JSON needs): then its bytes are escaped as in the log. */
+static json_t *s_error_body(const char *msg)
+{
+    json_t *j = json_pack("{s:s}", "message", msg ? msg : "");
+    if (!j && msg) {
+        char safe[4096];
+        j = json_pack("{s:s}", "message", korch_log_escape(safe, sizeof safe, msg, strlen(msg), 0));
+    }
+    return j;
+}
 
 void srv_respond(srv_req_t *req, int status, json_t *body)
 {
