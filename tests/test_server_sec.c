@@ -588,6 +588,16 @@ TEST_T(server_http_chunked_put_is_read_byte_for_byte, 150)
     got = s_get_file(&f, sid, "bad.txt", &len);
     CHECK(!got); /* nothing was written by any of them */
     free(got);
+    /* an upload to a session that does not exist is refused before its body comes */
+    snprintf(req, sizeof req,
+             "PUT /api/agent/sessions/nope/files/x.bin HTTP/1.1\r\nHost: x\r\nAuthorization: token %s\r\n"
+             "Content-Length: 8000000\r\n\r\n",
+             f.s.token);
+    double ms = 0;
+    r = s_request(f.port, req, 0, 5000, &ms, NULL);
+    CHECK_EQ(s_status(r), 404);
+    CHECK_LT(ms, 2000);
+    free(r);
     /* a chunked JSON body on an API route */
     snprintf(req, sizeof req,
              "POST /api/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: token %s\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -909,6 +909,28 @@ static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
         srv_respond_error(req, 405, "method not allowed");
 }
 
+bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
+{
+    /* /api/agent/sessions/{id}/files/{path} */
+    const char *p = req->path + strlen("/api/agent/sessions/"), *slash = strchr(p, '/');
+    char id[64];
+    if (!slash || (size_t)(slash - p) >= sizeof id || strncmp(slash, "/files/", 7) != 0)
+        return true; /* not an upload after all: routed as any request */
+    snprintf(id, sizeof id, "%.*s", (int)(slash - p), p);
+    srv_agent_t *sa = zhashx_lookup(s_all(s), id);
+    if (!sa) {
+        srv_respond_error(req, 404, "no agent session '%s'", id);
+        return false;
+    }
+    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kernel_find(s, sa->kernel_id) : NULL;
+    if (!mk || sa->state == A_STARTING) {
+        srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
+                          s_state_names[sa->state]);
+        return false;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------ the others */
 
 static void s_get(srv_agent_t *sa, srv_req_t *req)

@@ -673,6 +673,9 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
        up to 100 MiB of them, which is what a chunked body is read from) */
     if ((len == 0 && !chunked) || !may_have_body)
         return false;
+    /* an upload that would be refused is refused before its bytes come */
+    if (upload && !srv_agent_upload_ok(s, req))
+        return false;
     korch_err_t err = {0};
     int dirfd = upload ? s_spool_dir(s, &err) : -1;
     if (!upload || dirfd >= 0)

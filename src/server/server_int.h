@@ -337,6 +337,10 @@ typedef struct {
 zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
 
 void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
+/* Before an upload's body is read (req: PUT /api/agent/sessions/{id}/files/...):
+   false when it would be refused anyway (no such session, no kernel
+   running), and then it is answered. */
+bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
 /* A SRV_WAIT_AGENT request's kernel became ready / failed (the request is answered). */
 void srv_agent_kernel_ready(srv_req_t *req, srv_kernel_t *mk);
 void srv_agent_kernel_failed(srv_req_t *req, srv_kernel_t *mk, const char *why);
