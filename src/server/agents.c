@@ -10,6 +10,7 @@
  *    GET    /api/agent/sessions/{id}/notebook              the .ipynb
  *    GET    /api/agent/sessions/{id}/files                 [name] uploaded through the API
  *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size}, into the kernel's work dir
+ *                                                          (spooled to disk as it arrives, server.c)
  *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
  *  (src/server/openapi.yaml describes every route and event.)
  *

@@ -12,11 +12,16 @@
  *  inside uv_run, so whoever asks lws for a write also schedules a "kick"
  *  (a 0 ms korch timer that runs uv_run once more, in the same round).
  *
- *  Requests. A request is parsed by lws; korch checks the Origin, the
- *  token (constant time), the body size, then routes it (api.c). Handlers
- *  answer at once or later (a kernel start waits for the kernel to be
- *  ready); the response is written from lws's writable callback. One
- *  access-log line per request on stderr.
+ *  Requests. A connection is admitted by conns.c (limits per address,
+ *  a header deadline, idle ones closed first). A request is parsed by lws;
+ *  korch checks the Origin, the token (constant time), the body's framing
+ *  and size, reads the body as it comes (body.c: bounded one by one and all
+ *  together, chunked decoded, uploads spooled to disk), then routes it
+ *  (api.c). Handlers answer at once or later (a kernel start waits for the
+ *  kernel to be ready); the response is written from lws's writable
+ *  callback, which every response asks for (s_wake) unless it answers the
+ *  request being handled in its own callback. One access-log line per
+ *  request on stderr, the client's path escaped.
  *
  *  Websockets. /api/kernels/{id}/channels; the subprotocol
  *  v1.kernel.websocket.jupyter.org is chosen when offered, else the
