@@ -12,8 +12,9 @@
  *    sleeps 3 s before exec'ing ipykernel makes the wait long enough.
  *  - Chunked PUTs of files (framing with extensions and a trailer by
  *    hand; 5 MiB of random bytes from libcurl, which also sends Expect:
- *    100-continue) read back byte for byte; bad framing 400, another
- *    coding 501, both lengths 400, a chunk over the limit 413.
+ *    100-continue) read back byte for byte, into a local kernel's work dir
+ *    and a container's; bad framing 400, another coding 501, both lengths
+ *    400, a chunk over the limit 413.
  *  - 8 uploads of 48 MiB at once: all stored, peak RSS bounded (measured);
  *    bodies in memory bounded all together (503 past --max-body-total).
  *  - An Origin of 300 bytes is refused (REST and websocket), not ignored.
@@ -75,8 +76,9 @@ static bool s_start(fx_t *f, const char *const *extra)
     setenv("KORCH_KERNELSPEC_PATH", path, 1);
     char agents[PATH_MAX];
     snprintf(agents, sizeof agents, "%s/agents", f->tmp);
-    const char *argv[24] = {"--agent-dir", agents};
-    int n = 2;
+    const char *launcher = getenv("KORCH_TEST_LAUNCHER"); /* docker:NAME (TEST_BOTH_T) */
+    const char *argv[24] = {"--agent-dir", agents, "--launcher", launcher && *launcher ? launcher : "local"};
+    int n = 4;
     for (int i = 0; extra && extra[i] && n < 22; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -504,7 +506,8 @@ static size_t s_curl_sink(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-TEST_T(server_http_chunked_put_is_read_byte_for_byte, 150)
+/* With docker too: the spooled upload goes into the container through the engine's archive API. */
+TEST_BOTH_T(server_http_chunked_put_is_read_byte_for_byte, 150)
 {
     fx_t f = {0};
     char sid[64];
