@@ -17,6 +17,7 @@
 #include "korch/agent.h"
 #include "korch/instance.h"
 #include "korch/log.h"
+#include "korch/media.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -37,7 +38,11 @@ typedef struct {
     long long max_tokens, context_chars;
     int max_seconds;
     int timeout_s;
-    bool fence, no_vision, vision;
+    bool fence, no_fence, no_vision, vision;
+    const char *system_append, *system_replace, *system_file;
+    const char *image;
+    double memory_mb, cpus;
+    long pids;
     json_t *files;
     int64_t step_t0;
     bool in_text;           /* assistant text is being streamed on stderr */
@@ -76,10 +81,19 @@ static void s_help(FILE *f, const char *cmd)
             "  --launcher NAME       local, docker or auto (default auto)\n"
             "  --kernel NAME         kernelspec (default python3)\n"
             "  --fence               the model has no tool calling: code in ```python fences\n"
+            "  --no-fence            a reply with a code fence and no tool call is the answer (default:\n"
+            "                        the fenced code is run, as code interpreters do)\n"
+            "  --system TEXT         add TEXT to korch's system prompt\n"
+            "  --system-replace TEXT use TEXT as the system prompt instead of korch's\n"
+            "  --system-file FILE    the same, from a file\n"
+            "  --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
             "  --json                one JSON event per line on stdout\n"
             "  -q, --quiet           no progress on stderr\n"
-            "  -h, --help            this text\n",
+            "  -h, --help            this text\n\n"
+            "Resuming (--session DIR of an earlier session) uses the model recorded in it unless --llm\n"
+            "is given. A .env file in the current directory is read for KORCH_*, OPENAI_*, ANTHROPIC_*\n"
+            "and OLLAMA_* variables; the real environment wins over it.\n",
             cmd, strcmp(cmd, "run") == 0 ? " \"task\"" : "",
             strcmp(cmd, "run") == 0
                 ? "Ask one question; the model writes code, korch runs it in a persistent kernel and shows\n"
@@ -223,6 +237,10 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         case KORCH_AGENT_ERROR: s_json_event("error", ev->step, json_pack("{s:s}", "message", ev->text)); break;
         case KORCH_AGENT_NOTICE: s_json_event("notice", ev->step, json_pack("{s:s}", "text", ev->text)); break;
         case KORCH_AGENT_STATUS: s_json_event("status", ev->step, json_deep_copy(ev->data)); break;
+        case KORCH_AGENT_FILES:
+            s_json_event("files", ev->step, json_pack("{s:O, s:O}", "files", json_object_get(ev->data, "files"), "total",
+                                                      json_object_get(ev->data, "total")));
+            break;
         }
         return;
     }
@@ -297,6 +315,10 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         s_printf(c, "korch: %s\n", ev->text);
         break;
     case KORCH_AGENT_STATUS: s_status(c, ev); break;
+    case KORCH_AGENT_FILES:
+        s_end_text(c);
+        s_printf(c, "[files: %s]\n", ev->text);
+        break;
     }
     fflush(stderr);
 }
@@ -351,22 +373,48 @@ static void s_default_session(char *buf, size_t len)
     snprintf(buf, len, "korch-sessions/%s-%d", stamp, (int)getpid());
 }
 
+/* The model an earlier session in dir was run with (its transcript's first
+   record), new string; NULL when there is none. */
+static char *s_recorded_llm(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/transcript.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char line[8192];
+    char *out = NULL;
+    if (fgets(line, sizeof line, f)) {
+        json_t *rec = json_loads(line, 0, NULL);
+        const char *llm = json_string_value(json_object_get(rec, "llm"));
+        const char *type = json_string_value(json_object_get(rec, "type"));
+        if (llm && *llm && type && strcmp(type, "session") == 0)
+            out = strdup(llm);
+        json_decref(rec);
+    }
+    fclose(f);
+    return out;
+}
+
 static void s_chat_command(run_ctx_t *c, const char *line)
 {
     if (strcmp(line, "/files") == 0) {
         json_t *files = korch_agent_files(c->agent);
         size_t i;
         json_t *f;
-        json_array_foreach(files, i, f) printf("  %s\n", json_string_value(f));
+        json_array_foreach(files, i, f) printf("  %s (%lld bytes)\n", json_string_value(json_object_get(f, "path")),
+                                               (long long)json_integer_value(json_object_get(f, "size")));
         if (!json_array_size(files))
             printf("  (no files; /file PATH adds one)\n");
         json_decref(files);
     } else if (strncmp(line, "/file ", 6) == 0) {
         korch_err_t err = {0};
-        if (korch_agent_add_file(c->agent, line + 6, &err) == KORCH_OK)
-            printf("  added %s\n", line + 6);
+        char *stored = NULL;
+        if (korch_agent_add_file(c->agent, line + 6, &stored, &err) == KORCH_OK)
+            printf("  added %s as %s\n", line + 6, stored);
         else
             printf("  %s\n", err.msg);
+        free(stored);
     } else if (strcmp(line, "/notebook") == 0) {
         printf("  notebook: %s/notebook.ipynb (written after every step)\n  transcript: %s/transcript.jsonl\n",
                korch_agent_session_dir(c->agent), korch_agent_session_dir(c->agent));
@@ -403,6 +451,10 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
         {"context-chars", required_argument, 0, 'X'},
+        {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
+        {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
+        {"image", required_argument, 0, 'I'},      {"memory", required_argument, 0, 'm'},
+        {"cpus", required_argument, 0, 'P'},       {"pids", required_argument, 0, 'p'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -425,6 +477,14 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
         case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
         case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case 'G': c.no_fence = true; break;
+        case 'y': c.system_append = optarg; break;
+        case 'Y': c.system_replace = optarg; break;
+        case 'Z': c.system_file = optarg; break;
+        case 'I': c.image = optarg; break;
+        case 'm': c.memory_mb = strtod(optarg, NULL); break;
+        case 'P': c.cpus = strtod(optarg, NULL); break;
+        case 'p': c.pids = strtol(optarg, NULL, 10); break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
@@ -437,10 +497,26 @@ static int s_main(const char *cmd, int argc, char **argv)
     korch_launcher_t *launcher = NULL;
     korch_instance_t *inst = NULL;
     char session[4096];
+    char *recorded = NULL, *system_text = NULL;
     if (!c.chat && !task) {
         fprintf(stderr, "korch run: what should the model do? (korch run [options] \"task\")\n");
         goto out;
     }
+    if (c.system_file && c.system_replace) {
+        fprintf(stderr, "korch %s: give --system-replace or --system-file, not both\n", cmd);
+        goto out;
+    }
+    if (c.system_file) {
+        system_text = korch_read_file(c.system_file, 1u << 20, NULL, &err);
+        if (!system_text) {
+            fprintf(stderr, "korch %s: --system-file: %s\n", cmd, err.msg);
+            goto out;
+        }
+        c.system_replace = system_text;
+    }
+    korch_cli_load_dotenv(".env");
+    if (!c.llm_spec && c.session && (recorded = s_recorded_llm(c.session)))
+        c.llm_spec = recorded;
     if (!c.llm_spec)
         c.llm_spec = getenv("KORCH_LLM");
     if (!c.llm_spec || !*c.llm_spec) {
@@ -478,7 +554,9 @@ static int s_main(const char *cmd, int argc, char **argv)
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
-        korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .workdir_from_cwd = true,
+        korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
+                                         .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids,
+                                         .workdir_from_cwd = true,
                                          .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
         launcher = korch_cli_launcher(&clo, &err);
         if (!launcher && err.rc) {
@@ -502,6 +580,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         .max_tokens = c.max_tokens > 0 ? c.max_tokens : 0,
         .max_seconds = c.max_seconds,
         .context_chars = c.context_chars > 0 ? (size_t)c.context_chars : 0,
+        .no_fence_run = c.no_fence,
+        .system_append = c.system_append,
+        .system_replace = c.system_replace,
         .on_event = s_on_event,
         .cancelled = s_cancelled,
         .arg = &c,
@@ -516,7 +597,7 @@ static int s_main(const char *cmd, int argc, char **argv)
     size_t i;
     json_t *f;
     json_array_foreach(c.files, i, f) {
-        if (korch_agent_add_file(c.agent, json_string_value(f), &err) != KORCH_OK) {
+        if (korch_agent_add_file(c.agent, json_string_value(f), NULL, &err) != KORCH_OK) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
@@ -591,6 +672,8 @@ out:
     korch_llm_destroy(&llm);
     korch_loop_destroy(&loop);
     json_decref(c.files);
+    free(recorded);
+    free(system_text);
     return rc;
 }
 

@@ -45,6 +45,26 @@ static void s_send_output(s_actor_t *ac, const korch_agent_event_t *ev)
                                          ev->append, "output", ev->data));
 }
 
+json_t *srv_agent_url(const char *id, const char *what, const char *path)
+{
+    char buf[4096 + 128];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "/api/agent/sessions/%s/%s/", id, what);
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < sizeof buf; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-._~/", *p))
+            buf[n++] = (char)*p;
+        else {
+            buf[n++] = '%';
+            buf[n++] = hex[*p >> 4];
+            buf[n++] = hex[*p & 15];
+        }
+    }
+    buf[n] = 0;
+    return json_string(buf);
+}
+
+static json_t *s_url(s_actor_t *ac, const char *what, const char *path) { return srv_agent_url(ac->cfg->id, what, path); }
+
 static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
 {
     s_actor_t *ac = arg;
@@ -56,7 +76,8 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
         s_send_event(ac, "text", json_pack("{s:i, s:s%}", "step", step, "text", text, ev->text_len));
         break;
     case KORCH_AGENT_CODE:
-        s_send_event(ac, "code", json_pack("{s:i, s:s}", "step", step, "code", text));
+        s_send_event(ac, "code", json_pack("{s:i, s:s, s:O}", "step", step, "code", text, "language",
+                                           json_object_get(ev->data, "language")));
         break;
     case KORCH_AGENT_OUTPUT:
         if (ev->data)
@@ -64,6 +85,13 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
         break;
     case KORCH_AGENT_RESULT: {
         json_t *d = json_deep_copy(ev->data ? ev->data : json_object());
+        json_object_del(d, "saved"); /* host paths: figures carry URLs instead */
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(d, "figures"), i, f) {
+            json_object_set_new(f, "url", s_url(ac, "figures", json_string_value(json_object_get(f, "name"))));
+            json_object_del(f, "source");
+        }
         json_object_set_new(d, "step", json_integer(step));
         json_object_set_new(d, "text", json_string(text));
         s_send_event(ac, "result", d);
@@ -77,9 +105,24 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
                      json_pack("{s:i, s:s%, s:i}", "step", step, "text", text, ev->text_len, "index", (int)ev->index));
         break;
     case KORCH_AGENT_STATUS: {
-        json_t *d = json_deep_copy(ev->data ? ev->data : json_object());
+        json_t *d = ev->data ? json_deep_copy(ev->data) : json_object();
         json_object_set_new(d, "step", json_integer(step));
         s_send_event(ac, "status", d);
+        break;
+    }
+    case KORCH_AGENT_FILES: {
+        json_t *files = json_deep_copy(json_object_get(ev->data, "files"));
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f) {
+            json_object_set_new(f, "url", s_url(ac, "files", json_string_value(json_object_get(f, "path"))));
+            if (json_object_get(f, "figure"))
+                json_object_set_new(f, "figure_url",
+                                    s_url(ac, "figures", json_string_value(json_object_get(f, "figure"))));
+        }
+        s_send_event(ac, "files", json_pack("{s:i, s:o, s:O, s:O}", "step", step, "files", files, "total",
+                                            json_object_get(ev->data, "total"), "truncated",
+                                            json_object_get(ev->data, "truncated")));
         break;
     }
     }
@@ -141,6 +184,8 @@ static void s_actor(zsock_t *pipe, void *arg)
             .existing = cfg->conn_path,
             .session_dir = cfg->dir,
             .max_steps = cfg->max_steps,
+            .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
+            .workdir_in_kernel = cfg->workdir_in_kernel,
             .on_event = s_on_agent_event,
             .cancelled = s_cancelled,
             .arg = &ac,
