@@ -213,7 +213,11 @@ bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len)
 {
     char key[64];
     snprintf(key, sizeof key, "%s=", name);
-    return req->wsi && lws_get_urlarg_by_name(req->wsi, key, buf, (int)len) != NULL;
+    const char *v = req->wsi ? lws_get_urlarg_by_name(req->wsi, key, buf, (int)len) : NULL;
+    if (!v)
+        return false;
+    memmove(buf, v, strlen(v) + 1); /* lws leaves "name=value" in buf and points at the value */
+    return true;
 }
 
 bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len)
