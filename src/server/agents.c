@@ -11,7 +11,7 @@
  *    GET    /api/agent/sessions/{id}/files                 [name] uploaded through the API
  *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size}, into the kernel's work dir
  *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
- *    GET    /api/agent/sessions/{id}/events[?after=N]      text/event-stream of the running turn, 204 when none
+ *    GET    /api/agent/sessions/{id}/events ?after=N       text/event-stream of the running turn, 204 when none
  *  (src/server/openapi.yaml describes every route and event.)
  *
  *  Threads. A korch_agent blocks while it thinks (libcurl easy) and owns its

@@ -137,6 +137,8 @@ async function main() {
     check(xss === undefined, 'no payload ran (window.__xss never set)', xss);
     check((await page.locator('.k-log script').count()) === 0, 'no <script> element in the log');
     check((await page.locator('.k-log [onerror], .k-log [onload]').count()) === 0, 'no event handler attributes in the log');
+    await last.locator('.k-traceback').first().scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(shots, 'webapp-table.png') });
     await page.locator('.k-figure').first().scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(shots, 'webapp-analysis.png') });
 
@@ -156,6 +158,7 @@ async function main() {
     await box.fill('sleep please');
     await box.press('Enter');
     await page.locator('.k-turn').last().locator('.k-stream:has-text("SLEEPING")').waitFor();
+    await page.screenshot({ path: path.join(shots, 'webapp-running.png') });
     const tStop = Date.now();
     await page.getByRole('button', { name: 'Stop the running step' }).click();
     await page.locator('.k-turn[data-status="interrupted"]').last().waitFor({ timeout: 30000 });

@@ -83,7 +83,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   let turn: TurnView | null = null;
   let follow: AbortController | null = null;
   let figures = 0;
-  let tokensNow: number | null = null;
+
   const known = new Map<string, any>();
 
   const hooks = {
@@ -117,7 +117,6 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 
   function showSession(m: any): void {
 
-    tokensNow = m && typeof m.tokens === 'number' ? m.tokens : null;
     title.textContent = m ? `Session ${String(m.id).slice(0, 8)}` : 'No session';
     badge.textContent = m ? m.state : '';
     badge.className = `k-badge k-state-${m?.state ?? 'none'}`;
@@ -191,7 +190,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     turn.onEvent(e.event, e.data);
     if (e.event === 'done') {
       setBusy(false);
-      void refresh();
+      const t = turn, hasTokens = e.data?.tokens && typeof e.data.tokens === 'object';
+      void refresh().then((m) => { if (!hasTokens && m && t) t.end(t.status, turnTokens(m.transcript)); });
     }
     scroll();
     requestAnimationFrame(() => {
@@ -201,9 +201,14 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     });
   }
 
-  async function refresh(): Promise<void> {
-    if (!sid) return;
-    try { showSession(await api.json('GET', sessionPath(sid))); void loadFiles(); } catch { /* next time */ }
+  async function refresh(): Promise<any> {
+    if (!sid) return null;
+    try {
+      const m = await api.json('GET', sessionPath(sid));
+      showSession(m);
+      void loadFiles();
+      return m;
+    } catch { return null; /* next time */ }
   }
 
   /** The transcript's records as turns (a finished turn, or the start of the running one). */
@@ -311,7 +316,6 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     follow?.abort();
     follow = new AbortController();
     turn = new TurnView(text, hooks, true);
-    turn.tokensBefore = typeof tokensNow === 'number' ? tokensNow : null;
     log.appendChild(turn.root);
     log.scrollTop = log.scrollHeight;
     setBusy(true);
@@ -366,6 +370,16 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   renderFiles();
   if (opts.sessionId) void open(opts.sessionId);
   return handle;
+}
+
+/** The tokens of the transcript's last turn (its usage records). */
+function turnTokens(records: any[] | undefined): { input: number; output: number } {
+  const t = { input: 0, output: 0 };
+  for (const r of records ?? []) {
+    if (r.type === 'user' && !r.korch) { t.input = 0; t.output = 0; }
+    if (r.type === 'usage') { t.input += Number(r.input_tokens) || 0; t.output += Number(r.output_tokens) || 0; }
+  }
+  return t;
 }
 
 function fmtSize(n: number): string {

@@ -170,10 +170,7 @@ export class TurnView {
   foot = el('div', 'k-turn-foot');
   status: 'running' | 'ok' | 'error' | 'interrupted' = 'running';
   tokens = { input: 0, output: 0 };
-  /** the session's token count before this turn, when done.tokens is the session's total (a number) */
-  tokensBefore: number | null = null;
   lastId = 0;
-  tokensTotal = 0;
 
   constructor(question: string, private hooks: TurnHooks, live: boolean) {
     const q = el('div', 'k-user');
@@ -243,7 +240,6 @@ export class TurnView {
     const parts: string[] = [];
     if (this.status !== 'ok') parts.push(this.status === 'interrupted' ? 'Stopped' : 'Failed' + (message ? `: ${message}` : ''));
     if (this.tokens.input || this.tokens.output) parts.push(`${this.tokens.input.toLocaleString()} tokens in · ${this.tokens.output.toLocaleString()} out`);
-    else if (this.tokensTotal) parts.push(`${this.tokensTotal.toLocaleString()} tokens in this turn`);
     this.foot.textContent = parts.join(' · ');
   }
 
@@ -269,8 +265,8 @@ export class TurnView {
       case 'error': this.notice(String(d.message ?? 'error'), st, 'k-notice k-error'); break;
       case 'done': {
         const t = d.tokens;
-        let tok = t && typeof t === 'object' && t.turn ? { input: Number(t.turn.input) || 0, output: Number(t.turn.output) || 0 } : null;
-        if (!tok && typeof t === 'number' && this.tokensBefore !== null && t >= this.tokensBefore) this.tokensTotal = t - this.tokensBefore;
+        const tok = t && typeof t === 'object' && t.turn ? { input: Number(t.turn.input) || 0, output: Number(t.turn.output) || 0 } : null;
+
         this.end(String(d.status ?? 'ok'), tok, d.message);
         break;
       }
