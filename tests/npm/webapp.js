@@ -142,6 +142,9 @@ async function main() {
     await page.locator('.k-figure').first().scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(shots, 'webapp-analysis.png') });
 
+    await last.locator('.k-final').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(shots, 'webapp-answer.png') });
+
     // ---- the chart as PNG, the notebook
     const [figDl] = await Promise.all([page.waitForEvent('download'), last.locator('.k-figure button').first().click()]);
     const png = fs.readFileSync(await figDl.path());

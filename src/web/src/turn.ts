@@ -192,6 +192,7 @@ export class TurnView {
       this.root.insertBefore(s.root, this.finalEl ?? this.foot);
       this.current = s;
       s.setPhase('thinking…', 'k-busy');
+      s.tick();
     }
     return s;
   }
