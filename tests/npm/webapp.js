@@ -234,6 +234,18 @@ async function main() {
     await phone.getByRole('button', { name: 'Sessions' }).click();
     await phone.screenshot({ path: path.join(shots, 'webapp-phone.png') });
 
+    // ---- a stopped session (its kernel shut down) resumes on its next message
+    const sess = (await api('GET', `/api/agent/sessions/${sid}`)).body;
+    check((await api('DELETE', `/api/kernels/${sess.kernel_id}`)).status === 204, "the session's kernel shut down");
+    await page.locator('.k-chat-bar .k-state-stopped').waitFor({ timeout: 15000 });
+    check(true, 'the page shows the session stopped');
+    await box.fill('again please');
+    await box.press('Enter');
+    const again = page.locator('.k-turn').last();
+    await again.locator('.k-final').waitFor({ timeout: 90000 });
+    check((await again.locator('.k-notice').allInnerTexts()).some((t) => t.includes('resuming')), 'a notice says the session resumes');
+    check((await again.locator('.k-final').innerText()).includes(`total is still ${total}`), 'resumed with its state rebuilt', await again.locator('.k-final').innerText());
+
     check(dialogs.length === 0, 'no dialog fired', dialogs);
     check(offsite.length === 0, 'no request left korch', offsite);
     check(pageErrors.length === 0, 'no page errors', pageErrors);

@@ -207,7 +207,8 @@ def webapp(provider, req, state):
     uploaded CSV (a table), a mistake (a traceback), a chart, outputs with
     script in them; the answer quotes the total the kernel printed, with
     script in it too. "sleep": a long step the page stops. "kept": state
-    from before the stop. "slow": a step the page reloads in the middle of."""
+    from before the stop. "slow": a step the page reloads in the middle of.
+    "again": after the session was stopped and resumed."""
     user = ls.latest_user_text(provider, req)
     res = _turn_results(provider, req)
     if "analyse" in user:
@@ -237,6 +238,10 @@ def webapp(provider, req, state):
         if not res:
             return {"tool_calls": [_code("print('KEPT=%d' % (kept + 1))")]}
         return {"text": "The kernel kept its state: KEPT is %s." % _find(r"KEPT=(\d+)", res)}
+    if "again" in user:  # after a resume: the analysis' cells were re-run in the fresh kernel
+        if not res:
+            return {"tool_calls": [_code("print('AGAIN=%.2f' % df['revenue'].sum())")]}
+        return {"text": "After the resume the total is still %s." % _find(r"AGAIN=([0-9.]+)", res)}
     if "slow" in user:
         if not res:
             return {"text": "Two parts.", "tool_calls": [_code(

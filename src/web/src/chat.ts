@@ -15,6 +15,8 @@ export interface ChatHandle {
   readonly api: Api;
   open(sessionId: string | null): Promise<void>;
   send(text: string): Promise<void>;
+  /** the session's model as a list saw it: the header follows its state */
+  update(session: any): void;
   stop(): Promise<void>;
   destroy(): void;
 }
@@ -363,6 +365,9 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
       if (!sid) return;
       stopBtn.disabled = true;
       try { await api.request('POST', `${sessionPath(sid)}/interrupt`); } catch (e) { notice(`cannot stop: ${(e as Error).message}`); }
+    },
+    update(m: any) {
+      if (m && m.id === sid && turn?.status !== 'running' && badge.textContent !== m.state) showSession(m);
     },
     destroy() { follow?.abort(); root.remove(); },
   };

@@ -84,6 +84,8 @@ function start(): void {
       all.sort((a, b) => String(b.created).localeCompare(String(a.created)));
       sessions = all;
       status.textContent = '';
+      const cur = all.find((s) => s.id === current);
+      if (cur) chat.update(cur);
       draw();
     } catch (e) {
       status.textContent = (e as any).status === 403 ? 'Not allowed: open the URL korch serve printed (with its ?token=…).' : `Cannot list sessions: ${(e as Error).message}`;
