@@ -82,14 +82,13 @@ export function ansiToDom(text: string): DocumentFragment {
   return frag;
 }
 
-/** A stream's text as a terminal shows it: "\r" rewinds the line, a lone "\b" deletes a character. */
+/** A stream's text as a terminal shows it: "\r" rewinds the line, a backspace (\x08) deletes a character. */
 export function terminalText(text: string): string {
-  if (!/[\r\b]/.test(text)) return text;
+  if (!/[\r\x08]/.test(text)) return text;
   return text.replace(/\r\n/g, '\n').split('\n').map((line) => {
-    const parts = line.split('\r');
     let out = '';
-    for (const p of parts) out = p + out.slice(p.length);
-    while (/[^\b]\b/.test(out)) out = out.replace(/[^\b]\b/, '');
-    return out.replace(/\b/g, '');
+    for (const p of line.split('\r')) out = p + out.slice(p.length);
+    while (/[^\x08]\x08/.test(out)) out = out.replace(/[^\x08]\x08/, '');
+    return out.replace(/\x08/g, '');
   }).join('\n');
 }
