@@ -20,7 +20,7 @@ const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAYAAAD0In+KAAAAEUlEQVR42mP8z8DwnwE
 async function main() {
   const { build } = require(path.join(web, 'node_modules', 'esbuild'));
   const out = await build({
-    stdin: { contents: "import { TurnView } from './src/turn'; import './src/app.css'; window.TurnView = TurnView;", resolveDir: web, loader: 'ts', sourcefile: 'harness.ts' },
+    stdin: { contents: "import { TurnView } from './src/turn'; import './src/chat.css'; window.TurnView = TurnView;", resolveDir: web, loader: 'ts', sourcefile: 'harness.ts' },
     bundle: true, write: false, outdir: path.join(web, 'harness-out'), format: 'iife', logLevel: 'error',
   });
   const js = out.outputFiles.find((f) => f.path.endsWith('.js')).text;

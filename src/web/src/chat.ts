@@ -65,8 +65,10 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   const form = el('form', 'k-composer');
   const input = el('textarea', 'k-input') as HTMLTextAreaElement;
   input.rows = 2;
-  input.placeholder = 'Ask about your data… (Enter sends, Shift+Enter: new line)';
+  input.placeholder = 'Ask about your data…';
+  input.title = 'Enter sends, Shift+Enter starts a new line';
   input.setAttribute('aria-label', 'Message');
+  input.setAttribute('aria-description', 'Enter sends, Shift+Enter starts a new line');
   const send = el('button', 'k-btn k-primary', 'Send');
   send.type = 'submit';
   const stopBtn = el('button', 'k-btn k-stop', 'Stop');

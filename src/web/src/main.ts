@@ -3,7 +3,7 @@
 // (?token=...): it is taken once, kept in sessionStorage for this tab (as
 // Jupyter keeps its own for the browser session) and removed from the
 // address bar at once, so it is neither in the history nor shown again.
-import './app.css';
+import './page.css';
 import { Api } from './api';
 import { mountChat, stats } from './chat';
 import { el } from './turn';
