@@ -76,11 +76,22 @@ async function main() {
       seen.files = q('.k-files-note').textContent;
       seen.filesHook = files.map((f) => f.path);
       await ev('future_event', { step: 1, anything: true });
+      // two tool calls in one step: each its code and its outputs
       await ev('step', { step: 2 });
-      await ev('text', { step: 2, text: 'The answer is 42.' });
-      await ev('final', { step: 2, text: 'The answer is 42.' });
+      await ev('code_delta', { step: 2, text: 'print("A")', index: 0 });
+      await ev('code_delta', { step: 2, text: 'print("B")', index: 1 });
+      await ev('code', { step: 2, code: 'print("A")\n', language: 'python' });
+      await ev('output', { step: 2, index: 0, append: false, output: { output_type: 'stream', name: 'stdout', text: 'A\n' } });
+      await ev('result', { step: 2, status: 'ok', execution_count: 4, elapsed_ms: 5 });
+      await ev('code', { step: 2, code: 'print("B")\n', language: 'python' });
+      await ev('output', { step: 2, index: 0, append: false, output: { output_type: 'stream', name: 'stdout', text: 'B\n' } });
+      await ev('result', { step: 2, status: 'ok', execution_count: 5, elapsed_ms: 6 });
+      seen.cells = [...t.root.querySelectorAll('.k-step[data-step="2"] .k-cell')].map((c) => [c.querySelector('code').textContent, c.querySelector('.k-outputs').textContent]);
+      await ev('step', { step: 3 });
+      await ev('text', { step: 3, text: 'The answer is 42.' });
+      await ev('final', { step: 3, text: 'The answer is 42.' });
       seen.final = q('.k-final').textContent.trim();
-      seen.step2Hidden = t.root.querySelector('.k-step[data-step="2"]').hidden;
+      seen.step2Hidden = t.root.querySelector('.k-step[data-step="3"]').hidden;
       await ev('done', { status: 'ok', tokens: { turn: { input: 1234, output: 56 }, session: { input: 5000, output: 100 } } });
       seen.foot = q('.k-turn-foot').textContent;
       seen.status = t.root.dataset.status;
@@ -105,6 +116,7 @@ async function main() {
     check(r.result === 'ran | 1.2 s · [3]', 'result: status, elapsed, execution count', r.result);
     check(r.files.includes('out/<b>x</b>.csv (created)') && r.files.includes('gone.txt (deleted)'), 'files event listed (names as text)', r.files);
     check(r.filesHook.length === 2, 'files event reaches the files panel', r.filesHook);
+    check(JSON.stringify(r.cells) === JSON.stringify([['print("A")\n', 'A\n'], ['print("B")\n', 'B\n']]), 'two calls in a step: each its code and outputs', r.cells);
     check(r.final === 'The answer is 42.' && r.step2Hidden, 'final replaces the streamed text of its step', r);
     check(r.foot === '1,234 tokens in · 56 out' && r.status === 'ok', 'done.tokens of the turn', r.foot);
     check(r.question === 'a <b>question</b>', 'the question is text', r.question);

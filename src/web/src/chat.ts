@@ -220,7 +220,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     log.replaceChildren();
     let t: TurnView | null = null;
     let n = 0;
-    const byCall = new Map<string, number>();
+    const byCall = new Map<string, [number, number]>();
     let lastUser = -1;
     records.forEach((r, i) => { if (r.type === 'user' && !r.korch) lastUser = i; });
     const upto = running && lastUser >= 0 ? lastUser : records.length;
@@ -239,17 +239,20 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
           if (!calls.length) break; // its text is the final answer (a `final` record follows)
           const s = t.replayStep(++n);
           if (r.content) s.setText(String(r.content));
-          for (const c of calls) {
+          calls.forEach((c: any, k: number) => {
             const code = c?.arguments?.code;
-            if (typeof code === 'string') s.setCode(code);
-            if (c?.id) byCall.set(c.id, n);
-          }
+            if (typeof code === 'string') s.setCode(code, r.language ?? c?.language);
+            if (c?.id) byCall.set(c.id, [n, k]);
+          });
           break;
         }
         case 'execution': {
           if (!t) break;
-          const s = t.replayStep(byCall.get(r.tool_call_id) ?? n);
-          (r.outputs ?? []).forEach((o: any, k: number) => s.output(k, false, o));
+          const [sn, k] = byCall.get(r.tool_call_id) ?? [n, 0];
+          const s = t.replayStep(sn);
+          const cell = s.select(k);
+          if (typeof r.language === 'string' && cell.code) cell.setCode(cell.code, r.language);
+          (r.outputs ?? []).forEach((o: any, i: number) => s.output(i, false, o));
           s.result(r);
           break;
         }

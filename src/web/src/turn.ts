@@ -21,66 +21,27 @@ export interface TurnHooks extends RenderHooks {
   download(url: string, name: string): void;
 }
 
-class StepView {
-  root = el('section', 'k-step');
-  head = el('div', 'k-step-head');
-  label = el('span', 'k-step-label');
-  phase = el('span', 'k-step-phase');
-  clock = el('span', 'k-step-clock');
-  textEl: HTMLElement | null = null;
-  text = '';
+/** One tool call of a step: its code (as it is written, then complete) and its outputs. */
+class CellView {
+  root = el('div', 'k-cell');
   code = '';
   language = 'python';
-  codeBox: HTMLDetailsElement | null = null;
+  box: HTMLDetailsElement | null = null;
   codeEl: HTMLElement | null = null;
   outs = el('div', 'k-outputs');
   outputs: { model: any; node: HTMLElement }[] = [];
-  t0 = performance.now();
-  done = false;
   private pending = false;
 
-  constructor(public n: number, private hooks: TurnHooks) {
-    this.root.dataset.step = String(n);
-    this.label.textContent = `Step ${n}`;
-    this.head.append(this.label, this.phase, this.clock);
-    this.root.append(this.head, this.outs);
-  }
-
-  setPhase(text: string, cls = ''): void {
-    this.phase.textContent = text;
-    this.phase.className = 'k-step-phase ' + cls;
-  }
-
-  tick(): void { if (!this.done) this.clock.textContent = fmtMs(performance.now() - this.t0); }
-
-  private later(fn: () => void): void {
-    // many small deltas: one re-render per frame
-    if (this.pending) return;
-    this.pending = true;
-    requestAnimationFrame(() => { this.pending = false; fn(); });
-  }
-
-  appendText(delta: string): void {
-    this.text += delta;
-    if (!this.textEl) {
-      this.textEl = markdown('', 'k-md k-text');
-      this.root.insertBefore(this.textEl, this.codeBox ?? this.outs);
-    }
-    this.later(() => this.renderCode(false));
-  }
-
-  setText(text: string): void { this.text = ''; this.appendText(text); }
-
-  clearText(): void { this.textEl?.remove(); this.textEl = null; this.text = ''; }
+  constructor(private label: string, private hooks: TurnHooks) { this.root.appendChild(this.outs); }
 
   private ensureCode(): void {
-    if (this.codeBox) return;
+    if (this.box) return;
     const d = el('details', 'k-code') as HTMLDetailsElement;
     d.open = true;
     const sum = el('summary', 'k-code-summary', 'Code');
     const copy = el('button', 'k-btn k-small k-copy', 'Copy');
     copy.type = 'button';
-    copy.setAttribute('aria-label', `Copy the code of step ${this.n}`);
+    copy.setAttribute('aria-label', `Copy the code of ${this.label}`);
     copy.addEventListener('click', async () => {
       try { await navigator.clipboard.writeText(this.code); copy.textContent = 'Copied'; } catch { copy.textContent = 'Copy failed'; }
       setTimeout(() => (copy.textContent = 'Copy'), 1500);
@@ -89,31 +50,31 @@ class StepView {
     this.codeEl = el('code', 'hljs');
     p.appendChild(this.codeEl);
     d.append(sum, copy, p);
-    this.codeBox = d;
+    this.box = d;
     this.root.insertBefore(d, this.outs);
   }
 
-  private renderCode(codeToo = true): void {
-    if (this.textEl) setMarkdown(this.textEl, this.text);
-    if (codeToo && this.codeEl) {
-      highlightInto(this.codeEl, this.code, this.language);
-      (this.codeBox!.firstChild as HTMLElement).textContent = `Code (${this.language})`;
-    }
+  private render(): void {
+    if (!this.codeEl) return;
+    highlightInto(this.codeEl, this.code, this.language);
+    (this.box!.firstChild as HTMLElement).textContent = `Code (${this.language})`;
   }
 
   appendCode(delta: string): void {
     this.ensureCode();
     this.code += delta;
-    this.setPhase('writing code…', 'k-busy');
-    this.later(() => this.renderCode());
+    // many small deltas: one re-render per frame
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => { this.pending = false; this.render(); });
   }
 
   setCode(code: string, language?: string): void {
     this.ensureCode();
     this.code = code;
-    if (language) this.language = language;
-    this.renderCode();
-    this.codeBox!.dataset.complete = '1';
+    if (language) this.language = String(language).toLowerCase();
+    this.render();
+    this.box!.dataset.complete = '1';
   }
 
   output(index: number, append: boolean, out: any): void {
@@ -134,6 +95,77 @@ class StepView {
     this.outs.appendChild(node);
     this.outputs[index] = { model, node };
   }
+}
+
+class StepView {
+  root = el('section', 'k-step');
+  head = el('div', 'k-step-head');
+  label = el('span', 'k-step-label');
+  phase = el('span', 'k-step-phase');
+  clock = el('span', 'k-step-clock');
+  textEl: HTMLElement | null = null;
+  text = '';
+  /** its tool calls, in order (a model may make several in one step) */
+  cells: CellView[] = [];
+  private codes = 0;      // code events so far: the k-th is call k
+  private current = 0;    // the call whose outputs come now
+  t0 = performance.now();
+  done = false;
+  private pending = false;
+
+  constructor(public n: number, private hooks: TurnHooks) {
+    this.root.dataset.step = String(n);
+    this.label.textContent = `Step ${n}`;
+    this.head.append(this.label, this.phase, this.clock);
+    this.root.append(this.head);
+  }
+
+  cell(k: number): CellView {
+    while (this.cells.length <= k) {
+      const c = new CellView(`step ${this.n}${this.cells.length ? ` call ${this.cells.length + 1}` : ''}`, this.hooks);
+      this.cells.push(c);
+      this.root.appendChild(c.root);
+    }
+    return this.cells[k];
+  }
+
+  /** outputs and the result go to call k from now (replaying the transcript) */
+  select(k: number): CellView { this.current = k; this.codes = Math.max(this.codes, k + 1); return this.cell(k); }
+
+  setPhase(text: string, cls = ''): void {
+    this.phase.textContent = text;
+    this.phase.className = 'k-step-phase ' + cls;
+  }
+
+  tick(): void { if (!this.done) this.clock.textContent = fmtMs(performance.now() - this.t0); }
+
+  appendText(delta: string): void {
+    this.text += delta;
+    if (!this.textEl) {
+      this.textEl = markdown('', 'k-md k-text');
+      this.head.after(this.textEl);
+    }
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => { this.pending = false; if (this.textEl) setMarkdown(this.textEl, this.text); });
+  }
+
+  setText(text: string): void { this.text = ''; this.appendText(text); }
+
+  clearText(): void { this.textEl?.remove(); this.textEl = null; this.text = ''; }
+
+  appendCode(delta: string, index = 0): void {
+    this.cell(index).appendCode(delta);
+    this.setPhase('writing code…', 'k-busy');
+  }
+
+  setCode(code: string, language?: string): void {
+    const k = this.codes++;
+    this.current = k;
+    this.cell(k).setCode(code, language);
+  }
+
+  output(index: number, append: boolean, out: any): void { this.cell(this.current).output(index, append, out); }
 
   result(d: any): void {
     this.done = true;
@@ -141,14 +173,14 @@ class StepView {
     const ms = typeof d.elapsed_ms === 'number' ? d.elapsed_ms : performance.now() - this.t0;
     this.setPhase(st === 'ok' ? 'ran' : st, st === 'ok' ? 'k-ok' : 'k-bad');
     this.clock.textContent = fmtMs(ms) + (d.execution_count != null ? ` · [${d.execution_count}]` : '');
-    this.root.dataset.status = st;
+    if (this.root.dataset.status !== 'error') this.root.dataset.status = st;
+    this.cells[this.current]?.root.setAttribute('data-status', st);
   }
 
   status(d: any): void {
-    if (this.done) return;
     const p = d.phase;
     if (p === 'model') this.setPhase('thinking…', 'k-busy');
-    else if (p === 'executing') this.setPhase('running…', 'k-busy');
+    else if (p === 'executing') { this.done = false; this.setPhase('running…', 'k-busy'); }
     else if (p === 'retry') this.setPhase(`model busy${d.http_status ? ` (${d.http_status})` : ''}: retry ${d.attempt ?? ''} in ${fmtMs(d.retry_in_ms ?? 0)}`, 'k-warn');
     else if (p) this.setPhase(String(p), 'k-busy');
     if (typeof d.elapsed_ms === 'number') this.t0 = performance.now() - d.elapsed_ms;
@@ -157,7 +189,7 @@ class StepView {
 
   finish(): void {
     if (!this.done) { this.done = true; this.tick(); if (this.phase.classList.contains('k-busy')) this.setPhase(''); }
-    if (!this.textEl && !this.codeBox && !this.outputs.length && !this.root.querySelector('.k-notice, .k-files-note')) this.root.hidden = true;
+    if (!this.textEl && !this.cells.length && !this.root.querySelector('.k-notice, .k-files-note')) this.root.hidden = true;
   }
 }
 
@@ -250,7 +282,7 @@ export class TurnView {
     switch (name) {
       case 'step': this.step(d.step); break;
       case 'text': this.step(st ?? 1).appendText(String(d.text ?? '')); break;
-      case 'code_delta': this.step(st ?? 1).appendCode(String(d.text ?? '')); break;
+      case 'code_delta': this.step(st ?? 1).appendCode(String(d.text ?? ''), Number(d.index) || 0); break;
       case 'code': {
         const s = this.step(st ?? 1);
         s.setCode(String(d.code ?? d.text ?? ''), d.language);
