@@ -178,6 +178,12 @@ async function main() {
     await box.press('Enter');
     await page.locator('.k-turn').last().locator('.k-stream:has-text("PART1")').waitFor();
     const latBefore = await page.evaluate(() => window.__korch.stats.latency.map((l) => l.ms));
+    const byEvent = await page.evaluate(() => {
+      const m = {};
+      for (const l of window.__korch.stats.latency) (m[l.event] = m[l.event] || []).push(l.ms);
+      return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [v.length, +v.sort((a, b) => a - b)[v.length >> 1].toFixed(1)]]));
+    });
+    figures.sse_to_render_by_event = byEvent;
     await page.reload();
     await page.waitForSelector('body[data-ready="1"]');
     const slow = page.locator('.k-turn').last();
