@@ -124,6 +124,9 @@ async function main() {
     const imgs = await last.locator('.k-figure img').evaluateAll((els) => els.map((i) => ({ w: i.naturalWidth, src: i.src.slice(0, 22) })));
     check(imgs.some((i) => i.w > 0 && i.src.startsWith('data:image/png')), 'the chart (PNG) is really rendered', imgs);
     check(imgs.some((i) => i.w > 0 && i.src.startsWith('data:image/svg')), 'the SVG is rendered as an image', imgs);
+    const saved = await last.locator('.k-saved img').evaluateAll((els) => els.map((i) => i.naturalWidth));
+    check(saved.length === 1 && saved[0] > 0, 'the chart the code saved as a file is shown (files event, figures route)', saved);
+    check((await page.locator('.k-file-list button:has-text("by_region.png")').count()) === 1, 'the file the code wrote is listed');
     check((await last.locator('#html-ok').count()) === 1, 'safe HTML of an output is kept');
     check((await last.locator('.k-step-clock').first().innerText()).match(/\d/), 'a step shows its elapsed time');
     check(/tokens in/.test(await last.locator('.k-turn-foot').innerText()), 'the turn shows its tokens', await last.locator('.k-turn-foot').innerText());
@@ -196,6 +199,8 @@ async function main() {
     check((await page.locator('.k-turn').count()) === 4, 'four turns after the reload', await page.locator('.k-turn').count());
     const tbAgain = await page.locator('.k-traceback').count(), figAgain = await page.locator('.k-figure img').evaluateAll((e) => e.filter((i) => i.naturalWidth > 0).length);
     check(tbAgain > 0 && figAgain >= 2, 'the rebuilt turns show the traceback and the figures', { tbAgain, figAgain });
+    await page.waitForFunction(() => [...document.querySelectorAll('.k-saved img')].some((i) => i.naturalWidth > 0), null, { timeout: 10000 }).catch(() => {});
+    check((await page.locator('.k-saved img').evaluateAll((e) => e.filter((i) => i.naturalWidth > 0).length)) === 1, 'the saved chart comes back from the transcript');
     check((await page.evaluate(() => window.__xss)) === undefined, 'no payload ran after the rebuild either');
     await page.screenshot({ path: path.join(shots, 'webapp-desktop.png') });
 

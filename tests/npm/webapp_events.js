@@ -35,7 +35,8 @@ async function main() {
     await page.addScriptTag({ content: js });
     const r = await page.evaluate(async (png) => {
       const files = [];
-      const t = new window.TurnView('a <b>question</b>', { save() {}, nextFigure: (() => { let n = 0; return () => ++n; })(), onFiles: (f) => files.push(...f), download() {} }, true);
+      const pngBlob = async () => new Blob([Uint8Array.from(atob(png), (c) => c.charCodeAt(0))], { type: 'image/png' });
+      const t = new window.TurnView('a <b>question</b>', { save() {}, nextFigure: (() => { let n = 0; return () => ++n; })(), onFiles: (f) => files.push(...f), download() {}, blob: pngBlob }, true);
       document.getElementById('log').appendChild(t.root);
       const frame = () => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
       const q = (s) => t.root.querySelector(s);
@@ -72,7 +73,9 @@ async function main() {
       seen.json = q('.k-json') && q('.k-json').textContent;
       await ev('result', { step: 1, status: 'ok', execution_count: 3, elapsed_ms: 1234, text: 'ok', figures: [{ name: 'figure-1.png', url: '/api/agent/sessions/s/figures/figure-1.png' }] });
       seen.result = q('.k-step-phase').textContent + ' | ' + q('.k-step-clock').textContent;
-      await ev('files', { step: 1, files: [{ path: 'out/<b>x</b>.csv', size: 10, change: 'created', url: '/api/agent/sessions/s/files/out/x.csv', mime: 'text/csv' }, { path: 'gone.txt', change: 'deleted' }] });
+      await ev('files', { step: 1, files: [{ path: 'out/<b>x</b>.csv', size: 10, change: 'created', url: '/api/agent/sessions/s/files/out/x.csv', mime: 'text/csv' }, { path: 'gone.txt', change: 'deleted' }, { path: 'plot.png', size: 70, change: 'created', url: '/u', mime: 'image/png', figure: 'fig-2.png', figure_url: '/api/agent/sessions/s/figures/fig-2.png' }] });
+      await new Promise((res) => setTimeout(res, 200));
+      seen.saved = [...t.root.querySelectorAll('.k-saved img')].map((i) => i.naturalWidth);
       seen.files = q('.k-files-note').textContent;
       seen.filesHook = files.map((f) => f.path);
       await ev('future_event', { step: 1, anything: true });
@@ -115,7 +118,8 @@ async function main() {
     check(r.json && r.json.includes('"a"'), 'application/json is shown', r.json);
     check(r.result === 'ran | 1.2 s · [3]', 'result: status, elapsed, execution count', r.result);
     check(r.files.includes('out/<b>x</b>.csv (created)') && r.files.includes('gone.txt (deleted)'), 'files event listed (names as text)', r.files);
-    check(r.filesHook.length === 2, 'files event reaches the files panel', r.filesHook);
+    check(JSON.stringify(r.saved) === '[2]', 'a saved chart of a files event is shown', r.saved);
+    check(r.filesHook.length === 3, 'files event reaches the files panel', r.filesHook);
     check(JSON.stringify(r.cells) === JSON.stringify([['print("A")\n', 'A\n'], ['print("B")\n', 'B\n']]), 'two calls in a step: each its code and outputs', r.cells);
     check(r.final === 'The answer is 42.' && r.step2Hidden, 'final replaces the streamed text of its step', r);
     check(r.foot === '1,234 tokens in · 56 out' && r.status === 'ok', 'done.tokens of the turn', r.foot);

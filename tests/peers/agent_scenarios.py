@@ -345,7 +345,7 @@ def webapp(provider, req, state):
                 return {"text": "EXPECTED A KeyError, GOT: " + res[1][:200]}
             return {"text": "A chart of revenue by region:", "tool_calls": [_code(
                 "import matplotlib.pyplot as plt\n"
-                "df.groupby('region')['revenue'].sum().plot(kind='bar')\nplt.show()")]}
+                "df.groupby('region')['revenue'].sum().plot(kind='bar')\nplt.savefig('by_region.png')\nplt.show()")]}
         if len(res) == 3:
             return {"tool_calls": [_code(_XSS_CODE)]}
         total = _find(r"TOTAL=([0-9.]+)", res)

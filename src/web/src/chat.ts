@@ -95,6 +95,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     nextFigure: () => ++figures,
     onFiles: (fs: any[]) => { for (const f of fs) { if (f.change === 'deleted') known.delete(f.path); else known.set(f.path, f); } renderFiles(); },
     download: (url: string, name: string) => void download(url, name),
+    blob: (url: string) => api.blob(url),
   };
 
   async function download(url: string, name: string): Promise<void> {
@@ -254,6 +255,14 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
           if (typeof r.language === 'string' && cell.code) cell.setCode(cell.code, r.language);
           (r.outputs ?? []).forEach((o: any, i: number) => s.output(i, false, o));
           s.result(r);
+          if (Array.isArray(r.files) && r.files.length && sid) {
+            const base = sessionPath(sid), enc = (p: string) => p.split('/').map(encodeURIComponent).join('/');
+            t.files(sn, r.files.map((f: any) => ({
+              ...f,
+              url: f.url ?? (f.path ? `${base}/files/${enc(String(f.path))}` : undefined),
+              figure_url: f.figure_url ?? (f.figure ? `${base}/figures/${encodeURIComponent(String(f.figure))}` : undefined),
+            })));
+          }
           break;
         }
         case 'usage': if (t) { t.tokens.input += Number(r.input_tokens) || 0; t.tokens.output += Number(r.output_tokens) || 0; } break;

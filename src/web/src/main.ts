@@ -48,6 +48,8 @@ function start(): void {
 
   let current: string | null = null;
   let sessions: any[] = [];
+  let armed: string | null = null;
+  let armTimer = 0;
   const chat = mountChat(chatHost, { token, onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } } });
 
   function draw(): void {
@@ -65,13 +67,18 @@ function start(): void {
       const del = el('button', 'k-btn k-small k-del', '✕');
       del.type = 'button';
       del.setAttribute('aria-label', `Delete session ${s.id.slice(0, 8)}`);
-      // two clicks: the first asks
-      del.addEventListener('click', () => {
-        if (del.dataset.armed) { void remove(s.id); return; }
-        del.dataset.armed = '1';
+      // two clicks: the first asks (the list is redrawn every 3 s: the question is kept in `armed`)
+      const ask = () => {
         del.textContent = 'Delete?';
         del.setAttribute('aria-label', `Really delete session ${s.id.slice(0, 8)} and its files? Press again`);
-        setTimeout(() => { delete del.dataset.armed; del.textContent = '✕'; }, 4000);
+      };
+      if (armed === s.id) ask();
+      del.addEventListener('click', () => {
+        if (armed === s.id) { armed = null; void remove(s.id); return; }
+        armed = s.id;
+        ask();
+        clearTimeout(armTimer);
+        armTimer = window.setTimeout(() => { armed = null; draw(); }, 5000);
       });
       li.append(open, del);
       list.appendChild(li);

@@ -119,6 +119,32 @@ function figure(src: string, mime: string, b64: string | null, hooks: RenderHook
   return fig;
 }
 
+/** A chart the code saved as a file (a `files` event's figure_url): fetched with the token, shown from a blob: URL. */
+export function savedFigure(load: Promise<Blob>, name: string, hooks: RenderHooks): HTMLElement {
+  const fig = document.createElement('figure');
+  fig.className = 'k-figure k-saved';
+  const img = document.createElement('img');
+  img.alt = `saved chart ${name}`;
+  const cap = document.createElement('figcaption');
+  cap.className = 'k-muted';
+  cap.textContent = name;
+  const btn = document.createElement('button');
+  btn.type = 'button';
+  btn.className = 'k-btn k-small';
+  btn.textContent = 'Download PNG';
+  btn.setAttribute('aria-label', `Download ${name} as PNG`);
+  let blob: Blob | null = null;
+  load.then((b) => { blob = b; img.src = URL.createObjectURL(b); }, (e) => { cap.textContent = `${name}: ${(e as Error).message}`; });
+  btn.addEventListener('click', async () => {
+    try {
+      if (!blob) return;
+      hooks.save(blob.type === 'image/png' ? blob : await pngOf(img, blob.type, null), name.replace(/\.[a-z]+$/i, '') + '.png');
+    } catch (e) { btn.textContent = String(e); }
+  });
+  fig.append(img, cap, btn);
+  return fig;
+}
+
 /** One mime bundle (display_data / execute_result data). */
 export function renderBundle(data: Bundle, hooks: RenderHooks): HTMLElement {
   const mime = ORDER.find((m) => m in data);

@@ -2,7 +2,7 @@
 // model's text, the code as it is written, the outputs, status and elapsed
 // time), notices, the final answer and the tokens. Fed either live, one SSE
 // event at a time (onEvent), or from the transcript's records (chat.ts).
-import { highlightInto, markdown, renderOutput, setMarkdown, updateStream, RenderHooks } from './render';
+import { highlightInto, markdown, renderOutput, savedFigure, setMarkdown, updateStream, RenderHooks } from './render';
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, textContent?: string): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
@@ -19,6 +19,8 @@ export interface TurnHooks extends RenderHooks {
   onFiles(files: any[]): void;
   /** download a session file */
   download(url: string, name: string): void;
+  /** a session file's bytes (fetched with the token) */
+  blob(url: string): Promise<Blob>;
 }
 
 /** One tool call of a step: its code (as it is written, then complete) and its outputs. */
@@ -251,6 +253,10 @@ export class TurnView {
       box.appendChild(b);
     }
     this.where(step).appendChild(box);
+    // charts the code saved as files (not displayed): shown inline too
+    for (const f of files)
+      if (f.figure_url && f.change !== 'deleted')
+        this.where(step).appendChild(savedFigure(this.hooks.blob(f.figure_url), String(f.figure || f.path), this.hooks));
     this.hooks.onFiles(files);
   }
 
