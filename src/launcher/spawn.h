@@ -1,0 +1,47 @@
+/*  Starting a kernel process: the one fork/exec the launcher backends share
+ *  (local.c runs the kernelspec's argv, sandbox.c runs bwrap in front of it).
+ *
+ *  Private to src/launcher. The child does only async-signal-safe work
+ *  between fork and exec (korch has threads): write its pid into cgroups,
+ *  leave korch's session or process group, give up root, set up fds and
+ *  signals. Anything that fails there is reported back through a pipe, so
+ *  korch_spawn returns the real error ("cannot start ...: No such file or
+ *  directory") instead of a kernel that dies at once.
+ */
+#ifndef KORCH_LAUNCHER_SPAWN_H
+#define KORCH_LAUNCHER_SPAWN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "korch/error.h"
+#include "korch/kernelspec.h"
+
+/* Everything is borrowed for the duration of korch_spawn. */
+typedef struct {
+    const char *what;           /* for messages: "kernel 'python3'", "bwrap" */
+    char *const *argv;          /* argv[0] without '/' is searched on korch's PATH */
+    char *const *envp;          /* the child's whole environment */
+    const char *cwd;            /* NULL = korch's */
+    int out_fd;                 /* the child's stdout and stderr; stdin is /dev/null */
+    const int *keep_fds;        /* fds the child inherits (korch keeps them O_CLOEXEC), -1-terminated, may be NULL */
+    const int *cgroup_fds;      /* open cgroup.procs files the child writes its pid to first, -1-terminated, may be NULL */
+    bool new_session;           /* setsid() (no controlling terminal) rather than setpgid(0, 0) */
+    bool set_ids;               /* become uid:gid, no supplementary groups (korch must be root) */
+    uid_t uid;
+    gid_t gid;
+} korch_spawn_t;
+
+/* Start the child. *pid is its pid, the leader of its own process group;
+   *pidfd a pidfd readable when it exits, or -1 where the kernel has none. */
+korch_rc_t korch_spawn(const korch_spawn_t *s, pid_t *pid, int *pidfd, korch_err_t *err);
+
+/* The kernelspec's argv with {connection_file} and {resource_dir} replaced,
+   after the strings of prefix (NULL-terminated, may be NULL): a new
+   NULL-terminated vector (free with korch_spawn_strv_free), NULL on ENOMEM. */
+char **korch_spawn_argv(const char *const *prefix, const korch_kernelspec_t *spec, const char *conn_file);
+void korch_spawn_strv_free(char **v);
+
+/* A waitpid status in words: "exited 3", "killed by signal 9 (Killed)". */
+void korch_spawn_describe(int status, char *why, size_t whylen);
+
+#endif
