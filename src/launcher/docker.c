@@ -24,6 +24,7 @@
 #include "korch/docker.h"
 #include "korch/docker_api.h"
 #include "korch/log.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -411,8 +412,6 @@ static size_t s_dir_len(const char *s)
     return n;
 }
 
-static void s_chown_tree(const char *dir, uid_t uid, gid_t gid);
-
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -510,7 +509,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
        is handed to the kernel's uid, with what is in it, so code can write
        there; a user's own directory is left as it is. */
     if (workdir && l->o.workdir_give && uid != geteuid()) {
-        s_chown_tree(workdir, uid, gid);
+        korch_chown_tree(workdir, uid, gid);
     }
     s_image(l, req->spec, image, sizeof image);
     body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
@@ -985,23 +984,6 @@ typedef struct {
     unsigned char *buf;
     size_t len, cap;
 } s_tarbuf_t;
-
-static uid_t s_chown_uid;
-static gid_t s_chown_gid;
-
-static int s_chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    if (lchown(path, s_chown_uid, s_chown_gid) != 0)
-        korch_debug("cannot chown '%s': %s", path, strerror(errno));
-    return 0;
-}
-
-static void s_chown_tree(const char *dir, uid_t uid, gid_t gid)
-{
-    s_chown_uid = uid;
-    s_chown_gid = gid;
-    nftw(dir, s_chown_entry, 16, FTW_PHYS);
-}
 
 /* "/containers/{id}/archive?path=" + escaped workdir[/rel[0..rel_len]] + extra. */
 static char *s_archive_path(docker_proc_t *p, const char *rel, size_t rel_len, const char *extra)

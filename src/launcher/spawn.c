@@ -4,17 +4,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 /* What the child was doing when it failed, sent with errno over the pipe. */
-enum { S_CGROUP = 1, S_SESSION, S_FDS, S_CHDIR, S_IDS, S_EXEC };
+enum { S_CGROUP = 1, S_MOUNT, S_SESSION, S_FDS, S_CHDIR, S_IDS, S_EXEC };
 
 typedef struct {
     int stage;
@@ -25,6 +29,7 @@ static const char *s_stage_name(int stage)
 {
     switch (stage) {
     case S_CGROUP: return "cannot join its cgroup";
+    case S_MOUNT: return "cannot make its private mounts at";
     case S_SESSION: return "cannot leave korch's session";
     case S_FDS: return "cannot set up its files";
     case S_CHDIR: return "cannot enter its working directory";
@@ -79,6 +84,43 @@ static void s_fail(int fd, int stage)
     _exit(127);
 }
 
+/* "{at}/{i}" into buf (PATH_MAX), without snprintf. */
+static void s_bind_path(const char *at, int i, char *buf)
+{
+    size_t n = strlen(at);
+    memcpy(buf, at, n);
+    buf[n++] = '/';
+    n += s_utoa((unsigned long)i, buf + n);
+    buf[n] = 0;
+}
+
+/* The child's own mount namespace, nothing propagated back to the host's:
+   a tmpfs at bind_at and the dirs of bind_fds attached in it. The trees are
+   cloned (open_tree) before the namespace is made: a mount of another
+   namespace cannot be bound by path, a detached clone can be attached. */
+static int s_bind(const korch_spawn_t *s)
+{
+    char path[PATH_MAX];
+    int trees[8], n = 0;
+    if (strlen(s->bind_at) > PATH_MAX - 32)
+        return -1;
+    for (; s->bind_fds[n] >= 0; n++)
+        if (n >= 8 || (trees[n] = (int)syscall(SYS_open_tree, s->bind_fds[n], "",
+                                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)) < 0)
+            return -1;
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", s->bind_at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        s_bind_path(s->bind_at, i, path);
+        if (mkdir(path, 0755) != 0 ||
+            syscall(SYS_move_mount, trees[i], "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+            return -1;
+        close(trees[i]);
+    }
+    return 0;
+}
+
 /* Between fork and exec: async-signal-safe calls only. */
 static void s_child(const korch_spawn_t *s, const char *path, int devnull, int report)
 {
@@ -87,6 +129,8 @@ static void s_child(const korch_spawn_t *s, const char *path, int devnull, int r
     for (const int *fd = s->cgroup_fds; fd && *fd >= 0; fd++)
         if (write(*fd, pid, plen) != (ssize_t)plen)
             s_fail(report, S_CGROUP);
+    if (s->bind_fds && s->bind_fds[0] >= 0 && s_bind(s) != 0)
+        s_fail(report, S_MOUNT);
     if ((s->new_session ? setsid() : setpgid(0, 0)) < 0)
         s_fail(report, S_SESSION);
     if (dup2(devnull, 0) < 0 || dup2(s->out_fd, 1) < 0 || dup2(s->out_fd, 2) < 0)
@@ -154,7 +198,7 @@ korch_rc_t korch_spawn(const korch_spawn_t *s, pid_t *out_pid, int *out_pidfd, k
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: %s '%s': %s%s", s->what, s_stage_name(r.stage),
-                           r.stage == S_CHDIR ? s->cwd : path, strerror(r.err),
+                           r.stage == S_CHDIR ? s->cwd : r.stage == S_MOUNT ? s->bind_at : path, strerror(r.err),
                            r.stage == S_EXEC && r.err == ENOENT ? " (is it installed? check the kernelspec's argv)"
                                                                 : "");
         goto out;
@@ -214,4 +258,21 @@ void korch_spawn_describe(int status, char *why, size_t whylen)
         snprintf(why, whylen, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
     else
         snprintf(why, whylen, "ended (status %d)", status);
+}
+
+static uid_t s_chown_uid;
+static gid_t s_chown_gid;
+
+static int s_chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    if (lchown(path, s_chown_uid, s_chown_gid) != 0)
+        korch_debug("cannot chown '%s': %s", path, strerror(errno));
+    return 0;
+}
+
+void korch_chown_tree(const char *dir, uid_t uid, gid_t gid)
+{
+    s_chown_uid = uid;
+    s_chown_gid = gid;
+    nftw(dir, s_chown_entry, 16, FTW_PHYS);
 }

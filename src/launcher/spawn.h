@@ -25,6 +25,11 @@ typedef struct {
     int out_fd;                 /* the child's stdout and stderr; stdin is /dev/null */
     const int *keep_fds;        /* fds the child inherits (korch keeps them O_CLOEXEC), -1-terminated, may be NULL */
     const int *cgroup_fds;      /* open cgroup.procs files the child writes its pid to first, -1-terminated, may be NULL */
+    const int *bind_fds;        /* dirs korch opened, -1-terminated, may be NULL: the child gets a private
+                                   mount namespace with a tmpfs at bind_at and binds them at {bind_at}/0,
+                                   {bind_at}/1, ... before it drops its uid, so a uid that cannot reach
+                                   them by their own paths (a 0700 runtime base) still can there */
+    const char *bind_at;        /* "/tmp" */
     bool new_session;           /* setsid() (no controlling terminal) rather than setpgid(0, 0) */
     bool set_ids;               /* become uid:gid, no supplementary groups (korch must be root) */
     uid_t uid;
@@ -43,5 +48,10 @@ void korch_spawn_strv_free(char **v);
 
 /* A waitpid status in words: "exited 3", "killed by signal 9 (Killed)". */
 void korch_spawn_describe(int status, char *why, size_t whylen);
+
+/* Give a host dir korch made for a kernel, and what is in it, to the
+   kernel's uid (links themselves, never what they point to). Call it
+   while no kernel runs there; not thread-safe (nftw). */
+void korch_chown_tree(const char *dir, uid_t uid, gid_t gid);
 
 #endif
