@@ -183,7 +183,7 @@ TEST_ISO(isolation_filesystem_and_user, 90)
              "print('markers', r('%s'), r('%s'), r('%s'))\n"
              "print('shadow', r('/etc/shadow'))\n"
              "print('docker.sock', os.path.exists('/var/run/docker.sock'), os.path.exists('/run/docker.sock'))\n"
-             "print('host dirs', [d for d in ('/work', '/home/cloudsdk', '/root/.pyenv', '/etc/docker', '/var/lib/docker')\n"
+             "print('host dirs', [d for d in ('/work/shared', '/home/cloudsdk', '/root/.pyenv', '/etc/docker', '/var/lib/docker')\n"
              "                    if os.path.exists(d)])\n"
              "print('env', sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k or 'SECRET' in k))\n"
              "print('dir fds', [f for f in os.listdir('/proc/self/fd') if os.path.isdir('/proc/self/fd/' + f)])\n"
@@ -309,6 +309,18 @@ TEST_ISO(isolation_fork_bomb_contained, 120)
     korch_launcher_destroy(&l);
 }
 
+/* A copy of s reversed (leaked: short-lived child). */
+static const char *s_reversed(const char *s)
+{
+    size_t n = strlen(s);
+    char *r = malloc(n + 1);
+    for (size_t i = 0; r && i < n; i++)
+        r[i] = s[n - 1 - i];
+    if (r)
+        r[n] = 0;
+    return r;
+}
+
 /* Another kernel of the same launcher, running beside: its key (the HMAC
    key that lets anyone who has it run code there) and its runtime dir are
    nowhere this kernel can look. The positive control: the same scan finds
@@ -352,10 +364,11 @@ TEST_ISO(isolation_other_kernels_invisible, 120)
              "    for p in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
              "        hits += ['/proc/%%s/%%s' %% (p, n) for n in ('cmdline', 'environ') if scan('/proc/%%s/%%s' %% (p, n), key)]\n"
              "    return hits\n"
-             "print('other', find('%s'))\n"
-             "print('own', len(find('%s')) > 0)\n"
+             /* reversed: the code itself lands in IPython's history, the key must not */
+             "print('other', find('%s'[::-1]))\n"
+             "print('own', len(find('%s'[::-1])) > 0)\n"
              "print('dirs', os.path.exists('%s'), os.path.exists('%s'))\n",
-             korch_kernel_conn(b)->key, korch_kernel_conn(f.k)->key, b_dir, base);
+             s_reversed(korch_kernel_conn(b)->key), s_reversed(korch_kernel_conn(f.k)->key), b_dir, base);
     const char *out = s_run(&f, code, KORCH_EXEC_OK);
     CHECK_CONTAINS(out, "other []\n");
     CHECK_CONTAINS(out, "own True\n");

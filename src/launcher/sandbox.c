@@ -267,20 +267,17 @@ static char **s_env(const korch_launch_t *req, const sandbox_launcher_t *l)
 
 /* ---------------------------------------------------------------- files */
 
-/* Open the directory name inside dirfd without following a link;
-   create it (given to uid:gid when give) if absent and create is set. */
-static int s_open_dir(int dirfd, const char *name, bool create, bool give, uid_t uid, gid_t gid, bool *made)
+/* Open the directory name inside dirfd without following a link; with
+   create, make it first when absent (given to uid:gid when give). */
+static int s_open_dir(int dirfd, const char *name, bool create, bool give, uid_t uid, gid_t gid)
 {
-    if (made)
-        *made = false;
-    if (create && mkdirat(dirfd, name, 0755) == 0) {
-        if (made)
-            *made = true;
-    } else if (create && errno != EEXIST) {
+    bool made = false;
+    if (create && mkdirat(dirfd, name, 0755) == 0)
+        made = true;
+    else if (create && errno != EEXIST)
         return -1;
-    }
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && made && *made && give && fchown(fd, uid, gid) != 0)
+    if (fd >= 0 && made && give && fchown(fd, uid, gid) != 0)
         korch_debug("cannot give '%s' to %u: %s", name, (unsigned)uid, strerror(errno));
     return fd;
 }
@@ -306,7 +303,7 @@ static int s_walk(sandbox_proc_t *p, const char *name, bool create, const char *
         }
         memcpy(comp, s, n);
         comp[n] = 0;
-        int next = s_open_dir(fd, comp, create, p->l->drop, p->l->uid, p->l->gid, NULL);
+        int next = s_open_dir(fd, comp, create, p->l->drop, p->l->uid, p->l->gid);
         int e = errno;
         close(fd);
         if (next < 0) {
@@ -468,7 +465,7 @@ static korch_rc_t s_prepare_runtime(sandbox_launcher_t *l, sandbox_proc_t *p, co
             rc = korch_err_set(err, KORCH_E_IO, "cannot create '%s/kernel.log': %s", dir, strerror(errno));
     }
     if (!rc && !p->workdir[0]) {
-        int wfd = s_open_dir(rfd, "work", true, l->drop, l->uid, l->gid, NULL);
+        int wfd = s_open_dir(rfd, "work", true, l->drop, l->uid, l->gid);
         if (wfd < 0)
             rc = korch_err_set(err, KORCH_E_IO, "cannot make the work dir '%s/work': %s", dir, strerror(errno));
         else
