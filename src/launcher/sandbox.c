@@ -85,15 +85,6 @@ void korch_sandbox_opts_init(korch_sandbox_opts_t *o)
     o->tmp_size = 256 * S_MIB;
 }
 
-static void s_human_bytes(int64_t n, char *buf, size_t len)
-{
-    if (n > 0 && n % S_GIB == 0)
-        snprintf(buf, len, "%lld GiB", (long long)(n / S_GIB));
-    else if (n > 0 && n % S_MIB == 0)
-        snprintf(buf, len, "%lld MiB", (long long)(n / S_MIB));
-    else
-        snprintf(buf, len, "%lld bytes", (long long)n);
-}
 
 /* ---------------------------------------------------------------- argv */
 
@@ -713,7 +704,7 @@ static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
     int sig = WIFSIGNALED(st) ? WTERMSIG(st) : (code > 128 && code < 128 + 65 ? code - 128 : 0);
     if (sig == SIGKILL && p->l->o.memory > 0 && korch_cgroup_oom_killed(p->cg)) {
         char lim[32];
-        s_human_bytes(p->l->o.memory, lim, sizeof lim);
+        korch_human_bytes(p->l->o.memory, lim, sizeof lim);
         snprintf(why, whylen, "out of memory (limit %s)", lim);
     } else if (sig) {
         /* bwrap passes a signal on as 128 + signal, as a shell does */
@@ -807,36 +798,7 @@ static const korch_launcher_ops_t s_ops = {
 
 /* ---------------------------------------------------------------- new */
 
-static bool s_own(sandbox_launcher_t *l, size_t slot, const char **field)
-{
-    if (!*field)
-        return true;
-    l->strs[slot] = strdup(*field);
-    *field = l->strs[slot];
-    return *field != NULL;
-}
 
-/* "uid:gid" (gid defaults to uid), numeric. */
-static bool s_parse_user(const char *s, uid_t *uid, gid_t *gid)
-{
-    char *end;
-    errno = 0;
-    long u = strtol(s, &end, 10);
-    if (errno || end == s || u < 0 || u > 0x7fffffffL)
-        return false;
-    long g = u;
-    if (*end == ':') {
-        const char *gs = end + 1;
-        g = strtol(gs, &end, 10);
-        if (errno || end == gs || g < 0 || g > 0x7fffffffL)
-            return false;
-    }
-    if (*end)
-        return false;
-    *uid = (uid_t)u;
-    *gid = (gid_t)g;
-    return true;
-}
 
 /* Start a trivial sandbox the way kernels will be started: user namespaces
    may be off, bwrap may lack something. The reason is bwrap's own words. */
@@ -905,8 +867,12 @@ korch_launcher_t *korch_launcher_sandbox_new(const korch_sandbox_opts_t *opts, k
         l->o.workdir_mount = d.workdir_mount;
     if (!l->o.runtime_mount)
         l->o.runtime_mount = d.runtime_mount;
-    if (!s_own(l, 0, &l->o.bwrap) || !s_own(l, 1, &l->o.instance) || !s_own(l, 2, &l->o.user) ||
-        !s_own(l, 3, &l->o.workdir) || !s_own(l, 4, &l->o.workdir_mount) || !s_own(l, 5, &l->o.runtime_mount)) {
+    const char **fields[] = {&l->o.bwrap,   &l->o.instance,      &l->o.user,
+                             &l->o.workdir, &l->o.workdir_mount, &l->o.runtime_mount};
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof fields / sizeof fields[0]; i++)
+        ok = korch_own_str(&l->strs[i], fields[i]);
+    if (!ok) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -916,7 +882,7 @@ korch_launcher_t *korch_launcher_sandbox_new(const korch_sandbox_opts_t *opts, k
         goto fail;
     }
     if (l->o.user) {
-        if (!s_parse_user(l->o.user, &l->uid, &l->gid)) {
+        if (!korch_parse_user(l->o.user, &l->uid, &l->gid)) {
             korch_err_set(err, KORCH_E_INVALID, "sandbox user '%s' is not numeric uid:gid", l->o.user);
             goto fail;
         }

@@ -276,3 +276,44 @@ void korch_chown_tree(const char *dir, uid_t uid, gid_t gid)
     s_chown_gid = gid;
     nftw(dir, s_chown_entry, 16, FTW_PHYS);
 }
+
+bool korch_parse_user(const char *s, uid_t *uid, gid_t *gid)
+{
+    char *end;
+    errno = 0;
+    long u = strtol(s, &end, 10);
+    if (errno || end == s || u < 0 || u > 0x7fffffffL)
+        return false;
+    long g = u;
+    if (*end == ':') {
+        const char *gs = end + 1;
+        g = strtol(gs, &end, 10);
+        if (errno || end == gs || g < 0 || g > 0x7fffffffL)
+            return false;
+    }
+    if (*end)
+        return false;
+    *uid = (uid_t)u;
+    *gid = (gid_t)g;
+    return true;
+}
+
+void korch_human_bytes(int64_t n, char *buf, size_t len)
+{
+    const int64_t gib = 1024LL * 1024 * 1024, mib = 1024LL * 1024;
+    if (n > 0 && n % gib == 0)
+        snprintf(buf, len, "%lld GiB", (long long)(n / gib));
+    else if (n > 0 && n % mib == 0)
+        snprintf(buf, len, "%lld MiB", (long long)(n / mib));
+    else
+        snprintf(buf, len, "%lld bytes", (long long)n);
+}
+
+bool korch_own_str(char **slot, const char **field)
+{
+    if (!*field)
+        return true;
+    *slot = strdup(*field);
+    *field = *slot;
+    return *field != NULL;
+}

@@ -1,5 +1,6 @@
-/*  Starting a kernel process: the one fork/exec the launcher backends share
- *  (local.c runs the kernelspec's argv, sandbox.c runs bwrap in front of it).
+/*  What the launcher backends share: starting a kernel process, the one
+ *  fork/exec (local.c runs the kernelspec's argv, sandbox.c runs bwrap in
+ *  front of it), and a few small helpers.
  *
  *  Private to src/launcher. The child does only async-signal-safe work
  *  between fork and exec (korch has threads): write its pid into cgroups,
@@ -12,6 +13,8 @@
 #define KORCH_LAUNCHER_SPAWN_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "korch/error.h"
 #include "korch/kernelspec.h"
@@ -53,5 +56,16 @@ void korch_spawn_describe(int status, char *why, size_t whylen);
    kernel's uid (links themselves, never what they point to). Call it
    while no kernel runs there; not thread-safe (nftw). */
 void korch_chown_tree(const char *dir, uid_t uid, gid_t gid);
+
+/* "uid:gid" (gid defaults to uid), numeric only: korch must know the uid to
+   hand dirs over. */
+bool korch_parse_user(const char *s, uid_t *uid, gid_t *gid);
+
+/* "1 GiB", "512 MiB", "123456 bytes": for limits in messages. */
+void korch_human_bytes(int64_t n, char *buf, size_t len);
+
+/* *slot = a copy of *field, and *field points at it (NULL stays NULL):
+   a launcher owning its option strings. false on ENOMEM. */
+bool korch_own_str(char **slot, const char **field);
 
 #endif
