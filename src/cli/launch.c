@@ -135,14 +135,14 @@ void korch_cli_sweep(korch_launcher_t *l, const char *mine)
 {
     korch_err_t err = {0};
     char base[PATH_MAX];
-    if (l && strcmp(l->ops->name, "sandbox") == 0) {
-        /* A sandbox dies with its korch; what a dead one may leave is in its cgroups. */
-        int n = korch_sandbox_sweep(mine, korch_instance_alive);
-        if (n > 0)
-            fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", n);
+    if (!l)
         return;
-    }
-    if (!l || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+    /* A sandbox dies with its korch; what a dead one may leave is in its
+       cgroups (whichever launcher this korch uses: a no-op without root). */
+    int removed = korch_sandbox_sweep(mine, korch_instance_alive);
+    if (removed > 0)
+        fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", removed);
+    if (strcmp(l->ops->name, "docker") != 0 || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return;
     json_t *all = korch_docker_list(l, NULL, &err);
     if (!all) {
