@@ -7,6 +7,7 @@
  */
 #include "kernel_fixture.h"
 #include "korch/cgroup.h"
+#include "korch/instance.h"
 #include "korch/sandbox.h"
 
 #include <signal.h>
@@ -220,6 +221,11 @@ TEST_T(sandbox_no_orphans_after_kill_9, 120)
     CHECK_STREQ(out, "next\n");
     CHECK_CONTAINS(err, "removed 1 sandbox cgroup(s) left by korch instances that are gone");
     CHECK(stat(pids, &st) != 0); /* ... until the next korch sweeps it */
+    char base[PATH_MAX], lock[PATH_MAX + 64];
+    if (CHECK_EQ(korch_runtime_base(base, sizeof base, NULL), KORCH_OK)) {
+        snprintf(lock, sizeof lock, "%s/instances/sbx-kill9.lock", base);
+        CHECK(access(lock, F_OK) != 0); /* and forgets the instance */
+    }
     free(out);
     free(err);
 }

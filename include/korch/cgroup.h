@@ -65,7 +65,8 @@ void korch_cgroup_destroy(korch_cgroup_t **cg);
 
 /* Kill and remove the cgroups of korch instances that are gone: every
    korch/{instance} except mine and "default" for which alive(instance) is
-   false. Returns how many kernel cgroups were removed. */
-int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance));
+   false; gone(instance) (may be NULL) is told of each. Returns how many
+   kernel cgroups were removed. */
+int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance));
 
 #endif

@@ -74,7 +74,8 @@ void korch_sandbox_opts_init(korch_sandbox_opts_t *opts);
 korch_launcher_t *korch_launcher_sandbox_new(const korch_sandbox_opts_t *opts, korch_err_t *err);
 
 /* Kill and remove what korch instances that are gone left in their
-   cgroups (alive: e.g. korch_instance_alive). Returns kernels removed. */
-int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance));
+   cgroups (alive: e.g. korch_instance_alive; gone, may be NULL, is told of
+   each such instance: e.g. korch_instance_forget). Returns kernels removed. */
+int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance));
 
 #endif

@@ -139,7 +139,7 @@ void korch_cli_sweep(korch_launcher_t *l, const char *mine)
         return;
     /* A sandbox dies with its korch; what a dead one may leave is in its
        cgroups (whichever launcher this korch uses: a no-op without root). */
-    int removed = korch_sandbox_sweep(mine, korch_instance_alive);
+    int removed = korch_sandbox_sweep(mine, korch_instance_alive, korch_instance_forget);
     if (removed > 0)
         fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", removed);
     if (strcmp(l->ops->name, "docker") != 0 || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)

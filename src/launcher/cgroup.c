@@ -373,7 +373,7 @@ void korch_cgroup_destroy(korch_cgroup_t **pcg)
     *pcg = NULL;
 }
 
-int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance))
+int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
 {
     char why[256];
     int version = korch_cgroup_available(why, sizeof why), removed = 0;
@@ -401,7 +401,8 @@ int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance))
             }
             if (k)
                 closedir(k);
-            rmdir(inst);
+            if (rmdir(inst) == 0 && gone && i == s_ndirs(version) - 1)
+                gone(e->d_name);
         }
         if (d)
             closedir(d);

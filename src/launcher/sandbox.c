@@ -922,7 +922,7 @@ fail:
     return NULL;
 }
 
-int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance))
+int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
 {
-    return korch_cgroup_sweep(mine, alive);
+    return korch_cgroup_sweep(mine, alive, gone);
 }
