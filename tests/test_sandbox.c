@@ -181,6 +181,17 @@ TEST_T(sandbox_work_dir_files_and_planted_links, 90)
     err = (korch_err_t){0};
     CHECK_EQ(korch_proc_get_file(p, "fifo", 100, &data, &len, &err), KORCH_E_INVALID); /* and does not hang */
     CHECK_CONTAINS(err.msg, "not a plain file");
+    /* The work dir is also {runtime dir}/work, which the kernel can rename
+       and replace with a link: korch keeps using the dir it opened. */
+    out = s_out(&f,
+                "os.rename('/run/korch/work', '/run/korch/work-moved'); os.symlink('/etc', '/run/korch/work')\n"
+                "print('swapped', os.path.islink('/run/korch/work'))\n");
+    CHECK_CONTAINS(out, "swapped True\n");
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_put_file(p, "korch-probe-etc", "x", 1, &err), KORCH_OK);
+    CHECK(access("/etc/korch-probe-etc", F_OK) != 0);
+    CHECK_CONTAINS(s_out(&f, "print(open('korch-probe-etc').read(), os.path.exists('/run/korch/work-moved/korch-probe-etc'))"),
+                   "x True\n");
     err = (korch_err_t){0};
     CHECK_EQ(korch_proc_get_file(p, "out/result.txt", 3, &data, &len, &err), KORCH_E_TOOBIG);
     err = (korch_err_t){0};

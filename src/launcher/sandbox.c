@@ -70,7 +70,9 @@ typedef struct {
     pid_t init_pid;             /* host pid of the sandbox's pid 1, 0 = not known yet */
     korch_cgroup_t *cg;
     int log_fd;
-    char workdir[PATH_MAX];     /* host path of the work dir */
+    char workdir[PATH_MAX];     /* host path of the work dir, for messages */
+    int work_fd;                /* the work dir (O_PATH), opened once: the kernel can rename and replace
+                                   {runtime_dir}/work, so korch never resolves that path again */
     char tail[S_TAIL_MAX + 1];
 } sandbox_proc_t;
 
@@ -278,7 +280,7 @@ static int s_open_dir(int dirfd, const char *name, bool create, bool give, uid_t
    of the last parent and points *base at the file's own name. */
 static int s_walk(sandbox_proc_t *p, const char *name, bool create, const char **base, korch_err_t *err)
 {
-    int fd = open(p->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = openat(p->work_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         korch_err_set(err, KORCH_E_IO, "cannot open the kernel's work dir '%s': %s", p->workdir, strerror(errno));
         return -1;
@@ -459,9 +461,13 @@ static korch_rc_t s_prepare_runtime(sandbox_launcher_t *l, sandbox_proc_t *p, co
         int wfd = s_open_dir(rfd, "work", true, l->drop, l->uid, l->gid);
         if (wfd < 0)
             rc = korch_err_set(err, KORCH_E_IO, "cannot make the work dir '%s/work': %s", dir, strerror(errno));
-        else
-            close(wfd);
+        p->work_fd = wfd;
         snprintf(p->workdir, sizeof p->workdir, "%s/work", dir);
+    } else if (!rc) {
+        /* a host dir korch was given: its path is the user's, its contents the kernel's */
+        p->work_fd = open(p->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (p->work_fd < 0)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot use the work dir '%s': %s", p->workdir, strerror(errno));
     }
     close(rfd);
     return rc;
@@ -482,7 +488,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
-    p->pidfd = p->info_fd = p->log_fd = -1;
+    p->pidfd = p->info_fd = p->log_fd = p->work_fd = -1;
     p->pid = -1;
 
     if (!req->spec || !req->spec->argv || !req->spec->argv[0] || !req->conn || !req->runtime_dir) {
@@ -534,7 +540,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         fds[F_GROUP] = s_memfd("group", group, strlen(group));
         fds[F_HOSTS] = s_memfd("hosts", hosts, strlen(hosts));
     }
-    fds[F_WORK] = open(p->workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    fds[F_WORK] = fcntl(p->work_fd, F_DUPFD_CLOEXEC, 3); /* bound by the spawn helper, never inherited */
     fds[F_RUNTIME] = open(req->runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (req->spec->dir && req->spec->dir[0] == '/' && strncmp(req->spec->dir, "/usr/", 5) != 0)
         fds[F_SPEC] = open(req->spec->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -629,6 +635,8 @@ out:
     if (rc) {
         if (p->log_fd >= 0)
             close(p->log_fd);
+        if (p->work_fd >= 0)
+            close(p->work_fd);
         korch_cgroup_destroy(&p->cg);
         free(p);
         return rc;
@@ -770,6 +778,8 @@ static void s_proc_free(korch_proc_t *proc)
         close(p->info_fd);
     if (p->log_fd >= 0)
         close(p->log_fd);
+    if (p->work_fd >= 0)
+        close(p->work_fd);
     free(p);
 }
 
