@@ -53,6 +53,8 @@ static void s_peer_argv(const char *scenario, const char *line, const char **arg
 /* korch serve (sessions in dir) for LLM scenario `llm_scenario` (NULL: no
    LLM configured), then agent_api_client.py SCENARIO; checks it held and
    left kernels_left kernels (those of sessions it keeps). */
+static bool s_anthropic_too;     /* the server gets ANTHROPIC_* for the scenario too */
+
 static void s_run_in(const char *dir, const char *launcher, const char *llm_scenario, const char *scenario,
                      int timeout_s, int kernels_left)
 {
@@ -65,6 +67,11 @@ static void s_run_in(const char *dir, const char *launcher, const char *llm_scen
         snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/v1", llm.port, llm_scenario);
         setenv("OPENAI_BASE_URL", url, 1);
         setenv("OPENAI_API_KEY", "sk-test", 1);
+        if (s_anthropic_too) {
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s", llm.port, llm_scenario);
+            setenv("ANTHROPIC_BASE_URL", url, 1);
+            setenv("ANTHROPIC_API_KEY", "sk-ant-test", 1);
+        }
     }
     /* "docker+pool": containers, with a warm kernel ready for the session */
     bool pool = strcmp(launcher, "docker+pool") == 0;
@@ -147,3 +154,17 @@ TEST_T(server_agent_without_llm_says_how, 90) { s_run("local", NULL, "nollm", 60
 TEST_T(server_agent_resumes_after_its_kernel_is_gone, 180) { s_run("local", "turns", "kernel_gone", 150); }
 TEST_T(server_agent_resumes_after_a_server_restart, 300) { s_restart("local"); }
 TEST_T(server_agent_resumes_after_a_server_restart_in_docker, 300) { s_restart("docker"); }
+
+/* Live progress over SSE: code_delta, status, done.tokens (issue 11). */
+TEST_T(server_agent_streams_code_deltas_status_and_tokens, 180)
+{
+    s_anthropic_too = true;
+    s_run("local", "live", "live", 150);
+}
+/* A provider the server has no key for: 400 naming the variable, not a 500. */
+TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
+{
+    unsetenv("ANTHROPIC_API_KEY");
+    unsetenv("ANTHROPIC_BASE_URL");
+    s_run("local", "hello", "llm_keys", 60);
+}

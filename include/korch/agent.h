@@ -41,6 +41,9 @@ typedef enum {
     KORCH_AGENT_FINAL,      /* the answer: text */
     KORCH_AGENT_ERROR,      /* something failed: text */
     KORCH_AGENT_NOTICE,     /* for the user: text (resumed, kernel restarted, replay, budget) */
+    KORCH_AGENT_CODE_DELTA, /* code as the model writes it: text to append; index = the call's place in the reply */
+    KORCH_AGENT_STATUS,     /* what the step waits on: data {phase: "model"|"retry"|"executing", elapsed_ms,
+                               attempt?, retry_in_ms?, http_status?}; when the phase changes and about every second */
 } korch_agent_event_type_t;
 
 typedef struct {
@@ -97,6 +100,17 @@ void korch_agent_interrupt(korch_agent_t *agent);
 const char *korch_agent_session_dir(const korch_agent_t *agent);
 /* Token usage so far (whole session). */
 int64_t korch_agent_tokens(const korch_agent_t *agent);
+
+/* Tokens as the APIs reported them (calls that did not say count 0). */
+typedef struct {
+    int64_t input, output;
+} korch_agent_usage_t;
+
+/* The current (or last) turn's usage and the whole session's, either may be NULL. */
+void korch_agent_usage(const korch_agent_t *agent, korch_agent_usage_t *turn, korch_agent_usage_t *session);
+
+/* Write the session's notebook (nbformat 4.5) to path as well. */
+korch_rc_t korch_agent_save_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);
 /* The file names in files/, as a new array. */
 json_t *korch_agent_files(korch_agent_t *agent);
 

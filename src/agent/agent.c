@@ -2,6 +2,7 @@
  *  what happened, until it answers. See include/korch/agent.h. */
 #include "korch/agent.h"
 #include "korch/feedback.h"
+#include "korch/jsonfield.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
 #include "korch/media.h"
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #define TOOL_NAME "run_python"
+#define LIVE_CALLS 8            /* tool calls of one reply whose code is shown as it is written */
 
 struct korch_agent {
     korch_agent_opts_t o;
@@ -38,8 +40,16 @@ struct korch_agent {
     int figures;
     int fence_ids;
     int64_t tokens;
+    korch_agent_usage_t turn_usage, session_usage;
     int step;
     volatile sig_atomic_t interrupted;
+    /* live progress of the running step */
+    korch_jsonfield_t live[LIVE_CALLS];     /* each tool call's "code" as it streams */
+    bool live_on[LIVE_CALLS];
+    const char *phase;                      /* "model", "retry", "executing" */
+    int64_t phase_t0, status_last, retry_until;
+    int retry_attempt;
+    long retry_status;
 };
 
 /* ------------------------------------------------------------- events */
@@ -50,6 +60,34 @@ static void s_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *
         return;
     korch_agent_event_t ev = {type, a->step, text, text ? strlen(text) : 0, data, -1, false};
     a->o.on_event(&ev, a->o.arg);
+}
+
+/* What the step waits on, for the user: sent when the phase changes and
+   about every second while it lasts. */
+static void s_status(korch_agent_t *a)
+{
+    int64_t now = korch_now_ms();
+    a->status_last = now;
+    if (!a->o.on_event)
+        return;
+    json_t *d = json_pack("{s:s, s:I}", "phase", a->phase, "elapsed_ms", (json_int_t)(now - a->phase_t0));
+    if (d && strcmp(a->phase, "retry") == 0) {
+        json_object_set_new(d, "attempt", json_integer(a->retry_attempt));
+        json_object_set_new(d, "retry_in_ms", json_integer(a->retry_until > now ? a->retry_until - now : 0));
+        if (a->retry_status)
+            json_object_set_new(d, "http_status", json_integer(a->retry_status));
+    }
+    korch_agent_event_t ev = {KORCH_AGENT_STATUS, a->step, NULL, 0, d, -1, false};
+    a->o.on_event(&ev, a->o.arg);
+    json_decref(d);
+}
+
+static void s_phase(korch_agent_t *a, const char *phase)
+{
+    a->phase = phase;
+    a->phase_t0 = korch_now_ms();
+    a->retry_until = 0;
+    s_status(a);
 }
 
 /* --------------------------------------------------------- transcript */
@@ -326,6 +364,10 @@ static korch_rc_t s_load_transcript(korch_agent_t *a, json_t *replay, korch_err_
                 json_array_append_new(replay, json_string(code));
         } else if (strcmp(type, "usage") == 0) {
             a->tokens += json_integer_value(json_object_get(rec, "tokens"));
+            json_int_t in = json_integer_value(json_object_get(rec, "input_tokens"));
+            json_int_t out = json_integer_value(json_object_get(rec, "output_tokens"));
+            a->session_usage.input += in > 0 ? in : 0;
+            a->session_usage.output += out > 0 ? out : 0;
         }
         json_decref(rec);
     }
@@ -499,6 +541,19 @@ json_t *korch_agent_files(korch_agent_t *a)
 
 const char *korch_agent_session_dir(const korch_agent_t *a) { return a->dir; }
 int64_t korch_agent_tokens(const korch_agent_t *a) { return a->tokens; }
+
+void korch_agent_usage(const korch_agent_t *a, korch_agent_usage_t *turn, korch_agent_usage_t *session)
+{
+    if (turn)
+        *turn = a->turn_usage;
+    if (session)
+        *session = a->session_usage;
+}
+
+korch_rc_t korch_agent_save_notebook(korch_agent_t *a, const char *path, korch_err_t *err)
+{
+    return korch_notebook_write(a->nb, path, err);
+}
 
 void korch_agent_files_changed(korch_agent_t *a) { a->files_dirty = true; }
 
@@ -679,6 +734,51 @@ static void s_on_llm_text(const char *delta, size_t len, void *arg)
     a->o.on_event(&ev, a->o.arg);
 }
 
+/* A fragment of a tool call's arguments: the "code" in it, decoded as it
+   comes, is shown as it is written. */
+static void s_on_llm_tool_delta(int index, const char *name, const char *json, size_t len, void *arg)
+{
+    korch_agent_t *a = arg;
+    if (index < 0 || index >= LIVE_CALLS || (name && *name && strcmp(name, TOOL_NAME) != 0) || !a->o.on_event)
+        return;
+    if (!a->live_on[index]) {
+        korch_jsonfield_init(&a->live[index], "code");
+        a->live_on[index] = true;
+    }
+    char *out = malloc(len + KORCH_JSONFIELD_SLACK);
+    size_t n = out ? korch_jsonfield_feed(&a->live[index], json, len, out) : 0;
+    if (n) {
+        korch_agent_event_t ev = {KORCH_AGENT_CODE_DELTA, a->step, out, n, NULL, index, true};
+        a->o.on_event(&ev, a->o.arg);
+    }
+    free(out);
+}
+
+/* A back-off begins; elapsed_ms still counts from the model call's start. */
+static void s_on_llm_retry(const korch_llm_retry_t *r, void *arg)
+{
+    korch_agent_t *a = arg;
+    a->phase = "retry";
+    a->retry_attempt = r->attempt;
+    a->retry_status = r->http_status;
+    a->retry_until = korch_now_ms() + r->wait_ms;
+    s_status(a);
+}
+
+/* Often during a model call: the back-off is over (the next attempt is
+   made), or another second has passed. */
+static void s_on_llm_tick(void *arg)
+{
+    korch_agent_t *a = arg;
+    int64_t now = korch_now_ms();
+    if (a->retry_until && now >= a->retry_until) {
+        a->retry_until = 0;
+        a->phase = "model";
+        s_status(a);
+    } else if (now - a->status_last >= 1000)
+        s_status(a);
+}
+
 static bool s_llm_cancelled(void *arg)
 {
     korch_agent_t *a = arg;
@@ -693,13 +793,25 @@ static korch_rc_t s_call_model(korch_agent_t *a, bool with_tools, korch_llm_repl
     korch_llm_request_t req = {.messages = msgs,
                                .tools = with_tools && !korch_llm_fence_mode(a->o.llm) ? a->tools : NULL,
                                .temperature = -1};
-    korch_llm_cb_t cb = {.on_text = s_on_llm_text, .cancelled = s_llm_cancelled, .arg = a};
+    korch_llm_cb_t cb = {.on_text = s_on_llm_text,
+                         .on_tool_delta = s_on_llm_tool_delta,
+                         .on_retry = s_on_llm_retry,
+                         .on_tick = s_on_llm_tick,
+                         .cancelled = s_llm_cancelled,
+                         .arg = a};
+    memset(a->live_on, 0, sizeof a->live_on);
+    s_phase(a, "model");
     korch_rc_t rc = korch_llm_chat(a->o.llm, &req, &cb, reply, err);
     json_decref(msgs);
     if (rc == KORCH_OK) {
-        int64_t used = (reply->input_tokens > 0 ? reply->input_tokens : 0) +
-                       (reply->output_tokens > 0 ? reply->output_tokens : 0);
+        int64_t in = reply->input_tokens > 0 ? reply->input_tokens : 0;
+        int64_t out = reply->output_tokens > 0 ? reply->output_tokens : 0;
+        int64_t used = in + out;
         a->tokens += used;
+        a->turn_usage.input += in;
+        a->turn_usage.output += out;
+        a->session_usage.input += in;
+        a->session_usage.output += out;
         s_record(a,
                  json_pack("{s:s, s:i, s:I, s:I, s:I, s:i}", "type", "usage", "step", a->step, "input_tokens",
                            (json_int_t)reply->input_tokens, "output_tokens", (json_int_t)reply->output_tokens, "tokens",
@@ -712,6 +824,12 @@ static korch_rc_t s_call_model(korch_agent_t *a, bool with_tools, korch_llm_repl
 /* ------------------------------------------------------ running code */
 
 static bool s_exec_done(void *arg) { return korch_exec_done(arg); }
+
+static int s_exec_tick(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_status(arg);
+    return 0;
+}
 
 /* Run one tool call; append the tool message. Returns false if the user
    interrupted (the rest of the turn is abandoned). */
@@ -756,6 +874,9 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
         korch_err_clear(err);
         if (s_start_kernel(a, err) != KORCH_OK)
             return false;
+        char md[1400];
+        snprintf(md, sizeof md, "*korch: this code was not run %s*", msg);
+        korch_notebook_add_markdown(a->nb, md);
         json_array_append_new(a->messages, json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id", id,
                                                      "name", TOOL_NAME, "content", msg, "is_error", 1));
         s_record(a, json_pack("{s:s, s:s, s:s, s:b}", "type", "tool", "tool_call_id", id, "content", msg, "is_error", 1),
@@ -763,7 +884,10 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
         return true;
     }
     a->running = ex;
+    s_phase(a, "executing");
+    int tick = korch_loop_timer(a->o.loop, 1000, 0, s_exec_tick, a);
     korch_loop_run(a->o.loop, s_exec_done, ex, -1);
+    korch_loop_timer_end(a->o.loop, tick);
     a->running = NULL;
     const korch_exec_result_t *r = korch_exec_result(ex);
     char *text = NULL;
@@ -794,8 +918,17 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
                        "is_error", is_error, "images", (int)json_array_size(images)),
              NULL);
     korch_notebook_add_code(a->nb, code, r->execution_count, r->outputs);
-    if (r->status == KORCH_EXEC_DIED || (r->status == KORCH_EXEC_TIMEOUT && r->restarted))
-        s_emit(a, KORCH_AGENT_NOTICE, r->detail, NULL);
+    if (r->status == KORCH_EXEC_DIED || (r->status == KORCH_EXEC_TIMEOUT && r->restarted)) {
+        char note[800];
+        snprintf(note, sizeof note, "%s%s", r->detail,
+                 r->status == KORCH_EXEC_DIED && r->restarted ? "; the kernel was restarted: its variables are lost" : "");
+        s_emit(a, KORCH_AGENT_NOTICE, note, NULL);
+        /* the notebook says why the cell has no result and where the state went */
+        char md[1024];
+        snprintf(md, sizeof md, "*korch: %s%s*", note,
+                 r->restarted ? ". The kernel restarted here: re-run the cells above to get their variables back." : ".");
+        korch_notebook_add_markdown(a->nb, md);
+    }
     json_decref(info);
     json_decref(images);
     json_decref(saved);
@@ -841,6 +974,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     }
     korch_rc_t rc = KORCH_OK;
     int64_t t0 = korch_now_ms(), tokens0 = a->tokens;
+    a->turn_usage = (korch_agent_usage_t){0, 0};
     json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", question));
     rc = s_record(a, json_pack("{s:s, s:s}", "type", "user", "content", question), err);
     if (rc)
@@ -908,15 +1042,19 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     }
     if (!stop_reason)
         stop_reason = "the step limit is reached";
-    /* One last request, without tools, for the answer. */
-    char note[256];
+    /* One last request, without tools, for the answer: the step after the
+       last one run (the loop leaves step one past the limit when it ran out). */
+    int last = a->step > a->o.max_steps ? a->o.max_steps : a->step;
+    char note[256], told[256];
     snprintf(note, sizeof note, "[korch: %s. Answer the question now with what you have found; do not run more code.]",
              stop_reason);
-    s_emit(a, KORCH_AGENT_NOTICE, note + 1, NULL);
+    snprintf(told, sizeof told, "%s after %d step%s: asking the model for its answer without more code", stop_reason,
+             last, last == 1 ? "" : "s");
+    s_emit(a, KORCH_AGENT_NOTICE, told, NULL);
     json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", note));
     s_record(a, json_pack("{s:s, s:s, s:b}", "type", "user", "content", note, "korch", 1), NULL);
     korch_llm_reply_t reply = {0};
-    a->step++;
+    a->step = last + 1;
     s_emit(a, KORCH_AGENT_STEP, NULL, NULL);
     rc = s_call_model(a, false, &reply, err);
     if (rc == KORCH_OK) {

@@ -4,9 +4,14 @@
  *            [--launcher auto|docker|sandbox|local] [--json] "task"
  *  korch chat [same options]
  *
- *  Progress goes to stderr (step, code, live outputs, elapsed time); the
- *  final answer alone to stdout; --json prints one event per line instead.
- *  Ctrl-C interrupts the running step; the session and its kernel stay.
+ *  Progress goes to stderr as it happens: the step, the model's text and
+ *  code as it writes them, live outputs, and what the step waits on (on a
+ *  terminal one status line redrawn in place: elapsed time, retries after
+ *  429/5xx; otherwise plain lines). The final answer alone goes to stdout,
+ *  except on a terminal where it has just been shown as it streamed (it is
+ *  not printed twice). Each turn ends with its token count. --json prints
+ *  one event per line instead. Ctrl-C interrupts the running step; the
+ *  session and its kernel stay.
  */
 #include "cli.h"
 #include "korch/agent.h"
@@ -15,6 +20,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +42,17 @@ typedef struct {
     int64_t step_t0;
     bool in_text;           /* assistant text is being streamed on stderr */
     korch_agent_t *agent;
+    /* the terminal display */
+    bool tty;               /* stderr is a terminal: a status line redrawn in place */
+    bool col0;              /* stderr's cursor is at the start of a line */
+    bool status_shown;      /* the status line is on the screen (cleared before anything else) */
+    bool code_bol;          /* streamed code: at the start of a code line (indent next) */
+    int code_index;         /* the tool call whose code is streaming; -1 none */
+    int codes_streamed, codes_shown;   /* calls of this step shown as they were written / run */
+    bool text_streamed;     /* the current step's text reached stderr as it streamed */
+    int64_t plain_status_at;    /* when the last plain status line was printed */
+    const char *last_phase;
+    int steps;              /* of the turn */
 } run_ctx_t;
 
 static void s_help(FILE *f, const char *cmd)
@@ -68,8 +85,13 @@ static void s_help(FILE *f, const char *cmd)
             strcmp(cmd, "run") == 0
                 ? "Ask one question; the model writes code, korch runs it in a persistent kernel and shows\n"
                   "the model the results until it answers. The answer alone goes to stdout."
-                : "A multi-turn conversation over one kernel. Commands: /files, /notebook, /save, /quit.\n"
-                  "Ctrl-C interrupts the running step; Ctrl-D or /quit ends the session.");
+                : "A multi-turn conversation over one kernel. Commands:\n"
+                  "  /files         the files in the kernel's working dir\n"
+                  "  /file PATH     give the model a file (copied into the working dir)\n"
+                  "  /notebook      where the notebook and transcript are (written after every step)\n"
+                  "  /save PATH     write the notebook (.ipynb) to PATH as well\n"
+                  "  /quit          end the session (or Ctrl-D)\n"
+                  "Ctrl-C interrupts the running step.");
 }
 
 /* ------------------------------------------------------------ events */
@@ -88,11 +110,95 @@ static void s_json_event(const char *kind, int step, json_t *fields)
     json_decref(ev);
 }
 
+/* Everything shown on stderr goes through here: a status line on the
+   screen is cleared first, and where the cursor is is tracked. */
+static void s_out(run_ctx_t *c, const char *s, size_t n)
+{
+    if (!n)
+        return;
+    if (c->status_shown) {
+        fputs("\r\033[K", stderr);
+        c->status_shown = false;
+    }
+    fwrite(s, 1, n, stderr);
+    c->col0 = s[n - 1] == '\n';
+}
+
+static void s_printf(run_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_printf(run_ctx_t *c, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        s_out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* Whatever streamed (text, code) ends its line before something else is shown. */
 static void s_end_text(run_ctx_t *c)
 {
-    if (c->in_text) {
-        fputc('\n', stderr);
-        c->in_text = false;
+    if (!c->col0)
+        s_out(c, "\n", 1);
+    c->in_text = false;
+    c->code_index = -1;
+}
+
+/* What the step waits on. A terminal gets one line redrawn in place (only
+   while nothing else is mid-line); otherwise a plain line when a back-off
+   begins and every 10 s of waiting. */
+static void s_status(run_ctx_t *c, const korch_agent_event_t *ev)
+{
+    const char *phase = json_string_value(json_object_get(ev->data, "phase"));
+    double elapsed = (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3;
+    if (!phase)
+        return;
+    char line[256];
+    if (strcmp(phase, "retry") == 0) {
+        long status = (long)json_integer_value(json_object_get(ev->data, "http_status"));
+        char what[32] = "no connection";
+        if (status)
+            snprintf(what, sizeof what, "HTTP %ld", status);
+        snprintf(line, sizeof line, "… the model answered %s: retry %d in %.1f s (%.1f s since the request)", what,
+                 (int)json_integer_value(json_object_get(ev->data, "attempt")),
+                 (double)json_integer_value(json_object_get(ev->data, "retry_in_ms")) / 1e3, elapsed);
+    } else if (strcmp(phase, "executing") == 0)
+        snprintf(line, sizeof line, "… running: %.0f s", elapsed);
+    else
+        snprintf(line, sizeof line, "… waiting for the model: %.0f s", elapsed);
+    bool changed = !c->last_phase || strcmp(c->last_phase, phase) != 0;
+    c->last_phase = strcmp(phase, "retry") == 0 ? "retry" : strcmp(phase, "executing") == 0 ? "executing" : "model";
+    if (c->tty) {
+        if (c->col0 && (elapsed >= 1.0 || strcmp(phase, "retry") == 0)) {
+            fprintf(stderr, "\r\033[K%s", line);
+            c->status_shown = true;
+        }
+        return;
+    }
+    int64_t now = korch_now_ms();
+    bool retry_begins = changed && strcmp(phase, "retry") == 0;
+    if (c->col0 && (retry_begins || (elapsed >= 10 && now - c->plain_status_at >= 10000))) {
+        c->plain_status_at = now;
+        s_printf(c, "  %s\n", line);
+    }
+}
+
+/* Code as the model writes it, indented like the code block it becomes. */
+static void s_code_delta(run_ctx_t *c, const korch_agent_event_t *ev)
+{
+    if (c->code_index != (int)ev->index) {
+        s_end_text(c);
+        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
+        c->code_index = (int)ev->index;
+        c->code_bol = true;
+        c->codes_streamed++;
+    }
+    for (size_t i = 0; i < ev->text_len; i++) {
+        if (c->code_bol)
+            s_out(c, "    ", 4);
+        s_out(c, ev->text + i, 1);
+        c->code_bol = ev->text[i] == '\n';
     }
 }
 
@@ -105,6 +211,10 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         case KORCH_AGENT_TEXT:
             s_json_event("text", ev->step, json_pack("{s:s%}", "delta", ev->text, ev->text_len));
             break;
+        case KORCH_AGENT_CODE_DELTA:
+            s_json_event("code_delta", ev->step,
+                         json_pack("{s:s%, s:i}", "delta", ev->text, ev->text_len, "index", (int)ev->index));
+            break;
         case KORCH_AGENT_CODE: s_json_event("code", ev->step, json_pack("{s:s}", "code", ev->text)); break;
         case KORCH_AGENT_OUTPUT: s_json_event("output", ev->step, json_pack("{s:O}", "output", ev->data)); break;
         case KORCH_AGENT_RESULT:
@@ -113,6 +223,7 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         case KORCH_AGENT_FINAL: s_json_event("final", ev->step, json_pack("{s:s}", "answer", ev->text)); break;
         case KORCH_AGENT_ERROR: s_json_event("error", ev->step, json_pack("{s:s}", "message", ev->text)); break;
         case KORCH_AGENT_NOTICE: s_json_event("notice", ev->step, json_pack("{s:s}", "text", ev->text)); break;
+        case KORCH_AGENT_STATUS: s_json_event("status", ev->step, json_deep_copy(ev->data)); break;
         }
         return;
     }
@@ -122,21 +233,29 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_STEP:
         s_end_text(c);
         c->step_t0 = korch_now_ms();
-        fprintf(stderr, "\n── step %d ──\n", ev->step);
+        c->codes_streamed = c->codes_shown = 0;
+        c->text_streamed = false;
+        c->last_phase = NULL;
+        c->steps++;
+        s_printf(c, "\n── step %d ──\n", ev->step);
         break;
     case KORCH_AGENT_TEXT:
-        if (c->chat)
-            break; /* chat prints the answer on stdout at the end */
-        fwrite(ev->text, 1, ev->text_len, stderr);
+        if (c->code_index >= 0)
+            s_end_text(c);
+        s_out(c, ev->text, ev->text_len);
         c->in_text = true;
+        c->text_streamed = true;
         break;
+    case KORCH_AGENT_CODE_DELTA: s_code_delta(c, ev); break;
     case KORCH_AGENT_CODE: {
         s_end_text(c);
-        fprintf(stderr, "▶ code:\n");
+        if (c->codes_shown++ < c->codes_streamed)
+            break; /* it was shown as it was written */
+        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
         const char *p = ev->text;
         while (*p) {
             size_t n = strcspn(p, "\n");
-            fprintf(stderr, "    %.*s\n", (int)n, p);
+            s_printf(c, "    %.*s\n", (int)n, p);
             p += n + (p[n] == '\n');
         }
         break;
@@ -147,38 +266,59 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
             break;
         if (strcmp(type, "stream") == 0) {
             json_t *t = json_object_get(ev->data, "text");
-            fwrite(json_string_value(t), 1, json_string_length(t), stderr);
+            s_out(c, json_string_value(t), json_string_length(t));
         } else if (strcmp(type, "error") == 0) {
-            fprintf(stderr, "%s: %s\n", json_string_value(json_object_get(ev->data, "ename")),
-                    json_string_value(json_object_get(ev->data, "evalue")));
+            s_end_text(c);
+            s_printf(c, "%s: %s\n", json_string_value(json_object_get(ev->data, "ename")),
+                     json_string_value(json_object_get(ev->data, "evalue")));
         } else {
             json_t *data = json_object_get(ev->data, "data");
+            s_end_text(c);
             if (json_object_get(data, "image/png"))
-                fprintf(stderr, "[image/png]\n");
+                s_printf(c, "[image/png]\n");
             else if (json_is_string(json_object_get(data, "text/plain")))
-                fprintf(stderr, "%s\n", json_string_value(json_object_get(data, "text/plain")));
+                s_printf(c, "%s\n", json_string_value(json_object_get(data, "text/plain")));
         }
         break;
     }
     case KORCH_AGENT_RESULT: {
+        s_end_text(c);
         json_t *saved = json_object_get(ev->data, "saved");
         size_t i;
         json_t *p;
-        json_array_foreach(saved, i, p) fprintf(stderr, "[chart saved to %s]\n", json_string_value(p));
-        fprintf(stderr, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
-                (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
+        json_array_foreach(saved, i, p) s_printf(c, "[chart saved to %s]\n", json_string_value(p));
+        s_printf(c, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
+                 (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
         break;
     }
     case KORCH_AGENT_FINAL: s_end_text(c); break;
     case KORCH_AGENT_ERROR:
-        s_end_text(c);
-        fprintf(stderr, "korch: %s\n", ev->text);
-        break;
     case KORCH_AGENT_NOTICE:
         s_end_text(c);
-        fprintf(stderr, "korch: %s\n", ev->text);
+        s_printf(c, "korch: %s\n", ev->text);
         break;
+    case KORCH_AGENT_STATUS: s_status(c, ev); break;
     }
+    fflush(stderr);
+}
+
+/* The answer goes to stdout, unless it has just streamed onto the same
+   terminal; then the turn's tokens. */
+static void s_turn_end(run_ctx_t *c, const char *answer, int64_t t0)
+{
+    bool shown = c->text_streamed && c->tty && !c->quiet && isatty(STDOUT_FILENO) && answer && *answer;
+    if (!c->json && answer && !shown) {
+        printf(c->chat ? "\n%s\n" : "%s\n", answer);
+        fflush(stdout);
+    }
+    if (c->json || c->quiet)
+        return;
+    korch_agent_usage_t turn, session;
+    korch_agent_usage(c->agent, &turn, &session);
+    s_end_text(c);
+    s_printf(c, "── %d step%s, %.1f s; tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", c->steps,
+             c->steps == 1 ? "" : "s", (double)(korch_now_ms() - t0) / 1e3, (long long)turn.input,
+             (long long)turn.output, (long long)session.input, (long long)session.output);
     fflush(stderr);
 }
 
@@ -228,17 +368,30 @@ static void s_chat_command(run_ctx_t *c, const char *line)
             printf("  added %s\n", line + 6);
         else
             printf("  %s\n", err.msg);
-    } else if (strcmp(line, "/notebook") == 0 || strcmp(line, "/save") == 0) {
+    } else if (strcmp(line, "/notebook") == 0) {
         printf("  notebook: %s/notebook.ipynb (written after every step)\n  transcript: %s/transcript.jsonl\n",
                korch_agent_session_dir(c->agent), korch_agent_session_dir(c->agent));
+    } else if (strncmp(line, "/save", 5) == 0 && (line[5] == 0 || line[5] == ' ')) {
+        const char *path = line + 5;
+        while (*path == ' ')
+            path++;
+        korch_err_t err = {0};
+        if (!*path)
+            printf("  /save PATH writes the notebook to PATH (it is kept in %s/notebook.ipynb too)\n",
+                   korch_agent_session_dir(c->agent));
+        else if (korch_agent_save_notebook(c->agent, path, &err) == KORCH_OK)
+            printf("  notebook written to %s\n", path);
+        else
+            printf("  %s\n", err.msg);
     } else
-        printf("  commands: /files, /file PATH, /notebook, /save, /quit\n");
+        printf("  commands: /files, /file PATH, /notebook, /save PATH, /quit\n");
     fflush(stdout);
 }
 
 static int s_main(const char *cmd, int argc, char **argv)
 {
-    run_ctx_t c = {.launcher_name = "auto", .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0};
+    run_ctx_t c = {.launcher_name = "auto", .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0,
+                   .col0 = true, .code_index = -1};
     s_t0 = korch_now_ms();
     c.files = json_array();
     static const struct option longopts[] = {
@@ -278,6 +431,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         }
     }
     const char *task = optind < argc ? argv[optind] : NULL;
+    c.tty = !c.json && isatty(STDERR_FILENO);
     korch_err_t err = {0};
     korch_loop_t *loop = NULL;
     korch_llm_t *llm = NULL;
@@ -373,13 +527,16 @@ static int s_main(const char *cmd, int argc, char **argv)
     rc = 0;
     if (!c.chat) {
         char *answer = NULL;
+        int64_t t0 = korch_now_ms();
+        c.steps = 0;
         korch_rc_t arc = korch_agent_ask(c.agent, task, &answer, &err);
         if (arc == KORCH_OK) {
-            if (!c.json)
-                printf("%s\n", answer);
+            s_turn_end(&c, answer, t0);
         } else {
-            if (!c.json)
+            if (!c.json) {
+                s_end_text(&c);
                 fprintf(stderr, "korch run: %s\n", err.msg);
+            }
             else
                 s_json_event("error", 0, json_pack("{s:s}", "message", err.msg));
             rc = arc == KORCH_E_INTERRUPTED ? 130 : 1;
@@ -417,12 +574,14 @@ static int s_main(const char *cmd, int argc, char **argv)
         char *answer = NULL;
         korch_err_clear(&err);
         korch_cli_take_signal(); /* a Ctrl-C at the prompt is not meant for this question */
-        if (korch_agent_ask(c.agent, line, &answer, &err) == KORCH_OK) {
-            if (!c.json)
-                printf("\n%s\n", answer);
-            fflush(stdout);
-        } else
+        int64_t t0 = korch_now_ms();
+        c.steps = 0;
+        if (korch_agent_ask(c.agent, line, &answer, &err) == KORCH_OK)
+            s_turn_end(&c, answer, t0);
+        else {
+            s_end_text(&c);
             fprintf(stderr, "korch: %s\n", err.msg);
+        }
         free(answer);
     }
     free(line);

@@ -7,8 +7,9 @@
  *    actor -> main   ready | failed message | event NAME JSON | done JSON | bye
  *
  *  "event" carries the agent's events as the API's server-sent events
- *  (step, text, code, output, result, final, error, notice); "done" ends a
- *  turn with {status, tokens, message?}; "bye" is the last thing it sends.
+ *  (step, text, code_delta, code, output, result, status, final, error,
+ *  notice); "done" ends a turn with {status, tokens: {turn: {input, output},
+ *  session: {input, output}}, message?}; "bye" is the last thing it sends.
  *  A model call cannot see the pipe (it is inside libcurl): interrupting it
  *  goes through cfg->cancel, which the llm polls.
  */
@@ -71,6 +72,16 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_FINAL: s_send_event(ac, "final", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
     case KORCH_AGENT_ERROR: s_send_event(ac, "error", json_pack("{s:i, s:s}", "step", step, "message", text)); break;
     case KORCH_AGENT_NOTICE: s_send_event(ac, "notice", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
+    case KORCH_AGENT_CODE_DELTA:
+        s_send_event(ac, "code_delta",
+                     json_pack("{s:i, s:s%, s:i}", "step", step, "text", text, ev->text_len, "index", (int)ev->index));
+        break;
+    case KORCH_AGENT_STATUS: {
+        json_t *d = json_deep_copy(ev->data ? ev->data : json_object());
+        json_object_set_new(d, "step", json_integer(step));
+        s_send_event(ac, "status", d);
+        break;
+    }
     }
 }
 
@@ -160,7 +171,11 @@ static void s_actor(zsock_t *pipe, void *arg)
         const char *status = rc == KORCH_OK ? "ok" : rc == KORCH_E_INTERRUPTED ? "interrupted" : "error";
         if (rc != KORCH_OK && rc != KORCH_E_INTERRUPTED)
             s_send_event(&ac, "error", json_pack("{s:s}", "message", err.msg[0] ? err.msg : korch_strerror(rc)));
-        json_t *done = json_pack("{s:s, s:I}", "status", status, "tokens", (json_int_t)korch_agent_tokens(ac.agent));
+        korch_agent_usage_t turn, session;
+        korch_agent_usage(ac.agent, &turn, &session);
+        json_t *done = json_pack("{s:s, s:{s:{s:I, s:I}, s:{s:I, s:I}}}", "status", status, "tokens", "turn", "input",
+                                 (json_int_t)turn.input, "output", (json_int_t)turn.output, "session", "input",
+                                 (json_int_t)session.input, "output", (json_int_t)session.output);
         if (rc != KORCH_OK)
             json_object_set_new(done, "message", json_string(err.msg[0] ? err.msg : korch_strerror(rc)));
         char *text = json_dumps(done, JSON_COMPACT);

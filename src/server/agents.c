@@ -75,6 +75,7 @@ struct srv_agent {
     s_state_t state;
     int turns;
     int64_t tokens;
+    int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
     char error[512];            /* why it stopped, for the model */
     json_t *files;              /* names uploaded through the API */
     json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
@@ -213,6 +214,19 @@ static void s_stream_done(srv_agent_t *sa, const char *done_json)
     }
 }
 
+/* A turn that ends here rather than in the agent (it was deleted, its start
+   failed): done as the agent's would be, with no tokens spent this turn. */
+static void s_stream_end_turn(srv_agent_t *sa, const char *status, const char *msg)
+{
+    json_t *done = json_pack("{s:s, s:s, s:{s:{s:i, s:i}, s:{s:I, s:I}}}", "status", status, "message", msg, "tokens",
+                             "turn", "input", 0, "output", 0, "session", "input", (json_int_t)sa->tokens_in, "output",
+                             (json_int_t)sa->tokens_out);
+    char *text = done ? json_dumps(done, JSON_COMPACT) : NULL;
+    s_stream_done(sa, text ? text : "{}");
+    free(text);
+    json_decref(done);
+}
+
 /* ------------------------------------------------------- lifecycle */
 
 /* No kernel any more (it was shut down, culled or died for good, or the
@@ -245,7 +259,7 @@ static void s_doom(srv_agent_t *sa)
     if (sa->creating)
         srv_respond_error(sa->creating, 503, "the agent session was deleted while it started");
     sa->creating = NULL;
-    s_stream_done(sa, "{\"status\":\"interrupted\",\"message\":\"the session was deleted\"}");
+    s_stream_end_turn(sa, "interrupted", "the session was deleted");
     s_stop(sa, "deleted");
     if (!sa->actor) {
         s_free(&sa);
@@ -273,11 +287,7 @@ static void s_fail(srv_agent_t *sa, int status, const char *fmt, ...)
     free(sa->pending_question);
     sa->pending_question = NULL;
     s_stream_eventj(sa, "error", json_pack("{s:s}", "message", msg));
-    json_t *done = json_pack("{s:s, s:s}", "status", "error", "message", msg);
-    char *text = json_dumps(done, JSON_COMPACT);
-    s_stream_done(sa, text ? text : "{}");
-    free(text);
-    json_decref(done);
+    s_stream_end_turn(sa, "error", msg);
     s_stop(sa, msg);
 }
 
@@ -325,8 +335,12 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
     } else if (strcmp(cmd, "done") == 0) {
         char *json = zmsg_popstr(m);
         json_t *d = json ? json_loads(json, 0, NULL) : NULL;
-        if (json_is_integer(json_object_get(d, "tokens")))
-            sa->tokens = json_integer_value(json_object_get(d, "tokens"));
+        json_t *used = json_object_get(json_object_get(d, "tokens"), "session");
+        if (json_is_object(used)) {
+            sa->tokens_in = json_integer_value(json_object_get(used, "input"));
+            sa->tokens_out = json_integer_value(json_object_get(used, "output"));
+            sa->tokens = sa->tokens_in + sa->tokens_out;
+        }
         const char *status = json_string_value(json_object_get(d, "status"));
         srv_state(sa->srv)->metrics.agent_turns[!status || strcmp(status, "ok") == 0 ? 0
                                                 : strcmp(status, "interrupted") == 0 ? 1 : 2]++;
@@ -580,6 +594,30 @@ fail:
     return NULL;
 }
 
+/* Whether this server can talk to the model at all (a key it lacks, an
+   unknown provider, no model): said at once, not when the first message
+   fails. Makes no request. */
+static bool s_llm_usable(const char *spec, char *why, size_t why_len)
+{
+    korch_llm_opts_t lo = {0};
+    korch_err_t err = {0};
+    korch_llm_t *llm = NULL;
+    if (korch_llm_parse_spec(spec, &lo, &err) == KORCH_OK)
+        llm = korch_llm_new(&lo, &err);
+    if (llm) {
+        korch_llm_destroy(&llm);
+        return true;
+    }
+    const char *key = lo.provider ? korch_llm_key_env(lo.provider) : NULL;
+    if (key && (!getenv(key) || !*getenv(key)))
+        snprintf(why, why_len,
+                 "this server has no API key for '%s': set %s in the environment of korch serve (or ask for "
+                 "another \"llm\")", spec, key);
+    else
+        snprintf(why, why_len, "cannot use llm '%s': %s", spec, err.msg);
+    return false;
+}
+
 static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len)
 {
     json_t *j = json_object_get(body, "llm");
@@ -603,7 +641,7 @@ static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t
                      lo.provider);
             return NULL;
         }
-        return want;
+        return s_llm_usable(want, why, why_len) ? want : NULL;
     }
     const char *dflt = srv_state(s)->opts.llm;
     if (!dflt || !*dflt)
@@ -656,6 +694,10 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 503,
                           "no LLM is configured on this server: start korch serve with --llm PROVIDER:MODEL "
                           "(or set KORCH_LLM), or send \"llm\" in the request");
+        return;
+    }
+    if (!json_object_get(body, "llm") && !s_llm_usable(llm, why, sizeof why)) {
+        srv_respond_error(req, 503, "the server's own llm is not usable: %s", why); /* its configuration, not the request */
         return;
     }
     json_t *jk = json_object_get(body, "kernel_id"), *jn = json_object_get(body, "kernel_name");

@@ -471,6 +471,86 @@ SCENARIOS = {f.__name__[3:]: f for f in (sc_analysis, sc_turns, sc_chunks, sc_in
                                           sc_errors, sc_close_during_model, sc_kernel_gone, sc_remember, sc_recall, sc_nollm)}
 
 
+# ------------------------------------------------- live progress (issue 11)
+
+def _reported():
+    """What the scripted LLM server reported, per request ({input, output}
+    or None for an error reply): korch serve's OPENAI_BASE_URL is ours too."""
+    base = os.environ["OPENAI_BASE_URL"].rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(base + "/requests") as r:
+        return [x.get("usage") for x in json.load(r)]
+
+
+def _sum(usages):
+    return {"input": sum(u["input"] for u in usages if u), "output": sum(u["output"] for u in usages if u)}
+
+
+def _live_turn(x, sid, question, session_before):
+    """One turn; checks code_delta against code, status, done.tokens."""
+    before = len(_reported())
+    events = Sse(x, sid, question).all()
+    turn = _sum(_reported()[before:])
+    names = [n for n, _ in events]
+    x.details.setdefault("events", []).append({n: names.count(n) for n in set(names)})
+    for step in sorted({d["step"] for d in _of(events, "code")}):
+        joined = "".join(d["text"] for d in _of(events, "code_delta") if d["step"] == step)
+        code = [d["code"] for d in _of(events, "code") if d["step"] == step]
+        x.check(joined == code[0], "step %d: code_delta joined %r, code %r" % (step, joined[:80], code[0][:80]))
+        x.check(names.index("code_delta") < names.index("code"), "code_delta before code")
+    for d in _of(events, "status"):
+        x.check(d["phase"] in ("model", "retry", "executing") and isinstance(d["elapsed_ms"], int) and "step" in d,
+                "status event: %r" % d)
+    done = _of(events, "done")
+    session = {k: session_before[k] + turn[k] for k in turn}
+    x.check(done and done[0].get("tokens") == {"turn": turn, "session": session},
+            "done.tokens %r, the server reported turn %r session %r" % (done and done[0].get("tokens"), turn, session))
+    return events, session
+
+
+def sc_live(x):
+    """Code streamed as the model writes it (escapes cut mid-way, openai and
+    anthropic), status while waiting (a 429 back-off, code running), and
+    done.tokens per turn and per session, as the scripted server reported."""
+    for llm in ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5"):
+        m = x.session(llm=llm)
+        events, used = _live_turn(x, m["id"], "run the escapes", {"input": 0, "output": 0})
+        final = _of(events, "final")
+        x.check(final and "LIVE 6 12 9 caf\u00e9 \U0001F600" in final[0]["text"], "%s: final %r" % (llm, final))
+        x.check(any(d["phase"] == "executing" for d in _of(events, "status")), "an executing status")
+        x.check(any(d["phase"] == "model" for d in _of(events, "status")), "a model status")
+        events, used = _live_turn(x, m["id"], "rate limited now", used)
+        retry = [d for d in _of(events, "status") if d["phase"] == "retry"]
+        x.check(len(retry) >= 2 and all(d["attempt"] == 1 and d["http_status"] == 429 and "retry_in_ms" in d
+                                        for d in retry), "retry status events: %r" % retry)
+        x.check(retry and retry[0]["retry_in_ms"] == 2000, "the back-off the API asked for: %r" % retry[:1])
+        x.check(_of(events, "final") and _of(events, "final")[0]["text"] == "Waited, then answered: rate limited now.",
+                "after the back-off: %r" % _of(events, "final"))
+        st, s2 = x.http.req("GET", "api/agent/sessions/" + m["id"])
+        x.check(s2.get("tokens") == used["input"] + used["output"], "session tokens %r, want %r" %
+                (s2.get("tokens"), used))
+
+
+def sc_llm_keys(x):
+    """A model the server cannot use is a 400 that says what to do; nothing is created."""
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "anthropic:claude-sonnet-4-5"})
+    x.check(st == 400 and b.get("message") == "this server has no API key for 'anthropic:claude-sonnet-4-5': set "
+            "ANTHROPIC_API_KEY in the environment of korch serve (or ask for another \"llm\")",
+            "no key -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "nope:model"})
+    x.check(st == 400 and "unknown llm provider 'nope'" in b.get("message", ""), "unknown provider -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "openai:"})
+    x.check(st == 400 and "names no model" in b.get("message", ""), "no model -> %s %r" % (st, b))
+    st, lst = x.http.req("GET", "api/agent/sessions")
+    x.check(st == 200 and lst == [], "nothing was created: %r" % lst)
+    st, kernels = x.http.req("GET", "api/kernels")
+    x.check(st == 200 and kernels == [], "no kernel was started: %r" % kernels)
+    m = x.session(llm="openai:gpt-4o-mini")     # the provider the server has a key for still works
+    x.check(m["llm"] == "openai:gpt-4o-mini", "session: %r" % m)
+
+
+SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys)})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
