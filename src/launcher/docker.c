@@ -371,15 +371,6 @@ fail:
 
 static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
-/* Trailing slashes do not make a different directory. */
-static size_t s_dir_len(const char *s)
-{
-    size_t n = strlen(s);
-    while (n > 1 && s[n - 1] == '/')
-        n--;
-    return n;
-}
-
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -399,20 +390,13 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     p->memory = l->o.memory;
     snprintf(p->runtime_dir, sizeof p->runtime_dir, "%s", req->runtime_dir ? req->runtime_dir : "");
 
-    if (!req->spec || !req->spec->argv || !req->spec->argv[0] || !req->conn || !req->runtime_dir) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "docker launcher: incomplete launch request");
-        goto out;
-    }
     /* The kernel's ipc prefix must lie in runtime_dir, the directory mounted. */
-    const char *slash = strrchr(req->conn->ip, '/');
-    size_t dl = s_dir_len(req->runtime_dir);
-    if (strcmp(req->conn->transport, "ipc") != 0 || !slash || (size_t)(slash - req->conn->ip) != dl ||
-        strncmp(req->conn->ip, req->runtime_dir, dl) != 0 || !slash[1]) {
-        rc = korch_err_set(err, KORCH_E_INVALID,
-                           "docker kernels need ipc endpoints directly in runtime dir '%s', not %s '%s'",
-                           req->runtime_dir, req->conn->transport, req->conn->ip);
+    const char *ipc_name = korch_launch_ipc_name(req, "docker", err);
+    if (!ipc_name) {
+        rc = err ? err->rc : KORCH_E_INVALID;
         goto out;
     }
+    size_t dl = korch_dir_len(req->runtime_dir);
     snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", req->conn->ip);
     memcpy(p->ports, req->conn->port, sizeof p->ports);
 
@@ -460,7 +444,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     /* The connection file as the kernel sees it: same key and ports, the ipc
        prefix under the container's mount point. */
     conn = *req->conn;
-    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, slash + 1);
+    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, ipc_name);
     snprintf(conn_in, sizeof conn_in, "%s/%s", l->o.runtime_mount, S_CONN_FILE);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)dl, req->runtime_dir, S_CONN_FILE);
     rc = korch_conn_save(&conn, p->conn_file, err);
@@ -778,7 +762,7 @@ static const char *s_runtime_target(json_t *c, const char *runtime_dir)
    prefix is not directly inside target. */
 static const char *s_ipc_base(const char *ip, const char *target)
 {
-    size_t tl = s_dir_len(target);
+    size_t tl = korch_dir_len(target);
     if (strncmp(ip, target, tl) != 0 || ip[tl] != '/' || !ip[tl + 1] || strchr(ip + tl + 1, '/'))
         return NULL;
     return ip + tl + 1;
@@ -876,7 +860,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
                            rdir, errno == ENOENT ? "gone" : "not a directory");
         goto out;
     }
-    size_t dl = s_dir_len(rdir);
+    size_t dl = korch_dir_len(rdir);
     if (dl + 1 > runtime_dir_len || dl + 1 > sizeof p->runtime_dir) {
         rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
                            kernel_id, rdir);

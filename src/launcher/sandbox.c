@@ -420,14 +420,6 @@ out:
 
 static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
-static size_t s_dir_len(const char *s)
-{
-    size_t n = strlen(s);
-    while (n > 1 && s[n - 1] == '/')
-        n--;
-    return n;
-}
-
 /* A cgroup name from the kernel id: its safe characters and a sequence. */
 static void s_cgroup_name(sandbox_launcher_t *l, const char *kernel_id, char *buf, size_t len)
 {
@@ -491,17 +483,9 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     p->pidfd = p->info_fd = p->log_fd = p->work_fd = -1;
     p->pid = -1;
 
-    if (!req->spec || !req->spec->argv || !req->spec->argv[0] || !req->conn || !req->runtime_dir) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "sandbox launcher: incomplete launch request");
-        goto out;
-    }
-    const char *slash = strrchr(req->conn->ip, '/');
-    size_t dl = s_dir_len(req->runtime_dir);
-    if (strcmp(req->conn->transport, "ipc") != 0 || !slash || (size_t)(slash - req->conn->ip) != dl ||
-        strncmp(req->conn->ip, req->runtime_dir, dl) != 0 || !slash[1]) {
-        rc = korch_err_set(err, KORCH_E_INVALID,
-                           "sandbox kernels need ipc endpoints directly in runtime dir '%s', not %s '%s'",
-                           req->runtime_dir, req->conn->transport, req->conn->ip);
+    const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
+    if (!ipc_name) {
+        rc = err ? err->rc : KORCH_E_INVALID;
         goto out;
     }
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
@@ -523,7 +507,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
 
     /* The connection file as the kernel sees it, handed over in memory. */
     korch_conn_t conn = *req->conn;
-    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, slash + 1);
+    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, ipc_name);
     json_t *cj = korch_conn_json(&conn);
     conn_text = cj ? json_dumps(cj, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(cj);

@@ -317,3 +317,28 @@ bool korch_own_str(char **slot, const char **field)
     *field = *slot;
     return *field != NULL;
 }
+
+size_t korch_dir_len(const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 1 && s[n - 1] == '/')
+        n--;
+    return n;
+}
+
+const char *korch_launch_ipc_name(const korch_launch_t *req, const char *who, korch_err_t *err)
+{
+    if (!req->spec || !req->spec->argv || !req->spec->argv[0] || !req->conn || !req->runtime_dir) {
+        korch_err_set(err, KORCH_E_INVALID, "%s launcher: incomplete launch request", who);
+        return NULL;
+    }
+    const char *slash = strrchr(req->conn->ip, '/');
+    size_t dl = korch_dir_len(req->runtime_dir);
+    if (strcmp(req->conn->transport, "ipc") != 0 || !slash || (size_t)(slash - req->conn->ip) != dl ||
+        strncmp(req->conn->ip, req->runtime_dir, dl) != 0 || !slash[1]) {
+        korch_err_set(err, KORCH_E_INVALID, "%s kernels need ipc endpoints directly in runtime dir '%s', not %s '%s'",
+                      who, req->runtime_dir, req->conn->transport, req->conn->ip);
+        return NULL;
+    }
+    return slash + 1;
+}

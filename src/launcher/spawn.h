@@ -18,6 +18,7 @@
 #include <sys/types.h>
 #include "korch/error.h"
 #include "korch/kernelspec.h"
+#include "korch/launcher.h"
 
 /* Everything is borrowed for the duration of korch_spawn. */
 typedef struct {
@@ -56,6 +57,15 @@ void korch_spawn_describe(int status, char *why, size_t whylen);
    kernel's uid (links themselves, never what they point to). Call it
    while no kernel runs there; not thread-safe (nftw). */
 void korch_chown_tree(const char *dir, uid_t uid, gid_t gid);
+
+/* The socket name of req's ipc endpoints ("k" of {runtime_dir}/k) when
+   they lie directly in runtime_dir (the dir a container or sandbox gets
+   mounted), else NULL and err says so; who names the launcher. Checks that
+   the request is complete too. */
+const char *korch_launch_ipc_name(const korch_launch_t *req, const char *who, korch_err_t *err);
+
+/* The length of a dir path without its trailing slashes. */
+size_t korch_dir_len(const char *s);
 
 /* "uid:gid" (gid defaults to uid), numeric only: korch must know the uid to
    hand dirs over. */
