@@ -634,7 +634,8 @@ out:
 static int s_exit_fd(korch_proc_t *proc) { return ((sandbox_proc_t *)proc)->pidfd; }
 
 /* The sandbox's pid 1, from bwrap's info ("child-pid": N), waiting at most
-   wait_ms for bwrap to write it. 0 when not known. */
+   wait_ms for bwrap to write it (it does before the kernel even starts, so
+   once the kernel has answered this does not wait). 0 when not known. */
 static pid_t s_init_pid(sandbox_proc_t *p, int wait_ms)
 {
     if (p->init_pid || p->info_fd < 0)
@@ -728,7 +729,7 @@ static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
         korch_cgroup_kill(p->cg);
         return KORCH_OK;
     }
-    pid_t init = s_init_pid(p, 2000);
+    pid_t init = s_init_pid(p, 200);
     if (!init)
         return korch_err_set(err, KORCH_E_STATE, "cannot signal the kernel: its sandbox is not set up yet");
     /* The kernel's process group: pid 1's session (--new-session). */
