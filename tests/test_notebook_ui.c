@@ -19,7 +19,7 @@
 #include <libgen.h>
 #include <limits.h>
 
-#define CULL_S "12"
+#define CULL_S "20"
 
 static void s_notebook_ui(const char *label, const char *const *extra, bool pool, int timeout_s)
 {

@@ -27,7 +27,7 @@ const result = s => process.stdout.write(s + '\n');
 const log = (...a) => process.stderr.write(a.join(' ') + '\n');
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 
-const [korchLine, shotDir, label = 'local', cullArg = '12'] = process.argv.slice(2);
+const [korchLine, shotDir, label = 'local', cullArg = '20'] = process.argv.slice(2);
 const CULL_S = Number(cullArg);
 const failures = [];
 const details = { steps: {} };
