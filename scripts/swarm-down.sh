@@ -28,10 +28,10 @@ alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
 # (a dockerd whose pid file is gone).
 our_dockerds() {
     for f in "$RUN"/node*/dockerd.pid; do
-        [ -f "$f" ] && cat "$f"
+        [ -f "$f" ] && echo "$(cat "$f")"
     done
     for p in /proc/[0-9]*; do
-        cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+        cmd=$(cat "$p/cmdline" 2>/dev/null | tr '\0' ' ')
         case "$cmd" in
             dockerd*"--exec-root $RUN/"*) echo "${p#/proc/}" ;;
         esac
@@ -73,7 +73,7 @@ done
 
 # The registries.
 for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+    cmd=$(cat "$p/cmdline" 2>/dev/null | tr '\0' ' ')
     case "$cmd" in
         "docker-registry serve $RUN/"*) kill -TERM "${p#/proc/}" 2>/dev/null || true ;;
     esac

@@ -26,7 +26,9 @@
 # default korch-kernel-python3:latest), KORCH_SWARM_SRC_HOST (the engine that
 # holds it, default unix:///var/run/docker.sock), KORCH_SWARM_HEARTBEAT (the swarm's
 # dispatcher heartbeat, default 2s: a node that goes away is seen down after
-# about three of them), KORCH_SWARM_WAIT (seconds to wait for each engine, 60).
+# about three of them), KORCH_SWARM_WAIT (seconds to wait for each engine, 60),
+# KORCH_SWARM_NODE_SIZE (the bound of each node's tmpfs data root, 4g; the
+# kernel image takes 1.5 GB of it).
 set -eu
 
 N=${1:-3}
@@ -42,6 +44,7 @@ IMAGE_NAME=korch-kernel-python3:latest
 IMAGE=$REG/$IMAGE_NAME
 HEARTBEAT=${KORCH_SWARM_HEARTBEAT:-2s}
 WAIT_S=${KORCH_SWARM_WAIT:-60}
+NODE_SIZE=${KORCH_SWARM_NODE_SIZE:-4g}
 TAG=korch-swarm
 
 say() { echo "swarm-up: $*" >&2; }
@@ -165,6 +168,12 @@ while [ "$i" -le "$N" ]; do
     if ! answers "$i"; then
         d=$RUN/node$i
         mkdir -p "$d" "$LIB/node$i"
+        # The data root on a tmpfs: a node's image store is ~60k files, which
+        # a busy disk takes minutes to write and to remove; memory is freed
+        # at once by swarm-down's umount.
+        if ! mountpoint -q "$LIB/node$i"; then
+            mount -t tmpfs -o "size=$NODE_SIZE,mode=0711" "korch-swarm-node$i" "$LIB/node$i"
+        fi
         pid=$(cat "$d/dockerd.pid" 2>/dev/null || true)
         if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
             say "node $i: dockerd $pid is running but not answering; waiting"
