@@ -7,7 +7,7 @@
  *  memory/CPU/pids limits), the kernel binding tcp on its own task address.
  *  A client service on the overlay (tests/peers/swarm_client.py: real
  *  jupyter_client) executes print(6*7) on each kernel by its task address and
- *  gets 42. Then one node's engine is stopped and the swarm must give its
+ *  gets 42, and reaches nothing off the overlay. Then one node's engine is stopped and the swarm must give its
  *  task up (desired state shutdown, node down) within seconds. Then
  *  everything is removed (services, secrets, network; swarm-down.sh) and
  *  nothing of ours is left: no namespace, bridge, iptables rule, process,
@@ -489,7 +489,13 @@ TEST_T(swarm_cluster, 900)
         json_decref(client_secrets);
         goto out;
     }
-    json_t *cargs = json_pack("[s, s, s, s]", "python3", "-c", script, "120");
+    /* Off the overlay but reachable from every node: the registry. */
+    char outside[128];
+    if (!CHECK(s_env("KORCH_SWARM_REGISTRY", outside, sizeof outside))) {
+        json_decref(client_secrets);
+        goto out;
+    }
+    json_t *cargs = json_pack("[s, s, s, s, s]", "python3", "-c", script, "120", outside);
     for (int i = 0; i < S_NODES; i++) {
         char a[128];
         snprintf(a, sizeof a, "korch-swarmtest-k%d:korch-swarmtest-k%d", i + 1, i + 1);
@@ -546,15 +552,22 @@ TEST_T(swarm_cluster, 900)
     if (!CHECK(logs))
         goto out;
     int answered = 0;
+    bool egress_seen = false;
     for (char *line = logs, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl)
             *nl = 0;
         json_t *j = json_loads(line, 0, NULL);
         const char *k = json_string_value(json_object_get(j, "kernel"));
-        if (json_object_get(j, "ipc_ms_p50"))
+        if (json_object_get(j, "ipc_ms_p50")) {
             fprintf(stderr, "swarm: zeromq ping-pong over ipc in one container: %.3f ms\n",
                     json_real_value(json_object_get(j, "ipc_ms_p50")));
+            /* No egress from the internal overlay, though the node reaches it. */
+            const char *eg = json_string_value(json_object_get(j, "egress"));
+            CHECK(eg && !strncmp(eg, "unreachable", 11));
+            fprintf(stderr, "swarm: egress to %s from the overlay: %s\n", outside, eg ? eg : "?");
+            egress_seen = true;
+        }
         for (int i = 0; k && i < S_NODES; i++) {
             char name[64];
             snprintf(name, sizeof name, "korch-swarmtest-k%d", i + 1);
@@ -567,19 +580,20 @@ TEST_T(swarm_cluster, 900)
             /* The address DNS gave (tasks.NAME) is the task's, as the API says. */
             CHECK_STREQ(json_string_value(json_object_get(j, "addr")), addrs[i]);
             double start_s = json_real_value(json_object_get(j, "answered_at")) - created_at[i];
+            double dns_s = json_real_value(json_object_get(j, "resolved_at")) - created_at[i];
             CHECK_GT(start_s, 0);
             CHECK_LT(start_s, 90);
             fprintf(stderr,
-                    "swarm: kernel on node%d (%s%s): service create -> kernel_info_reply %.2f s, "
-                    "execute pass %.2f ms, heartbeat %.3f ms\n",
-                    i + 1, addrs[i], i == 0 ? ", the client's node" : ", another node", start_s,
+                    "swarm: kernel on node%d (%s%s): service create -> tasks.NAME resolves %.2f s, "
+                    "-> kernel_info_reply %.2f s, execute pass %.2f ms, heartbeat %.3f ms\n",
+                    i + 1, addrs[i], i == 0 ? ", the client's node" : ", another node", dns_s, start_s,
                     json_real_value(json_object_get(j, "pass_ms_p50")),
                     json_real_value(json_object_get(j, "hb_ms_p50")));
             answered++;
         }
         json_decref(j);
     }
-    if (!CHECK_EQ(answered, S_NODES))
+    if (!CHECK_EQ(answered, S_NODES) || !CHECK(egress_seen))
         fprintf(stderr, "client's logs:\n%s\n", logs);
     json_decref(t);
     t = NULL;

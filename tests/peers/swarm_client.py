@@ -1,26 +1,30 @@
 """A Jupyter client inside the swarm, for tests/test_swarm_cluster.c.
 
-    python3 -c "$(cat swarm_client.py)" TIMEOUT_S SERVICE:SECRET_FILE...
+    python3 -c "$(cat swarm_client.py)" TIMEOUT_S OUTSIDE_HOST:PORT SERVICE:SECRET_FILE...
 
 Runs as a swarm service attached to the test's overlay network, started
 before the kernels' services exist. For each SERVICE it resolves
 tasks.SERVICE (the embedded DNS answers once the task has an address), loads
 the connection file the kernel got as a swarm secret (/run/secrets/SECRET_FILE,
 key included), points jupyter_client at the task's address over tcp, and:
-waits for the first kernel_info_reply (the time it arrived is "answered_at",
-on the host's clock: containers share it), executes print(6*7) (reply and
+waits for the first kernel_info_reply (the times the name resolved and the
+reply arrived are "resolved_at" and "answered_at", on the host's clock:
+containers share it), executes print(6*7) (reply and
 idle both seen) and keeps its stdout, times 20 executions of `pass` and 200
 heartbeat echoes (raw pyzmq REQ over the overlay). Then, once, 200 ZeroMQ
-ping-pongs over ipc inside this container, as the local yardstick.
+ping-pongs over ipc inside this container, as the local yardstick, and a
+connection to OUTSIDE_HOST:PORT (an address the nodes reach, off the overlay):
+it must fail, the network being internal.
 
 Prints one JSON line per kernel ({"kernel", "addr", "answered_at", "stdout",
-"status", "pass_ms_p50", "hb_ms_p50"} or {"kernel", "error"}) and one
-{"ipc_ms_p50"} line; exits 0 when every kernel printed 42.
+"status", "pass_ms_p50", "hb_ms_p50", ...} or {"kernel", "error"}) and one
+{"ipc_ms_p50", "egress"} line; exits 0 when every kernel printed 42.
 """
 import json
 import os
 import socket
 import statistics
+import struct
 import sys
 import threading
 import time
@@ -29,14 +33,57 @@ import zmq
 from jupyter_client import BlockingKernelClient
 
 
+def dns_a(name, timeout=0.2):
+    """One A query to the embedded DNS (127.0.0.11), the first address or None.
+
+    Not gethostbyname: for a name that does not exist yet the embedded DNS
+    stays silent and glibc waits 5 s before it asks again, which would hide
+    when the task's name really appeared.
+    """
+    qid = os.getpid() & 0xFFFF
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    q += struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(timeout)
+    try:
+        s.sendto(q, ("127.0.0.11", 53))
+        r = s.recv(1500)
+    except OSError:
+        return None
+    finally:
+        s.close()
+    rid, flags, qd, an = struct.unpack(">HHHH", r[:8])
+    if rid != qid or flags & 0xF or an == 0:
+        return None
+    p = 12
+    for _ in range(qd):  # skip the question: name, type, class
+        while r[p]:
+            p += r[p] + 1
+        p += 5
+    for _ in range(an):
+        if r[p] & 0xC0 == 0xC0:
+            p += 2
+        else:
+            while r[p]:
+                p += r[p] + 1
+            p += 1
+        typ, _cls, _ttl, n = struct.unpack(">HHIH", r[p:p + 10])
+        p += 10
+        if typ == 1 and n == 4:
+            return socket.inet_ntoa(r[p:p + 4])
+        p += n
+    return None
+
+
 def resolve(name, deadline):
     while True:
-        try:
-            return socket.gethostbyname(name)
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.05)
+        addr = dns_a(name)
+        if addr:
+            return addr
+        if time.time() > deadline:
+            raise TimeoutError("%s did not resolve" % name)
+        time.sleep(0.05)
 
 
 def ping_pong(sock, n):
@@ -55,6 +102,7 @@ def first_reply(res, secret, deadline):
     """Resolve the task, connect, wait for the first kernel_info_reply."""
     try:
         addr = resolve("tasks." + res["kernel"], deadline)
+        res["resolved_at"] = time.time()
         res["addr"] = addr
         with open("/run/secrets/" + secret) as f:
             info = json.load(f)
@@ -129,9 +177,19 @@ def ipc_yardstick():
         rep.close(0)
 
 
+def egress(host, port):
+    """The overlay is internal: a namespace address outside it must not answer."""
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "reachable"
+    except OSError as e:
+        return "unreachable: %s" % (e.strerror or type(e).__name__)
+
+
 def main():
     deadline = time.time() + float(sys.argv[1])
-    pairs = [a.split(":", 1) for a in sys.argv[2:]]
+    outside = sys.argv[2].rsplit(":", 1)
+    pairs = [a.split(":", 1) for a in sys.argv[3:]]
     results = [{"kernel": service} for service, _ in pairs]
     threads = [threading.Thread(target=first_reply, args=(r, secret, deadline))
                for r, (_, secret) in zip(results, pairs)]
@@ -151,7 +209,8 @@ def main():
         res.pop("_hb", None)
         ok = ok and res.get("stdout") == "42\n"
         print(json.dumps(res), flush=True)
-    print(json.dumps({"ipc_ms_p50": ipc_yardstick()}), flush=True)
+    print(json.dumps({"ipc_ms_p50": ipc_yardstick(),
+                      "egress": egress(outside[0], int(outside[1]))}), flush=True)
     sys.exit(0 if ok else 1)
 
 
