@@ -24,12 +24,9 @@ say() { echo "swarm-down: $*" >&2; }
 
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
 
-# Our dockerd processes: by pid file, and by their exec root on the command line
-# (a dockerd whose pid file is gone).
+# Our dockerd processes, by their exec root on the command line (not by pid
+# file: after a crash its pid may belong to someone else by now).
 our_dockerds() {
-    for f in "$RUN"/node*/dockerd.pid; do
-        [ -f "$f" ] && echo "$(cat "$f")"
-    done
     for p in /proc/[0-9]*; do
         cmd=$(cat "$p/cmdline" 2>/dev/null | tr '\0' ' ')
         case "$cmd" in

@@ -150,12 +150,15 @@ src_id=$(hdk image inspect -f '{{.Id}}' "$IMAGE_SRC")
 pushed_id=$(cat "$LIB/registry.pushed" 2>/dev/null || true)
 if [ "$src_id" != "$pushed_id" ]; then
     say "publishing $IMAGE_SRC as $IMAGE"
-    reg_start registry-push "127.0.0.1:$REG_PORT"
+    # One left by a crashed run is reused (and swarm-down stops it).
+    started=0
+    reg_up "127.0.0.1:$REG_PORT" || { reg_start registry-push "127.0.0.1:$REG_PORT"; started=1; }
     hdk tag "$IMAGE_SRC" "127.0.0.1:$REG_PORT/$IMAGE_NAME"
     rc=0
     hdk push -q "127.0.0.1:$REG_PORT/$IMAGE_NAME" >/dev/null || rc=$?
     hdk rmi "127.0.0.1:$REG_PORT/$IMAGE_NAME" >/dev/null 2>&1 || true
-    kill "$(cat "$RUN/registry-push.pid")" 2>/dev/null || true
+    # Our child, not yet reaped: its pid cannot have been reused.
+    [ "$started" -eq 0 ] || kill "$(cat "$RUN/registry-push.pid")" 2>/dev/null || true
     rm -f "$RUN/registry-push.pid"
     [ "$rc" -eq 0 ] || die "docker push to the local registry failed"
     echo "$src_id" >"$LIB/registry.pushed"
