@@ -7,6 +7,7 @@
  *                                      pool?: {NAME: {size, ready, starting}} (korch's)}
  *    GET  /api/kernelspecs            {default, kernelspecs: {name: {name, spec, resources}}}
  *    GET  /api/kernelspecs/{name}
+ *    GET  /kernelspecs/{name}/{file}  a kernelspec resource (logo-32x32.png ...; resources.c)
  *    GET  /api/kernels                [model]
  *    POST /api/kernels {name?, path?, env?}   201 model, once the kernel is ready
  *                                     (at once from the warm pool, pool.c)
@@ -262,7 +263,7 @@ static void s_kernels(korch_server_t *s, srv_req_t *req, char **seg, int nseg, j
         else
             srv_respond(req, 204, NULL);
     } else if (strcmp(seg[3], "restart") == 0) {
-        if (korch_kernel_restart(mk->k, &err) != KORCH_OK)
+        if (srv_kernel_restart(mk, &err) != KORCH_OK)
             srv_respond_error(req, 500, "%s", err.msg);
         else
             s_wait_on(mk, req, SRV_WAIT_RESTART);
@@ -507,6 +508,10 @@ void srv_api(korch_server_t *s, srv_req_t *req)
     }
     if (nseg == 1 && strcmp(seg[0], "metrics") == 0) { /* GET /metrics, Prometheus' text (metrics.c) */
         srv_metrics_respond(s, req);
+        return;
+    }
+    if (nseg == 3 && strcmp(seg[0], "kernelspecs") == 0) { /* a kernelspec's logo (resources.c) */
+        srv_kernelspec_resource(s, req, seg[1], seg[2]);
         return;
     }
     if (nseg == 0 || strcmp(seg[0], "api") != 0) {

@@ -986,6 +986,22 @@ void srv_ws_close(srv_ws_t *ws, const char *why)
     s_kick(ws->srv);
 }
 
+void srv_ws_finish(srv_ws_t *ws, const char *why)
+{
+    if (ws->dropping || ws->finishing || !ws->wsi)
+        return;
+    if (!zlistx_size(ws->queue)) {
+        srv_ws_close(ws, why);
+        return;
+    }
+    ws->finishing = true;
+    korch_info("websocket %s: closing once its last %zu messages are written: %s", ws->session_key,
+               zlistx_size(ws->queue), why);
+    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, 5); /* a client that does not read them */
+    lws_callback_on_writable(ws->wsi);
+    s_kick(ws->srv);
+}
+
 /* A big message goes out as fragments of this size (RFC 6455 5.4: "a
    fragmented message consists of a single frame with the FIN bit clear
    and an opcode other than 0, followed by zero or more frames with the FIN
@@ -1005,7 +1021,7 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
     for (int n = 0; n < 64 && budget; ) {
         korch_wsframe_t *f = zlistx_first(ws->queue);
         if (!f)
-            return 0;
+            break;
         size_t off = ws->tx_off, len;
         int w;
         if (off == 0 && !f->blob && f->len <= WS_CHUNK) {
@@ -1041,7 +1057,11 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
         if (lws_send_pipe_choked(wsi))
             break;
     }
-    if (zlistx_size(ws->queue)) {
+    if (ws->finishing && !zlistx_size(ws->queue) && !lws_send_pipe_choked(wsi)) {
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, NULL, 0);
+        return -1;
+    }
+    if (zlistx_size(ws->queue) || ws->finishing) {
         lws_callback_on_writable(wsi);
         s_kick(s);
     }

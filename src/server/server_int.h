@@ -16,6 +16,7 @@
  *  pool.c     the warm pool: kernels started ahead, handed out at once,
  *             refilled in the background one start at a time.
  *  cull.c     idle culling with jupyter_server's rules.
+ *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
  *
  *  Lifetimes: a request (srv_req_t) belongs to its connection until a
  *  handler calls srv_req_wait; from then on whoever completes it owns it,
@@ -202,8 +203,12 @@ struct srv_ws {
     struct lws *wsi;
     srv_kernel_t *kernel;       /* NULL once detached */
     korch_ws_proto_t proto;
-    char session_key[128];      /* the client's session_id, or a unique "#n" */
-    bool has_session_id;
+    char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
+    bool has_session_id;        /* session_key is the URL's ?session_id= */
+    bool header_session;        /* session_key was taken from its first message's header.session */
+    uint64_t attach_seq;        /* the kernel's iopub_seq when it attached (kernels.c) */
+    zlistx_t *held;             /* korch_wsframe_t*, referenced: what it gets until it is named (kernels.c) */
+    int hold_timer;             /* releases held after a while (0: none) */
     /* receiving */
     unsigned char *rx;
     size_t rx_len, rx_cap;
@@ -213,6 +218,7 @@ struct srv_ws {
     size_t queued_bytes;
     size_t tx_off;              /* bytes of the first queued frame already written */
     bool dropping;
+    bool finishing;             /* srv_ws_finish: close once the queue is written */
     uint64_t sent, received;
     uint32_t malformed;         /* its messages that did not parse */
 };
@@ -225,6 +231,10 @@ void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f);
 
 /* Close the connection (asynchronously). */
 void srv_ws_close(srv_ws_t *ws, const char *why);
+
+/* Close it once what is queued for it is written (a kernel's last words),
+   or after a few seconds if the client does not read them. */
+void srv_ws_finish(srv_ws_t *ws, const char *why);
 
 /* ------------------------------------------------------- managed kernels */
 
@@ -239,10 +249,12 @@ struct srv_kernel {
     zhashx_t *routes;           /* parent msg_id -> srv_route_t (owned) */
     uint64_t route_seq;
     zlistx_t *replay;           /* srv_replay_t* (owned): buffers of disconnected sessions */
+    uint64_t iopub_seq;         /* IOPub messages broadcast so far */
     zlistx_t *waiters;          /* srv_req_t* waiting for ready / gone */
     bool doomed;                /* being shut down; not listed any more */
     bool ever_ready;
     bool pooled;                /* waiting in the warm pool (pool.c): not in kernels, not listed */
+    bool restart_requested;     /* srv_kernel_restart: until it is up again (no "restarting" status) */
     char dead_reason[256];
 };
 
@@ -299,6 +311,11 @@ json_t *srv_kernel_model(srv_kernel_t *mk);
 /* Doom it: clients closed, waiters answered, destroyed between rounds;
    req (may be NULL) gets 204 once it is gone. */
 void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req);
+/* POST .../restart: a restart asked for, which clients are not told of
+   with a "restarting" status (jupyter_server sends that only when its
+   auto-restarter brings a dead kernel back; the Notebook UI answers it
+   with "The kernel appears to have died" even on its own restart). */
+korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err);
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws);
 void srv_kernel_detach(srv_ws_t *ws);
 void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool binary);
@@ -374,6 +391,10 @@ void srv_agents_count(korch_server_t *s, uint64_t n[4]);
 void srv_agents_destroy_all(korch_server_t *s);
 /* kernels.c: start a (non-pooled) kernel in a working directory. */
 srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err);
+
+/* resources.c: GET /kernelspecs/{name}/{file} (jupyter_server's route for
+   a kernelspec's logos, kernel.js, kernel.css). */
+void srv_kernelspec_resource(korch_server_t *s, srv_req_t *req, const char *name, const char *file);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req);
