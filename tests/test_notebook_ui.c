@@ -20,7 +20,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#define CULL_S "12"
+#define CULL_S "20"
 
 /* UI is "notebook" or "jupyterlab" (tests/npm/UI_ui.js); ROOT the chroot
  *  JupyterLab runs in (NULL for the Notebook, which runs on the host). */

@@ -163,6 +163,16 @@ out:
     return rc;
 }
 
+json_t *korch_conn_json(const korch_conn_t *conn)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "transport", conn->transport, "ip", conn->ip, "key",
+                          conn->key, "signature_scheme", conn->signature_scheme[0] ? conn->signature_scheme : "hmac-sha256",
+                          "kernel_name", conn->kernel_name);
+    for (int i = 0; j && i < KORCH_CH__COUNT; i++)
+        json_object_set_new(j, s_port_keys[i], json_integer(conn->port[i]));
+    return j;
+}
+
 void korch_conn_endpoint(const korch_conn_t *conn, korch_channel_t ch, char *buf, size_t len)
 {
     if (strcmp(conn->transport, "ipc") == 0)

@@ -129,6 +129,8 @@ void srv_api_kernel_failed(srv_kernel_t *mk, const char *why)
             zhashx_delete(srv_state(s)->sessions, req->arg);
         if (req->wait == SRV_WAIT_AGENT)
             srv_agent_kernel_failed(req, mk, why);
+        else if (mk->doomed) /* deleted by another request meanwhile: not a server error */
+            srv_respond_error(req, 409, "kernel %s was shut down before it was ready (%s)", mk->id, why);
         else
             srv_respond_error(req, 500, "%s", why);
     }

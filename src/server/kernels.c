@@ -739,6 +739,21 @@ void srv_kernel_detach(srv_ws_t *ws)
     snprintf(r->key, sizeof r->key, "%s", ws->session_key);
     r->proto = ws->proto;
     r->since_ms = korch_now_ms();
+    /* what was queued for it and not written (a message cut short by the
+       close included: the client dropped its fragments) comes back first */
+    size_t max = srv_state(mk->srv)->opts.max_replay_bytes, n = 0;
+    for (korch_wsframe_t *f = zlistx_first(ws->queue); f; f = zlistx_next(ws->queue)) {
+        s_kept_t *kept = r->bytes + f->len <= max ? malloc(sizeof *kept) : NULL;
+        if (!kept)
+            break;
+        kept->f = korch_wsframe_ref(f);
+        kept->seq = 0;
+        zlistx_add_end(r->frames, kept);
+        r->bytes += f->len;
+        n++;
+    }
+    if (n)
+        korch_info("kernel %.8s: %zu messages never written to session %s kept for its return", mk->id, n, r->key);
     zlistx_add_end(mk->replay, r);
 }
 

@@ -40,6 +40,7 @@
 
 struct lws;
 typedef struct srv_req srv_req_t;
+typedef struct srv_body srv_body_t;
 typedef struct srv_ws srv_ws_t;
 typedef struct srv_kernel srv_kernel_t;
 
@@ -60,10 +61,14 @@ struct srv_req {
     struct lws *wsi;            /* NULL once the client has gone */
     char method[8];
     char path[1024];
-    char origin[256];           /* Origin header when allowed and cross-site, for CORS */
-    char *body;                 /* NUL-terminated, at most opts.max_body */
+    char origin[512];           /* Origin header when allowed and cross-site, for CORS */
+    srv_body_t *rx;             /* the body as it arrives (body.c); NULL when there is none */
+    char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
+                                   NULL when spooled to a file (srv_req_upload_map) */
     size_t body_len;
-    bool body_too_big;
+    bool dispatched;            /* handed to srv_api (never twice) */
+    void *map;                  /* srv_req_upload_map's mapping */
+    size_t map_len;
     int64_t t0_us;
     /* waiting */
     srv_wait_t wait;
@@ -80,9 +85,78 @@ struct srv_req {
     bool streaming, stream_started, stream_ended;
     unsigned char *out;         /* pending bytes, out_off .. out_len */
     size_t out_len, out_cap, out_off;
+    bool page;                  /* the web app's files: srv_web_headers go with them */
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
 };
+
+/* ------------------------------------------------------ request bodies */
+
+/* body.c: what bodies may hold at once (memory, or the disk of spooled
+   uploads); used and max in bytes, max 0 = no bound. */
+typedef struct {
+    size_t used, max;
+    const char *what;           /* the option that sets max, for the error message */
+} srv_budget_t;
+
+/* A body of at most limit decoded bytes: Content-Length expect, or chunked
+   (RFC 9112 7.1). spool_dirfd >= 0: to an unnamed file in that directory
+   (which must be korch's alone); else to memory that grows as bytes come.
+   Either way charged to budget. NULL + err when the file cannot be made. */
+srv_body_t *srv_body_new(size_t limit, size_t expect, bool chunked, srv_budget_t *budget, int spool_dirfd,
+                         korch_err_t *err);
+/* Bytes as they arrive. KORCH_E_TOOBIG: over limit (413); KORCH_E_NOMEM:
+   the budget is spent (503); KORCH_E_INVALID: bad chunked framing (400);
+   KORCH_E_IO: the spool file (500). Bytes after a complete body are ignored. */
+korch_rc_t srv_body_feed(srv_body_t *b, const void *data, size_t len, korch_err_t *err);
+bool srv_body_complete(const srv_body_t *b);
+bool srv_body_chunked(const srv_body_t *b);
+size_t srv_body_len(const srv_body_t *b);
+/* In memory: the bytes, NUL-terminated (borrowed); NULL when spooled. */
+char *srv_body_data(srv_body_t *b);
+/* Spooled: the file (borrowed; written up to srv_body_len), else -1. */
+int srv_body_fd(const srv_body_t *b);
+/* Frees it and gives its bytes back to the budget. */
+void srv_body_destroy(srv_body_t **b);
+
+/* A spooled upload's bytes, mapped read-only (*data "" when empty); unmap
+   with srv_req_upload_unmap. For a body in memory: req->body itself. */
+korch_rc_t srv_req_upload_map(srv_req_t *req, const void **data, size_t *len, korch_err_t *err);
+void srv_req_upload_unmap(srv_req_t *req);
+
+/* ----------------------------------------------------------- connections */
+
+/* conns.c: admission of connections, against idle sockets (see there). */
+typedef struct srv_conns srv_conns_t;
+typedef struct {
+    int max_connections;        /* open at once */
+    int max_per_peer;           /* open at once from one address (IPv6: one /64) */
+    int max_pending;            /* open without complete request headers yet */
+    int max_pending_per_peer;
+    int header_timeout_ms;      /* from the accept to the end of the headers */
+} srv_conns_limits_t;
+srv_conns_t *srv_conns_new(korch_server_t *s, const srv_conns_limits_t *lim);
+void srv_conns_destroy(srv_conns_t **c);
+/* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: false = refuse it (closing
+   older pending connections when that makes room). */
+bool srv_conns_accept(srv_conns_t *c, struct lws *wsi, int fd);
+/* Its request's headers are complete. */
+void srv_conns_headers_done(srv_conns_t *c, struct lws *wsi);
+/* LWS_CALLBACK_WSI_DESTROY. */
+void srv_conns_closed(srv_conns_t *c, struct lws *wsi);
+size_t srv_conns_open(const srv_conns_t *c);
+size_t srv_conns_pending(const srv_conns_t *c);
+
+/* Have lws service its loop once more this round (after asking it for a
+   write or a close from outside its own callback). */
+void srv_kick(korch_server_t *s);
+
+/* web.c: the web app embedded in the binary (GET / and /static/...),
+   answered without the token. True when req was one of its files (it is
+   answered then). srv_web_headers: name/value pairs (CSP and friends) sent
+   with them. */
+bool srv_web_serve(srv_req_t *req);
+extern const char *const srv_web_headers[5][2];
 
 /* Route a request (api.c). Either responds now or calls srv_req_wait. */
 void srv_api(korch_server_t *s, srv_req_t *req);
@@ -100,6 +174,12 @@ void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const
 /* The request's body as a JSON object (new; NULL when there is none). A
    malformed one is answered 400 and sets *bad. */
 json_t *srv_req_json(srv_req_t *req, bool *bad);
+
+/* The value of query argument `name` ("after") or of header `name`
+   ("last-event-id:", lowercase with its colon) into buf; false when the
+   request has none (or its client has gone). */
+bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len);
+bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len);
 
 /* Respond {"message": ...}. */
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -199,6 +279,10 @@ typedef struct {
     double launch_sum;
     uint64_t rejected_gone[KORCH_REJ__COUNT];       /* by kernels already destroyed */
     uint64_t agent_turns[3];    /* agent turns ended: ok, interrupted, error (agents.c) */
+    uint64_t conns_refused;     /* connections refused at accept: at a limit (conns.c) */
+    uint64_t conns_evicted;     /* connections without a request closed to make room (conns.c) */
+    uint64_t conns_timed_out;   /* connections that did not send their headers in time (conns.c) */
+    uint64_t bodies_refused;    /* request bodies refused: the memory or disk budget was spent (server.c) */
 } srv_metrics_t;
 
 typedef struct {
@@ -213,6 +297,7 @@ typedef struct {
     uint64_t ws_seq;
     srv_pool_t *pool;           /* pool.c; NULL when there is no pool */
     srv_cull_t *cull;           /* cull.c; NULL when culling is off */
+    srv_conns_t *conns;         /* conns.c */
     srv_metrics_t metrics;
 } srv_state_t;
 
@@ -289,6 +374,10 @@ zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
 json_t *srv_agent_url(const char *id, const char *what, const char *path);
 
 void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
+/* Before an upload's body is read (req: PUT /api/agent/sessions/{id}/files/...):
+   false when it would be refused anyway (no such session, no kernel
+   running), and then it is answered. */
+bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
 /* A SRV_WAIT_AGENT request's kernel became ready / failed (the request is answered). */
 void srv_agent_kernel_ready(srv_req_t *req, srv_kernel_t *mk);
 void srv_agent_kernel_failed(srv_req_t *req, srv_kernel_t *mk, const char *why);
