@@ -406,6 +406,33 @@ async function main() {
       await shot(page, 'agent-reload');
     });
 
+    // C. Stop during a long step: the step's cell shows the interrupt, the turn
+    //    ends "interrupted", the kernel keeps the user's DataFrame
+    await step('agent_stop', async () => {
+      await page.locator('.korch-agent-input').fill('Now sleep for a minute.');
+      await page.click('.korch-agent-ask');
+      await page.waitForFunction(nbExpr => eval(nbExpr).content.widgets.some(c =>
+        (c.model.getMetadata('korch') || {}).agent && c.node.innerText.includes('SLEEPING')), NB, { timeout: 30000, polling: 100 });
+      await sleep(500);
+      const t = Date.now();
+      await page.click('.korch-agent-stop');
+      await page.waitForFunction(() => !document.querySelector('.korch-agent-ask').disabled, null, { timeout: 15000, polling: 100 });
+      details.agent_stop_s = (Date.now() - t) / 1000;
+      const notes = await page.locator('.korch-agent-note').allInnerTexts();
+      details.agent_stop_notes = notes;
+      check(notes.some(n => /interrupted/.test(n)), `after Stop the panel says ${JSON.stringify(notes)}`);
+      const out = await page.evaluate(nbExpr => {
+        const c = eval(nbExpr).content.widgets.filter(c => c.node.innerText.includes('SLEEPING')).pop();
+        c.node.scrollIntoView();
+        return c.model.outputs.toJSON().map(o => o.text || o.ename || '').join('');
+      }, NB);
+      check(/KeyboardInterrupt/.test(out) && !/WOKE/.test(out), `the stopped step's cell shows ${JSON.stringify(out.slice(0, 200))}`);
+      await shot(page, 'agent-stop');
+      const j = await runCell(page, 'print(df["units"].sum())');
+      await waitCell(page, j);
+      check((await cellText(page, j)) === '4242\n', 'the DataFrame did not survive the Stop');
+    });
+
     }
     // 7. the kernel culled by korch while the notebook is open: the kernel's
     //    last status is "dead" (korch sends it before closing the channels), and

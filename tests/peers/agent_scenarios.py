@@ -380,6 +380,13 @@ def jlab(provider, req, state):
     """The JupyterLab panel's agent in a notebook's kernel: it reads the
     DataFrame `df` the user defined by hand, charts it, and quotes the total
     it printed (a number only that DataFrame gives)."""
+    user = ls.latest_user_text(provider, req)
+    if "sleep" in user:  # a long step, which the user stops
+        text, _ = ls.latest_tool_result(provider, req)
+        if not text or "SLEEPING" not in text:
+            return {"text": "Sleeping.", "tool_calls": [_code(
+                "import time\nprint('SLEEPING', flush=True)\ntime.sleep(60)\nprint('WOKE')")]}
+        return {"text": "Slept: " + text[:100]}
     results = _all_results(provider, req)
     if not results:
         return {"text": "Looking at your DataFrame.", "tool_calls": [_code(
