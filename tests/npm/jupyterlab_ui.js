@@ -65,13 +65,12 @@ async function startLab(korch) {
     'LANG=C.UTF-8', `JUPYTER_CONFIG_DIR=${dirs.config}`, `JUPYTER_DATA_DIR=${dirs.data}`,
     `JUPYTER_RUNTIME_DIR=${dirs.runtime}`, `JUPYTERLAB_SETTINGS_DIR=${dirs.settings}`,
     `JUPYTERLAB_WORKSPACES_DIR=${dirs.workspaces}`,
-    ...(ext ? [`PYTHONPATH=${ext}`] : []),
+    ...(ext || []),
     'jupyter-lab', '--no-browser', '--allow-root', '--ip=127.0.0.1', `--port=${port}`,
     '--port-retries=0', `--ServerApp.token=${token}`, `--ServerApp.root_dir=${dirs.notebooks}`,
     '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
     `--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
-    '--GatewayClient.request_timeout=120',
-    ...(ext ? ["--ServerApp.jpserver_extensions={'korch_jupyterlab': True}"] : [])];
+    '--GatewayClient.request_timeout=120'];
   const logFile = path.join(host, 'jupyterlab.log');
   const out = fs.openSync(logFile, 'w');
   const proc = spawn('/usr/sbin/chroot', args, { stdio: ['ignore', out, out] });
@@ -93,23 +92,32 @@ async function startLab(korch) {
 
 // The repo's src/jupyterlab (KORCH_JLAB_EXT_SRC) copied under the run's dir,
 // its labextension built in the chroot by @jupyterlab/builder from Debian's
-// /usr/share/nodejs (offline), installed into the run's data dir. -> the
-// package's dir as the chroot sees it (for PYTHONPATH).
+// /usr/share/nodejs (offline), the wheel made (pip wheel, no index) and
+// installed with --prefix into the run's dir: the server extension enabled by
+// the wheel's jupyter_server_config.d file, the labextension from its
+// share/jupyter. -> the env jupyter-lab needs to see that prefix.
 function buildExtension(host, inside) {
   const { spawnSync } = require('child_process');
   const t = Date.now();
   const dst = path.join(host, 'ext');
   fs.cpSync(EXT_SRC, dst, { recursive: true, filter: f => !/node_modules|__pycache__|labextension$/.test(f) });
   fs.symlinkSync('/usr/share/nodejs', path.join(dst, 'node_modules'));
-  const r = spawnSync('/usr/sbin/chroot', [chrootDir, '/usr/bin/node',
-    '/usr/share/nodejs/@jupyterlab/builder/lib/build-labextension.js',
-    '--core-path', '/usr/lib/python3/dist-packages/jupyterlab/staging', `${inside}/ext`], { encoding: 'utf8' });
+  const sh = `set -e; cd ${inside}/ext
+    node /usr/share/nodejs/@jupyterlab/builder/lib/build-labextension.js --core-path /usr/lib/python3/dist-packages/jupyterlab/staging . >build.log 2>&1 || { tail -30 build.log; exit 1; }
+    python3 -m pip wheel -q --no-build-isolation --no-deps --no-index . -w ${inside}/wheel
+    python3 -m pip install -q --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
+    # where this pip put them (Debian's pip adds local/ under a prefix)
+    dirname "$(find ${inside}/prefix -path '*-packages/korch_jupyterlab' -type d)"
+    dirname "$(find ${inside}/prefix -path '*/share/jupyter/labextensions' -type d)"
+    dirname "$(find ${inside}/prefix -path '*/etc/jupyter/jupyter_server_config.d' -type d)"`;
+  const r = spawnSync('/usr/sbin/chroot', [chrootDir, '/bin/sh', '-c', sh], { encoding: 'utf8' });
   if (r.status !== 0)
-    throw new Error(`the labextension did not build: ${(r.stdout + r.stderr).slice(-1500)}`);
-  const built = path.join(dst, 'korch_jupyterlab', 'labextension');
-  fs.cpSync(built, path.join(host, 'data', 'labextensions', 'korch-jupyterlab'), { recursive: true });
+    throw new Error(`the extension did not build or install: ${(r.stdout + r.stderr).slice(-1500)}`);
+  details.wheel = fs.readdirSync(path.join(host, 'wheel'));
   details.extension_build_s = (Date.now() - t) / 1000;
-  return `${inside}/ext`;
+  const [site, share, etc] = r.stdout.trim().split('\n').slice(-3);
+  details.installed = { site, share, etc };
+  return [`PYTHONPATH=${site}`, `JUPYTER_PATH=${share}`, `JUPYTER_CONFIG_PATH=${etc}`];
 }
 
 // ------------------------------------------------------------ the lab page
