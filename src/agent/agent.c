@@ -1,6 +1,7 @@
 /*  korch_agent: the model writes code, the kernel runs it, the model reads
  *  what happened, until it answers. See include/korch/agent.h. */
 #include "korch/agent.h"
+#include "korch/fsutil.h"
 #include "korch/feedback.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
@@ -460,6 +461,23 @@ void korch_agent_destroy(korch_agent_t **pa)
     *pa = NULL;
 }
 
+/* files/ may belong to the kernel's user (a container's uid), and code in
+   the kernel may be racing us there: write through the directory's fd, a
+   random temp name, O_EXCL|O_NOFOLLOW, fchown on the fd (fsutil.h). */
+static korch_rc_t s_put_upload(const char *dir, const char *name, const void *data, size_t len, korch_err_t *err)
+{
+    struct stat st;
+    int dfd = korch_fs_open_dir(dir, err);
+    if (dfd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    korch_fs_opts_t o = {.mode = 0644};
+    if (fstat(dfd, &st) == 0 && st.st_uid != geteuid())
+        o = (korch_fs_opts_t){.mode = 0644, .chown = true, .uid = st.st_uid, .gid = st.st_gid};
+    korch_rc_t rc = korch_fs_write_at(dfd, name, data, len, &o, err);
+    close(dfd);
+    return rc;
+}
+
 korch_rc_t korch_agent_add_file(korch_agent_t *a, const char *path, korch_err_t *err)
 {
     size_t len = 0;
@@ -468,14 +486,8 @@ korch_rc_t korch_agent_add_file(korch_agent_t *a, const char *path, korch_err_t 
         return err ? err->rc : KORCH_E_IO;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    char dst[PATH_MAX * 2];
-    snprintf(dst, sizeof dst, "%s/%s", a->files_dir, base);
-    korch_rc_t rc = korch_write_file(dst, data, len, err);
+    korch_rc_t rc = s_put_upload(a->files_dir, base, data, len, err);
     free(data);
-    struct stat st;
-    /* files/ may belong to the kernel's user (a container's uid): so does the file */
-    if (rc == KORCH_OK && stat(a->files_dir, &st) == 0 && st.st_uid != geteuid() && chown(dst, st.st_uid, st.st_gid) != 0)
-        korch_debug("cannot chown '%s': %s", dst, strerror(errno));
     if (rc == KORCH_OK) {
         s_record(a, json_pack("{s:s, s:s, s:I}", "type", "file", "name", base, "bytes", (json_int_t)len), NULL);
         if (a->k)

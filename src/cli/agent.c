@@ -61,6 +61,7 @@ static void s_help(FILE *f, const char *cmd)
             "  --fence               the model has no tool calling: code in ```python fences\n"
             "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
             "  --json                one JSON event per line on stdout\n"
+            KORCH_CLI_ENV_HELP
             "  -q, --quiet           no progress on stderr\n"
             "  -h, --help            this text\n",
             cmd, strcmp(cmd, "run") == 0 ? " \"task\"" : "",
@@ -250,6 +251,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
         {"context-chars", required_argument, 0, 'X'},
+        {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -272,6 +274,12 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
         case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
         case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case KORCH_CLI_OPT_ENV:
+            if (!korch_cli_env_opt(cmd, optarg)) {
+                json_decref(c.files);
+                return 2;
+            }
+            break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }

@@ -45,6 +45,16 @@ typedef struct {
    kernel makes its own); NULL with err set is a failure to report. */
 korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err);
 
+/* --env NAME / --env NAME=VALUE: a variable every kernel gets (env.h;
+   kernels never inherit korch's whole environment). The option's code in
+   getopt_long tables, its help line, and its handler (false + a message
+   on stderr when the argument is bad). */
+#define KORCH_CLI_OPT_ENV 0x1e00
+#define KORCH_CLI_ENV_HELP                                                                              \
+    "      --env NAME[=VALUE]  pass a variable to the kernel (repeatable); kernels get only PATH, HOME,\n" \
+    "                          LANG, LC_*, TERM, TZ and the like from korch's environment, never keys\n"
+bool korch_cli_env_opt(const char *cmd, const char *arg);
+
 /* Remove the containers of korch instances (in our runtime base) that are
    gone, so a korch killed with -9 leaks nothing past the next start. */
 void korch_cli_sweep(korch_launcher_t *l, const char *mine);

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "korch/docker.h"
 #include "korch/docker_api.h"
+#include "korch/env.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 
@@ -86,4 +87,13 @@ void korch_cli_sweep(korch_launcher_t *l, const char *mine)
     }
     json_decref(done);
     json_decref(all);
+}
+
+bool korch_cli_env_opt(const char *cmd, const char *arg)
+{
+    korch_err_t err = {0};
+    if (korch_env_pass(arg, &err) == KORCH_OK)
+        return true;
+    fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
+    return false;
 }

@@ -12,11 +12,11 @@
  *  themselves with iopub_welcome, which counts as iopub being live.
  */
 #include "korch/kernel.h"
+#include "korch/fsutil.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -800,12 +800,6 @@ static char **s_copy_strv(const char *const *v)
     return out;
 }
 
-static int s_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    remove(path);
-    return 0;
-}
-
 static korch_rc_t s_make_runtime_dir(korch_kernel_t *k, korch_err_t *err)
 {
     char base[PATH_MAX];
@@ -1102,7 +1096,7 @@ void korch_kernel_destroy(korch_kernel_t **pk)
         s_close(k, (korch_channel_t)ch);
     korch_proc_destroy(&k->proc);
     if (k->runtime_dir[0])
-        nftw(k->runtime_dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+        korch_fs_rm_tree(k->runtime_dir); /* the kernel's files too: never through its links */
     if (k->own_launcher)
         korch_launcher_destroy(&k->launcher);
     korch_session_destroy(&k->session);

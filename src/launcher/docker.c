@@ -23,10 +23,12 @@
  */
 #include "korch/docker.h"
 #include "korch/docker_api.h"
+#include "korch/env.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -169,44 +171,20 @@ static json_t *s_cmd(const korch_kernelspec_t *spec, const char *conn_in)
     return cmd;
 }
 
-/* Env: the kernelspec's, then the request's; a later NAME replaces an earlier
-   one (getenv takes the first, so duplicates must go). The host's environ
-   is not passed: the container is its own world. */
+/* Env: what the user passed explicitly, the kernelspec's, the request's
+   (env.h). The host's environ is not passed: the container is its own
+   world, and korch's secrets stay out of it. */
 static json_t *s_env(const korch_launch_t *req)
 {
-    json_t *byname = json_object(), *env = json_array();
-    const char *key;
-    json_t *val;
-    char buf[8192];
-    if (!byname || !env)
-        goto fail;
-    json_object_foreach(req->spec->env, key, val) {
-        if (!json_is_string(val))
-            continue;
-        snprintf(buf, sizeof buf, "%s=%s", key, json_string_value(val));
-        if (json_object_set_new(byname, key, json_string(buf)))
-            goto fail;
-    }
-    for (const char *const *e = req->env; e && *e; e++) {
-        size_t klen = strcspn(*e, "=");
-        if (!(*e)[klen] || klen == 0 || klen >= 256)
-            continue;
-        char name[256];
-        memcpy(name, *e, klen);
-        name[klen] = 0;
-        if (json_object_set_new(byname, name, json_string(*e)))
-            goto fail;
-    }
-    json_object_foreach(byname, key, val) {
-        if (json_array_append(env, val))
-            goto fail;
-    }
-    json_decref(byname);
+    char **v = korch_env_build(req, false, NULL);
+    json_t *env = v ? json_array() : NULL;
+    for (char **p = v; env && p && *p; p++)
+        if (json_array_append_new(env, json_string(*p))) {
+            json_decref(env);
+            env = NULL;
+        }
+    korch_env_free(v);
     return env;
-fail:
-    json_decref(byname);
-    json_decref(env);
-    return NULL;
 }
 
 static bool s_valid_name(const char *s)
@@ -411,7 +389,22 @@ static size_t s_dir_len(const char *s)
     return n;
 }
 
-static void s_chown_tree(const char *dir, uid_t uid, gid_t gid);
+/* chown a directory korch made through its fd (never a link by that name);
+   its owner before in *before. 0, or -1 with errno. */
+static int s_give_dir(const char *dir, uid_t uid, gid_t gid, struct stat *before)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    int r = fstat(fd, &st) == 0 && fchown(fd, uid, gid) == 0 ? 0 : -1;
+    int e = errno;
+    close(fd);
+    if (r == 0 && before)
+        *before = st;
+    errno = e;
+    return r;
+}
 
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
@@ -476,11 +469,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
                                req->runtime_dir, user, (unsigned)geteuid(), (unsigned)geteuid());
             goto out;
         }
-        if (stat(req->runtime_dir, &st) != 0) {
-            rc = korch_err_set(err, KORCH_E_IO, "cannot use runtime dir '%s': %s", req->runtime_dir, strerror(errno));
-            goto out;
-        }
-        if (chown(req->runtime_dir, uid, gid) != 0) {
+        if (s_give_dir(req->runtime_dir, uid, gid, &st) != 0) {
             rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to %s: %s", req->runtime_dir, user,
                                strerror(errno));
             goto out;
@@ -496,22 +485,19 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, slash + 1);
     snprintf(conn_in, sizeof conn_in, "%s/%s", l->o.runtime_mount, S_CONN_FILE);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)dl, req->runtime_dir, S_CONN_FILE);
-    rc = korch_conn_save(&conn, p->conn_file, err);
+    /* runtime_dir is the kernel's: korch_conn_save_as never writes through
+       a link planted there (kernel.json.tmp -> /etc/...) and gives the file
+       away on its fd, not by name. */
+    rc = korch_conn_save_as(&conn, p->conn_file, uid != geteuid(), uid, gid, err);
     if (rc)
         goto out;
-    if (uid != geteuid() && chown(p->conn_file, uid, gid) != 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot give connection file '%s' to %s: %s", p->conn_file, user,
-                           strerror(errno));
-        goto out;
-    }
 
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
     /* A host work dir korch made for the kernel (an agent session's files/)
        is handed to the kernel's uid, with what is in it, so code can write
        there; a user's own directory is left as it is. */
-    if (workdir && l->o.workdir_give && uid != geteuid()) {
-        s_chown_tree(workdir, uid, gid);
-    }
+    if (workdir && l->o.workdir_give && uid != geteuid())
+        korch_fs_chown_tree(workdir, uid, gid, NULL);
     s_image(l, req->spec, image, sizeof image);
     body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
     if (!body) {
@@ -562,7 +548,7 @@ out:
             s_remove(l, p->id);
         if (p->conn_file[0])
             unlink(p->conn_file);
-        if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
+        if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
             korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
         free(p);
         return rc;
@@ -745,7 +731,7 @@ static void s_proc_free(korch_proc_t *proc)
         snprintf(sock, sizeof sock, "%s-%d", p->ipc_prefix, p->ports[i]);
         unlink(sock);
     }
-    if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
+    if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
         korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
     free(p);
 }
@@ -917,7 +903,8 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     }
     snprintf(p->runtime_dir, sizeof p->runtime_dir, "%.*s", (int)dl, rdir);
     snprintf(p->conn_file, sizeof p->conn_file, "%s/%s", p->runtime_dir, S_CONN_FILE);
-    rc = korch_conn_load(&inside, p->conn_file, err);
+    /* The kernel can write that dir: no link, no FIFO, a bounded file. */
+    rc = korch_conn_load_nofollow(&inside, p->conn_file, err);
     if (rc)
         goto out;
     const char *base = strcmp(inside.transport, "ipc") == 0 ? s_ipc_base(inside.ip, target) : NULL;
@@ -985,23 +972,6 @@ typedef struct {
     unsigned char *buf;
     size_t len, cap;
 } s_tarbuf_t;
-
-static uid_t s_chown_uid;
-static gid_t s_chown_gid;
-
-static int s_chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    if (lchown(path, s_chown_uid, s_chown_gid) != 0)
-        korch_debug("cannot chown '%s': %s", path, strerror(errno));
-    return 0;
-}
-
-static void s_chown_tree(const char *dir, uid_t uid, gid_t gid)
-{
-    s_chown_uid = uid;
-    s_chown_gid = gid;
-    nftw(dir, s_chown_entry, 16, FTW_PHYS);
-}
 
 /* "/containers/{id}/archive?path=" + escaped workdir[/rel[0..rel_len]] + extra. */
 static char *s_archive_path(docker_proc_t *p, const char *rel, size_t rel_len, const char *extra)
@@ -1428,7 +1398,7 @@ static void s_cleanup_runtime(const char *dir, const char *target)
     korch_conn_t conn;
     korch_err_t e = {0};
     snprintf(cf, sizeof cf, "%s/%s", dir, S_CONN_FILE);
-    if (korch_conn_load(&conn, cf, &e) == KORCH_OK && strcmp(conn.transport, "ipc") == 0) {
+    if (korch_conn_load_nofollow(&conn, cf, &e) == KORCH_OK && strcmp(conn.transport, "ipc") == 0) {
         const char *base = s_ipc_base(conn.ip, target);
         for (int i = 0; base && i < KORCH_CH__COUNT; i++) {
             snprintf(sock, sizeof sock, "%s/%s-%d", dir, base, conn.port[i]);

@@ -35,6 +35,7 @@
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/media.h"
 #include "korch/session.h"
@@ -360,18 +361,6 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
 
 /* ------------------------------------------------------ the kernel */
 
-static void s_mkdirs(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(tmp, 0755);
-            *p = '/';
-        }
-}
-
 /* A container's work dir is its own: keep a copy of each uploaded file in
    the session's files/ so a resumed session (a new container) gets it back.
    A local kernel works in files/ itself. */
@@ -379,11 +368,11 @@ static void s_keep_copy(srv_agent_t *sa, const char *rel, const void *data, size
 {
     if (!s_isolated(sa->srv))
         return;
-    char path[PATH_MAX * 2];
-    snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, rel);
-    s_mkdirs(path);
+    char dir[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
     korch_err_t err = {0};
-    if (korch_write_file(path, data, len, &err) != KORCH_OK)
+    korch_fs_opts_t o = {.mode = 0644};
+    if (korch_fs_write_rel(dir, rel, data, len, true, &o, &err) != KORCH_OK)
         korch_warn("agent session %s: cannot keep a copy of '%s': %s", sa->id, rel, err.msg);
 }
 
@@ -777,10 +766,11 @@ static void s_resume(srv_agent_t *sa, const char *question)
         size_t i;
         json_t *v;
         json_array_foreach(sa->files, i, v) {
-            char path[PATH_MAX * 2];
-            snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, json_string_value(v));
+            char dir[PATH_MAX + 8];
+            snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
             size_t len = 0;
-            char *data = korch_read_file(path, srv_state(sa->srv)->opts.max_upload, &len, NULL);
+            char *data = korch_fs_read_rel(dir, json_string_value(v), srv_state(sa->srv)->opts.max_upload, &len,
+                                           NULL);
             char *b64 = data ? korch_b64_encode((const unsigned char *)data, len) : NULL;
             if (b64)
                 json_array_append_new(sa->pending_files, json_pack("{s:O, s:s}", "name", v, "data", b64));
@@ -874,11 +864,13 @@ static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
         if (proc)
             rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
         else { /* stopped: what is left on the host */
-            char path[PATH_MAX * 2];
-            snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, rel);
-            data = korch_read_file(path, max, &len, &err);
-            rc = data ? KORCH_OK : access(path, F_OK) != 0 ? korch_err_set(&err, KORCH_E_NOTFOUND, "no file '%s'", rel)
-                                                            : err.rc;
+            char dir[PATH_MAX + 8];
+            snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+            korch_err_t e = {0};
+            data = korch_fs_read_rel(dir, rel, max, &len, &e); /* a local kernel's links are not followed */
+            rc = data ? KORCH_OK
+                      : korch_err_set(&err, e.rc, e.rc == KORCH_E_NOTFOUND ? "no file '%s'" : "%s",
+                                      e.rc == KORCH_E_NOTFOUND ? rel : e.msg);
         }
         if (rc != KORCH_OK) {
             srv_respond_error(req, rc == KORCH_E_NOTFOUND ? 404 : rc == KORCH_E_TOOBIG ? 413 : 500, "%s",
