@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -483,4 +484,196 @@ TEST_T(secfiles_cli_env_flag_and_no_keys, 90)
     CHECK_CONTAINS(errs, "--env '1BAD': not NAME or NAME=VALUE");
     free(out);
     free(errs);
+}
+
+/* ---------------------------------------------------- 4. output floods */
+
+/* Run argv, stdout and stderr into new strings, its peak RSS (KiB, of
+   korch alone: docker kernels are not its children) into *rss_kib. */
+static int s_run_rss(const char *const *argv, char **out, char **errs, int timeout_s, long *rss_kib)
+{
+    char o[] = "/tmp/korch-secfiles-out.XXXXXX", e[] = "/tmp/korch-secfiles-err.XXXXXX";
+    int ofd = mkstemp(o), efd = mkstemp(e);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = -1;
+    struct rusage ru = {0};
+    int64_t t0 = korch_now_ms();
+    pid_t w = 0;
+    while ((w = wait4(pid, &st, WNOHANG, &ru)) == 0 && korch_now_ms() - t0 < timeout_s * 1000LL)
+        usleep(50000);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        wait4(pid, &st, 0, &ru);
+        st = -1;
+    }
+    *rss_kib = ru.ru_maxrss;
+    size_t len;
+    *out = korch_fs_read(o, 64u << 20, false, &len, NULL);
+    *errs = korch_fs_read(e, 64u << 20, false, &len, NULL);
+    close(ofd);
+    close(efd);
+    unlink(o);
+    unlink(e);
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static size_t s_count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay ? strstr(hay, needle) : NULL; p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* The issue's case: korch exec, six display_data of 150 MiB each (1.19 GiB
+   peak before). korch keeps none of them, says so for each, and its peak
+   stays near one message's size. */
+TEST_T(secfiles_docker_exec_six_150mib_display_data_bounded, 240)
+{
+    const char *argv[] = {korch_test_korch_bin(), "exec", "--launcher", "docker", "-q", "--json", "-c",
+                          "from IPython.display import display\ns = 'A' * (150 << 20)\n"
+                          "for i in range(6):\n    display({'image/png': s}, raw=True)\nprint('sent')\n",
+                          NULL};
+    char *out = NULL, *errs = NULL;
+    long rss = 0;
+    CHECK_EQ(s_run_rss(argv, &out, &errs, 200, &rss), 0);
+    fprintf(stderr, "  korch exec peak RSS %ld MiB\n", rss / 1024);
+    CHECK_LT(rss, 320L * 1024);
+    CHECK_LT(strlen(out ? out : ""), 64 * 1024);
+    CHECK_EQ(s_count(out, "[korch: display_data output of 150.0 MiB dropped"), 6);
+    CHECK_CONTAINS(out, "\"status\":\"ok\"");
+    CHECK_CONTAINS(out, "sent\\n");
+    free(out);
+    free(errs);
+}
+
+/* The agent's case: one step, 20 images of 10 MiB (201 MB of figures, 267
+   MB of transcript and notebook, ~820 MiB peak before). What is kept is
+   bounded, and what was dropped is said to the model (its tool result),
+   the user (the terminal) and the notebook. */
+TEST_T(secfiles_docker_agent_20_images_of_10mib_bounded, 240)
+{
+    char dir[] = "/tmp/korch-secfiles-img.XXXXXX", rec[PATH_MAX], session[PATH_MAX], spec[PATH_MAX + 16];
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    snprintf(rec, sizeof rec, "%s/replay.json", dir);
+    snprintf(session, sizeof session, "%s/session", dir);
+    snprintf(spec, sizeof spec, "replay:%s", rec);
+    const char *code = "import base64, os\nfrom IPython.display import display\n"
+                       "for i in range(20):\n"
+                       "    png = b'\\x89PNG\\r\\n\\x1a\\n\\0\\0\\0\\rIHDR\\0\\0\\x01\\0\\0\\0\\x01\\0\\x08\\x02\\0\\0\\0'"
+                       " + os.urandom(10 << 20)\n"
+                       "    display({'image/png': base64.b64encode(png).decode()}, raw=True)\n"
+                       "print('sent 20')\n";
+    json_t *r = json_pack("{s:[{s:[{s:s, s:{s:s}}]}, {s:s}]}", "replies", "tool_calls", "name", "run_python",
+                          "arguments", "code", code, "text", "done");
+    CHECK_EQ(json_dump_file(r, rec, 0), 0);
+    json_decref(r);
+    const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", "docker", "--llm", spec, "--session",
+                          session, "flood the host", NULL};
+    char *out = NULL, *errs = NULL;
+    long rss = 0;
+    CHECK_EQ(s_run_rss(argv, &out, &errs, 200, &rss), 0);
+    fprintf(stderr, "  korch run peak RSS %ld MiB\n", rss / 1024);
+    CHECK_LT(rss, 256L * 1024);
+    /* the user */
+    CHECK_EQ(s_count(errs, "[korch: display_data output of 13.3 MiB (image/png) dropped"), 18);
+    /* the host */
+    char p[PATH_MAX + 32];
+    struct stat st;
+    long long figs = 0;
+    for (int i = 1; i <= 40; i++) {
+        snprintf(p, sizeof p, "%s/figures/fig-%d.png", session, i);
+        if (stat(p, &st) == 0)
+            figs += st.st_size;
+    }
+    fprintf(stderr, "  figures %lld MiB\n", figs >> 20);
+    CHECK_LE(figs, 32LL << 20);
+    CHECK_GT(figs, 10LL << 20); /* the two that fit were kept */
+    snprintf(p, sizeof p, "%s/notebook.ipynb", session);
+    size_t len = 0;
+    char *nb = korch_fs_read(p, 256u << 20, false, &len, NULL);
+    fprintf(stderr, "  notebook %zu MiB\n", len >> 20);
+    CHECK_LT(len, 48u << 20);
+    /* the notebook */
+    CHECK_EQ(s_count(nb, "[korch: display_data output of 13.3 MiB (image/png) dropped"), 18);
+    free(nb);
+    snprintf(p, sizeof p, "%s/transcript.jsonl", session);
+    char *tr = korch_fs_read(p, 256u << 20, false, &len, NULL);
+    fprintf(stderr, "  transcript %zu MiB\n", len >> 20);
+    CHECK_LT(len, 48u << 20);
+    /* the model: its tool result says it too */
+    const char *tool = tr ? strstr(tr, "{\"type\": \"tool\"") : NULL;
+    if (!tool && tr)
+        tool = strstr(tr, "\"type\":\"tool\"");
+    CHECK(tool != NULL);
+    CHECK_GE(s_count(tool, "dropped: korch keeps 32.0 MiB of images/HTML/rich output per execution"), 1);
+    free(tr);
+    free(out);
+    free(errs);
+    korch_fs_rm_tree(dir);
+}
+
+/* Every output kind has a budget, per execution and per session; what is
+   dropped leaves a note in its place. */
+TEST(secfiles_outputs_rich_budgets_per_execution_and_session)
+{
+    korch_outputs_limits_t lim = {.max_rich_bytes = 1000, .session = true, .session_stream_left = 5,
+                                  .session_rich_left = 100000};
+    korch_outputs_t *o = korch_outputs_new_limits(&lim);
+    json_t *out;
+    size_t idx;
+    char big[801];
+    memset(big, 'A', 800);
+    big[800] = 0;
+    json_t *c = json_pack("{s:{s:s}, s:{}, s:{s:s}}", "data", "image/png", big, "metadata", "transient", "display_id",
+                          "d1");
+    CHECK_EQ(korch_outputs_apply(o, "display_data", c, &out, &idx), KORCH_OUTPUT_NEW);
+    CHECK(json_object_get(json_object_get(out, "data"), "image/png") != NULL);
+    /* the second does not fit the 1000 bytes of this execution */
+    CHECK_EQ(korch_outputs_apply(o, "execute_result", c, &out, &idx), KORCH_OUTPUT_NEW);
+    CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(out, "data"), "text/plain")),
+                   "[korch: execute_result output of 825 bytes (image/png) dropped: korch keeps 1000 bytes of "
+                   "images/HTML/rich output per execution]");
+    CHECK_EQ(korch_outputs_dropped_rich(o), 1);
+    /* an update that does not fit replaces the display with the note */
+    json_t *u = json_pack("{s:{s:s, s:s}, s:{}, s:{s:s}}", "data", "image/png", big, "text/html", big, "metadata",
+                          "transient", "display_id", "d1");
+    CHECK_EQ(korch_outputs_apply(o, "update_display_data", u, &out, &idx), KORCH_OUTPUT_UPDATE);
+    CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(out, "data"), "text/plain")),
+                   "update_display_data output of");
+    /* what the wire layer left out (too big to parse) is said too */
+    json_t *w = json_pack("{s:{}, s:{}, s:I}", "data", "metadata", "korch_dropped", (json_int_t)(150 << 20));
+    CHECK_EQ(korch_outputs_apply(o, "display_data", w, &out, &idx), KORCH_OUTPUT_NEW);
+    CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(out, "data"), "text/plain")),
+                   "display_data output of 150.0 MiB dropped");
+    /* streams: the session had 5 bytes left */
+    json_t *s = json_pack("{s:s, s:s}", "name", "stdout", "text", "0123456789");
+    korch_outputs_apply(o, "stream", s, &out, &idx);
+    korch_outputs_finish(o);
+    json_t *all = korch_outputs_json(o);
+    const char *last = json_string_value(json_object_get(json_array_get(all, json_array_size(all) - 1), "text"));
+    CHECK_CONTAINS(last, "5 more bytes of stream output dropped (korch keeps 5 bytes per session)");
+    CHECK_EQ(korch_outputs_kept_stream_bytes(o), 5);
+    CHECK_EQ(korch_outputs_dropped_rich(o), 4); /* the update hit both outputs showing d1 */
+    json_decref(c);
+    json_decref(u);
+    json_decref(w);
+    json_decref(s);
+    korch_outputs_destroy(&o);
+    /* the session's rich budget nearly spent: the note names the session */
+    lim = (korch_outputs_limits_t){.session = true, .session_stream_left = 100, .session_rich_left = 10};
+    o = korch_outputs_new_limits(&lim);
+    c = json_pack("{s:{s:s}, s:{}}", "data", "text/html", "<b>more than ten bytes</b>", "metadata");
+    korch_outputs_apply(o, "display_data", c, &out, &idx);
+    CHECK_CONTAINS(json_string_value(json_object_get(json_object_get(out, "data"), "text/plain")),
+                   "per session (the rest of this session's budget)");
+    json_decref(c);
+    korch_outputs_destroy(&o);
 }
