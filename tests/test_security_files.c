@@ -14,7 +14,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -676,4 +678,101 @@ TEST(secfiles_outputs_rich_budgets_per_execution_and_session)
                    "per session (the rest of this session's budget)");
     json_decref(c);
     korch_outputs_destroy(&o);
+}
+
+/* ----------------------------------------------------- 3. disk fills */
+
+static bool s_mounted(const char *dir)
+{
+    size_t len = 0;
+    char *mi = korch_fs_read("/proc/self/mountinfo", 8u << 20, false, &len, NULL);
+    char needle[PATH_MAX + 4];
+    snprintf(needle, sizeof needle, " %s ", dir);
+    bool on = mi && strstr(mi, needle);
+    free(mi);
+    return on;
+}
+
+/* Kernel code fills its runtime dir: ENOSPC at 1 MiB (a tmpfs korch
+   mounted), not the host's disk; the kernel and korch go on; the mount
+   goes with the kernel. */
+TEST_T(secfiles_docker_runtime_dir_fill_is_bounded, 120)
+{
+    korch_launcher_t *l = s_docker(NULL, NULL, false);
+    fx_t f;
+    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+        korch_launcher_destroy(&l);
+        return;
+    }
+    const char *out = s_ok(&f, "import errno\nn = 0\ntry:\n"
+                               "    with open('/run/korch/fill', 'wb') as fh:\n"
+                               "        for i in range(256):\n            fh.write(b'x' * (1 << 20)); n += 1\n"
+                               "except OSError as e:\n    print('full', errno.errorcode[e.errno], n <= 1)\n");
+    CHECK_STREQ(out, "full ENOSPC True\n");
+    char rdir[PATH_MAX];
+    snprintf(rdir, sizeof rdir, "%s", korch_kernel_conn(f.k)->ip);
+    *strrchr(rdir, '/') = 0;
+    struct statfs sf;
+    if (CHECK_EQ(statfs(rdir, &sf), 0)) {
+        CHECK_EQ(sf.f_type, TMPFS_MAGIC);
+        CHECK_LE((long long)sf.f_blocks * sf.f_bsize, 1LL << 20);
+    }
+    CHECK(s_mounted(rdir));
+    CHECK_STREQ(s_ok(&f, "import os; os.remove('/run/korch/fill'); print('alive')"), "alive\n");
+    fx_stop(&f);
+    CHECK(!s_mounted(rdir));
+    CHECK_EQ(access(rdir, F_OK), -1);
+    korch_launcher_destroy(&l);
+}
+
+/* korch run with a docker kernel: the session's files/ is the work dir. A
+   kernel writing without end gets ENOSPC at --workdir-mb; what it wrote
+   comes back to files/ (bounded), the upload and its results too. */
+TEST_T(secfiles_docker_run_workdir_fill_is_bounded, 180)
+{
+    char dir[] = "/tmp/korch-secfiles-fill.XXXXXX", rec[PATH_MAX], session[PATH_MAX], spec[PATH_MAX + 16],
+         csv[PATH_MAX], p[PATH_MAX + 32];
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    snprintf(rec, sizeof rec, "%s/replay.json", dir);
+    snprintf(session, sizeof session, "%s/session", dir);
+    snprintf(spec, sizeof spec, "replay:%s", rec);
+    snprintf(csv, sizeof csv, "%s/data.csv", dir);
+    s_write_text(csv, "a,b\n1,2\n");
+    const char *code = "import errno\nprint(open('data.csv').read().split()[1])\nn = 0\ntry:\n"
+                       "    with open('big', 'wb') as fh:\n"
+                       "        for i in range(4096):\n            fh.write(b'x' * (1 << 20)); fh.flush(); n += 1\n"
+                       "except OSError as e:\n    print('full', errno.errorcode[e.errno], n < 32)\n"
+                       "import os; os.remove('big')\n"
+                       "with open('big', 'wb') as fh:\n    fh.write(b'y' * (8 << 20))\n"
+                       "open('result.txt', 'w').write('kept')\n";
+    json_t *r = json_pack("{s:[{s:[{s:s, s:{s:s}}]}, {s:[{s:s, s:{s:s}}]}, {s:s}]}", "replies", "tool_calls", "name",
+                          "run_python", "arguments", "code", code, "tool_calls", "name", "run_python", "arguments",
+                          "code", "print('alive')", "text", "done");
+    CHECK_EQ(json_dump_file(r, rec, 0), 0);
+    json_decref(r);
+    const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", "docker", "--workdir-mb", "32", "--llm", spec,
+                          "--session", session, "--file", csv, "fill the disk", NULL};
+    char *out = NULL, *errs = NULL;
+    CHECK_EQ(korch_test_run(argv, NULL, &out, &errs, 150), 0);
+    CHECK_CONTAINS(errs, "1,2");
+    CHECK_CONTAINS(errs, "full ENOSPC True");
+    CHECK_CONTAINS(errs, "alive");
+    char files[PATH_MAX + 16];
+    snprintf(files, sizeof files, "%s/files", session);
+    CHECK(!s_mounted(files));
+    struct stat st;
+    snprintf(p, sizeof p, "%s/big", files);
+    if (CHECK_EQ(stat(p, &st), 0))
+        CHECK_EQ(st.st_size, 8 << 20);
+    snprintf(p, sizeof p, "%s/result.txt", files);
+    size_t len = 0;
+    char *kept = korch_fs_read(p, 100, true, &len, NULL);
+    CHECK_STREQ(kept, "kept");
+    free(kept);
+    snprintf(p, sizeof p, "%s/data.csv", files);
+    CHECK_EQ(stat(p, &st), 0);
+    free(out);
+    free(errs);
+    korch_fs_rm_tree(dir);
 }

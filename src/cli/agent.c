@@ -26,6 +26,7 @@
 typedef struct {
     bool json, quiet, chat;
     const char *llm_spec, *session, *launcher_name, *kernel_name;
+    double workdir_mb;      /* --workdir-mb */
     int max_steps;
     long max_result;
     long long max_tokens, context_chars;
@@ -62,6 +63,8 @@ static void s_help(FILE *f, const char *cmd)
             "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
             "  --json                one JSON event per line on stdout\n"
             KORCH_CLI_ENV_HELP
+            "  --workdir-mb N        docker: the work dir (files/) is a tmpfs of N MiB while the kernel runs,\n"
+            "                        copied back after (default 512; the kernel gets ENOSPC beyond)\n"
             "  -q, --quiet           no progress on stderr\n"
             "  -h, --help            this text\n",
             cmd, strcmp(cmd, "run") == 0 ? " \"task\"" : "",
@@ -252,6 +255,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
         {"context-chars", required_argument, 0, 'X'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
+        {"workdir-mb", required_argument, 0, KORCH_CLI_OPT_WORKDIR_MB},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -274,6 +278,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
         case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
         case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case KORCH_CLI_OPT_WORKDIR_MB: c.workdir_mb = strtod(optarg, NULL); break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt(cmd, optarg)) {
                 json_decref(c.files);
@@ -333,7 +338,8 @@ static int s_main(const char *cmd, int argc, char **argv)
             goto out;
         }
         korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .workdir_from_cwd = true,
-                                         .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
+                                         .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json,
+                                         .workdir_mb = c.workdir_mb};
         launcher = korch_cli_launcher(&clo, &err);
         if (!launcher && err.rc) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);

@@ -35,6 +35,8 @@ korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_e
     d.workdir = o->workdir;
     d.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     d.workdir_give = o->give_workdir;
+    if (o->workdir_mb > 0)
+        d.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
     korch_err_t why = {0};
     korch_launcher_t *l = korch_launcher_docker_new(&d, &why);
     if (l) {

@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -63,6 +64,9 @@ typedef struct {
     char ipc_prefix[PATH_MAX];      /* host path prefix of the ipc sockets */
     int ports[KORCH_CH__COUNT];
     bool chowned;                   /* runtime_dir given to the kernel's uid */
+    bool rt_mounted;                /* runtime_dir is korch's size-bounded tmpfs */
+    char work_host[PATH_MAX];       /* a given host work dir covered by korch's tmpfs, or "" */
+    int work_under;                 /* fd of the dir under that tmpfs (files go back there), or -1 */
     uid_t old_uid;
     gid_t old_gid;
     int wait_fd;                    /* POST /wait connection, or -1 */
@@ -87,6 +91,7 @@ void korch_docker_opts_init(korch_docker_opts_t *o)
     o->nofile = 4096;
     o->tmp_size = 256 * S_MIB;
     o->workdir_size = 512 * S_MIB;
+    o->runtime_size = S_MIB;
     o->readonly_rootfs = true;
     o->cap_drop_all = true;
     o->no_new_privileges = true;
@@ -406,6 +411,92 @@ static int s_give_dir(const char *dir, uid_t uid, gid_t gid, struct stat *before
     return r;
 }
 
+/* ------------------------------------------------- bounded host dirs */
+
+/* Is dir a mount point (its device differs from its parent's)? */
+static bool s_is_mountpoint(const char *dir)
+{
+    char parent[PATH_MAX + 4];
+    struct stat a, b;
+    snprintf(parent, sizeof parent, "%s/..", dir);
+    return lstat(dir, &a) == 0 && S_ISDIR(a.st_mode) && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+/* A tmpfs of size bytes on dir, owned by uid:gid: the kernel sees ENOSPC
+   when it is full, the host's disk never fills. Root only. */
+static int s_mount_tmpfs(const char *dir, int64_t size, uid_t uid, gid_t gid, unsigned mode, bool noexec)
+{
+    char opt[200];
+    snprintf(opt, sizeof opt, "size=%lld,mode=%04o,uid=%u,gid=%u,nr_inodes=%lld", (long long)size, mode,
+             (unsigned)uid, (unsigned)gid, (long long)(size / 4096 + 64));
+    return mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | (noexec ? MS_NOEXEC : 0), opt);
+}
+
+static void s_warn_not_root(void)
+{
+    static bool said;
+    if (!said)
+        korch_warn("kernel dirs on the host are not size-bounded: korch is not root, so it cannot mount their "
+                   "tmpfs (a kernel can fill the disk under its runtime and work dirs)");
+    said = true;
+}
+
+/* Cover a host work dir korch made (a session's files/) with a tmpfs of
+   workdir_size holding a copy of it, for the life of the container. */
+static korch_rc_t s_bound_workdir(docker_proc_t *p, const char *dir, int64_t size, korch_err_t *err)
+{
+    korch_rc_t rc = KORCH_OK;
+    int top = -1;
+    p->work_under = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (p->work_under < 0)
+        return korch_err_set(err, KORCH_E_IO, "cannot use work dir '%s': %s", dir, strerror(errno));
+    if (s_mount_tmpfs(dir, size, p->uid, p->gid, 0755, false) != 0) {
+        korch_warn("work dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", dir, strerror(errno));
+        close(p->work_under);
+        p->work_under = -1;
+        return KORCH_OK;
+    }
+    snprintf(p->work_host, sizeof p->work_host, "%s", dir);
+    top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    korch_fs_opts_t o = {.mode = 0644, .chown = true, .uid = p->uid, .gid = p->gid};
+    korch_err_t e = {0};
+    if (top < 0 || korch_fs_copy_tree(p->work_under, top, (uint64_t)size, &o, NULL, &e) != KORCH_OK)
+        rc = korch_err_set(err, e.rc ? e.rc : KORCH_E_IO, "cannot copy work dir '%s' into its %lld MiB tmpfs: %s",
+                           dir, (long long)(size / S_MIB), e.rc ? e.msg : strerror(errno));
+    if (top >= 0)
+        close(top);
+    return rc;
+}
+
+/* The container is gone: bring what the kernel left in the tmpfs home to
+   the dir underneath (bounded, no links), then unmount. */
+static void s_unbound_workdir(docker_proc_t *p)
+{
+    if (!p->work_host[0])
+        return;
+    int top = open(p->work_host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    korch_fs_opts_t o = {.mode = 0644, .chown = p->uid != geteuid(), .uid = p->uid, .gid = p->gid};
+    korch_err_t e = {0};
+    uint64_t copied = 0;
+    if (top < 0 || korch_fs_copy_tree(top, p->work_under, (uint64_t)p->l->o.workdir_size, &o, &copied, &e))
+        korch_warn("work dir '%s': not everything the kernel left was kept: %s", p->work_host,
+                   top < 0 ? strerror(errno) : e.msg);
+    if (top >= 0)
+        close(top);
+    if (umount2(p->work_host, MNT_DETACH) != 0)
+        korch_warn("cannot unmount the tmpfs on work dir '%s': %s", p->work_host, strerror(errno));
+    p->work_host[0] = 0;
+    close(p->work_under);
+    p->work_under = -1;
+}
+
+static void s_unbound_runtime(docker_proc_t *p)
+{
+    if (p->rt_mounted && umount2(p->runtime_dir, MNT_DETACH) != 0)
+        korch_warn("cannot unmount the tmpfs on runtime dir '%s': %s", p->runtime_dir, strerror(errno));
+    p->rt_mounted = false;
+}
+
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -420,6 +511,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->wait_fd = -1;
+    p->work_under = -1;
     p->l = l;
     p->base.launcher = self;
     p->memory = l->o.memory;
@@ -459,8 +551,18 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     p->gid = gid;
     snprintf(p->workdir, sizeof p->workdir, "%s", l->o.workdir_mount);
 
-    /* Give runtime_dir to the kernel's uid so it can create its sockets. */
-    if (uid != geteuid()) {
+    /* A small tmpfs of the kernel's uid on runtime_dir: room for its sockets
+       and connection file, not for filling the host's disk. */
+    if (l->o.runtime_size > 0 && geteuid() == 0) {
+        if (s_mount_tmpfs(req->runtime_dir, l->o.runtime_size, uid, gid, 0700, true) == 0)
+            p->rt_mounted = true;
+        else
+            korch_warn("runtime dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", req->runtime_dir,
+                       strerror(errno));
+    } else if (l->o.runtime_size > 0)
+        s_warn_not_root();
+    /* Else give runtime_dir to the kernel's uid so it can create its sockets. */
+    if (uid != geteuid() && !p->rt_mounted) {
         struct stat st;
         if (geteuid() != 0) {
             rc = korch_err_set(err, KORCH_E_LAUNCH,
@@ -496,7 +598,13 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     /* A host work dir korch made for the kernel (an agent session's files/)
        is handed to the kernel's uid, with what is in it, so code can write
        there; a user's own directory is left as it is. */
-    if (workdir && l->o.workdir_give && uid != geteuid())
+    if (workdir && l->o.workdir_give && l->o.workdir_size > 0 && geteuid() == 0) {
+        rc = s_bound_workdir(p, workdir, l->o.workdir_size, err);
+        if (rc)
+            goto out;
+    } else if (workdir && l->o.workdir_give && l->o.workdir_size > 0)
+        s_warn_not_root();
+    if (workdir && l->o.workdir_give && uid != geteuid() && !p->work_host[0])
         korch_fs_chown_tree(workdir, uid, gid, NULL);
     s_image(l, req->spec, image, sizeof image);
     body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
@@ -550,6 +658,8 @@ out:
             unlink(p->conn_file);
         if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
             korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+        s_unbound_workdir(p);
+        s_unbound_runtime(p);
         free(p);
         return rc;
     }
@@ -733,6 +843,8 @@ static void s_proc_free(korch_proc_t *proc)
     }
     if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
         korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+    s_unbound_workdir(p);
+    s_unbound_runtime(p);
     free(p);
 }
 
@@ -930,7 +1042,10 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     p->memory = json_integer_value(json_object_get(json_object_get(r.json, "HostConfig"), "Memory"));
     /* The earlier korch gave runtime_dir to the kernel's uid; give it back
        to korch's when the proc is freed, as for a started one. */
-    if (st.st_uid != geteuid() && geteuid() == 0) {
+    p->work_under = -1;
+    if (geteuid() == 0 && s_is_mountpoint(p->runtime_dir))
+        p->rt_mounted = true; /* the earlier korch's tmpfs: unmounted with the proc */
+    else if (st.st_uid != geteuid() && geteuid() == 0) {
         p->chowned = true;
         p->old_uid = geteuid();
         p->old_gid = getegid();
@@ -1406,6 +1521,8 @@ static void s_cleanup_runtime(const char *dir, const char *target)
         }
     }
     unlink(cf);
+    if (geteuid() == 0 && s_is_mountpoint(dir) && umount2(dir, MNT_DETACH) != 0)
+        korch_debug("cannot unmount runtime dir '%s': %s", dir, strerror(errno));
     if (rmdir(dir) != 0 && errno != ENOENT)
         korch_debug("runtime dir '%s' kept: %s", dir, strerror(errno));
 }

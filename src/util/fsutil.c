@@ -122,41 +122,46 @@ static korch_rc_t s_write_all(int fd, const void *data, size_t len)
     return KORCH_OK;
 }
 
-korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size_t len, const korch_fs_opts_t *o,
-                             korch_err_t *err)
+/* A new file under a fresh random name in dirfd: its fd, the name in tmp.
+   One the kernel planted (it can see the directory) is never opened:
+   O_EXCL refuses it. -1 with err. */
+static int s_create_temp(int dirfd, const char *name, char tmp[NAME_MAX + 1], korch_err_t *err)
 {
-    if (!o)
-        o = &s_default_opts;
-    if (!s_plain_name(name))
-        return korch_err_set(err, KORCH_E_INVALID, "cannot write '%s': not a plain file name", name ? name : "");
-    char tmp[NAME_MAX + 1];
-    int fd = -1;
-    /* A fresh random name each try: one the kernel planted (it can see the
-       directory) is never opened, O_EXCL refuses it. */
-    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+    for (int tries = 0; tries < 8; tries++) {
         unsigned char r[8];
-        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-            return korch_err_set(err, KORCH_E_IO, "cannot write '%s': no random bytes: %s", name, strerror(errno));
-        snprintf(tmp, sizeof tmp, ".%.200s.korch-%02x%02x%02x%02x%02x%02x%02x%02x", name, r[0], r[1], r[2], r[3],
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+            korch_err_set(err, KORCH_E_IO, "cannot write '%s': no random bytes: %s", name, strerror(errno));
+            return -1;
+        }
+        snprintf(tmp, NAME_MAX + 1, ".%.200s.korch-%02x%02x%02x%02x%02x%02x%02x%02x", name, r[0], r[1], r[2], r[3],
                  r[4], r[5], r[6], r[7]);
-        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST)
-            return korch_err_set(err, errno == ENOSPC || errno == EDQUOT ? KORCH_E_TOOBIG : KORCH_E_IO,
-                                 "cannot write '%s': %s", name, strerror(errno));
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST) {
+            korch_err_set(err, errno == ENOSPC || errno == EDQUOT ? KORCH_E_TOOBIG : KORCH_E_IO,
+                          "cannot write '%s': %s", name, strerror(errno));
+            return -1;
+        }
     }
-    if (fd < 0)
-        return korch_err_set(err, KORCH_E_IO, "cannot write '%s': no free temporary name", name);
-    korch_rc_t rc = KORCH_OK;
+    korch_err_set(err, KORCH_E_IO, "cannot write '%s': no free temporary name", name);
+    return -1;
+}
+
+/* Owner and mode on the fd, then renameat into place (replacing, never
+   following, whatever is at name). Closes fd; removes tmp on failure. */
+static korch_rc_t s_commit(int dirfd, int fd, const char *tmp, const char *name, const korch_fs_opts_t *o,
+                           bool written, korch_err_t *err)
+{
+    korch_rc_t rc = written ? KORCH_OK : KORCH_E_IO;
     const char *what = "write";
-    if (s_write_all(fd, data, len) != KORCH_OK)
-        rc = KORCH_E_IO;
-    else if (o->chown && fchown(fd, o->uid, o->gid) != 0)
-        rc = KORCH_E_IO, what = "give away";
-    else if (fchmod(fd, o->mode ? o->mode : 0600) != 0)
-        rc = KORCH_E_IO, what = "set the mode of";
-    else if (o->sync && fsync(fd) != 0)
-        rc = KORCH_E_IO;
     int e = errno;
+    if (rc == KORCH_OK && o->chown && fchown(fd, o->uid, o->gid) != 0)
+        rc = KORCH_E_IO, e = errno, what = "give away";
+    else if (rc == KORCH_OK && fchmod(fd, o->mode ? o->mode : 0600) != 0)
+        rc = KORCH_E_IO, e = errno, what = "set the mode of";
+    else if (rc == KORCH_OK && o->sync && fsync(fd) != 0)
+        rc = KORCH_E_IO, e = errno;
     if (close(fd) != 0 && rc == KORCH_OK)
         rc = KORCH_E_IO, e = errno;
     if (rc == KORCH_OK && renameat(dirfd, tmp, dirfd, name) != 0)
@@ -167,6 +172,20 @@ korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size
                              strerror(e));
     }
     return KORCH_OK;
+}
+
+korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size_t len, const korch_fs_opts_t *o,
+                             korch_err_t *err)
+{
+    if (!o)
+        o = &s_default_opts;
+    if (!s_plain_name(name))
+        return korch_err_set(err, KORCH_E_INVALID, "cannot write '%s': not a plain file name", name ? name : "");
+    char tmp[NAME_MAX + 1];
+    int fd = s_create_temp(dirfd, name, tmp, err);
+    if (fd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    return s_commit(dirfd, fd, tmp, name, o, s_write_all(fd, data, len) == KORCH_OK, err);
 }
 
 /* Split path into a directory fd and its last component (into base). */
@@ -432,6 +451,56 @@ void korch_fs_rm_tree(const char *dir)
         korch_debug("cannot remove '%s': %s", dir, strerror(errno));
 }
 
+/* from/name into to/name, streamed: never more than max - *done bytes in
+   all (KORCH_E_TOOBIG beyond), never a link or a special file. */
+static korch_rc_t s_copy_file(int from, const char *name, int to, uint64_t max, const korch_fs_opts_t *o,
+                              uint64_t *done, korch_err_t *err)
+{
+    int in = openat(from, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (in < 0)
+        return errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID;
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(in);
+        return KORCH_E_INVALID;
+    }
+    char tmp[NAME_MAX + 1];
+    int out = s_create_temp(to, name, tmp, err);
+    if (out < 0) {
+        close(in);
+        return err ? err->rc : KORCH_E_IO;
+    }
+    static __thread char buf[1 << 16];
+    bool ok = true, toobig = false;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ok = n == 0;
+            break;
+        }
+        if (max && *done + (uint64_t)n > max) {
+            toobig = true;
+            ok = false;
+            break;
+        }
+        if (s_write_all(out, buf, (size_t)n) != KORCH_OK) {
+            ok = false;
+            break;
+        }
+        *done += (uint64_t)n;
+    }
+    close(in);
+    if (toobig) {
+        close(out);
+        unlinkat(to, tmp, 0);
+        return korch_err_set(err, KORCH_E_TOOBIG, "more than %llu bytes to copy: stopped at '%s'",
+                             (unsigned long long)max, name);
+    }
+    return s_commit(to, out, tmp, name, o, ok, err);
+}
+
 static korch_rc_t s_copy_dir(int from, int to, uint64_t max, const korch_fs_opts_t *o, uint64_t *done, int depth,
                              korch_err_t *err)
 {
@@ -463,20 +532,9 @@ static korch_rc_t s_copy_dir(int from, int to, uint64_t max, const korch_fs_opts
             if (st_ >= 0)
                 close(st_);
         } else if (S_ISREG(st.st_mode)) {
-            size_t left = max ? (size_t)(max - *done) : SIZE_MAX - 1;
-            size_t len = 0;
-            korch_err_t e = {0};
-            char *data = korch_fs_read_at(from, de->d_name, left, true, &len, &e);
-            if (!data && e.rc == KORCH_E_TOOBIG) {
-                rc = korch_err_set(err, KORCH_E_TOOBIG, "more than %llu bytes to copy: stopped at '%s'",
-                                   (unsigned long long)max, de->d_name);
-                break;
-            }
-            if (!data)
-                continue; /* gone or not a regular file any more */
-            rc = korch_fs_write_at(to, de->d_name, data, len, o, err);
-            free(data);
-            *done += len;
+            rc = s_copy_file(from, de->d_name, to, max, o, done, err);
+            if (rc == KORCH_E_NOTFOUND || rc == KORCH_E_INVALID) /* gone, or not a regular file any more */
+                rc = KORCH_OK;
         }
     }
     closedir(d);
