@@ -98,7 +98,8 @@ static korch_rc_t s_load(korch_conn_t *conn, const char *path, bool nofollow, ko
     char *text = korch_fs_read(path, S_CONN_MAX, nofollow, &len, &rerr);
     if (!text)
         return korch_err_set(err, rerr.rc == KORCH_E_NOTFOUND ? KORCH_E_NOTFOUND : KORCH_E_INVALID,
-                             "cannot read connection file: %s", rerr.msg);
+                             "cannot read connection file '%s': %s", path,
+                             rerr.rc == KORCH_E_NOTFOUND ? strerror(ENOENT) : rerr.msg);
     json_t *j = json_loadb(text, len, 0, &jerr);
     free(text);
     if (!j)

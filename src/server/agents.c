@@ -698,7 +698,10 @@ void srv_agents_load(korch_server_t *s)
         srv_agent_t *sa = s_new(s, de->d_name);
         char path[PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/session.json", sa ? sa->cfg.dir : "");
-        json_t *j = sa ? json_load_file(path, 0, NULL) : NULL;
+        size_t jlen = 0; /* never blocking on a FIFO a local kernel made, never through a link */
+        char *jtext = sa ? korch_fs_read(path, 1u << 20, true, &jlen, NULL) : NULL;
+        json_t *j = jtext ? json_loadb(jtext, jlen, 0, NULL) : NULL;
+        free(jtext);
         const char *llm = json_string_value(json_object_get(j, "llm"));
         const char *kn = json_string_value(json_object_get(j, "kernel_name"));
         const char *id = json_string_value(json_object_get(j, "id"));
@@ -892,7 +895,7 @@ static void s_get(srv_agent_t *sa, srv_req_t *req)
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/transcript.jsonl", sa->cfg.dir);
     size_t len = 0;
-    char *text = korch_read_file(path, MAX_TRANSCRIPT, &len, NULL);
+    char *text = korch_fs_read(path, MAX_TRANSCRIPT, true, &len, NULL);
     /* one record per line; a line being written (no newline yet) is left out */
     for (char *p = text, *nl; p && (nl = memchr(p, '\n', len - (size_t)(p - text))); p = nl + 1) {
         json_t *r = json_loadb(p, (size_t)(nl - p), 0, NULL);
@@ -909,7 +912,7 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req)
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/notebook.ipynb", sa->cfg.dir);
     size_t len = 0;
-    char *nb = korch_read_file(path, MAX_NOTEBOOK, &len, NULL);
+    char *nb = korch_fs_read(path, MAX_NOTEBOOK, true, &len, NULL);
     if (!nb) {
         srv_respond_error(req, 404, "the session has no notebook yet");
         return;
