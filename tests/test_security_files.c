@@ -786,3 +786,32 @@ TEST_T(secfiles_docker_run_workdir_fill_is_bounded, 180)
     free(errs);
     korch_fs_rm_tree(dir);
 }
+
+/* A local kernel plants a FIFO as its log and dies: the restart fails
+   with a clear reason (or works), it never hangs korch, and the log tail
+   never blocks. */
+TEST_T(secfiles_local_fifo_kernel_log_never_blocks, 90)
+{
+    fx_t f;
+    if (!fx_start(&f, NULL))
+        return;
+    const char *out = s_ok(&f, "import os, ipykernel.connect\n"
+                               "d = os.path.dirname(ipykernel.connect.get_connection_file())\n"
+                               "os.remove(os.path.join(d, 'kernel.log'))\n"
+                               "os.mkfifo(os.path.join(d, 'kernel.log'))\nprint('planted')\n");
+    CHECK_STREQ(out, "planted\n");
+    int64_t t0 = korch_now_ms();
+    CHECK_EQ(korch_proc_log_tail(korch_kernel_proc(f.k))[0], 0);
+    CHECK_LT(korch_now_ms() - t0, 1000);
+    korch_exec_t *ex = fx_run(&f, "import os; os._exit(1)", 30000);
+    CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_DIED);
+    korch_exec_destroy(&ex);
+    korch_err_t err = {0};
+    t0 = korch_now_ms();
+    korch_rc_t rc = korch_kernel_wait_ready(f.k, &err);
+    fprintf(stderr, "  restart after the FIFO: %s (%lld ms)\n", rc ? err.msg : "ok", (long long)(korch_now_ms() - t0));
+    CHECK_LT(korch_now_ms() - t0, 20000);
+    if (rc)
+        CHECK_CONTAINS(err.msg, "kernel.log' is not a regular file");
+    fx_stop(&f);
+}

@@ -114,7 +114,9 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         goto out;
     }
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+    /* O_NONBLOCK: a FIFO planted there fails the start instead of hanging it */
+    posix_spawn_file_actions_addopen(&fa, 1, p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK,
+                                     0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     if (req->cwd)
         posix_spawn_file_actions_addchdir_np(&fa, req->cwd);
@@ -132,10 +134,14 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
                                         POSIX_SPAWN_USEVFORK);
     int e = posix_spawnp(&p->pid, argv[0], &fa, &attr, argv, env);
-    if (e != 0) {
+    if (e == ENXIO || e == ELOOP) /* the log's open failed, not the exec */
+        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start kernel '%s': its log '%s' is not a regular file (%s)",
+                           req->spec->name, p->log_path, strerror(e));
+    else if (e != 0)
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start kernel '%s': '%s': %s%s", req->spec->name, argv[0],
                            strerror(e),
                            e == ENOENT ? " (is the kernel installed? check the kernelspec's argv)" : "");
+    if (e != 0) {
         goto out;
     }
     p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
