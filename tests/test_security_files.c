@@ -823,3 +823,32 @@ TEST_T(secfiles_local_fifo_kernel_log_never_blocks, 90)
         CHECK_CONTAINS(err.msg, "kernel.log' is not a regular file");
     fx_stop(&f);
 }
+
+/* korch in a mount namespace of its own (as in a privileged container
+   without shared propagation): the engine cannot see korch's tmpfs, korch
+   notices before the kernel starts, says so, and uses the dirs underneath;
+   normally the kernel's /run/korch is korch's tmpfs. */
+TEST_T(secfiles_docker_bounds_fall_back_when_the_engine_cannot_see_them, 90)
+{
+    const char *code = "print([l.split()[2] for l in open('/proc/mounts') if ' /run/korch ' in l])";
+    const char *plain[] = {korch_test_korch_bin(), "exec", "--launcher", "docker", "-q", "-c", code, NULL};
+    char *out = NULL, *errs = NULL;
+    CHECK_EQ(korch_test_run(plain, NULL, &out, &errs, 60), 0);
+    CHECK_STREQ(out, "['tmpfs']\n");
+    free(out);
+    free(errs);
+    const char *apart[] = {"/usr/bin/unshare", "-m", "--propagation", "private", korch_test_korch_bin(), "exec",
+                           "--launcher", "docker", "-q", "-c", code, NULL};
+    out = errs = NULL;
+    CHECK_EQ(korch_test_run(apart, NULL, &out, &errs, 60), 0);
+    char base[PATH_MAX];
+    struct statfs sf;
+    korch_err_t err = {0};
+    /* the dir underneath: whatever the runtime base is on */
+    if (CHECK_EQ(korch_runtime_base(base, sizeof base, &err), KORCH_OK) && CHECK_EQ(statfs(base, &sf), 0) &&
+        sf.f_type != TMPFS_MAGIC)
+        CHECK(out && strncmp(out, "['", 2) == 0 && !strstr(out, "tmpfs"));
+    CHECK_CONTAINS(errs, "the docker engine does not see the tmpfs korch mounted on");
+    free(out);
+    free(errs);
+}

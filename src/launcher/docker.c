@@ -497,6 +497,57 @@ static void s_unbound_runtime(docker_proc_t *p)
     p->rt_mounted = false;
 }
 
+/* Does the engine see path in created container id (HEAD on the archive
+   endpoint mounts the container's volumes)? False when it answers 404:
+   korch's mounts are not in the engine's mount namespace. */
+static bool s_engine_sees(docker_launcher_t *l, const char *id, const char *path)
+{
+    char *esc = korch_docker_escape(l->api, path);
+    char url[PATH_MAX * 3 + 128];
+    korch_docker_reply_t r = {0};
+    korch_err_t e = {0};
+    bool seen = true; /* when unsure, as before: korch's mounts are used */
+    if (esc) {
+        snprintf(url, sizeof url, "/containers/%s/archive?path=%s", id, esc);
+        if (korch_docker_request_raw(l->api, "HEAD", url, NULL, NULL, 0, &r, &e) == KORCH_OK)
+            seen = r.status != 404;
+        korch_docker_reply_clear(&r);
+    }
+    free(esc);
+    return seen;
+}
+
+/* The engine does not see korch's tmpfs mounts (korch runs in a mount
+   namespace of its own, e.g. a privileged container without shared
+   propagation): use the dirs underneath, unbounded, as without root. */
+static korch_rc_t s_unbound_unseen(docker_proc_t *p, const korch_conn_t *conn, uid_t uid, gid_t gid,
+                                   korch_err_t *err)
+{
+    korch_warn("the docker engine does not see the tmpfs korch mounted on '%s' (korch is in another mount "
+               "namespace): the kernel's runtime and work dirs are not size-bounded",
+               p->runtime_dir);
+    if (p->work_host[0]) { /* nothing ran yet: the dir underneath is as it was */
+        if (umount2(p->work_host, MNT_DETACH) != 0)
+            korch_warn("cannot unmount the tmpfs on work dir '%s': %s", p->work_host, strerror(errno));
+        if (uid != geteuid())
+            korch_fs_chown_tree(p->work_host, uid, gid, NULL);
+        p->work_host[0] = 0;
+        close(p->work_under);
+        p->work_under = -1;
+    }
+    s_unbound_runtime(p);
+    struct stat st;
+    if (uid != geteuid()) {
+        if (s_give_dir(p->runtime_dir, uid, gid, &st) != 0)
+            return korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to the kernel: %s", p->runtime_dir,
+                                 strerror(errno));
+        p->chowned = true;
+        p->old_uid = st.st_uid;
+        p->old_gid = st.st_gid;
+    }
+    return korch_conn_save_as(conn, p->conn_file, uid != geteuid(), uid, gid, err);
+}
+
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -635,6 +686,11 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     json_t *w;
     json_array_foreach(warnings, i, w) korch_info("docker: container %.12s: %s", p->id, json_string_value(w));
     korch_docker_reply_clear(&r);
+    if (p->rt_mounted && !s_engine_sees(l, p->id, conn_in)) {
+        rc = s_unbound_unseen(p, &conn, uid, gid, err);
+        if (rc)
+            goto out;
+    }
 
     snprintf(path, sizeof path, "/containers/%s/start", p->id);
     rc = korch_docker_request(l->api, "POST", path, NULL, &r, err);
