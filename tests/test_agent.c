@@ -195,6 +195,19 @@ TEST_T(agent_kernel_death_is_told_and_session_goes_on, 180)
              0);
     CHECK_CONTAINS(out, "Recovered: FRESH False.");
     CHECK_CONTAINS(err, "kernel died");
+    /* the notebook marks the restart, and the cell whose kernel died has a note */
+    char code[900], *v = NULL;
+    snprintf(code, sizeof code,
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\nnbformat.validate(nb)\n"
+             "died = [c for c in nb.cells if c.cell_type == 'code' and c.metadata.get('korch', {}).get('status') == 'died']\n"
+             "marks = [c for c in nb.cells if c.cell_type == 'markdown' and 'kernel restarted here' in c.source]\n"
+             "print(len(died), 'kernel died' in died[0].metadata['korch']['note'] if died else None, len(marks),"
+             " nb.cells.index(marks[0]) == nb.cells.index(died[0]) + 1 if died and marks else None)",
+             session);
+    const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
+    CHECK_EQ(korch_test_run(py, NULL, &v, NULL, 60), 0);
+    CHECK_STREQ(v, "1 True 1 True\n");
+    free(v);
     free(out);
     free(err);
     s_rmrf(dir);
@@ -287,8 +300,15 @@ TEST_T(agent_json_events_and_no_llm_message, 180)
     CHECK_EQ(finals, 1);
     free(out);
     free(err);
-    /* no LLM configured: say how to configure one */
+    /* resuming without --llm: the model recorded in the session */
     unsetenv("KORCH_LLM");
+    CHECK_EQ(s_run((const char *[]){"--session", session, "use it", NULL}, &out, &err), 0);
+    CHECK_CONTAINS(out, "The answer is 43.");
+    CHECK_CONTAINS(err, "model openai:gpt-4o-mini");
+    free(out);
+    free(err);
+    /* no LLM configured (a new session): say how to configure one */
+    snprintf(session, sizeof session, "%s/fresh", dir);
     CHECK_EQ(s_run((const char *[]){"--session", session, "anything", NULL}, &out, &err), 2);
     CHECK_CONTAINS(err, "no LLM configured");
     CHECK_CONTAINS(err, "OPENAI_API_KEY");
@@ -379,6 +399,701 @@ TEST_T(agent_model_500s_give_a_clear_error_and_keep_the_session, 180)
     CHECK_CONTAINS(t, "\"content\":\"first question\"");
     CHECK_CONTAINS(t, "\"type\":\"error\"");
     free(t);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* ---- live progress (issue 11): code as it is written, waits, tokens, the terminal ---- */
+
+/* korch chat ... with input on stdin; returns the exit status. */
+static int s_chat(const char *llm, const char *session, const char *input, char **out, char **err)
+{
+    const char *argv[] = {korch_test_korch_bin(), "chat", "--launcher", s_launcher, "--llm", llm, "--session", session,
+                          NULL};
+    return korch_test_run(argv, input, out, err, 100);
+}
+
+/* The scripted server on a scenario and a fresh session dir. */
+typedef struct {
+    server_t srv;
+    char *dir;
+    char session[300];
+} live_t;
+
+static bool s_live_begin(live_t *t, const char *scenario)
+{
+    memset(t, 0, sizeof *t);
+    if (!s_server_start(&t->srv))
+        return false;
+    s_env(&t->srv, scenario);
+    t->dir = s_tmpdir();
+    snprintf(t->session, sizeof t->session, "%s/s", t->dir);
+    return CHECK(t->dir != NULL);
+}
+
+static void s_live_end(live_t *t)
+{
+    if (t->dir)
+        s_rmrf(t->dir);
+    free(t->dir);
+    s_server_stop(&t->srv);
+}
+
+/* korch run --json: code_delta events of each step join to exactly the code
+   run, for code whose JSON is full of escapes streamed in 1-5 byte pieces
+   (so escapes are cut in the middle); the answer quotes what that code
+   printed, which only comes out right if every escape arrived intact. */
+static void s_code_deltas(const char *llm)
+{
+    live_t t;
+    if (!s_live_begin(&t, "live"))
+        return;
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(s_run((const char *[]){"--llm", llm, "--json", "--session", t.session, "run the escapes", NULL}, &out, &err),
+             0);
+    char *deltas = calloc(1, 1), *code = NULL, *answer = NULL, *save = NULL;
+    int ndeltas = 0, code_step = -1, delta_step = -1;
+    for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        json_t *ev = json_loads(l, 0, NULL);
+        const char *kind = json_string_value(json_object_get(ev, "event"));
+        if (kind && strcmp(kind, "code_delta") == 0) {
+            json_t *d = json_object_get(ev, "delta");
+            size_t have = strlen(deltas), add = json_string_length(d);
+            deltas = realloc(deltas, have + add + 1);
+            memcpy(deltas + have, json_string_value(d), add);
+            deltas[have + add] = 0;
+            ndeltas++;
+            delta_step = (int)json_integer_value(json_object_get(ev, "step"));
+            CHECK(!code); /* all of them before the code runs */
+        } else if (kind && strcmp(kind, "code") == 0) {
+            code = strdup(json_string_value(json_object_get(ev, "code")));
+            code_step = (int)json_integer_value(json_object_get(ev, "step"));
+        } else if (kind && strcmp(kind, "final") == 0)
+            answer = strdup(json_string_value(json_object_get(ev, "answer")));
+        json_decref(ev);
+    }
+    CHECK_GT(ndeltas, 10);
+    CHECK_EQ(delta_step, code_step);
+    CHECK_STREQ(deltas, code);
+    CHECK_CONTAINS(code, "name = \"caf\xc3\xa9 \xf0\x9f\x98\x80\"\nquote = \"say \\\"hi\\\"\\tnow\"\npath = \"C:\\\\temp\\\\x\"");
+    CHECK_CONTAINS(answer, "The code printed LIVE 6 12 9 caf\xc3\xa9 \xf0\x9f\x98\x80.");
+    free(deltas);
+    free(code);
+    free(answer);
+    free(out);
+    free(err);
+    s_live_end(&t);
+}
+
+TEST_T(agent_openai_code_deltas_join_to_the_code_run, 120) { s_code_deltas("openai:gpt-4o-mini"); }
+TEST_T(agent_anthropic_code_deltas_join_to_the_code_run, 120) { s_code_deltas("anthropic:claude-sonnet-4-5"); }
+
+/* A 429 with retry-after: 2: status events say so while korch waits
+   (attempt, retry_in_ms counting down, the HTTP status), then the model
+   phase again, then the answer; plain lines on stderr (not a terminal). */
+TEST_T(agent_status_events_during_a_429_back_off, 120)
+{
+    live_t t;
+    if (!s_live_begin(&t, "live"))
+        return;
+    char *out = NULL, *err = NULL, *save = NULL;
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", t.session, "rate me", NULL},
+                   &out, &err),
+             0);
+    int retries = 0, model_after = 0, finals = 0;
+    long long first_wait = -1, last_wait = -1;
+    for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        json_t *ev = json_loads(l, 0, NULL);
+        const char *kind = json_string_value(json_object_get(ev, "event"));
+        const char *phase = json_string_value(json_object_get(ev, "phase"));
+        if (kind && strcmp(kind, "status") == 0 && phase && strcmp(phase, "retry") == 0) {
+            CHECK(!finals && !model_after);
+            CHECK_EQ(json_integer_value(json_object_get(ev, "attempt")), 1);
+            CHECK_EQ(json_integer_value(json_object_get(ev, "http_status")), 429);
+            CHECK(json_is_integer(json_object_get(ev, "retry_in_ms")));
+            CHECK(json_is_integer(json_object_get(ev, "elapsed_ms")));
+            last_wait = json_integer_value(json_object_get(ev, "retry_in_ms"));
+            if (!retries++)
+                first_wait = last_wait;
+        } else if (kind && strcmp(kind, "status") == 0 && phase && strcmp(phase, "model") == 0 && retries)
+            model_after++;
+        else if (kind && strcmp(kind, "final") == 0) {
+            finals++;
+            CHECK_STREQ(json_string_value(json_object_get(ev, "answer")), "Waited, then answered: rate me.");
+        }
+        json_decref(ev);
+    }
+    CHECK_GE(retries, 2); /* when the back-off begins, and about every second of it */
+    CHECK_EQ(first_wait, 2000);
+    CHECK_LT(last_wait, first_wait);
+    CHECK_GE(model_after, 1);
+    CHECK_EQ(finals, 1);
+    free(out);
+    free(err);
+    /* without --json, on a pipe: one plain line when the back-off begins */
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", t.session, "rate me again", NULL}, &out,
+                   &err),
+             0);
+    CHECK_CONTAINS(err, "\n  … the model answered HTTP 429: retry 1 in 2.0 s (0.0 s since the request)\n");
+    CHECK_STREQ(out, "Waited, then answered: rate me again.\n");
+    free(out);
+    free(err);
+    s_live_end(&t);
+}
+
+/* The usage the scripted server reported for requests [from, to), as "IN OUT". */
+static void s_reported(const server_t *srv, const char *scenario, int from, int to, long long *in, long long *out)
+{
+    char code[600], *v = NULL;
+    snprintf(code, sizeof code,
+             "import json, urllib.request\n"
+             "r = json.load(urllib.request.urlopen('http://127.0.0.1:%d/s/%s/requests'))[%d:%d]\n"
+             "print(sum(x['usage']['input'] for x in r), sum(x['usage']['output'] for x in r), len(r))",
+             srv->port, scenario, from, to);
+    const char *argv[] = {"/usr/bin/python3", "-c", code, NULL};
+    int n = 0;
+    *in = *out = -1;
+    if (CHECK_EQ(korch_test_run(argv, NULL, &v, NULL, 30), 0))
+        CHECK_EQ(sscanf(v, "%lld %lld %d", in, out, &n), 3);
+    CHECK_EQ(n, to - from);
+    free(v);
+}
+
+/* korch chat through pipes, two turns: each ends with the turn's tokens and
+   the session's, the numbers the scripted server reported; the answers go
+   to stdout once each. */
+TEST_T(agent_chat_tokens_per_turn_and_session, 120)
+{
+    live_t t;
+    if (!s_live_begin(&t, "turns"))
+        return;
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(s_chat("anthropic:claude-sonnet-4-5", t.session, "remember a number\nnow use it\n", &out, &err), 0);
+    CHECK_STREQ(out, "\nStored.\n\nThe answer is 43.\n");
+    long long in1, out1, in2, out2;
+    s_reported(&t.srv, "turns", 0, 2, &in1, &out1);
+    s_reported(&t.srv, "turns", 2, 4, &in2, &out2);
+    CHECK_GT(in1, 100);
+    char want[256];
+    snprintf(want, sizeof want, "tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", in1, out1, in1, out1);
+    CHECK_CONTAINS(err, want);
+    snprintf(want, sizeof want, "tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", in2, out2, in1 + in2,
+             out1 + out2);
+    CHECK_CONTAINS(err, want);
+    CHECK_CONTAINS(err, "── 2 steps, ");
+    free(out);
+    free(err);
+    s_live_end(&t);
+}
+
+/* korch chat on a terminal (tests/peers/pty_chat.py runs it in a pty): the
+   narration, the code and the answer show as the model writes them, the
+   answer once; a 429 back-off is one status line counting down in place. */
+static void s_pty(const char *scenario, const char *mode)
+{
+    live_t t;
+    if (!s_live_begin(&t, scenario))
+        return;
+    char peer[600], *out = NULL;
+    snprintf(peer, sizeof peer, "%s/tests/peers/pty_chat.py", korch_test_root());
+    const char *argv[] = {"/usr/bin/python3", peer, mode, korch_test_korch_bin(), "chat", "--launcher", "local",
+                          "--llm", "openai:gpt-4o-mini", "--session", t.session, NULL};
+    int rc = korch_test_run(argv, NULL, &out, NULL, 150);
+    json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    if (!CHECK_EQ(rc, 0) || !CHECK(json_is_true(json_object_get(j, "ok"))))
+        fprintf(stderr, "  %s\n", out ? out : "(no output)");
+    else {
+        json_object_del(json_object_get(j, "details"), "screen_tail");
+        char *d = json_dumps(json_object_get(j, "details"), JSON_COMPACT);
+        fprintf(stderr, "  %s\n", d);
+        free(d);
+    }
+    json_decref(j);
+    free(out);
+    s_live_end(&t);
+}
+
+TEST_T(agent_chat_on_a_terminal_streams_narration_code_and_the_answer_once, 180) { s_pty("narrate", "narrate"); }
+TEST_T(agent_chat_on_a_terminal_counts_a_back_off_down_in_place, 180) { s_pty("live", "rate"); }
+
+/* Through a pipe the narration streams on stderr and the answer is on stdout once. */
+TEST_T(agent_chat_through_a_pipe_answers_once, 120)
+{
+    live_t t;
+    if (!s_live_begin(&t, "narrate"))
+        return;
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(s_chat("openai:gpt-4o-mini", t.session, "what is it?\n", &out, &err), 0);
+    CHECK_STREQ(out, "\nThe kernel says NARR 42, so that is the answer.\n");
+    CHECK_CONTAINS(err, "── step 1 ──\nLet me work this out in the kernel first, one moment please.\n▶ code:\n"
+                        "    x = 6 * 7\n    print('NARR', x)\n");
+    free(out);
+    free(err);
+    s_live_end(&t);
+}
+
+/* What the terminal says, line by line: no doubled "korch: korch:", steps
+   counted without a gap, a kernel death told once and noted in the
+   notebook, chat --help with the commands that exist, /save PATH. */
+TEST_T(agent_progress_lines_are_exact, 180)
+{
+    live_t t;
+    if (!s_live_begin(&t, "forever"))
+        return;
+    char path[400], *out = NULL, *err = NULL;
+    CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--max-steps", "3", "--session", t.session, "loop", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(err, "\nkorch: the step limit is reached after 3 steps: asking the model for its answer without "
+                        "more code\n\n── step 4 ──\nStopped after 3 results.\n");
+    CHECK(!strstr(err, "korch: korch:"));
+    CHECK(!strstr(err, "step 5"));
+    free(out);
+    free(err);
+    s_rmrf(t.session);
+    s_env(&t.srv, "dies");
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", t.session, "go", NULL}, &out,
+                   &err),
+             0);
+    CHECK_CONTAINS(err, "\n  (died, ");
+    CHECK_CONTAINS(err, "\nkorch: kernel died: exited 1; the kernel was restarted: its variables are lost\n");
+    int deaths = 0;
+    for (const char *p = err; (p = strstr(p, "kernel died")); p++)
+        deaths++;
+    CHECK_EQ(deaths, 1);
+    snprintf(path, sizeof path, "%s/notebook.ipynb", t.session);
+    char *nb = korch_read_file(path, 1 << 24, NULL, NULL);
+    CHECK_CONTAINS(nb, "*korch: the kernel restarted here (kernel died: exited 1); the variables defined above are "
+                       "gone.*");
+    free(nb);
+    free(out);
+    free(err);
+    /* chat --help, and /save PATH writing a notebook nbformat accepts */
+    const char *help[] = {korch_test_korch_bin(), "chat", "--help", NULL};
+    CHECK_EQ(korch_test_run(help, NULL, &out, NULL, 30), 0);
+    CHECK_CONTAINS(out, "  /file PATH     give the model a file");
+    CHECK_CONTAINS(out, "  /save PATH     write the notebook (.ipynb) to PATH as well");
+    free(out);
+    s_env(&t.srv, "turns");
+    char saved[400], cmds[1000];
+    snprintf(saved, sizeof saved, "%s/copy.ipynb", t.dir);
+    snprintf(cmds, sizeof cmds, "remember a number\n/save %s\n/save\n/nonsense\n", saved);
+    CHECK_EQ(s_chat("openai:gpt-4o-mini", t.session, cmds, &out, &err), 0);
+    snprintf(path, sizeof path, "  notebook written to %s\n", saved);
+    CHECK_CONTAINS(out, path);
+    CHECK_CONTAINS(out, "  /save PATH writes the notebook to PATH");
+    CHECK_CONTAINS(out, "  commands: /files, /file PATH, /notebook, /save PATH, /quit\n");
+    free(out);
+    free(err);
+    char code[800];
+    snprintf(code, sizeof code,
+             "import nbformat\nnb = nbformat.read('%s', as_version=4)\nnbformat.validate(nb)\n"
+             "print(sum(1 for c in nb.cells if c.cell_type == 'code' and 'secret = 6 * 7' in c.source))", saved);
+    const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
+    CHECK_EQ(korch_test_run(py, NULL, &out, NULL, 60), 0);
+    CHECK_STREQ(out, "1\n");
+    free(out);
+    s_live_end(&t);
+}
+
+/* ---------------------------------------------------------- round 3 */
+
+static char *s_slurp(const char *dir, const char *rel)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return korch_read_file(path, 1 << 26, NULL, NULL);
+}
+
+static void s_spit(const char *dir, const char *rel, const char *text)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    CHECK_EQ(korch_write_file(path, text, strlen(text), NULL), KORCH_OK);
+}
+
+/* make demo's command in a fresh clone: the session dir's parents do not exist yet (twice) */
+TEST_T(agent_session_dir_parents_are_created, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "turns");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/out/deeper/demo-session", dir);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "remember a number",
+                                        NULL},
+                       &out, &err),
+                 0);
+        CHECK_CONTAINS(out, "Stored.");
+        free(out);
+        free(err);
+    }
+    /* something in the way: a clear error naming it */
+    char blocked[400];
+    snprintf(blocked, sizeof blocked, "%s/file", dir);
+    s_spit(dir, "file", "x");
+    snprintf(session, sizeof session, "%s/sub/s", blocked);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "x", NULL}, &out, &err), 2);
+    CHECK_CONTAINS(err, "is not a directory");
+    CHECK_CONTAINS(err, blocked);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* out.csv, a saved PNG, a folder of reports; then a deletion. The model gets
+   names and sizes; the terminal says so; the PNG is a figure; symlinks the
+   code planted are neither listed nor followed. */
+TEST_T(agent_files_the_code_writes_are_told, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "writer");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--vision", "--session", session, "write files",
+                                    NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "IMAGES=1"); /* the PNG the code saved was shown to the vision model */
+    CHECK_CONTAINS(out, "FIRST: created out.csv (");
+    CHECK_CONTAINS(out, "created reports/r0.txt (9 bytes); created reports/r1.txt (9 bytes)");
+    CHECK_CONTAINS(out, "created x.png (");
+    CHECK_CONTAINS(out, "kept as figure fig-1.png");
+    CHECK_CONTAINS(out, "SECOND: deleted out.csv");
+    CHECK(!strstr(out, "leak") && !strstr(out, "etcdir") && !strstr(out, "passwd"));
+    CHECK_CONTAINS(err, "[files: created out.csv");
+    char *png = s_slurp(session, "figures/fig-1.png");
+    CHECK(png && memcmp(png, "\x89PNG", 4) == 0);
+    free(png);
+    char *none = s_slurp(session, "figures/fig-2.png"); /* leak.png -> /etc/passwd was not copied */
+    CHECK(none == NULL);
+    free(none);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+static void s_excel(const char *launcher)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "excel");
+    s_launcher = launcher;
+    char *dir = s_tmpdir(), session[300], xlsx[400], code[800], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    snprintf(xlsx, sizeof xlsx, "%s/given.xlsx", dir);
+    /* an .xlsx made by openpyxl on the host, given to the model */
+    snprintf(code, sizeof code, "import pandas as pd\npd.DataFrame({'n': [5, 7]}).to_excel('%s', index=False)", xlsx);
+    const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
+    CHECK_EQ(korch_test_run(py, NULL, NULL, NULL, 60), 0);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--memory", "700", "--pids", "200", "--file", xlsx,
+                                    "--session", session, "excel", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "Excel: XLSX=42, UPLOADED=12");
+    if (strcmp(launcher, "docker") == 0)
+        CHECK_CONTAINS(out, "MEM=734003200"); /* --memory 700 reached the container */
+    CHECK_CONTAINS(err, "created t.xlsx");
+    if (!strstr(out, "XLSX=42"))
+        fprintf(stderr, "%s\n", err);
+    free(out);
+    free(err);
+    s_launcher = "local";
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+TEST_T(agent_xlsx_read_and_written, 180) { s_excel("local"); }
+TEST_T(agent_xlsx_read_and_written_in_docker, 180) { s_excel("docker"); }
+
+/* Two files with one base name: both kept, the second under a free name, said so. */
+TEST_T(agent_same_base_name_uploads_are_kept_apart, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "sysecho");
+    char *dir = s_tmpdir(), session[300], a[400], b[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    mkdir(a, 0755);
+    mkdir(b, 0755);
+    s_spit(a, "sales.csv", "x,y\n1,2\n");
+    s_spit(b, "sales.csv", "x,y\n3,4\n5,6\n");
+    strcat(a, "/sales.csv");
+    strcat(b, "/sales.csv");
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--file", a, "--file", b, "--file", a, "--session",
+                                    session, "--system", "EXTRA-RULE-7", "files?", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(err, "kept as 'sales-2.csv'");
+    CHECK_CONTAINS(out, "- sales.csv (8 bytes)");
+    CHECK_CONTAINS(out, "- sales-2.csv (12 bytes)");
+    CHECK(!strstr(out, "sales-3")); /* the same bytes again: not copied twice */
+    CHECK_CONTAINS(out, "careful data analyst");
+    CHECK_CONTAINS(out, "EXTRA-RULE-7>>");
+    char *one = s_slurp(session, "files/sales.csv"), *two = s_slurp(session, "files/sales-2.csv");
+    CHECK_STREQ(one, "x,y\n1,2\n");
+    CHECK_STREQ(two, "x,y\n3,4\n5,6\n");
+    free(one);
+    free(two);
+    free(out);
+    free(err);
+    /* --system-replace and --system-file replace korch's prompt */
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "--system-replace",
+                                    "ONLY-THIS", "again", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "SYSTEM<<ONLY-THIS>>");
+    free(out);
+    free(err);
+    s_spit(dir, "prompt.txt", "FROM-A-FILE");
+    char pf[400];
+    snprintf(pf, sizeof pf, "%s/prompt.txt", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "--system-file", pf, "again",
+                                    NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "SYSTEM<<FROM-A-FILE>>");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* A ```python fence and no tool call is run (code interpreter behaviour); --no-fence makes it the answer. */
+TEST_T(agent_fenced_reply_is_run_unless_no_fence, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "fencerun");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "go", NULL}, &out,
+                   &err),
+             0);
+    CHECK_CONTAINS(out, "Ran the fence: FENCERUN=42.\n```\nFENCERUN=42\n```");
+    char *t = s_slurp(session, "transcript.jsonl");
+    const char *first = t ? strstr(t, "\"type\":\"execution\"") : NULL;
+    CHECK(first && !strstr(first + 1, "\"type\":\"execution\"")); /* the untagged fence was not run */
+    free(t);
+    free(out);
+    free(err);
+    snprintf(session, sizeof session, "%s/s2", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--no-fence", "--session", session, "go",
+                                    NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "```python\nprint('FENCERUN=%d' % (40 + 2))");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* .env in the working directory: read for KORCH_LLM and the rest; the real environment wins. */
+TEST_T(agent_dotenv_is_read_and_the_environment_wins, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "turns");
+    char *dir = s_tmpdir(), session[300], cwd[1024], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    s_spit(dir, ".env",
+           "# korch settings\nKORCH_LLM=\"openai:gpt-4o-mini\"\n"
+           "export OPENAI_BASE_URL=http://127.0.0.1:9/v1 # the real environment's wins\nPATH=/nonexistent\n");
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK_EQ(chdir(dir), 0);
+    CHECK_EQ(s_run((const char *[]){"--session", session, "remember a number", NULL}, &out, &err), 0);
+    CHECK_EQ(chdir(cwd), 0);
+    CHECK_CONTAINS(out, "Stored.");
+    CHECK_CONTAINS(err, "model openai:gpt-4o-mini");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* Resume from the snapshot: an append is not repeated, a random value is
+   kept, a variable a failing cell set is kept; the model is told. Without
+   the snapshot: the cells are re-run, and the model is told that instead. */
+TEST_T(agent_resume_restores_the_snapshot_then_falls_back_to_replay, 240)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "snapshot");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "set up", NULL}, &out, &err),
+             0);
+    char r[64] = "";
+    const char *p = out ? strstr(out, "R=") : NULL;
+    CHECK(p && sscanf(p, "R=%63[0-9.e-]", r) == 1);
+    if (r[0] && r[strlen(r) - 1] == '.') /* the sentence's full stop */
+        r[strlen(r) - 1] = 0;
+    char *snap = s_slurp(session, "snapshot.json");
+    CHECK_CONTAINS(snap, "\"variables\":[\"items\",\"partial\",\"r\"]");
+    free(snap);
+    free(out);
+    free(err);
+    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
+    char want[200];
+    snprintf(want, sizeof want, "After resume: LINES=1 ITEMS=1 R=%s PARTIAL=set before failing TOLD=restored.", r);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(err, "restored 4 name(s) from the snapshot");
+    CHECK_CONTAINS(err, "side effects did not repeat");
+    free(out);
+    free(err);
+    /* no snapshot: blind replay, and said so */
+    char path[400];
+    snprintf(path, sizeof path, "%s/snapshot.json", session);
+    CHECK_EQ(unlink(path), 0);
+    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
+    CHECK_CONTAINS(out, "LINES=2 ITEMS=1");
+    CHECK_CONTAINS(out, "PARTIAL=None TOLD=re-run.");
+    CHECK(r[0] && !strstr(out, r)); /* a new random number */
+    CHECK_CONTAINS(err, "side effects happened again");
+    CHECK_CONTAINS(err, "1 cell(s) that failed were not re-run");
+    char *nb = s_slurp(session, "notebook.ipynb");
+    CHECK_CONTAINS(nb, "korch: The session was resumed in a fresh kernel");
+    free(nb);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* Any kernel: IRkernel (Debian's r-cran-irkernel) driven from its
+   language_info: run_code, an R prompt, R notebook metadata; the model
+   quotes the mean the kernel printed; the PNG it saved is a figure. */
+TEST_T(agent_r_kernel_reads_a_csv_and_plots, 240)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "rstats");
+    char *dir = s_tmpdir(), session[300], csv[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    /* Debian registers the kernelspec as "ir"; if not, register IRkernel's own */
+    struct stat st;
+    char jp[400];
+    snprintf(jp, sizeof jp, "%s/jupyter", dir);
+    if (stat("/usr/share/jupyter/kernels/ir/kernel.json", &st) != 0) {
+        char cmd[900];
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/kernels' && cp -r /usr/lib/R/site-library/IRkernel/kernelspec '%s/kernels/ir'",
+                 jp, jp);
+        CHECK_EQ(system(cmd), 0);
+        setenv("JUPYTER_PATH", jp, 1);
+    }
+    s_spit(dir, "nums.csv", "x\n1.5\n2.5\n4.25\n");
+    snprintf(csv, sizeof csv, "%s/nums.csv", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--kernel", "ir", "--file", csv, "--session",
+                                    session, "mean of x?", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "The mean is 2.750; plot saved; system names R: yes.");
+    if (!strstr(out, "2.750"))
+        fprintf(stderr, "%s\n", err);
+    char *png = s_slurp(session, "figures/fig-1.png");
+    CHECK(png && memcmp(png, "\x89PNG", 4) == 0);
+    free(png);
+    char code[900], *v = NULL;
+    snprintf(code, sizeof code,
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\nnbformat.validate(nb)\n"
+             "print(nb.metadata.kernelspec.name, nb.metadata.kernelspec.language, nb.metadata.language_info.name,"
+             " len([c for c in nb.cells if c.cell_type == 'code']))",
+             session);
+    const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
+    CHECK_EQ(korch_test_run(py, NULL, &v, NULL, 60), 0);
+    CHECK_STREQ(v, "ir R R 2\n");
+    free(v);
+    unsetenv("JUPYTER_PATH");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* The kernel planted a symlink where an upload goes: korch never writes through it. */
+TEST_T(agent_upload_never_follows_a_planted_symlink, 120)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "sysecho");
+    char *dir = s_tmpdir(), session[300], files[400], link[500], victim[400], src[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    snprintf(files, sizeof files, "%s/files", session);
+    CHECK_EQ(korch_mkdirs(files, 0755, NULL), KORCH_OK);
+    s_spit(dir, "victim", "untouched");
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(link, sizeof link, "%s/data.csv", files);
+    CHECK_EQ(symlink(victim, link), 0);
+    s_spit(dir, "data.csv", "a\n1\n");
+    snprintf(src, sizeof src, "%s/data.csv", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--file", src, "--session", session, "hi", NULL},
+                   &out, &err),
+             0);
+    char *v = s_slurp(dir, "victim"), *kept = s_slurp(files, "data-2.csv");
+    CHECK_STREQ(v, "untouched");
+    CHECK_STREQ(kept, "a\n1\n");
+    CHECK_CONTAINS(err, "kept as 'data-2.csv'");
+    free(v);
+    free(kept);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* A function defined in a cell is not in the snapshot: the cells are re-run
+   to rebuild it, then the snapshot goes over them (its random value kept). */
+TEST_T(agent_resume_rebuilds_what_the_snapshot_could_not_keep, 180)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "snapfunc");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "set up", NULL}, &out, &err),
+             0);
+    char r[64] = "";
+    const char *p = out ? strstr(out, "R=") : NULL;
+    CHECK(p && sscanf(p, "R=%63[0-9.e-]", r) == 1);
+    if (r[0] && r[strlen(r) - 1] == '.')
+        r[strlen(r) - 1] = 0;
+    free(out);
+    free(err);
+    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
+    char want[200];
+    snprintf(want, sizeof want, "After resume: LINES=2 R=%s TWICE=42.", r);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(err, "not in the snapshot: twice (function, defined in a cell)");
+    CHECK_CONTAINS(err, "were re-run first to rebuild them");
     free(out);
     free(err);
     s_rmrf(dir);

@@ -3,6 +3,7 @@
  *  place, retries, cut streams, malformed arguments, split events, keys;
  *  and the replay provider. */
 #include "test.h"
+#include "korch/jsonfield.h"
 #include "korch/llm.h"
 #include "../src/llm/provider.h"
 
@@ -133,7 +134,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, json_t *msgs, json_t *tools, sink_t *
                          korch_err_t *err)
 {
     korch_llm_request_t req = {.messages = msgs, .tools = tools, .temperature = -1};
-    korch_llm_cb_t cb = {s_on_text, s_cancelled, sink};
+    korch_llm_cb_t cb = {.on_text = s_on_text, .cancelled = s_cancelled, .arg = sink};
     return korch_llm_chat(llm, &req, &cb, reply, err);
 }
 
@@ -788,7 +789,7 @@ TEST(llm_replay_plays_in_order)
     json_t *msgs = s_user_only("anything");
     korch_llm_request_t req = {.messages = msgs, .temperature = -1};
     korch_llm_buf_t text = {.max = 1 << 20};
-    korch_llm_cb_t cb = {s_collect_text, NULL, &text};
+    korch_llm_cb_t cb = {.on_text = s_collect_text, .arg = &text};
     korch_llm_reply_t r;
     CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
     CHECK_STREQ(r.text, "First I load the data.\nThen I look.");
@@ -827,3 +828,144 @@ TEST(llm_replay_bad_recordings)
     CHECK(korch_llm_new(&o, &err) == NULL);
     CHECK_CONTAINS(err.msg, "reply 2 of the recording");
 }
+
+/* ---- live progress: tool-call arguments as they stream, retries as they happen ---- */
+
+typedef struct {
+    korch_llm_buf_t json[4];    /* per call index: the fragments joined */
+    korch_llm_buf_t code[4];    /* per call index: "code" decoded as it came */
+    korch_jsonfield_t field[4];
+    int fragments, bad_index;
+    int cut_escapes;            /* fragments that end inside an escape */
+    char name[64];
+    int retries, ticks;
+    korch_llm_retry_t retry;
+    char why[600];
+} live_sink_t;
+
+static void s_on_tool_delta(int index, const char *name, const char *json, size_t len, void *arg)
+{
+    live_sink_t *k = arg;
+    if (index < 0 || index >= 4) {
+        k->bad_index++;
+        return;
+    }
+    if (!k->fragments++)
+        snprintf(k->name, sizeof k->name, "%s", name);
+    if (!k->json[index].max) {
+        k->json[index].max = k->code[index].max = 1 << 20;
+        korch_jsonfield_init(&k->field[index], "code");
+    }
+    korch_llm_buf_add(&k->json[index], json, len, "fragments", NULL);
+    /* ends inside an escape: after its backslash, or within \uXXXX */
+    const char *j = k->json[index].p;
+    size_t n = k->json[index].len, bs = 0;
+    for (size_t i = n; i-- > 0 && n - i <= 6;)
+        if (j[i] == '\\') {
+            for (size_t b = i + 1; b-- > 0 && j[b] == '\\';)
+                bs++;
+            if (bs % 2 && (n - i == 1 || (j[i + 1] == 'u' && n - i < 6)))
+                k->cut_escapes++;
+            break;
+        }
+    char out[4096 + KORCH_JSONFIELD_SLACK];
+    if (len <= 4096)
+        korch_llm_buf_add(&k->code[index], out, korch_jsonfield_feed(&k->field[index], json, len, out), "code", NULL);
+}
+
+static void s_on_retry(const korch_llm_retry_t *r, void *arg)
+{
+    live_sink_t *k = arg;
+    k->retries++;
+    k->retry = *r;
+    snprintf(k->why, sizeof k->why, "%s", r->why ? r->why : "");
+    k->retry.why = k->why;
+}
+
+static void s_on_tick(void *arg) { ((live_sink_t *)arg)->ticks++; }
+
+/* The "live" scenario streams code full of escapes in 1-5 byte pieces:
+   the fragments join to the arguments, and the code decoded from them as
+   they came is exactly the call's code. Ollama sends the arguments whole:
+   one fragment. */
+static void s_tool_deltas(const char *provider)
+{
+    bool whole = strcmp(provider, "ollama") == 0;
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "live", NULL);
+    json_t *msgs = s_user_only("run the escapes");
+    json_t *tools = s_tools();
+    live_sink_t k = {0};
+    korch_llm_request_t req = {.messages = msgs, .tools = tools, .temperature = -1};
+    korch_llm_cb_t cb = {.on_tool_delta = s_on_tool_delta, .arg = &k};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    if (CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK) && CHECK_EQ(json_array_size(r.tool_calls), 1)) {
+        const char *code = s_call_code(r.tool_calls, 0);
+        if (whole)
+            CHECK_EQ(k.fragments, 1);
+        else {
+            CHECK_GT(k.fragments, 40); /* many small pieces, not one */
+            CHECK_GT(k.cut_escapes, 5);
+            CHECK(strstr(k.json[0].p, "\\u00e9") != NULL && strstr(k.json[0].p, "\\ud83d\\ude00") != NULL);
+        }
+        CHECK_EQ(k.bad_index, 0);
+        CHECK_STREQ(k.name, "run_python");
+        CHECK_STREQ(k.code[0].p, code);
+        CHECK_CONTAINS(code, "caf\xc3\xa9 \xf0\x9f\x98\x80"); /* from \u00e9 and a surrogate pair */
+        CHECK_CONTAINS(code, "\"say \\\"hi\\\"\\tnow\"");
+        json_t *args = json_loadb(k.json[0].p, k.json[0].len, 0, NULL);
+        CHECK_STREQ(json_string_value(json_object_get(args, "code")), code);
+        json_decref(args);
+    } else
+        fprintf(stderr, "  %s\n", err.msg);
+    korch_llm_reply_clear(&r);
+    for (int i = 0; i < 4; i++) {
+        korch_llm_buf_free(&k.json[i]);
+        korch_llm_buf_free(&k.code[i]);
+    }
+    json_decref(msgs);
+    json_decref(tools);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+TEST_T(llm_openai_tool_deltas_decode_to_the_code, 60) { s_tool_deltas("openai"); }
+TEST_T(llm_anthropic_tool_deltas_decode_to_the_code, 60) { s_tool_deltas("anthropic"); }
+TEST_T(llm_ollama_tool_deltas_decode_to_the_code, 60) { s_tool_deltas("ollama"); }
+
+/* A 429 with retry-after: 1 is reported before the wait (attempt, status,
+   wait, the API's message), with ticks during it; then the call succeeds. */
+static void s_retry_reported(const char *provider)
+{
+    srv_t s;
+    if (!s_srv_start(&s))
+        return;
+    korch_llm_t *llm = s_llm(&s, provider, "retry429", NULL);
+    json_t *msgs = s_user_only("hi");
+    live_sink_t k = {0};
+    korch_llm_request_t req = {.messages = msgs, .temperature = -1};
+    korch_llm_cb_t cb = {.on_retry = s_on_retry, .on_tick = s_on_tick, .arg = &k};
+    korch_llm_reply_t r;
+    korch_err_t err = {0};
+    if (CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK)) {
+        CHECK_STREQ(r.text, "fine after waiting");
+        CHECK_EQ(k.retries, 1);
+        CHECK_EQ(k.retry.attempt, 1);
+        CHECK_EQ(k.retry.max_retries, 2);
+        CHECK_EQ(k.retry.http_status, 429);
+        CHECK_EQ(k.retry.wait_ms, 1000);
+        CHECK_CONTAINS(k.why, provider[0] == 'a' ? "rate limit" : "Rate limit reached");
+        CHECK_GE(k.ticks, 15); /* every 50 ms of the 1 s wait */
+    } else
+        fprintf(stderr, "  %s\n", err.msg);
+    korch_llm_reply_clear(&r);
+    json_decref(msgs);
+    korch_llm_destroy(&llm);
+    s_srv_stop(&s);
+}
+
+TEST_T(llm_openai_retry_is_reported, 60) { s_retry_reported("openai"); }
+TEST_T(llm_anthropic_retry_is_reported, 60) { s_retry_reported("anthropic"); }

@@ -36,7 +36,7 @@ static void s_llm_stop(llm_t *l)
 }
 
 /* The peer: a python script of tests/peers, or a Node one of tests/npm. */
-static void s_peer_argv(const char *scenario, const char *line, const char **argv)
+static void s_peer_argv(const char *scenario, const char *line, const char *dir, const char **argv)
 {
     static char script[700], csv[700];
     if (strncmp(scenario, "npm:", 4) == 0) {
@@ -45,7 +45,7 @@ static void s_peer_argv(const char *scenario, const char *line, const char **arg
         const char *a[] = {"node", script, line, csv, NULL};
         memcpy(argv, a, sizeof a);
     } else {
-        const char *a[] = {PY, serve_peer("agent_api_client.py"), "--url", line, scenario, NULL};
+        const char *a[] = {PY, serve_peer("agent_api_client.py"), "--url", line, "--agent-dir", dir, scenario, NULL};
         memcpy(argv, a, sizeof a);
     }
 }
@@ -53,6 +53,8 @@ static void s_peer_argv(const char *scenario, const char *line, const char **arg
 /* korch serve (sessions in dir) for LLM scenario `llm_scenario` (NULL: no
    LLM configured), then agent_api_client.py SCENARIO; checks it held and
    left kernels_left kernels (those of sessions it keeps). */
+static bool s_anthropic_too;     /* the server gets ANTHROPIC_* for the scenario too */
+
 static void s_run_in(const char *dir, const char *launcher, const char *llm_scenario, const char *scenario,
                      int timeout_s, int kernels_left)
 {
@@ -65,6 +67,11 @@ static void s_run_in(const char *dir, const char *launcher, const char *llm_scen
         snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/v1", llm.port, llm_scenario);
         setenv("OPENAI_BASE_URL", url, 1);
         setenv("OPENAI_API_KEY", "sk-test", 1);
+        if (s_anthropic_too) {
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s", llm.port, llm_scenario);
+            setenv("ANTHROPIC_BASE_URL", url, 1);
+            setenv("ANTHROPIC_API_KEY", "sk-ant-test", 1);
+        }
     }
     /* "docker+pool": containers, with a warm kernel ready for the session */
     bool pool = strcmp(launcher, "docker+pool") == 0;
@@ -72,8 +79,8 @@ static void s_run_in(const char *dir, const char *launcher, const char *llm_scen
                            llm_scenario ? "--llm" : NULL, "openai:gpt-4o-mini", NULL};
     serve_t s;
     if (serve_start_args(&s, extra)) {
-        const char *argv[8];
-        s_peer_argv(scenario, s.line, argv);
+        const char *argv[10];
+        s_peer_argv(scenario, s.line, dir, argv);
         char *out = NULL, *err = NULL;
         int rc = korch_test_run(argv, NULL, &out, &err, timeout_s);
         json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
@@ -135,6 +142,9 @@ TEST_T(server_agent_sse_analysis_in_docker, 240) { s_run("docker", "analysis", "
 TEST_T(server_agent_sse_analysis_in_docker_from_the_pool, 240) { s_run("docker+pool", "analysis", "analysis", 200); }
 TEST_T(server_agent_stream_chunks_rebuild_the_outputs, 180) { s_run("local", "chunks", "chunks", 150); }
 TEST_T(server_agent_two_turns_share_state, 180) { s_run("local", "turns", "turns", 150); }
+TEST_T(server_agent_files_the_code_writes, 180) { s_run("local", "writer", "files", 150); }
+/* the work dir is the container's volume: listed from inside the kernel */
+TEST_T(server_agent_files_the_code_writes_in_docker, 180) { s_run("docker", "writer", "files", 150); }
 TEST_T(server_agent_interrupt_keeps_the_session, 180) { s_run("local", "sleeper", "interrupt", 150); }
 TEST_T(server_agent_closing_the_stream_cancels_the_step, 180) { s_run("local", "sleeper", "close_cancels", 150); }
 TEST_T(server_agent_closing_the_stream_abandons_the_model_call, 180)
@@ -147,3 +157,17 @@ TEST_T(server_agent_without_llm_says_how, 90) { s_run("local", NULL, "nollm", 60
 TEST_T(server_agent_resumes_after_its_kernel_is_gone, 180) { s_run("local", "turns", "kernel_gone", 150); }
 TEST_T(server_agent_resumes_after_a_server_restart, 300) { s_restart("local"); }
 TEST_T(server_agent_resumes_after_a_server_restart_in_docker, 300) { s_restart("docker"); }
+
+/* Live progress over SSE: code_delta, status, done.tokens (issue 11). */
+TEST_T(server_agent_streams_code_deltas_status_and_tokens, 180)
+{
+    s_anthropic_too = true;
+    s_run("local", "live", "live", 150);
+}
+/* A provider the server has no key for: 400 naming the variable, not a 500. */
+TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
+{
+    unsetenv("ANTHROPIC_API_KEY");
+    unsetenv("ANTHROPIC_BASE_URL");
+    s_run("local", "hello", "llm_keys", 60);
+}

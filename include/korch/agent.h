@@ -1,7 +1,8 @@
 /*  The agent: a multi-step LLM loop over one stateful kernel.
  *
- *  The model writes code (a run_python tool call, or a ```python fence for
- *  models without tools), korch runs it in the persistent kernel, shows the
+ *  The model writes code (a tool call - run_python for Python kernels,
+ *  run_code for the others - or a fenced block in the kernel's language),
+ *  korch runs it in the persistent kernel, shows the
  *  model what happened (text cut to size, errors without colours, charts as
  *  images or as a line naming the file) and loops until the model answers
  *  without code, or a step/token/time budget ends the turn (then one last
@@ -10,11 +11,20 @@
  *  A session lives in a directory:
  *    transcript.jsonl   append-only, one record per line, flushed per record
  *    files/             the user's files; the kernel's working directory
- *    figures/           every chart as fig-N.png
+ *    figures/           every chart as fig-N.png (and images the code saved)
  *    notebook.ipynb     nbformat 4.5, rewritten after every step
+ *    snapshot.json      Python kernels: the picklable user variables after
+ *                       the latest step (bounded), to resume from
+ *  The language comes from the kernel's kernel_info_reply (language_info):
+ *  tool name and description, prompt, fence language, notebook metadata.
+ *  After each step the work dir is compared with before it (korch_workdir):
+ *  files the code created, changed or deleted are told to the model, sent
+ *  as a FILES event, and saved images become figures.
  *  Opening a directory that has a transcript resumes it: the conversation is
- *  reloaded and the kernel's state rebuilt by re-running the successful code
- *  cells (the user is told).
+ *  reloaded and the kernel's state rebuilt from the snapshot (variables
+ *  restored, nothing re-run) plus the cells that ran after it, or, without a
+ *  snapshot, by re-running the successful code cells. The user and the model
+ *  are told which, and what may differ.
  *
  *  Not thread-safe; callbacks run on the caller's thread. Blocking: ask()
  *  returns when the turn is over.
@@ -41,6 +51,11 @@ typedef enum {
     KORCH_AGENT_FINAL,      /* the answer: text */
     KORCH_AGENT_ERROR,      /* something failed: text */
     KORCH_AGENT_NOTICE,     /* for the user: text (resumed, kernel restarted, replay, budget) */
+    KORCH_AGENT_CODE_DELTA, /* code as the model writes it: text to append; index = the call's place in the reply */
+    KORCH_AGENT_STATUS,     /* what the step waits on: data {phase: "model"|"retry"|"executing", elapsed_ms,
+                               attempt?, retry_in_ms?, http_status?}; when the phase changes and about every second */
+    KORCH_AGENT_FILES,      /* the step changed the work dir: data {files: [{path, size, change, mime}],
+                               total, truncated}, text = one line for people */
 } korch_agent_event_type_t;
 
 typedef struct {
@@ -69,6 +84,20 @@ typedef struct {
     int max_seconds;                /* per turn, 0 = no budget */
     int exec_timeout_s;             /* per execution, default 300 */
     size_t context_chars;           /* what is sent per request, roughly; default 120000 */
+    /* Code interpreter behaviour: a reply with a fenced block in the kernel's
+       language and no tool call is run. true: such a reply is the answer. */
+    bool no_fence_run;
+    const char *system_append;      /* added to korch's system prompt (copied) */
+    const char *system_replace;     /* instead of korch's system prompt (copied) */
+    /* The kernel's work dir on this host, watched for the files the code
+       writes. NULL: files/ when the agent starts the kernel itself; not
+       watched when it attaches to an existing one. */
+    const char *workdir;
+    /* No workdir on this host (a container's volume): list it from inside the
+       kernel after each step instead (Python kernels), and keep the latest
+       listing in workdir.json in the session dir. */
+    bool workdir_in_kernel;
+    long snapshot_bytes;            /* Python: pickled variables kept per snapshot (default 4 MiB; < 0 = none) */
     void (*on_event)(const korch_agent_event_t *ev, void *arg);
     /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */
     bool (*cancelled)(void *arg);
@@ -78,8 +107,11 @@ typedef struct {
 korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err);
 void korch_agent_destroy(korch_agent_t **agent);
 
-/* Copy a file into the session (files/) where the kernel sees it by its base name. */
-korch_rc_t korch_agent_add_file(korch_agent_t *agent, const char *path, korch_err_t *err);
+/* Copy a file into the session (files/) where the kernel sees it by its base
+   name. A different file of that name already there is kept: this one gets
+   a free name (sales-2.csv), a NOTICE says so, and *stored (may be NULL;
+   new string) is the name used. The same bytes again are not copied twice. */
+korch_rc_t korch_agent_add_file(korch_agent_t *agent, const char *path, char **stored, korch_err_t *err);
 
 /* The kernel's working directory changed behind the agent's back (files
    were uploaded into it): describe its files to the model again at the next
@@ -97,7 +129,22 @@ void korch_agent_interrupt(korch_agent_t *agent);
 const char *korch_agent_session_dir(const korch_agent_t *agent);
 /* Token usage so far (whole session). */
 int64_t korch_agent_tokens(const korch_agent_t *agent);
-/* The file names in files/, as a new array. */
+
+/* Tokens as the APIs reported them (calls that did not say count 0). */
+typedef struct {
+    int64_t input, output;
+} korch_agent_usage_t;
+
+/* The current (or last) turn's usage and the whole session's, either may be NULL. */
+void korch_agent_usage(const korch_agent_t *agent, korch_agent_usage_t *turn, korch_agent_usage_t *session);
+
+/* Write the session's notebook (nbformat 4.5) to path as well. */
+korch_rc_t korch_agent_save_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);
+/* The files in the kernel's work dir (files/ or opts.workdir), uploads and
+   what the code wrote: a new array [{path, size}] (empty when not watched). */
 json_t *korch_agent_files(korch_agent_t *agent);
+
+/* The kernel's language (language_info.name, e.g. "python", "R"). */
+const char *korch_agent_language(const korch_agent_t *agent);
 
 #endif

@@ -25,7 +25,8 @@
  *  Calls are blocking (libcurl easy) with connect and overall timeouts and
  *  the SDKs' retry policy: 408, 409, 429, 5xx and 529 are retried honouring
  *  retry-after-ms / retry-after, else exponential backoff from 0.5 s capped
- *  at 8 s, 2 retries by default. Streaming deltas reach on_text as they come.
+ *  at 8 s, 2 retries by default (each reported to on_retry before its wait).
+ *  Streaming deltas reach on_text and on_tool_delta as they come.
  */
 #ifndef KORCH_LLM_H
 #define KORCH_LLM_H
@@ -52,9 +53,29 @@ typedef struct {
     int attempts;               /* HTTP attempts made (1 + retries) */
 } korch_llm_reply_t;
 
+/* A failed attempt that is about to be retried (reported before the wait). */
+typedef struct {
+    int attempt;                /* the retry coming: 1 = the second HTTP attempt */
+    int max_retries;
+    long http_status;           /* 0: the connection failed */
+    long wait_ms;               /* the back-off before it (retry-after when the API said) */
+    const char *why;            /* the API's message or curl's error, borrowed */
+} korch_llm_retry_t;
+
 typedef struct {
     /* A piece of assistant text as it streams in. */
     void (*on_text)(const char *delta, size_t len, void *arg);
+    /* A fragment of tool call number index's arguments (JSON text) as it
+       streams in; name is the tool's name once known (else ""). The
+       fragments of one call concatenate to its arguments (Ollama sends them
+       whole, in one fragment). */
+    void (*on_tool_delta)(int index, const char *name, const char *json, size_t len, void *arg);
+    /* An attempt failed and will be retried after retry->wait_ms. */
+    void (*on_retry)(const korch_llm_retry_t *retry, void *arg);
+    /* Called often while a call waits (libcurl's progress callback, at least
+       about once a second; every 50 ms during a back-off): for elapsed-time
+       displays. */
+    void (*on_tick)(void *arg);
     /* Return true to abandon the request (Ctrl-C): chat returns KORCH_E_INTERRUPTED. */
     bool (*cancelled)(void *arg);
     void *arg;
@@ -84,6 +105,10 @@ korch_rc_t korch_llm_parse_spec(const char *spec, korch_llm_opts_t *opts, korch_
    "OPENAI_API_KEY is not set (export it, or pick another --llm)"). */
 korch_llm_t *korch_llm_new(const korch_llm_opts_t *opts, korch_err_t *err);
 void korch_llm_destroy(korch_llm_t **llm);
+
+/* The environment variable that holds a provider's API key ("OPENAI_API_KEY"),
+   or NULL when the provider is unknown or takes none. */
+const char *korch_llm_key_env(const char *provider);
 
 /* One model call. On success fills reply (free with korch_llm_reply_clear);
    on failure the reply is cleared except reply->attempts.

@@ -25,6 +25,10 @@ const char *korch_image_ext(const char *mime);
    temp name, never through a symlink planted at path). */
 korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err);
 
+/* mkdir -p: path and its missing parents (mode for the ones created). An
+   existing directory is fine; anything else in the way is an error naming it. */
+korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err);
+
 /* Read a whole file, at most max bytes: new NUL-terminated buffer. */
 char *korch_read_file(const char *path, size_t max, size_t *len, korch_err_t *err);
 

@@ -19,6 +19,14 @@ void korch_notebook_add_markdown(korch_notebook_t *nb, const char *text);
 /* Append a code cell; outputs (nbformat outputs) are copied; count < 0 = null. */
 void korch_notebook_add_code(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs);
 
+/* The same with cell metadata (stolen, may be NULL), e.g. {"korch": {"status": "died", "note": ...}}. */
+void korch_notebook_add_code_meta(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs,
+                                  json_t *metadata);
+
+/* The kernel's language_info (kernel_info_reply; copied) and the
+   kernelspec's display name, in the notebook's metadata. */
+void korch_notebook_set_language(korch_notebook_t *nb, json_t *language_info, const char *display_name);
+
 /* The document (borrowed). */
 json_t *korch_notebook_json(korch_notebook_t *nb);
 

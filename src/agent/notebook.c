@@ -52,14 +52,36 @@ void korch_notebook_add_markdown(korch_notebook_t *nb, const char *text)
                                     "source", text ? text : ""));
 }
 
-void korch_notebook_add_code(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs)
+void korch_notebook_add_code_meta(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs,
+                                  json_t *metadata)
 {
     json_t *outs = json_is_array(outputs) ? json_deep_copy(outputs) : json_array();
     json_array_append_new(json_object_get(nb->doc, "cells"),
-                          json_pack("{s:s, s:o, s:{}, s:s, s:o, s:o}", "cell_type", "code", "id", s_cell_id(),
-                                    "metadata", "source", source ? source : "", "execution_count",
+                          json_pack("{s:s, s:o, s:o, s:s, s:o, s:o}", "cell_type", "code", "id", s_cell_id(),
+                                    "metadata", json_is_object(metadata) ? metadata : json_object(), "source",
+                                    source ? source : "", "execution_count",
                                     execution_count >= 0 ? json_integer(execution_count) : json_null(), "outputs",
                                     outs));
+    if (metadata && !json_is_object(metadata))
+        json_decref(metadata);
+}
+
+void korch_notebook_add_code(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs)
+{
+    korch_notebook_add_code_meta(nb, source, execution_count, outputs, NULL);
+}
+
+void korch_notebook_set_language(korch_notebook_t *nb, json_t *language_info, const char *display_name)
+{
+    json_t *md = json_object_get(nb->doc, "metadata");
+    const char *lang = json_string_value(json_object_get(language_info, "name"));
+    if (json_is_object(language_info))
+        json_object_set_new(md, "language_info", json_deep_copy(language_info));
+    json_t *ks = json_object_get(md, "kernelspec");
+    if (lang)
+        json_object_set_new(ks, "language", json_string(lang));
+    if (display_name && *display_name)
+        json_object_set_new(ks, "display_name", json_string(display_name));
 }
 
 json_t *korch_notebook_json(korch_notebook_t *nb) { return nb->doc; }

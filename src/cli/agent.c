@@ -4,17 +4,24 @@
  *            [--launcher docker|local|auto] [--json] "task"
  *  korch chat [same options]
  *
- *  Progress goes to stderr (step, code, live outputs, elapsed time); the
- *  final answer alone to stdout; --json prints one event per line instead.
- *  Ctrl-C interrupts the running step; the session and its kernel stay.
+ *  Progress goes to stderr as it happens: the step, the model's text and
+ *  code as it writes them, live outputs, and what the step waits on (on a
+ *  terminal one status line redrawn in place: elapsed time, retries after
+ *  429/5xx; otherwise plain lines). The final answer alone goes to stdout,
+ *  except on a terminal where it has just been shown as it streamed (it is
+ *  not printed twice). Each turn ends with its token count. --json prints
+ *  one event per line instead. Ctrl-C interrupts the running step; the
+ *  session and its kernel stay.
  */
 #include "cli.h"
 #include "korch/agent.h"
 #include "korch/instance.h"
 #include "korch/log.h"
+#include "korch/media.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +39,26 @@ typedef struct {
     long long max_tokens, context_chars;
     int max_seconds;
     int timeout_s;
-    bool fence, no_vision, vision;
+    bool fence, no_fence, no_vision, vision;
+    const char *system_append, *system_replace, *system_file;
+    const char *image;
+    double memory_mb, cpus;
+    long pids;
     json_t *files;
     int64_t step_t0;
     bool in_text;           /* assistant text is being streamed on stderr */
     korch_agent_t *agent;
+    /* the terminal display */
+    bool tty;               /* stderr is a terminal: a status line redrawn in place */
+    bool col0;              /* stderr's cursor is at the start of a line */
+    bool status_shown;      /* the status line is on the screen (cleared before anything else) */
+    bool code_bol;          /* streamed code: at the start of a code line (indent next) */
+    int code_index;         /* the tool call whose code is streaming; -1 none */
+    int codes_streamed, codes_shown;   /* calls of this step shown as they were written / run */
+    bool text_streamed;     /* the current step's text reached stderr as it streamed */
+    int64_t plain_status_at;    /* when the last plain status line was printed */
+    const char *last_phase;
+    int steps;              /* of the turn */
 } run_ctx_t;
 
 static void s_help(FILE *f, const char *cmd)
@@ -60,19 +82,33 @@ static void s_help(FILE *f, const char *cmd)
             "  --launcher NAME       local, docker or auto (default auto)\n"
             "  --kernel NAME         kernelspec (default python3)\n"
             "  --fence               the model has no tool calling: code in ```python fences\n"
+            "  --no-fence            a reply with a code fence and no tool call is the answer (default:\n"
+            "                        the fenced code is run, as code interpreters do)\n"
+            "  --system TEXT         add TEXT to korch's system prompt\n"
+            "  --system-replace TEXT use TEXT as the system prompt instead of korch's\n"
+            "  --system-file FILE    the same, from a file\n"
+            "  --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
             "  --json                one JSON event per line on stdout\n"
             KORCH_CLI_ENV_HELP
             "  --workdir-mb N        docker: the work dir (files/) is a tmpfs of N MiB while the kernel runs,\n"
             "                        copied back after (default 512; the kernel gets ENOSPC beyond)\n"
             "  -q, --quiet           no progress on stderr\n"
-            "  -h, --help            this text\n",
+            "  -h, --help            this text\n\n"
+            "Resuming (--session DIR of an earlier session) uses the model recorded in it unless --llm\n"
+            "is given. A .env file in the current directory is read for KORCH_*, OPENAI_*, ANTHROPIC_*\n"
+            "and OLLAMA_* variables; the real environment wins over it.\n",
             cmd, strcmp(cmd, "run") == 0 ? " \"task\"" : "",
             strcmp(cmd, "run") == 0
                 ? "Ask one question; the model writes code, korch runs it in a persistent kernel and shows\n"
                   "the model the results until it answers. The answer alone goes to stdout."
-                : "A multi-turn conversation over one kernel. Commands: /files, /notebook, /save, /quit.\n"
-                  "Ctrl-C interrupts the running step; Ctrl-D or /quit ends the session.");
+                : "A multi-turn conversation over one kernel. Commands:\n"
+                  "  /files         the files in the kernel's working dir\n"
+                  "  /file PATH     give the model a file (copied into the working dir)\n"
+                  "  /notebook      where the notebook and transcript are (written after every step)\n"
+                  "  /save PATH     write the notebook (.ipynb) to PATH as well\n"
+                  "  /quit          end the session (or Ctrl-D)\n"
+                  "Ctrl-C interrupts the running step.");
 }
 
 /* ------------------------------------------------------------ events */
@@ -91,11 +127,95 @@ static void s_json_event(const char *kind, int step, json_t *fields)
     json_decref(ev);
 }
 
+/* Everything shown on stderr goes through here: a status line on the
+   screen is cleared first, and where the cursor is is tracked. */
+static void s_out(run_ctx_t *c, const char *s, size_t n)
+{
+    if (!n)
+        return;
+    if (c->status_shown) {
+        fputs("\r\033[K", stderr);
+        c->status_shown = false;
+    }
+    fwrite(s, 1, n, stderr);
+    c->col0 = s[n - 1] == '\n';
+}
+
+static void s_printf(run_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_printf(run_ctx_t *c, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        s_out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* Whatever streamed (text, code) ends its line before something else is shown. */
 static void s_end_text(run_ctx_t *c)
 {
-    if (c->in_text) {
-        fputc('\n', stderr);
-        c->in_text = false;
+    if (!c->col0)
+        s_out(c, "\n", 1);
+    c->in_text = false;
+    c->code_index = -1;
+}
+
+/* What the step waits on. A terminal gets one line redrawn in place (only
+   while nothing else is mid-line); otherwise a plain line when a back-off
+   begins and every 10 s of waiting. */
+static void s_status(run_ctx_t *c, const korch_agent_event_t *ev)
+{
+    const char *phase = json_string_value(json_object_get(ev->data, "phase"));
+    double elapsed = (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3;
+    if (!phase)
+        return;
+    char line[256];
+    if (strcmp(phase, "retry") == 0) {
+        long status = (long)json_integer_value(json_object_get(ev->data, "http_status"));
+        char what[32] = "no connection";
+        if (status)
+            snprintf(what, sizeof what, "HTTP %ld", status);
+        snprintf(line, sizeof line, "… the model answered %s: retry %d in %.1f s (%.1f s since the request)", what,
+                 (int)json_integer_value(json_object_get(ev->data, "attempt")),
+                 (double)json_integer_value(json_object_get(ev->data, "retry_in_ms")) / 1e3, elapsed);
+    } else if (strcmp(phase, "executing") == 0)
+        snprintf(line, sizeof line, "… running: %.0f s", elapsed);
+    else
+        snprintf(line, sizeof line, "… waiting for the model: %.0f s", elapsed);
+    bool changed = !c->last_phase || strcmp(c->last_phase, phase) != 0;
+    c->last_phase = strcmp(phase, "retry") == 0 ? "retry" : strcmp(phase, "executing") == 0 ? "executing" : "model";
+    if (c->tty) {
+        if (c->col0 && (elapsed >= 1.0 || strcmp(phase, "retry") == 0)) {
+            fprintf(stderr, "\r\033[K%s", line);
+            c->status_shown = true;
+        }
+        return;
+    }
+    int64_t now = korch_now_ms();
+    bool retry_begins = changed && strcmp(phase, "retry") == 0;
+    if (c->col0 && (retry_begins || (elapsed >= 10 && now - c->plain_status_at >= 10000))) {
+        c->plain_status_at = now;
+        s_printf(c, "  %s\n", line);
+    }
+}
+
+/* Code as the model writes it, indented like the code block it becomes. */
+static void s_code_delta(run_ctx_t *c, const korch_agent_event_t *ev)
+{
+    if (c->code_index != (int)ev->index) {
+        s_end_text(c);
+        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
+        c->code_index = (int)ev->index;
+        c->code_bol = true;
+        c->codes_streamed++;
+    }
+    for (size_t i = 0; i < ev->text_len; i++) {
+        if (c->code_bol)
+            s_out(c, "    ", 4);
+        s_out(c, ev->text + i, 1);
+        c->code_bol = ev->text[i] == '\n';
     }
 }
 
@@ -108,6 +228,10 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         case KORCH_AGENT_TEXT:
             s_json_event("text", ev->step, json_pack("{s:s%}", "delta", ev->text, ev->text_len));
             break;
+        case KORCH_AGENT_CODE_DELTA:
+            s_json_event("code_delta", ev->step,
+                         json_pack("{s:s%, s:i}", "delta", ev->text, ev->text_len, "index", (int)ev->index));
+            break;
         case KORCH_AGENT_CODE: s_json_event("code", ev->step, json_pack("{s:s}", "code", ev->text)); break;
         case KORCH_AGENT_OUTPUT: s_json_event("output", ev->step, json_pack("{s:O}", "output", ev->data)); break;
         case KORCH_AGENT_RESULT:
@@ -116,6 +240,11 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         case KORCH_AGENT_FINAL: s_json_event("final", ev->step, json_pack("{s:s}", "answer", ev->text)); break;
         case KORCH_AGENT_ERROR: s_json_event("error", ev->step, json_pack("{s:s}", "message", ev->text)); break;
         case KORCH_AGENT_NOTICE: s_json_event("notice", ev->step, json_pack("{s:s}", "text", ev->text)); break;
+        case KORCH_AGENT_STATUS: s_json_event("status", ev->step, json_deep_copy(ev->data)); break;
+        case KORCH_AGENT_FILES:
+            s_json_event("files", ev->step, json_pack("{s:O, s:O}", "files", json_object_get(ev->data, "files"), "total",
+                                                      json_object_get(ev->data, "total")));
+            break;
         }
         return;
     }
@@ -125,21 +254,29 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_STEP:
         s_end_text(c);
         c->step_t0 = korch_now_ms();
-        fprintf(stderr, "\n── step %d ──\n", ev->step);
+        c->codes_streamed = c->codes_shown = 0;
+        c->text_streamed = false;
+        c->last_phase = NULL;
+        c->steps++;
+        s_printf(c, "\n── step %d ──\n", ev->step);
         break;
     case KORCH_AGENT_TEXT:
-        if (c->chat)
-            break; /* chat prints the answer on stdout at the end */
-        fwrite(ev->text, 1, ev->text_len, stderr);
+        if (c->code_index >= 0)
+            s_end_text(c);
+        s_out(c, ev->text, ev->text_len);
         c->in_text = true;
+        c->text_streamed = true;
         break;
+    case KORCH_AGENT_CODE_DELTA: s_code_delta(c, ev); break;
     case KORCH_AGENT_CODE: {
         s_end_text(c);
-        fprintf(stderr, "▶ code:\n");
+        if (c->codes_shown++ < c->codes_streamed)
+            break; /* it was shown as it was written */
+        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
         const char *p = ev->text;
         while (*p) {
             size_t n = strcspn(p, "\n");
-            fprintf(stderr, "    %.*s\n", (int)n, p);
+            s_printf(c, "    %.*s\n", (int)n, p);
             p += n + (p[n] == '\n');
         }
         break;
@@ -150,38 +287,63 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
             break;
         if (strcmp(type, "stream") == 0) {
             json_t *t = json_object_get(ev->data, "text");
-            fwrite(json_string_value(t), 1, json_string_length(t), stderr);
+            s_out(c, json_string_value(t), json_string_length(t));
         } else if (strcmp(type, "error") == 0) {
-            fprintf(stderr, "%s: %s\n", json_string_value(json_object_get(ev->data, "ename")),
-                    json_string_value(json_object_get(ev->data, "evalue")));
+            s_end_text(c);
+            s_printf(c, "%s: %s\n", json_string_value(json_object_get(ev->data, "ename")),
+                     json_string_value(json_object_get(ev->data, "evalue")));
         } else {
             json_t *data = json_object_get(ev->data, "data");
+            s_end_text(c);
             if (json_object_get(data, "image/png"))
-                fprintf(stderr, "[image/png]\n");
+                s_printf(c, "[image/png]\n");
             else if (json_is_string(json_object_get(data, "text/plain")))
-                fprintf(stderr, "%s\n", json_string_value(json_object_get(data, "text/plain")));
+                s_printf(c, "%s\n", json_string_value(json_object_get(data, "text/plain")));
         }
         break;
     }
     case KORCH_AGENT_RESULT: {
+        s_end_text(c);
         json_t *saved = json_object_get(ev->data, "saved");
         size_t i;
         json_t *p;
-        json_array_foreach(saved, i, p) fprintf(stderr, "[chart saved to %s]\n", json_string_value(p));
-        fprintf(stderr, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
-                (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
+        json_array_foreach(saved, i, p) s_printf(c, "[chart saved to %s]\n", json_string_value(p));
+        s_printf(c, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
+                 (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
         break;
     }
     case KORCH_AGENT_FINAL: s_end_text(c); break;
     case KORCH_AGENT_ERROR:
-        s_end_text(c);
-        fprintf(stderr, "korch: %s\n", ev->text);
-        break;
     case KORCH_AGENT_NOTICE:
         s_end_text(c);
-        fprintf(stderr, "korch: %s\n", ev->text);
+        s_printf(c, "korch: %s\n", ev->text);
+        break;
+    case KORCH_AGENT_STATUS: s_status(c, ev); break;
+    case KORCH_AGENT_FILES:
+        s_end_text(c);
+        s_printf(c, "[files: %s]\n", ev->text);
         break;
     }
+    fflush(stderr);
+}
+
+/* The answer goes to stdout, unless it has just streamed onto the same
+   terminal; then the turn's tokens. */
+static void s_turn_end(run_ctx_t *c, const char *answer, int64_t t0)
+{
+    bool shown = c->text_streamed && c->tty && !c->quiet && isatty(STDOUT_FILENO) && answer && *answer;
+    if (!c->json && answer && !shown) {
+        printf(c->chat ? "\n%s\n" : "%s\n", answer);
+        fflush(stdout);
+    }
+    if (c->json || c->quiet)
+        return;
+    korch_agent_usage_t turn, session;
+    korch_agent_usage(c->agent, &turn, &session);
+    s_end_text(c);
+    s_printf(c, "── %d step%s, %.1f s; tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", c->steps,
+             c->steps == 1 ? "" : "s", (double)(korch_now_ms() - t0) / 1e3, (long long)turn.input,
+             (long long)turn.output, (long long)session.input, (long long)session.output);
     fflush(stderr);
 }
 
@@ -215,33 +377,72 @@ static void s_default_session(char *buf, size_t len)
     snprintf(buf, len, "korch-sessions/%s-%d", stamp, (int)getpid());
 }
 
+/* The model an earlier session in dir was run with (its transcript's first
+   record), new string; NULL when there is none. */
+static char *s_recorded_llm(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/transcript.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char line[8192];
+    char *out = NULL;
+    if (fgets(line, sizeof line, f)) {
+        json_t *rec = json_loads(line, 0, NULL);
+        const char *llm = json_string_value(json_object_get(rec, "llm"));
+        const char *type = json_string_value(json_object_get(rec, "type"));
+        if (llm && *llm && type && strcmp(type, "session") == 0)
+            out = strdup(llm);
+        json_decref(rec);
+    }
+    fclose(f);
+    return out;
+}
+
 static void s_chat_command(run_ctx_t *c, const char *line)
 {
     if (strcmp(line, "/files") == 0) {
         json_t *files = korch_agent_files(c->agent);
         size_t i;
         json_t *f;
-        json_array_foreach(files, i, f) printf("  %s\n", json_string_value(f));
+        json_array_foreach(files, i, f) printf("  %s (%lld bytes)\n", json_string_value(json_object_get(f, "path")),
+                                               (long long)json_integer_value(json_object_get(f, "size")));
         if (!json_array_size(files))
             printf("  (no files; /file PATH adds one)\n");
         json_decref(files);
     } else if (strncmp(line, "/file ", 6) == 0) {
         korch_err_t err = {0};
-        if (korch_agent_add_file(c->agent, line + 6, &err) == KORCH_OK)
-            printf("  added %s\n", line + 6);
+        char *stored = NULL;
+        if (korch_agent_add_file(c->agent, line + 6, &stored, &err) == KORCH_OK)
+            printf("  added %s as %s\n", line + 6, stored);
         else
             printf("  %s\n", err.msg);
-    } else if (strcmp(line, "/notebook") == 0 || strcmp(line, "/save") == 0) {
+        free(stored);
+    } else if (strcmp(line, "/notebook") == 0) {
         printf("  notebook: %s/notebook.ipynb (written after every step)\n  transcript: %s/transcript.jsonl\n",
                korch_agent_session_dir(c->agent), korch_agent_session_dir(c->agent));
+    } else if (strncmp(line, "/save", 5) == 0 && (line[5] == 0 || line[5] == ' ')) {
+        const char *path = line + 5;
+        while (*path == ' ')
+            path++;
+        korch_err_t err = {0};
+        if (!*path)
+            printf("  /save PATH writes the notebook to PATH (it is kept in %s/notebook.ipynb too)\n",
+                   korch_agent_session_dir(c->agent));
+        else if (korch_agent_save_notebook(c->agent, path, &err) == KORCH_OK)
+            printf("  notebook written to %s\n", path);
+        else
+            printf("  %s\n", err.msg);
     } else
-        printf("  commands: /files, /file PATH, /notebook, /save, /quit\n");
+        printf("  commands: /files, /file PATH, /notebook, /save PATH, /quit\n");
     fflush(stdout);
 }
 
 static int s_main(const char *cmd, int argc, char **argv)
 {
-    run_ctx_t c = {.launcher_name = "auto", .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0};
+    run_ctx_t c = {.launcher_name = "auto", .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0,
+                   .col0 = true, .code_index = -1};
     s_t0 = korch_now_ms();
     c.files = json_array();
     static const struct option longopts[] = {
@@ -256,6 +457,10 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"context-chars", required_argument, 0, 'X'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {"workdir-mb", required_argument, 0, KORCH_CLI_OPT_WORKDIR_MB},
+        {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
+        {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
+        {"image", required_argument, 0, 'I'},      {"memory", required_argument, 0, 'm'},
+        {"cpus", required_argument, 0, 'P'},       {"pids", required_argument, 0, 'p'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -285,21 +490,46 @@ static int s_main(const char *cmd, int argc, char **argv)
                 return 2;
             }
             break;
+        case 'G': c.no_fence = true; break;
+        case 'y': c.system_append = optarg; break;
+        case 'Y': c.system_replace = optarg; break;
+        case 'Z': c.system_file = optarg; break;
+        case 'I': c.image = optarg; break;
+        case 'm': c.memory_mb = strtod(optarg, NULL); break;
+        case 'P': c.cpus = strtod(optarg, NULL); break;
+        case 'p': c.pids = strtol(optarg, NULL, 10); break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
     }
     const char *task = optind < argc ? argv[optind] : NULL;
+    c.tty = !c.json && isatty(STDERR_FILENO);
     korch_err_t err = {0};
     korch_loop_t *loop = NULL;
     korch_llm_t *llm = NULL;
     korch_launcher_t *launcher = NULL;
     korch_instance_t *inst = NULL;
     char session[4096];
+    char *recorded = NULL, *system_text = NULL;
     if (!c.chat && !task) {
         fprintf(stderr, "korch run: what should the model do? (korch run [options] \"task\")\n");
         goto out;
     }
+    if (c.system_file && c.system_replace) {
+        fprintf(stderr, "korch %s: give --system-replace or --system-file, not both\n", cmd);
+        goto out;
+    }
+    if (c.system_file) {
+        system_text = korch_read_file(c.system_file, 1u << 20, NULL, &err);
+        if (!system_text) {
+            fprintf(stderr, "korch %s: --system-file: %s\n", cmd, err.msg);
+            goto out;
+        }
+        c.system_replace = system_text;
+    }
+    korch_cli_load_dotenv(".env");
+    if (!c.llm_spec && c.session && (recorded = s_recorded_llm(c.session)))
+        c.llm_spec = recorded;
     if (!c.llm_spec)
         c.llm_spec = getenv("KORCH_LLM");
     if (!c.llm_spec || !*c.llm_spec) {
@@ -337,7 +567,9 @@ static int s_main(const char *cmd, int argc, char **argv)
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
-        korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .workdir_from_cwd = true,
+        korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
+                                         .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids,
+                                         .workdir_from_cwd = true,
                                          .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json,
                                          .workdir_mb = c.workdir_mb};
         launcher = korch_cli_launcher(&clo, &err);
@@ -362,6 +594,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         .max_tokens = c.max_tokens > 0 ? c.max_tokens : 0,
         .max_seconds = c.max_seconds,
         .context_chars = c.context_chars > 0 ? (size_t)c.context_chars : 0,
+        .no_fence_run = c.no_fence,
+        .system_append = c.system_append,
+        .system_replace = c.system_replace,
         .on_event = s_on_event,
         .cancelled = s_cancelled,
         .arg = &c,
@@ -376,7 +611,7 @@ static int s_main(const char *cmd, int argc, char **argv)
     size_t i;
     json_t *f;
     json_array_foreach(c.files, i, f) {
-        if (korch_agent_add_file(c.agent, json_string_value(f), &err) != KORCH_OK) {
+        if (korch_agent_add_file(c.agent, json_string_value(f), NULL, &err) != KORCH_OK) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
@@ -384,13 +619,16 @@ static int s_main(const char *cmd, int argc, char **argv)
     rc = 0;
     if (!c.chat) {
         char *answer = NULL;
+        int64_t t0 = korch_now_ms();
+        c.steps = 0;
         korch_rc_t arc = korch_agent_ask(c.agent, task, &answer, &err);
         if (arc == KORCH_OK) {
-            if (!c.json)
-                printf("%s\n", answer);
+            s_turn_end(&c, answer, t0);
         } else {
-            if (!c.json)
+            if (!c.json) {
+                s_end_text(&c);
                 fprintf(stderr, "korch run: %s\n", err.msg);
+            }
             else
                 s_json_event("error", 0, json_pack("{s:s}", "message", err.msg));
             rc = arc == KORCH_E_INTERRUPTED ? 130 : 1;
@@ -428,12 +666,14 @@ static int s_main(const char *cmd, int argc, char **argv)
         char *answer = NULL;
         korch_err_clear(&err);
         korch_cli_take_signal(); /* a Ctrl-C at the prompt is not meant for this question */
-        if (korch_agent_ask(c.agent, line, &answer, &err) == KORCH_OK) {
-            if (!c.json)
-                printf("\n%s\n", answer);
-            fflush(stdout);
-        } else
+        int64_t t0 = korch_now_ms();
+        c.steps = 0;
+        if (korch_agent_ask(c.agent, line, &answer, &err) == KORCH_OK)
+            s_turn_end(&c, answer, t0);
+        else {
+            s_end_text(&c);
             fprintf(stderr, "korch: %s\n", err.msg);
+        }
         free(answer);
     }
     free(line);
@@ -446,6 +686,8 @@ out:
     korch_llm_destroy(&llm);
     korch_loop_destroy(&loop);
     json_decref(c.files);
+    free(recorded);
+    free(system_text);
     return rc;
 }
 

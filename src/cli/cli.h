@@ -57,6 +57,13 @@ korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_e
     "                          LANG, LC_*, TERM, TZ and the like from korch's environment, never keys\n"
 bool korch_cli_env_opt(const char *cmd, const char *arg);
 
+/* Read NAME=VALUE lines of a .env file (path) into the environment for the
+   names korch reads (KORCH_*, OPENAI_*, ANTHROPIC_*, OLLAMA_*): the real
+   environment wins, a name already set is left alone. "export " prefixes,
+   '#' comments and quoted values are understood. Returns how many were set;
+   a missing file is 0, a line it cannot read is warned about and skipped. */
+int korch_cli_load_dotenv(const char *path);
+
 /* Remove the containers of korch instances (in our runtime base) that are
    gone, so a korch killed with -9 leaks nothing past the next start. */
 void korch_cli_sweep(korch_launcher_t *l, const char *mine);

@@ -350,8 +350,9 @@ int korch_cmd_exec(int argc, char **argv)
         fprintf(stderr, "korch exec: nothing to run (give -c CODE or a FILE; --help says more)\n");
         goto out;
     }
-    if (c.out_dir && mkdir(c.out_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "korch exec: cannot create '%s': %s\n", c.out_dir, strerror(errno));
+    korch_err_t merr = {0};
+    if (c.out_dir && korch_mkdirs(c.out_dir, 0755, &merr) != KORCH_OK) {
+        fprintf(stderr, "korch exec: %s\n", merr.msg);
         goto out;
     }
     c.tty = isatty(1);

@@ -87,6 +87,7 @@ int korch_cmd_serve(int argc, char **argv)
     const char *pool_specs[MAX_POOL_SPECS + 1] = {0};
     int npool_specs = 0, pool_size = 0, cull_idle = 0, cull_interval = 0, n;
     bool cull_connected = false, cull_busy = false;
+    korch_cli_load_dotenv(".env"); /* keys and KORCH_LLM; the real environment wins */
     static const struct option longopts[] = {
         {"pool", required_argument, 0, OPT_POOL},
         {"cull-idle-timeout", required_argument, 0, OPT_CULL_IDLE},

@@ -216,7 +216,8 @@ static int s_on_exec_grace(korch_loop_t *z, int timer_id, void *arg)
     ex->timer = -1;
     if (!k || ex->done)
         return 0;
-    korch_warn("kernel %.8s: still busy %d ms after the interrupt; restarting it", k->id, ex->opts.interrupt_grace_ms);
+    /* the execution's result says so (its caller tells the user) */
+    korch_info("kernel %.8s: still busy %d ms after the interrupt; restarting it", k->id, ex->opts.interrupt_grace_ms);
     korch_err_t err = {0};
     if (korch_kernel_restart(k, &err) != KORCH_OK)
         s_fail_pending(k, err.msg, false);
@@ -738,7 +739,12 @@ static void s_on_death(korch_kernel_t *k, const char *why)
     }
     char detail[512];
     snprintf(detail, sizeof detail, "kernel died: %s", why);
-    korch_warn("kernel %.8s: %s", k->id, detail);
+    /* an execution that was running hears of it (its caller tells the
+       user); a death nobody hears of is worth a warning */
+    if (zlistx_size(k->pending))
+        korch_info("kernel %.8s: %s", k->id, detail);
+    else
+        korch_warn("kernel %.8s: %s", k->id, detail);
     bool restart = k->proc && !k->opts.no_auto_restart;
     s_fail_pending(k, detail, restart);
     if (restart) {

@@ -25,6 +25,7 @@
 
 typedef struct {
     bool tool;
+    int call;                   /* a tool_use block's place among the reply's tool calls */
     char *id, *name;
     korch_llm_buf_t json;       /* input_json_delta fragments */
 } s_block_t;
@@ -36,6 +37,7 @@ typedef struct {
     korch_llm_buf_t text;
     s_block_t blocks[S_MAX_BLOCKS];
     int nblocks;
+    int ncalls;                 /* tool_use blocks begun */
     bool started, stopped;
     char stop_reason[32];
 } s_stream_t;
@@ -275,6 +277,8 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         json_t *cb = json_object_get(ev, "content_block");
         const char *btype = korch_llm_jstr(cb, "type", "");
         if (strcmp(btype, "tool_use") == 0) {
+            if (!b->tool)
+                b->call = st->ncalls++;
             b->tool = true;
             free(b->id);
             free(b->name);
@@ -286,6 +290,8 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
                 char *s = korch_llm_dumps(input);
                 if (s)
                     rc = korch_llm_buf_add(&b->json, s, strlen(s), "tool call", err);
+                if (s && !rc && st->cb && st->cb->on_tool_delta)
+                    st->cb->on_tool_delta(b->call, b->name ? b->name : "", s, strlen(s), st->cb->arg);
                 free(s);
             }
         } else if (strcmp(btype, "text") == 0) {
@@ -312,8 +318,12 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
             }
         } else if (strcmp(dtype, "input_json_delta") == 0) {
             json_t *pj = json_object_get(d, "partial_json");
-            if (json_string_length(pj))
+            if (json_string_length(pj) && b->tool) {
                 rc = korch_llm_buf_add(&b->json, json_string_value(pj), json_string_length(pj), "tool call", err);
+                if (!rc && st->cb && st->cb->on_tool_delta)
+                    st->cb->on_tool_delta(b->call, b->name ? b->name : "", json_string_value(pj),
+                                          json_string_length(pj), st->cb->arg);
+            }
         }
         /* thinking_delta, signature_delta, citations_delta: not shown */
     } else if (strcmp(type, "message_delta") == 0) {

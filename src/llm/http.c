@@ -175,6 +175,8 @@ static size_t s_write(char *data, size_t size, size_t nmemb, void *arg)
 static int s_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
     s_xfer_t *x = arg;
+    if (x->cb && x->cb->on_tick)
+        x->cb->on_tick(x->cb->arg);
     if (x->cb && x->cb->cancelled && x->cb->cancelled(x->cb->arg)) {
         x->cancelled = true;
         return 1;
@@ -188,6 +190,8 @@ static bool s_wait(double s, const korch_llm_cb_t *cb)
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
+        if (cb && cb->on_tick)
+            cb->on_tick(cb->arg);
         if (cb && cb->cancelled && cb->cancelled(cb->arg))
             return false;
         clock_gettime(CLOCK_MONOTONIC, &t);
@@ -349,6 +353,16 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
             wait = korch_llm_backoff_s(attempt);
         korch_info("llm: %s answered %ld (%s); retry %d of %d in %.2f s", llm->prov->name, x.status,
                    cc ? curl_easy_strerror(cc) : "error status", attempt + 1, max_retries, wait);
+        if (cb && cb->on_retry) {
+            char why[600];
+            if (x.status)
+                korch_llm_api_message(x.ebody.p, x.ebody.len, why, sizeof why);
+            else
+                snprintf(why, sizeof why, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
+            korch_llm_retry_t r = {.attempt = attempt + 1, .max_retries = max_retries, .http_status = x.status,
+                                   .wait_ms = (long)(wait * 1000 + 0.5), .why = why};
+            cb->on_retry(&r, cb->arg);
+        }
         if (!s_wait(wait, cb)) {
             rc = korch_err_set(err, KORCH_E_INTERRUPTED, "the %s request was interrupted", llm->prov->name);
             goto out;

@@ -35,6 +35,14 @@ korch_rc_t korch_llm_parse_spec(const char *spec, korch_llm_opts_t *opts, korch_
                          (int)plen, spec, spec);
 }
 
+const char *korch_llm_key_env(const char *provider)
+{
+    for (size_t i = 0; provider && i < sizeof s_providers / sizeof *s_providers; i++)
+        if (strcasecmp(provider, s_providers[i]->name) == 0)
+            return s_providers[i]->key_env;
+    return NULL;
+}
+
 /* Models known to take images; a guess for when the user did not say. */
 static bool s_guess_vision(const char *model)
 {

@@ -174,6 +174,10 @@ static korch_rc_t s_line(void *arg, char *line, size_t len, korch_err_t *err)
             rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
             goto out;
         }
+        /* the arguments come whole: one fragment */
+        if (st->cb && st->cb->on_tool_delta && *raw)
+            st->cb->on_tool_delta((int)json_array_size(st->calls), korch_llm_jstr(fn, "name", ""), raw, strlen(raw),
+                                  st->cb->arg);
         rc = korch_llm_add_call(st->calls, given && *given ? given : id, korch_llm_jstr(fn, "name", ""), raw, strlen(raw),
                                 err);
         free(raw);

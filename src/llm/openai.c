@@ -260,15 +260,17 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         if (fname && *fname && !call->name)
             call->name = strdup(fname);
         json_t *args = json_object_get(fn, "arguments");
-        if (json_is_string(args))
-            rc = korch_llm_buf_add(&call->args, json_string_value(args), json_string_length(args), "tool call", err);
-        else if (json_is_object(args)) {
-            /* some servers copying the API send the object itself */
-            char *s = korch_llm_dumps(args);
-            rc = s ? korch_llm_buf_add(&call->args, s, strlen(s), "tool call", err)
-                   : korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-            free(s);
+        char *dumped = json_is_object(args) ? korch_llm_dumps(args) : NULL; /* some servers copying the API send the object itself */
+        const char *frag = json_is_string(args) ? json_string_value(args) : dumped;
+        size_t flen = json_is_string(args) ? json_string_length(args) : dumped ? strlen(dumped) : 0;
+        if (json_is_object(args) && !dumped)
+            rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        else if (frag && flen) {
+            rc = korch_llm_buf_add(&call->args, frag, flen, "tool call", err);
+            if (!rc && st->cb && st->cb->on_tool_delta)
+                st->cb->on_tool_delta((int)idx, call->name ? call->name : "", frag, flen, st->cb->arg);
         }
+        free(dumped);
         if (rc)
             goto out;
     }

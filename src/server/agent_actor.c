@@ -7,8 +7,9 @@
  *    actor -> main   ready | failed message | event NAME JSON | done JSON | bye
  *
  *  "event" carries the agent's events as the API's server-sent events
- *  (step, text, code, output, result, final, error, notice); "done" ends a
- *  turn with {status, tokens, message?}; "bye" is the last thing it sends.
+ *  (step, text, code_delta, code, output, result, status, final, error,
+ *  notice); "done" ends a turn with {status, tokens: {turn: {input, output},
+ *  session: {input, output}}, message?}; "bye" is the last thing it sends.
  *  A model call cannot see the pipe (it is inside libcurl): interrupting it
  *  goes through cfg->cancel, which the llm polls.
  */
@@ -44,6 +45,26 @@ static void s_send_output(s_actor_t *ac, const korch_agent_event_t *ev)
                                          ev->append, "output", ev->data));
 }
 
+json_t *srv_agent_url(const char *id, const char *what, const char *path)
+{
+    char buf[4096 + 128];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "/api/agent/sessions/%s/%s/", id, what);
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < sizeof buf; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-._~/", *p))
+            buf[n++] = (char)*p;
+        else {
+            buf[n++] = '%';
+            buf[n++] = hex[*p >> 4];
+            buf[n++] = hex[*p & 15];
+        }
+    }
+    buf[n] = 0;
+    return json_string(buf);
+}
+
+static json_t *s_url(s_actor_t *ac, const char *what, const char *path) { return srv_agent_url(ac->cfg->id, what, path); }
+
 static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
 {
     s_actor_t *ac = arg;
@@ -55,7 +76,8 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
         s_send_event(ac, "text", json_pack("{s:i, s:s%}", "step", step, "text", text, ev->text_len));
         break;
     case KORCH_AGENT_CODE:
-        s_send_event(ac, "code", json_pack("{s:i, s:s}", "step", step, "code", text));
+        s_send_event(ac, "code", json_pack("{s:i, s:s, s:O}", "step", step, "code", text, "language",
+                                           json_object_get(ev->data, "language")));
         break;
     case KORCH_AGENT_OUTPUT:
         if (ev->data)
@@ -63,6 +85,13 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
         break;
     case KORCH_AGENT_RESULT: {
         json_t *d = json_deep_copy(ev->data ? ev->data : json_object());
+        json_object_del(d, "saved"); /* host paths: figures carry URLs instead */
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(d, "figures"), i, f) {
+            json_object_set_new(f, "url", s_url(ac, "figures", json_string_value(json_object_get(f, "name"))));
+            json_object_del(f, "source");
+        }
         json_object_set_new(d, "step", json_integer(step));
         json_object_set_new(d, "text", json_string(text));
         s_send_event(ac, "result", d);
@@ -71,6 +100,31 @@ static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_FINAL: s_send_event(ac, "final", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
     case KORCH_AGENT_ERROR: s_send_event(ac, "error", json_pack("{s:i, s:s}", "step", step, "message", text)); break;
     case KORCH_AGENT_NOTICE: s_send_event(ac, "notice", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
+    case KORCH_AGENT_CODE_DELTA:
+        s_send_event(ac, "code_delta",
+                     json_pack("{s:i, s:s%, s:i}", "step", step, "text", text, ev->text_len, "index", (int)ev->index));
+        break;
+    case KORCH_AGENT_STATUS: {
+        json_t *d = ev->data ? json_deep_copy(ev->data) : json_object();
+        json_object_set_new(d, "step", json_integer(step));
+        s_send_event(ac, "status", d);
+        break;
+    }
+    case KORCH_AGENT_FILES: {
+        json_t *files = json_deep_copy(json_object_get(ev->data, "files"));
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f) {
+            json_object_set_new(f, "url", s_url(ac, "files", json_string_value(json_object_get(f, "path"))));
+            if (json_object_get(f, "figure"))
+                json_object_set_new(f, "figure_url",
+                                    s_url(ac, "figures", json_string_value(json_object_get(f, "figure"))));
+        }
+        s_send_event(ac, "files", json_pack("{s:i, s:o, s:O, s:O}", "step", step, "files", files, "total",
+                                            json_object_get(ev->data, "total"), "truncated",
+                                            json_object_get(ev->data, "truncated")));
+        break;
+    }
     }
 }
 
@@ -130,6 +184,8 @@ static void s_actor(zsock_t *pipe, void *arg)
             .existing = cfg->conn_path,
             .session_dir = cfg->dir,
             .max_steps = cfg->max_steps,
+            .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
+            .workdir_in_kernel = cfg->workdir_in_kernel,
             .on_event = s_on_agent_event,
             .cancelled = s_cancelled,
             .arg = &ac,
@@ -160,7 +216,11 @@ static void s_actor(zsock_t *pipe, void *arg)
         const char *status = rc == KORCH_OK ? "ok" : rc == KORCH_E_INTERRUPTED ? "interrupted" : "error";
         if (rc != KORCH_OK && rc != KORCH_E_INTERRUPTED)
             s_send_event(&ac, "error", json_pack("{s:s}", "message", err.msg[0] ? err.msg : korch_strerror(rc)));
-        json_t *done = json_pack("{s:s, s:I}", "status", status, "tokens", (json_int_t)korch_agent_tokens(ac.agent));
+        korch_agent_usage_t turn, session;
+        korch_agent_usage(ac.agent, &turn, &session);
+        json_t *done = json_pack("{s:s, s:{s:{s:I, s:I}, s:{s:I, s:I}}}", "status", status, "tokens", "turn", "input",
+                                 (json_int_t)turn.input, "output", (json_int_t)turn.output, "session", "input",
+                                 (json_int_t)session.input, "output", (json_int_t)session.output);
         if (rc != KORCH_OK)
             json_object_set_new(done, "message", json_string(err.msg[0] ? err.msg : korch_strerror(rc)));
         char *text = json_dumps(done, JSON_COMPACT);

@@ -8,9 +8,12 @@
  *    POST   /api/agent/sessions/{id}/messages {content}    200 text/event-stream, one turn
  *    POST   /api/agent/sessions/{id}/interrupt             204, the running step stops
  *    GET    /api/agent/sessions/{id}/notebook              the .ipynb
- *    GET    /api/agent/sessions/{id}/files                 [name] uploaded through the API
- *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size}, into the kernel's work dir
+ *    GET    /api/agent/sessions/{id}/files                 [{path, size, url, mime, uploaded}]: the work
+ *                                                          dir's files, uploads and what the code wrote
+ *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size} (200 + replaced: an upload
+ *                                                          of that name was there), into the work dir
  *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
+ *    GET    /api/agent/sessions/{id}/figures/{name}        a chart (PNG, JPEG, SVG) of result.figures
  *  (src/server/openapi.yaml describes every route and event.)
  *
  *  Threads. A korch_agent blocks while it thinks (libcurl easy) and owns its
@@ -39,6 +42,7 @@
 #include "korch/log.h"
 #include "korch/media.h"
 #include "korch/session.h"
+#include "korch/workdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -76,6 +80,7 @@ struct srv_agent {
     s_state_t state;
     int turns;
     int64_t tokens;
+    int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
     char error[512];            /* why it stopped, for the model */
     json_t *files;              /* names uploaded through the API */
     json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
@@ -214,6 +219,19 @@ static void s_stream_done(srv_agent_t *sa, const char *done_json)
     }
 }
 
+/* A turn that ends here rather than in the agent (it was deleted, its start
+   failed): done as the agent's would be, with no tokens spent this turn. */
+static void s_stream_end_turn(srv_agent_t *sa, const char *status, const char *msg)
+{
+    json_t *done = json_pack("{s:s, s:s, s:{s:{s:i, s:i}, s:{s:I, s:I}}}", "status", status, "message", msg, "tokens",
+                             "turn", "input", 0, "output", 0, "session", "input", (json_int_t)sa->tokens_in, "output",
+                             (json_int_t)sa->tokens_out);
+    char *text = done ? json_dumps(done, JSON_COMPACT) : NULL;
+    s_stream_done(sa, text ? text : "{}");
+    free(text);
+    json_decref(done);
+}
+
 /* ------------------------------------------------------- lifecycle */
 
 /* No kernel any more (it was shut down, culled or died for good, or the
@@ -246,7 +264,7 @@ static void s_doom(srv_agent_t *sa)
     if (sa->creating)
         srv_respond_error(sa->creating, 503, "the agent session was deleted while it started");
     sa->creating = NULL;
-    s_stream_done(sa, "{\"status\":\"interrupted\",\"message\":\"the session was deleted\"}");
+    s_stream_end_turn(sa, "interrupted", "the session was deleted");
     s_stop(sa, "deleted");
     if (!sa->actor) {
         s_free(&sa);
@@ -274,11 +292,7 @@ static void s_fail(srv_agent_t *sa, int status, const char *fmt, ...)
     free(sa->pending_question);
     sa->pending_question = NULL;
     s_stream_eventj(sa, "error", json_pack("{s:s}", "message", msg));
-    json_t *done = json_pack("{s:s, s:s}", "status", "error", "message", msg);
-    char *text = json_dumps(done, JSON_COMPACT);
-    s_stream_done(sa, text ? text : "{}");
-    free(text);
-    json_decref(done);
+    s_stream_end_turn(sa, "error", msg);
     s_stop(sa, msg);
 }
 
@@ -326,8 +340,12 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
     } else if (strcmp(cmd, "done") == 0) {
         char *json = zmsg_popstr(m);
         json_t *d = json ? json_loads(json, 0, NULL) : NULL;
-        if (json_is_integer(json_object_get(d, "tokens")))
-            sa->tokens = json_integer_value(json_object_get(d, "tokens"));
+        json_t *used = json_object_get(json_object_get(d, "tokens"), "session");
+        if (json_is_object(used)) {
+            sa->tokens_in = json_integer_value(json_object_get(used, "input"));
+            sa->tokens_out = json_integer_value(json_object_get(used, "output"));
+            sa->tokens = sa->tokens_in + sa->tokens_out;
+        }
         const char *status = json_string_value(json_object_get(d, "status"));
         srv_state(sa->srv)->metrics.agent_turns[!status || strcmp(status, "ok") == 0 ? 0
                                                 : strcmp(status, "interrupted") == 0 ? 1 : 2]++;
@@ -360,6 +378,7 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
 }
 
 /* ------------------------------------------------------ the kernel */
+
 
 /* A container's work dir is its own: keep a copy of each uploaded file in
    the session's files/ so a resumed session (a new container) gets it back.
@@ -497,6 +516,13 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
         }
         sa->owns_kernel = true;
     }
+    /* a local kernel of ours works in files/: the agent watches it for what the code writes */
+    if (sa->owns_kernel && !s_isolated(s))
+        snprintf(sa->cfg.workdir, sizeof sa->cfg.workdir, "%s/files", sa->cfg.dir);
+    else
+        sa->cfg.workdir[0] = 0;
+    /* a container's work dir is in its volume: the agent lists it from inside the kernel */
+    sa->cfg.workdir_in_kernel = sa->owns_kernel && s_isolated(s);
     snprintf(sa->kernel_id, sizeof sa->kernel_id, "%s", mk->id);
     snprintf(sa->cfg.kernel_name, sizeof sa->cfg.kernel_name, "%s", mk->name);
     sa->state = A_STARTING;
@@ -533,6 +559,12 @@ static json_t *s_check_files(json_t *files, char *why, size_t why_len)
         goto fail;
     }
     json_array_foreach(files, i, f) {
+        for (size_t j = 0; j < i; j++)
+            if (json_equal(json_object_get(json_array_get(files, j), "name"), json_object_get(f, "name"))) {
+                snprintf(why, why_len, "files[%zu] and files[%zu] are both named '%s': give each file its own name",
+                         j, i, json_string_value(json_object_get(f, "name")));
+                goto fail;
+            }
         const char *name = json_string_value(json_object_get(f, "name"));
         const char *content = json_string_value(json_object_get(f, "content"));
         const char *format = json_string_value(json_object_get(f, "format"));
@@ -569,6 +601,30 @@ fail:
     return NULL;
 }
 
+/* Whether this server can talk to the model at all (a key it lacks, an
+   unknown provider, no model): said at once, not when the first message
+   fails. Makes no request. */
+static bool s_llm_usable(const char *spec, char *why, size_t why_len)
+{
+    korch_llm_opts_t lo = {0};
+    korch_err_t err = {0};
+    korch_llm_t *llm = NULL;
+    if (korch_llm_parse_spec(spec, &lo, &err) == KORCH_OK)
+        llm = korch_llm_new(&lo, &err);
+    if (llm) {
+        korch_llm_destroy(&llm);
+        return true;
+    }
+    const char *key = lo.provider ? korch_llm_key_env(lo.provider) : NULL;
+    if (key && (!getenv(key) || !*getenv(key)))
+        snprintf(why, why_len,
+                 "this server has no API key for '%s': set %s in the environment of korch serve (or ask for "
+                 "another \"llm\")", spec, key);
+    else
+        snprintf(why, why_len, "cannot use llm '%s': %s", spec, err.msg);
+    return false;
+}
+
 static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len)
 {
     json_t *j = json_object_get(body, "llm");
@@ -592,7 +648,7 @@ static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t
                      lo.provider);
             return NULL;
         }
-        return want;
+        return s_llm_usable(want, why, why_len) ? want : NULL;
     }
     const char *dflt = srv_state(s)->opts.llm;
     if (!dflt || !*dflt)
@@ -616,6 +672,7 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     sa->files = json_array();
     sa->pending_files = json_array();
     snprintf(sa->id, sizeof sa->id, "%s", id);
+    snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = srv_state(s)->opts.agent_max_steps;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
@@ -647,6 +704,10 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
                           "(or set KORCH_LLM), or send \"llm\" in the request");
         return;
     }
+    if (!json_object_get(body, "llm") && !s_llm_usable(llm, why, sizeof why)) {
+        srv_respond_error(req, 503, "the server's own llm is not usable: %s", why); /* its configuration, not the request */
+        return;
+    }
     json_t *jk = json_object_get(body, "kernel_id"), *jn = json_object_get(body, "kernel_name");
     if ((jk && !json_is_string(jk)) || (jn && !json_is_string(jn))) {
         srv_respond_error(req, 400, "'kernel_id' and 'kernel_name' must be strings");
@@ -672,9 +733,12 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
     snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
     char files_dir[PATH_MAX + 8];
     snprintf(files_dir, sizeof files_dir, "%s/files", sa->cfg.dir);
-    if ((mkdir(s_base(s), 0755) != 0 && errno != EEXIST) || mkdir(sa->cfg.dir, 0700) != 0 ||
+    korch_err_t merr = {0};
+    if (korch_mkdirs(s_base(s), 0755, &merr) != KORCH_OK || mkdir(sa->cfg.dir, 0700) != 0 ||
         mkdir(files_dir, 0755) != 0) {
-        srv_respond_error(req, 500, "cannot create the session dir '%s': %s", sa->cfg.dir, strerror(errno));
+        if (!merr.rc)
+            korch_err_set(&merr, KORCH_E_IO, "cannot create the session dir '%s': %s", sa->cfg.dir, strerror(errno));
+        srv_respond_error(req, 500, "%s", merr.msg);
         s_free(&sa);
         return;
     }
@@ -825,11 +889,92 @@ static bool s_join(char **seg, int from, int nseg, char *buf, size_t len)
     return n > 0 && korch_safe_relpath(buf);
 }
 
+static json_t *s_url(srv_agent_t *sa, const char *what, const char *path) { return srv_agent_url(sa->id, what, path); }
+
+static bool s_uploaded(srv_agent_t *sa, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(sa->files, i, v) if (strcmp(json_string_value(v), name) == 0) return true;
+    return false;
+}
+
+/* Every file in the session's files/ (a local kernel's work dir: uploads
+   and what the code wrote; for containers, the copies of the uploads),
+   walked without following the kernel's symlinks, bounded. */
+static json_t *s_file_list(srv_agent_t *sa)
+{
+    char dir[PATH_MAX + 16];
+    json_t *list = NULL;
+    if (s_isolated(sa->srv)) { /* the agent's latest listing from inside the container */
+        snprintf(dir, sizeof dir, "%s/workdir.json", sa->cfg.dir);
+        size_t len = 0;
+        char *text = korch_read_file(dir, 16u << 20, &len, NULL);
+        json_t *j = text ? json_loadb(text, len, 0, NULL) : NULL;
+        free(text);
+        if (json_is_array(j))
+            list = j;
+        else
+            json_decref(j);
+    }
+    if (!list) {
+        snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+        korch_workdir_t *w = korch_workdir_new(dir, NULL);
+        json_t *scan = w ? korch_workdir_scan(w, NULL) : NULL;
+        list = w ? korch_workdir_list(w) : json_array();
+        korch_workdir_destroy(&w);
+        json_decref(scan);
+    }
+    size_t i;
+    json_t *f;
+    json_array_foreach(list, i, f) {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        json_object_set_new(f, "name", json_string(path));
+        json_object_set_new(f, "url", s_url(sa, "files", path));
+        json_object_set_new(f, "mime", json_string(korch_mime_for(path)));
+        json_object_set_new(f, "uploaded", json_boolean(s_uploaded(sa, path)));
+    }
+    return list;
+}
+
+/* GET .../figures/{name}: a chart the agent kept (figures/fig-N.ext). */
+static void s_figure(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
+{
+    if (strcmp(req->method, "GET") != 0) {
+        srv_respond_error(req, 405, "method not allowed");
+        return;
+    }
+    const char *name = nseg == 6 ? seg[5] : NULL;
+    int num = 0, used = 0;
+    char ext[8] = "";
+    if (!name || strlen(name) > 40 || sscanf(name, "fig-%d.%7[a-z]%n", &num, ext, &used) != 2 ||
+        used != (int)strlen(name) || num <= 0) {
+        srv_respond_error(req, 404, "no figure '%s' (figures are named fig-N.png, .jpg or .svg)", name ? name : "");
+        return;
+    }
+    const char *mime = korch_mime_for(name);
+    if (strncmp(mime, "image/", 6) != 0) {
+        srv_respond_error(req, 404, "no figure '%s'", name);
+        return;
+    }
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/figures", sa->cfg.dir);
+    size_t len = 0;
+    korch_err_t err = {0};
+    char *data = korch_workdir_read(dir, name, MAX_NOTEBOOK, &len, &err);
+    if (!data) {
+        srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? 404 : 500, "%s", err.msg);
+        return;
+    }
+    srv_respond_raw(req, 200, mime, data, len);
+    free(data);
+}
+
 static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
 {
     if (nseg == 5) {
         if (strcmp(req->method, "GET") == 0)
-            srv_respond(req, 200, json_incref(sa->files));
+            srv_respond(req, 200, s_file_list(sa));
         else
             srv_respond_error(req, 405, "method not allowed");
         return;
@@ -853,34 +998,35 @@ static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
             srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
             return;
         }
+        bool replaced = s_uploaded(sa, rel);
         s_keep_copy(sa, rel, req->body ? req->body : "", req->body_len);
         s_add_file(sa, rel);
         s_save(sa);
         if (sa->actor)
             zstr_send(sa->actor, "FILES");
         s_touch(sa);
-        srv_respond(req, 201, json_pack("{s:s, s:I}", "name", rel, "size", (json_int_t)req->body_len));
+        /* PUT replaces by definition; the answer says when it did */
+        srv_respond(req, replaced ? 200 : 201,
+                    json_pack("{s:s, s:I, s:b, s:o}", "name", rel, "size", (json_int_t)req->body_len, "replaced",
+                              replaced, "url", s_url(sa, "files", rel)));
     } else if (strcmp(req->method, "GET") == 0) {
         char *data = NULL;
         size_t len = 0;
         korch_rc_t rc;
         if (proc)
             rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
-        else { /* stopped: what is left on the host */
+        else { /* stopped: what is left on the host, read without following the kernel's symlinks */
             char dir[PATH_MAX + 8];
             snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
-            korch_err_t e = {0};
-            data = korch_fs_read_rel(dir, rel, max, &len, &e); /* a local kernel's links are not followed */
-            rc = data ? KORCH_OK
-                      : korch_err_set(&err, e.rc, e.rc == KORCH_E_NOTFOUND ? "no file '%s'" : "%s",
-                                      e.rc == KORCH_E_NOTFOUND ? rel : e.msg);
+            data = korch_workdir_read(dir, rel, max, &len, &err);
+            rc = data ? KORCH_OK : err.rc;
         }
         if (rc != KORCH_OK) {
             srv_respond_error(req, rc == KORCH_E_NOTFOUND ? 404 : rc == KORCH_E_TOOBIG ? 413 : 500, "%s",
                               err.msg);
             return;
         }
-        srv_respond_raw(req, 200, "application/octet-stream", data, len);
+        srv_respond_raw(req, 200, korch_mime_for(rel), data, len);
         free(data);
     } else
         srv_respond_error(req, 405, "method not allowed");
@@ -899,6 +1045,7 @@ static void s_get(srv_agent_t *sa, srv_req_t *req)
     /* one record per line; a line being written (no newline yet) is left out */
     for (char *p = text, *nl; p && (nl = memchr(p, '\n', len - (size_t)(p - text))); p = nl + 1) {
         json_t *r = json_loadb(p, (size_t)(nl - p), 0, NULL);
+        json_object_del(r, "saved"); /* host paths (older sessions): figures carry names */
         if (r)
             json_array_append_new(records, r);
     }
@@ -982,6 +1129,8 @@ void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
         s_notebook(sa, req);
     else if (strcmp(sub, "files") == 0)
         s_files(sa, req, seg, nseg);
+    else if (strcmp(sub, "figures") == 0)
+        s_figure(sa, req, seg, nseg);
     else if (nseg == 4 ||
              (nseg == 5 && (strcmp(sub, "messages") == 0 || strcmp(sub, "interrupt") == 0 ||
                             strcmp(sub, "notebook") == 0)))

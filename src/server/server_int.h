@@ -260,10 +260,16 @@ typedef struct {
     char dir[PATH_MAX];         /* the session dir */
     char conn_path[PATH_MAX + 16];  /* the kernel's connection file */
     char kernel_name[128];
+    char id[40];                /* the session's id, for the URLs in its events */
+    char workdir[PATH_MAX + 8]; /* the kernel's work dir on this host ("" = not watched) */
+    bool workdir_in_kernel;     /* no work dir on this host (a container): list it from the kernel */
     int max_steps;
     atomic_int cancel;
 } srv_agent_cfg_t;
 zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
+/* "/api/agent/sessions/{id}/{what}/{path}" (relative, no token), path
+   percent-encoded but for '/': a new string. */
+json_t *srv_agent_url(const char *id, const char *what, const char *path);
 
 void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
 /* A SRV_WAIT_AGENT request's kernel became ready / failed (the request is answered). */

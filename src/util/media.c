@@ -137,6 +137,33 @@ korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korc
     return korch_fs_write(path, data, len, &o, err);
 }
 
+korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err)
+{
+    char tmp[4096];
+    if (!path || !*path || snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return korch_err_set(err, KORCH_E_INVALID, "cannot create '%s': the path is empty or too long",
+                             path ? path : "");
+    for (char *p = tmp + 1;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = 0;
+        struct stat st;
+        if (mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        if (stat(tmp, &st) != 0)
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': it exists and is not a directory", tmp);
+        *p = c;
+        if (!c)
+            break;
+        while (p[1] == '/')
+            p++;
+    }
+    return KORCH_OK;
+}
+
 char *korch_read_file(const char *path, size_t max, size_t *plen, korch_err_t *err)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");

@@ -79,6 +79,7 @@ class Ctx(ws_client.Ctx):
     def __init__(self, args):
         super().__init__(args)
         self.sessions = []
+        self.agent_dir = args.agent_dir
 
     def session(self, **body):
         st, m = self.http.req("POST", "api/agent/sessions", body)
@@ -190,6 +191,14 @@ def sc_analysis(x):
             x.base + "api/agent/sessions/%s/files/sales.csv" % m["id"],
             headers={"Authorization": "token " + x.token})) as r:
         x.check(r.read() == csv.encode(), "GET files/sales.csv is the uploaded file")
+    # the chart by URL (result.figures), never a host path
+    figs = [f for r in _of(events, "result") for f in r.get("figures", [])]
+    x.check(len(figs) == 1 and figs[0]["url"] == "/api/agent/sessions/%s/figures/fig-1.png" % m["id"],
+            "result.figures: %r" % figs)
+    x.check(not any("saved" in r for r in _of(events, "result")), "no host paths in results")
+    if figs:
+        st, png = _raw(x, "GET", figs[0]["url"])
+        x.check(st == 200 and png[:4] == b"\x89PNG", "GET %s -> %s" % (figs[0]["url"], st))
     st, _ = x.http.req("DELETE", "api/agent/sessions/" + m["id"])
     x.sessions.remove(m["id"])
     x.check(st == 204, "DELETE -> %s" % st)
@@ -411,7 +420,7 @@ def sc_errors(x):
 def sc_kernel_gone(x):
     """The session's kernel is shut down (DELETE, culling): the session is
     stopped, and the next message resumes it in a fresh kernel whose state
-    the agent rebuilds by re-running the transcript's cells."""
+    the agent rebuilds from its snapshot (nothing re-run)."""
     m = x.session()
     ev = Sse(x, m["id"], "remember a number").all()
     x.check(_of(ev, "final") and _of(ev, "final")[0]["text"] == "Stored.", "turn 1: %r" % _of(ev, "final"))
@@ -421,7 +430,9 @@ def sc_kernel_gone(x):
     x.check(s2["kernel_id"] is None and "shut down" in s2.get("stopped_because", ""), "stopped model: %r" % s2)
     ev = Sse(x, m["id"], "now use it").all()
     notices = " ".join(d["text"] for d in _of(ev, "notice"))
-    x.check("resuming" in notices and "re-running" in notices, "resume notices: %r" % notices)
+    x.check("resuming" in notices and "restored 1 name(s) from the snapshot" in notices and
+            "side effects did not repeat" in notices, "resume notices: %r" % notices)
+    x.check(x.agent_dir not in notices, "no host path in the notices: %r" % notices)
     x.check(_of(ev, "final") and "The answer is 43." in _of(ev, "final")[0]["text"],
             "after the resume: %r" % _of(ev, "final"))
     st, s3 = x.http.req("GET", "api/agent/sessions/" + m["id"])
@@ -467,14 +478,144 @@ def sc_nollm(x):
     x.check(st == 200 and kernels == [], "no kernel left: %r" % kernels)
 
 
+def sc_files(x):
+    """Files the code writes: the files event with URLs, figures by URL, the
+    listing of the whole work dir with sizes; same-name uploads refused;
+    PUT says when it replaced; no host path anywhere."""
+    st, b = x.http.req("POST", "api/agent/sessions", {"files": [{"name": "a.csv", "content": "1"},
+                                                                 {"name": "a.csv", "content": "2"}]})
+    x.check(st == 400 and "both named 'a.csv'" in (b or {}).get("message", ""), "same names -> %s %r" % (st, b))
+    m = x.session(files=[{"name": "sales.csv", "content": "x\n1\n"}])
+    sid = m["id"]
+    events = Sse(x, sid, "write files").all()
+    flat = json.dumps(events)
+    x.check(x.agent_dir not in flat, "no host path in the events")
+    fev = _of(events, "files")
+    x.check(len(fev) == 2, "two files events: %r" % fev)
+    if fev:
+        got = {f["path"]: f for f in fev[0]["files"]}
+        x.check(sorted(got) == ["out.csv", "reports/r0.txt", "reports/r1.txt", "x.png"], "created: %r" % sorted(got))
+        oc = got.get("out.csv", {})
+        x.check(oc.get("change") == "created" and oc.get("size", 0) > 0 and oc.get("mime") == "text/csv" and
+                oc.get("url") == "/api/agent/sessions/%s/files/out.csv" % sid, "out.csv: %r" % oc)
+        xp = got.get("x.png", {})
+        x.check(xp.get("figure") == "fig-1.png" and xp.get("figure_url") ==
+                "/api/agent/sessions/%s/figures/fig-1.png" % sid, "x.png is a figure: %r" % xp)
+        x.check(fev[0]["step"] == 1 and fev[0]["total"] == 4, "step/total: %r" % {k: fev[0][k] for k in ("step", "total")})
+    if len(fev) > 1:
+        x.check([(f["path"], f["change"]) for f in fev[1]["files"]] == [("out.csv", "deleted")], "deleted: %r" % fev[1])
+    figs = [f for r in _of(events, "result") for f in r.get("figures", [])]
+    x.check([f["url"] for f in figs] == ["/api/agent/sessions/%s/figures/fig-1.png" % sid], "figures: %r" % figs)
+    st, png = _raw(x, "GET", "/api/agent/sessions/%s/figures/fig-1.png" % sid)
+    x.check(st == 200 and png[:4] == b"\x89PNG", "GET figures/fig-1.png -> %s" % st)
+    for bad in ("fig-9.png", "..%2fsession.json", "fig-1.png.json", "x.png"):
+        st, _ = _raw(x, "GET", "/api/agent/sessions/%s/figures/%s" % (sid, bad))
+        x.check(st == 404, "GET figures/%s -> %s" % (bad, st))
+    st, listing = x.http.req("GET", "api/agent/sessions/%s/files" % sid)
+    by = {f["path"]: f for f in listing or []}
+    x.check(sorted(by) == ["reports/r0.txt", "reports/r1.txt", "sales.csv", "x.png"], "listing: %r" % sorted(by))
+    x.check(by.get("reports/r0.txt", {}).get("size") == 9 and by.get("sales.csv", {}).get("uploaded") is True and
+            by.get("x.png", {}).get("uploaded") is False, "listing sizes/uploaded: %r" % listing)
+    st, body = _raw(x, "GET", "/api/agent/sessions/%s/files/reports/r0.txt" % sid)
+    x.check(st == 200 and body == b"report 0\n", "GET files/reports/r0.txt -> %s %r" % (st, body))
+    st, b = _raw(x, "PUT", "/api/agent/sessions/%s/files/sales.csv" % sid, b"x\n2\n")
+    x.check(st == 200 and b.get("replaced") is True, "PUT over an upload -> %s %r" % (st, b))
+    st, b = _raw(x, "PUT", "/api/agent/sessions/%s/files/new.txt" % sid, b"n")
+    x.check(st == 201 and b.get("replaced") is False, "PUT new -> %s %r" % (st, b))
+    st, full = x.http.req("GET", "api/agent/sessions/" + sid)
+    x.check(x.agent_dir not in json.dumps(full), "no host path in the session's transcript")
+
+
 SCENARIOS = {f.__name__[3:]: f for f in (sc_analysis, sc_turns, sc_chunks, sc_interrupt, sc_close_cancels, sc_attach,
-                                          sc_errors, sc_close_during_model, sc_kernel_gone, sc_remember, sc_recall, sc_nollm)}
+                                          sc_errors, sc_close_during_model, sc_kernel_gone, sc_remember, sc_recall, sc_nollm,
+                                          sc_files)}
+
+
+# ------------------------------------------------- live progress (issue 11)
+
+def _reported():
+    """What the scripted LLM server reported, per request ({input, output}
+    or None for an error reply): korch serve's OPENAI_BASE_URL is ours too."""
+    base = os.environ["OPENAI_BASE_URL"].rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(base + "/requests") as r:
+        return [x.get("usage") for x in json.load(r)]
+
+
+def _sum(usages):
+    return {"input": sum(u["input"] for u in usages if u), "output": sum(u["output"] for u in usages if u)}
+
+
+def _live_turn(x, sid, question, session_before):
+    """One turn; checks code_delta against code, status, done.tokens."""
+    before = len(_reported())
+    events = Sse(x, sid, question).all()
+    turn = _sum(_reported()[before:])
+    names = [n for n, _ in events]
+    x.details.setdefault("events", []).append({n: names.count(n) for n in set(names)})
+    for step in sorted({d["step"] for d in _of(events, "code")}):
+        joined = "".join(d["text"] for d in _of(events, "code_delta") if d["step"] == step)
+        code = [d["code"] for d in _of(events, "code") if d["step"] == step]
+        x.check(joined == code[0], "step %d: code_delta joined %r, code %r" % (step, joined[:80], code[0][:80]))
+        x.check(names.index("code_delta") < names.index("code"), "code_delta before code")
+    for d in _of(events, "status"):
+        x.check(d["phase"] in ("model", "retry", "executing") and isinstance(d["elapsed_ms"], int) and "step" in d,
+                "status event: %r" % d)
+    done = _of(events, "done")
+    session = {k: session_before[k] + turn[k] for k in turn}
+    x.check(done and done[0].get("tokens") == {"turn": turn, "session": session},
+            "done.tokens %r, the server reported turn %r session %r" % (done and done[0].get("tokens"), turn, session))
+    return events, session
+
+
+def sc_live(x):
+    """Code streamed as the model writes it (escapes cut mid-way, openai and
+    anthropic), status while waiting (a 429 back-off, code running), and
+    done.tokens per turn and per session, as the scripted server reported."""
+    for llm in ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5"):
+        m = x.session(llm=llm)
+        events, used = _live_turn(x, m["id"], "run the escapes", {"input": 0, "output": 0})
+        final = _of(events, "final")
+        x.check(final and "LIVE 6 12 9 caf\u00e9 \U0001F600" in final[0]["text"], "%s: final %r" % (llm, final))
+        x.check(any(d["phase"] == "executing" for d in _of(events, "status")), "an executing status")
+        x.check(any(d["phase"] == "model" for d in _of(events, "status")), "a model status")
+        events, used = _live_turn(x, m["id"], "rate limited now", used)
+        retry = [d for d in _of(events, "status") if d["phase"] == "retry"]
+        x.check(len(retry) >= 2 and all(d["attempt"] == 1 and d["http_status"] == 429 and "retry_in_ms" in d
+                                        for d in retry), "retry status events: %r" % retry)
+        x.check(retry and retry[0]["retry_in_ms"] == 2000, "the back-off the API asked for: %r" % retry[:1])
+        x.check(_of(events, "final") and _of(events, "final")[0]["text"] == "Waited, then answered: rate limited now.",
+                "after the back-off: %r" % _of(events, "final"))
+        st, s2 = x.http.req("GET", "api/agent/sessions/" + m["id"])
+        x.check(s2.get("tokens") == used["input"] + used["output"], "session tokens %r, want %r" %
+                (s2.get("tokens"), used))
+
+
+def sc_llm_keys(x):
+    """A model the server cannot use is a 400 that says what to do; nothing is created."""
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "anthropic:claude-sonnet-4-5"})
+    x.check(st == 400 and b.get("message") == "this server has no API key for 'anthropic:claude-sonnet-4-5': set "
+            "ANTHROPIC_API_KEY in the environment of korch serve (or ask for another \"llm\")",
+            "no key -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "nope:model"})
+    x.check(st == 400 and "unknown llm provider 'nope'" in b.get("message", ""), "unknown provider -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"llm": "openai:"})
+    x.check(st == 400 and "names no model" in b.get("message", ""), "no model -> %s %r" % (st, b))
+    st, lst = x.http.req("GET", "api/agent/sessions")
+    x.check(st == 200 and lst == [], "nothing was created: %r" % lst)
+    st, kernels = x.http.req("GET", "api/kernels")
+    x.check(st == 200 and kernels == [], "no kernel was started: %r" % kernels)
+    m = x.session(llm="openai:gpt-4o-mini")     # the provider the server has a key for still works
+    x.check(m["llm"] == "openai:gpt-4o-mini", "session: %r" % m)
+
+
+SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys)})
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
     ap.add_argument("--kernel-name", default="python3")
+    ap.add_argument("--agent-dir", default="/nonexistent-agent-dir")
     ap.add_argument("scenarios", nargs="+")
     args = ap.parse_args()
     u = urllib.parse.urlsplit(args.url)

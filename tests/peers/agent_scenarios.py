@@ -5,6 +5,7 @@ kernel executions are read back out of the tool results and quoted in the
 final answer, so a test that checks the answer proves the kernel's output
 went back to the model.
 """
+import json
 import re
 
 import llm_scenarios as ls
@@ -184,5 +185,126 @@ def shared(provider, req, state):
     return {"text": "The notebook's value is %s." % _find(r"SHARED=(\w+)", results)}
 
 
+def writer(provider, req, state):
+    """Code that writes files: a CSV, a saved chart, a folder of reports; the
+    model quotes korch's list of what changed (names and sizes)."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code(
+            "import os, pandas as pd, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "pd.DataFrame({'a': [1, 2, 3]}).to_csv('out.csv', index=False)\n"
+            "plt.plot([1, 2, 3]); plt.savefig('x.png'); plt.close()\n"
+            "os.makedirs('reports', exist_ok=True)\n"
+            "for i in range(2):\n    open('reports/r%d.txt' % i, 'w').write('report %d\\n' % i)\n"
+            "os.symlink('/etc/passwd', 'leak.png')\nos.symlink('/etc', 'etcdir')\n"
+            "print('WROTE')")]}
+    if len(results) == 1:
+        _, images = ls.latest_tool_result(provider, req)  # the saved PNG, attached for a vision model
+        return {"tool_calls": [_code("import os\nos.remove('out.csv')\nprint('REMOVED, IMAGES=%d')" % images)]}
+    first = _find(r"\[files in the working directory changed by this code: ([^\]]*)\]", [results[0]])
+    second = _find(r"\[files in the working directory changed by this code: ([^\]]*)\]", [results[1]])
+    return {"text": "FIRST: %s\nSECOND: %s\n%s" % (first, second, _find(r"(IMAGES=\d+)", results))}
+
+
+def excel(provider, req, state):
+    """.xlsx written and read back by pandas (openpyxl), and the kernel's memory limit."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code(
+            "import pandas as pd\npd.DataFrame({'a': [1, 2, 39]}).to_excel('t.xlsx', index=False)\n"
+            "print('XLSX=%d' % pd.read_excel('t.xlsx')['a'].sum())\n"
+            "try:\n    print('MEM=%s' % open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read().strip())\n"
+            "except OSError:\n    print('MEM=none')\n"
+            "print('UPLOADED=%d' % pd.read_excel('given.xlsx')['n'].sum())")]}
+    return {"text": "Excel: %s, %s, %s." % (_find(r"(XLSX=\d+)", results), _find(r"(UPLOADED=\d+)", results),
+                                            _find(r"(MEM=\w+)", results))}
+
+
+def fencerun(provider, req, state):
+    """A model with tools that answers with a ```python fence instead of a call."""
+    results = _all_results(provider, req)
+    if not results:
+        return {"text": "Let me compute.\n```python\nprint('FENCERUN=%d' % (40 + 2))\n```\n"}
+    # an untagged fence in an answer is output to show, not code to run
+    return {"text": "Ran the fence: %s.\n```\nFENCERUN=42\n```\n" % _find(r"(FENCERUN=\d+)", results)}
+
+
+def sysecho(provider, req, state):
+    """Quotes the system prompt it got."""
+    return {"text": "SYSTEM<<%s>>" % ls.system_text(provider, req)}
+
+
+def snapshot(provider, req, state):
+    """Turn 1 appends to a file, draws a random number and sets a variable in a
+    cell that then fails; after a resume turn 2 reports what survived and what
+    korch told it about the rebuild."""
+    user = ls.latest_user_text(provider, req)
+    results = _all_results(provider, req)
+    text, _ = ls.latest_tool_result(provider, req)
+    if "set up" in user:
+        if not text:
+            return {"tool_calls": [_code(
+                "import random\nopen('log.txt', 'a').write('ran\\n')\nitems = []\nitems.append(1)\n"
+                "r = random.random()\nprint('R=%r' % r)")]}
+        if "partial" not in json_dumps_calls(provider, req):
+            return {"tool_calls": [_code("partial = 'set before failing'\nraise ValueError('boom')")]}
+        return {"text": "Set up: %s." % _find(r"(R=[0-9.e-]+)", results)}
+    if "check" in user:
+        if not text or "LINES" not in text:
+            return {"tool_calls": [_code(
+                "print('LINES=%d ITEMS=%d R=%r PARTIAL=%s' % (len(open('log.txt').read().splitlines()), len(items), "
+                "r, globals().get('partial')))")]}
+        system = ls.system_text(provider, req)
+        told = "restored" if "restored" in system else "re-run" if "re-run" in system else "nothing"
+        return {"text": "After resume: %s TOLD=%s." % (_find(r"(LINES=.*)", [text]), told)}
+    return {"text": "unexpected question: " + user}
+
+
+def snapfunc(provider, req, state):
+    """A function defined in a cell cannot be pickled by value: after a resume
+    it is rebuilt by re-running the cells, and the snapshot goes over them."""
+    user = ls.latest_user_text(provider, req)
+    text, _ = ls.latest_tool_result(provider, req)
+    if "set up" in user:
+        if not text:
+            return {"tool_calls": [_code(
+                "import random\nopen('log.txt', 'a').write('ran\\n')\nr = random.random()\n"
+                "def twice(x):\n    return 2 * x\nprint('R=%r' % r)")]}
+        return {"text": "Set up: %s." % _find(r"(R=[0-9.e-]+)", [text])}
+    if "check" in user:
+        if not text or "LINES" not in text:
+            return {"tool_calls": [_code(
+                "print('LINES=%d R=%r TWICE=%d' % (len(open('log.txt').read().splitlines()), r, twice(21)))")]}
+        return {"text": "After resume: %s." % _find(r"(LINES=.*)", [text])}
+    return {"text": "unexpected question: " + user}
+
+
+def json_dumps_calls(provider, req):
+    import json
+    return json.dumps(ls.messages(provider, req))
+
+
+def rstats(provider, req, state):
+    """An R kernel (IRkernel): read a CSV, quote the mean the kernel printed, save a PNG plot."""
+    tools = req.get("tools") or []
+    names = [t.get("name") or (t.get("function") or {}).get("name") for t in tools]
+    if "run_code" not in names:
+        return {"text": "NO run_code TOOL: %r" % names}
+    desc = json.dumps(tools)
+    if " R " not in desc and "Run R code" not in desc:
+        return {"text": "THE TOOL DOES NOT SAY R: " + desc[:300]}
+    results = _all_results(provider, req)
+    if not results:
+        return {"tool_calls": [{"name": "run_code", "arguments": {"code":
+                "d <- read.csv('nums.csv')\ncat(sprintf('MEAN=%.3f\\n', mean(d$x)))"}}]}
+    if len(results) == 1:
+        return {"tool_calls": [{"name": "run_code", "arguments": {"code":
+                "png('plot.png')\nplot(d$x)\ninvisible(dev.off())\ncat('PLOTTED\\n')"}}]}
+    system = ls.system_text(provider, req)
+    return {"text": "The mean is %s; %s; system names R: %s." % (
+        _find(r"MEAN=([0-9.]+)", results), "plot saved" if "plot.png" in results[-1] else "NO PLOT SEEN",
+        "yes" if "running R" in system else "no")}
+
+
 SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
-                                     shared, chunks)}
+                                     shared, chunks, writer, excel, fencerun, sysecho, snapshot, snapfunc, rstats)}

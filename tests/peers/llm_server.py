@@ -12,7 +12,9 @@ the scenario is "hello"):
     POST /s/<scenario>/api/chat              Ollama, NDJSON
     GET  /s/<scenario>/requests              what was received: [{"provider",
                                              "path", "headers", "body", "time",
-                                             "rejected"}]
+                                             "rejected", "usage"}] (usage: the
+                                             {input, output} tokens the reply
+                                             reported, when it streamed)
 
 So the base URLs are http://127.0.0.1:PORT/s/NAME/v1 (OpenAI) and
 http://127.0.0.1:PORT/s/NAME (Anthropic, Ollama).
@@ -41,6 +43,11 @@ SCENARIOS = dict(llm_scenarios.SCENARIOS)
 try:
     import agent_scenarios  # noqa: E402  (the agent layer's end-to-end scenarios)
     SCENARIOS.update(agent_scenarios.SCENARIOS)
+except ImportError:
+    pass
+try:
+    import live_scenarios  # noqa: E402  (live progress: code as it is written, back-offs, tokens)
+    SCENARIOS.update(live_scenarios.SCENARIOS)
 except ImportError:
     pass
 
@@ -72,7 +79,15 @@ def pieces(text, words=2):
 
 
 def fragments(s, size=7):
-    return [s[i:i + size] for i in range(0, len(s), size)]
+    """Pieces of s; size is a number or a list of sizes used in turn."""
+    sizes = size if isinstance(size, list) else [size]
+    out, i, k = [], 0, 0
+    while i < len(s):
+        n = sizes[k % len(sizes)]
+        out.append(s[i:i + n])
+        i += n
+        k += 1
+    return out
 
 
 def tokens(s):
@@ -304,9 +319,10 @@ def error_body(provider, status, message=None, etype=None):
 
 # ------------------------------------------------------------------ streams
 
-def tool_args(call, malformed):
+def tool_args(call, malformed, ascii_only=False):
     args = call.get("arguments", {})
-    s = args if isinstance(args, str) else compact(args)
+    # ascii_only: non-ASCII as \\uXXXX escapes (surrogate pairs beyond the BMP), as some APIs send it
+    s = args if isinstance(args, str) else json.dumps(args, separators=(",", ":"), ensure_ascii=ascii_only)
     if malformed:
         s = s[:-2] + ', "oops": }'
     return s
@@ -340,12 +356,13 @@ def openai_events(spec, body, prompt_tokens):
     for i, call in enumerate(calls):
         out.append(chunk({"tool_calls": [{"index": i, "id": rand_id("call_"), "type": "function",
                                           "function": {"name": call["name"], "arguments": ""}}]}))
-        args = tool_args(call, spec.get("malformed_tool_args"))
+        args = tool_args(call, spec.get("malformed_tool_args"), spec.get("ascii_args"))
         completion += tokens(args)
-        for frag in fragments(args):
+        for frag in fragments(args, spec.get("arg_fragments", 7)):
             out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": frag}}]}))
     out.append(chunk({}, "tool_calls" if calls else spec.get("finish", "stop")))
     if usage_on:
+        spec["_reported"] = {"input": prompt_tokens, "output": completion}
         out.append("data: %s\n\n" % compact(dict(base, choices=[], usage={
             "prompt_tokens": prompt_tokens, "completion_tokens": completion,
             "total_tokens": prompt_tokens + completion,
@@ -391,15 +408,16 @@ def anthropic_events(spec, body, prompt_tokens):
             "type": "tool_use", "id": rand_id("toolu_01"), "name": call["name"], "input": {}}}))
         out.append(ev("content_block_delta", {"type": "content_block_delta", "index": index,
                                               "delta": {"type": "input_json_delta", "partial_json": ""}}))
-        args = tool_args(call, spec.get("malformed_tool_args"))
+        args = tool_args(call, spec.get("malformed_tool_args"), spec.get("ascii_args"))
         completion += tokens(args)
-        for frag in fragments(args):
+        for frag in fragments(args, spec.get("arg_fragments", 7)):
             out.append(ev("content_block_delta", {"type": "content_block_delta", "index": index,
                                                   "delta": {"type": "input_json_delta", "partial_json": frag}}))
         out.append(ev("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     stop = "tool_use" if calls else {"stop": "end_turn", "length": "max_tokens"}.get(spec.get("finish", "stop"),
                                                                                     "end_turn")
+    spec["_reported"] = {"input": prompt_tokens, "output": completion}
     out.append(ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                     "usage": {"output_tokens": completion}}))
     out.append(ev("message_stop", {"type": "message_stop"}))
@@ -435,6 +453,7 @@ def ollama_events(spec, body, prompt_tokens):
             tc.append({"function": {"name": call["name"], "arguments": args}})
         out.append(line({"model": model, "created_at": now(),
                          "message": {"role": "assistant", "content": "", "tool_calls": tc}, "done": False}))
+    spec["_reported"] = {"input": prompt_tokens, "output": completion}
     out.append(line({"model": model, "created_at": now(), "message": {"role": "assistant", "content": ""},
                      "done_reason": spec.get("finish", "stop"), "done": True, "total_duration": 123456789,
                      "load_duration": 1234567, "prompt_eval_count": prompt_tokens, "prompt_eval_duration": 2345678,
@@ -531,6 +550,7 @@ class Handler(BaseHTTPRequestHandler):
         events = make(spec, body, tokens(raw.decode("utf-8", "replace")))
         if spec.get("drop_last_events"):
             events = events[:-spec["drop_last_events"]]
+        record["usage"] = spec.get("_reported")     # the token counts this reply reports
         self.stream(events, ctype, spec)
 
     def stream(self, events, ctype, spec):

@@ -1,0 +1,323 @@
+/*  korch_workdir: a bounded, symlink-proof walk of a kernel's work dir and
+ *  the difference between two walks. See include/korch/workdir.h. */
+#include "korch/workdir.h"
+#include "korch/fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct korch_workdir {
+    char *root;
+    korch_workdir_limits_t lim;
+    json_t *last;               /* path -> [size, mtime_s, mtime_ns, ino] */
+};
+
+typedef struct {
+    korch_workdir_t *w;
+    json_t *now;
+    size_t dirs;
+    bool truncated;
+} s_walk_t;
+
+korch_workdir_t *korch_workdir_new(const char *dir, const korch_workdir_limits_t *limits)
+{
+    korch_workdir_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->root = strdup(dir ? dir : "");
+    w->last = json_object();
+    if (limits)
+        w->lim = *limits;
+    if (!w->lim.max_entries)
+        w->lim.max_entries = 5000;
+    if (w->lim.max_depth <= 0)
+        w->lim.max_depth = 8;
+    if (!w->lim.max_dirs)
+        w->lim.max_dirs = 1000;
+    if (!w->root || !w->last) {
+        korch_workdir_destroy(&w);
+        return NULL;
+    }
+    return w;
+}
+
+void korch_workdir_destroy(korch_workdir_t **pw)
+{
+    if (!pw || !*pw)
+        return;
+    free((*pw)->root);
+    json_decref((*pw)->last);
+    free(*pw);
+    *pw = NULL;
+}
+
+/* Walk the directory open as fd (taken: closed here), prefix its path. */
+static void s_walk(s_walk_t *wk, int fd, const char *prefix, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    wk->dirs++;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue; /* ".", "..", and hidden names */
+        if (json_object_size(wk->now) >= wk->w->lim.max_entries) {
+            wk->truncated = true;
+            break;
+        }
+        char path[PATH_MAX];
+        int n = snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "/" : "", de->d_name);
+        if (n < 0 || (size_t)n >= sizeof path)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISREG(st.st_mode)) {
+            json_object_set_new(wk->now, path,
+                                json_pack("[I, I, I, I]", (json_int_t)st.st_size, (json_int_t)st.st_mtim.tv_sec,
+                                          (json_int_t)st.st_mtim.tv_nsec, (json_int_t)st.st_ino));
+        } else if (S_ISDIR(st.st_mode)) {
+            if (depth + 1 > wk->w->lim.max_depth || wk->dirs >= wk->w->lim.max_dirs) {
+                wk->truncated = true;
+                continue;
+            }
+            /* O_NOFOLLOW: the entry may have been swapped for a symlink since the stat */
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                s_walk(wk, sub, path, depth + 1);
+        }
+        /* symlinks, fifos, sockets, devices: not listed, never opened */
+    }
+    closedir(d);
+}
+
+static json_t *s_entry(const char *path, json_t *v, const char *change)
+{
+    json_t *e = json_pack("{s:s, s:I}", "path", path, "size", json_integer_value(json_array_get(v, 0)));
+    if (change)
+        json_object_set_new(e, "change", json_string(change));
+    return e;
+}
+
+static int s_cmp_path(const void *a, const void *b)
+{
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "path")),
+                  json_string_value(json_object_get(*(json_t *const *)b, "path")));
+}
+
+static void s_sort(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    if (n < 2)
+        return;
+    json_t **v = malloc(n * sizeof *v);
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(arr, i));
+    qsort(v, n, sizeof *v, s_cmp_path);
+    json_array_clear(arr);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, v[i]);
+    free(v);
+}
+
+/* The differences between w->last and now (stolen: it becomes w->last). */
+static json_t *s_diff(korch_workdir_t *w, json_t *now, bool truncated)
+{
+    s_walk_t wk = {.w = w, .now = now, .truncated = truncated};
+    json_t *changes = json_array();
+    json_int_t bytes = 0;
+    const char *path;
+    json_t *v;
+    json_object_foreach(wk.now, path, v) {
+        bytes += json_integer_value(json_array_get(v, 0));
+        json_t *old = json_object_get(w->last, path);
+        if (!old)
+            json_array_append_new(changes, s_entry(path, v, "created"));
+        else if (!json_equal(old, v))
+            json_array_append_new(changes, s_entry(path, v, "modified"));
+    }
+    json_object_foreach(w->last, path, v) {
+        /* a cut walk did not see everything: what it missed is not "deleted" */
+        if (!json_object_get(wk.now, path) && !wk.truncated)
+            json_array_append_new(changes, s_entry(path, v, "deleted"));
+    }
+    s_sort(changes);
+    json_decref(w->last);
+    w->last = wk.now;
+    return json_pack("{s:o, s:b, s:I, s:I}", "changes", changes, "truncated", wk.truncated, "files",
+                     (json_int_t)json_object_size(w->last), "bytes", bytes);
+}
+
+json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err)
+{
+    int fd = *w->root ? open(w->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read the work dir '%s': %s",
+                      w->root, *w->root ? strerror(errno) : "it is not on this host");
+        return NULL;
+    }
+    s_walk_t wk = {.w = w, .now = json_object()};
+    s_walk(&wk, fd, "", 0);
+    return s_diff(w, wk.now, wk.truncated);
+}
+
+/* A listed path as a walk would give it: relative, no empty, ".", ".." or hidden component. */
+static bool s_plain_rel(const char *p)
+{
+    if (!p || !*p || *p == '/' || strlen(p) >= PATH_MAX)
+        return false;
+    for (const char *c = p; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 0 || c[0] == '.')
+            return false;
+        c += n;
+        if (*c == '/')
+            c++;
+    }
+    return p[strlen(p) - 1] != '/';
+}
+
+json_t *korch_workdir_update(korch_workdir_t *w, json_t *entries, bool truncated)
+{
+    json_t *now = json_object();
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        const char *path = json_string_value(json_array_get(e, 0));
+        json_t *size = json_array_get(e, 1), *mtime = json_array_get(e, 2), *ino = json_array_get(e, 3);
+        if (json_object_size(now) >= w->lim.max_entries) {
+            truncated = true;
+            break;
+        }
+        if (!s_plain_rel(path) || !json_is_integer(size) || json_integer_value(size) < 0 || !json_is_integer(mtime))
+            continue; /* whoever listed it, it is not a file of this tree */
+        json_object_set_new(now, path,
+                            json_pack("[I, I, I, I]", json_integer_value(size), (json_int_t)0, json_integer_value(mtime),
+                                      json_is_integer(ino) ? json_integer_value(ino) : (json_int_t)0));
+    }
+    return s_diff(w, now, truncated);
+}
+
+const char *korch_workdir_root(const korch_workdir_t *w) { return w->root; }
+
+json_t *korch_workdir_list(korch_workdir_t *w)
+{
+    json_t *out = json_array();
+    const char *path;
+    json_t *v;
+    json_object_foreach(w->last, path, v) json_array_append_new(out, s_entry(path, v, NULL));
+    s_sort(out);
+    return out;
+}
+
+char *korch_workdir_read(const char *root, const char *rel, size_t max, size_t *len, korch_err_t *err)
+{
+    char buf[PATH_MAX];
+    if (!rel || !*rel || rel[0] == '/' || snprintf(buf, sizeof buf, "%s", rel) >= (int)sizeof buf) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a path inside the work dir", rel ? rel : "");
+        return NULL;
+    }
+    int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        korch_err_set(err, KORCH_E_IO, "cannot open the work dir '%s': %s", root, strerror(errno));
+        return NULL;
+    }
+    /* one component at a time, none of them followed if it is a symlink */
+    char *save = buf, *comp;
+    char *data = NULL;
+    while ((comp = save)) {
+        char *slash = strchr(comp, '/');
+        save = slash ? slash + 1 : NULL;
+        if (slash)
+            *slash = 0;
+        if (!*comp || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+            korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel);
+            goto out;
+        }
+        int next = openat(fd, comp, (save ? O_DIRECTORY : 0) | O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (next < 0) {
+            korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID,
+                          errno == ENOENT ? "no file '%s' in the work dir" : "cannot open '%s': %s", rel,
+                          strerror(errno));
+            goto out;
+        }
+        close(fd);
+        fd = next;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a regular file", rel);
+        goto out;
+    }
+    if ((size_t)st.st_size > max) {
+        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", rel, max);
+        goto out;
+    }
+    data = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (data && got <= max) {
+        ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (got == (size_t)st.st_size)
+            break;
+    }
+    if (!data) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    data[got] = 0;
+    *len = got;
+out:
+    close(fd);
+    return data;
+}
+
+korch_rc_t korch_workdir_write(const char *root, const char *name, const void *data, size_t len, long uid, long gid,
+                               korch_err_t *err)
+{
+    if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain file name", name ? name : "");
+    /* fsutil.h: a random temp name (O_CREAT|O_EXCL|O_NOFOLLOW), fchown on the fd, renameat */
+    int dfd = korch_fs_open_dir(root, err);
+    if (dfd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    korch_fs_opts_t o = {.mode = 0644, .chown = uid >= 0, .uid = (uid_t)uid, .gid = (gid_t)gid};
+    korch_rc_t rc = korch_fs_write_at(dfd, name, data, len, &o, err);
+    close(dfd);
+    return rc;
+}
+
+const char *korch_mime_for(const char *name)
+{
+    static const char *map[][2] = {
+        {".png", "image/png"},       {".jpg", "image/jpeg"},     {".jpeg", "image/jpeg"},
+        {".svg", "image/svg+xml"},   {".gif", "image/gif"},      {".csv", "text/csv"},
+        {".tsv", "text/tab-separated-values"},                   {".txt", "text/plain"},
+        {".md", "text/markdown"},    {".json", "application/json"}, {".html", "text/html"},
+        {".pdf", "application/pdf"}, {".parquet", "application/vnd.apache.parquet"},
+        {".xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+        {".ipynb", "application/x-ipynb+json"},
+    };
+    const char *dot = name ? strrchr(name, '.') : NULL;
+    for (size_t i = 0; dot && i < sizeof map / sizeof *map; i++)
+        if (strcasecmp(dot, map[i][0]) == 0)
+            return map[i][1];
+    return "application/octet-stream";
+}
