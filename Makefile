@@ -22,7 +22,7 @@ LDLIBS  += $(PKG_LIBS) -lm -lpthread
 LDFLAGS += $(SAN)
 
 LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
@@ -43,6 +43,22 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# The web app (src/web): TypeScript bundled by esbuild into $(BUILD)/web/
+# (scripts/build-web.sh: npm ci when needed, then src/web/build.mjs), then
+# embedded in the binary by web_assets.S.
+WEB_IN  := $(wildcard src/web/src/*) src/web/index.html src/web/build.mjs src/web/package-lock.json \
+           src/web/tsconfig.json scripts/build-web.sh
+WEB_OUT := $(BUILD)/web/index.html $(BUILD)/web/korch.js $(BUILD)/web/korch.css
+
+$(WEB_OUT) &: $(WEB_IN)
+	@$(if $(Q),echo "  WEB     $(BUILD)/web")
+	$(Q)scripts/build-web.sh $(BUILD)/web
+
+$(BUILD)/src/server/web_assets.o: src/server/web_assets.S $(WEB_OUT)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/web -c $< -o $@
 
 $(BUILD)/libkorch.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")

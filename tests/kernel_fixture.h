@@ -5,6 +5,7 @@
 #include "test.h"
 #include "korch/docker.h"
 #include "korch/kernel.h"
+#include "korch/sandbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 typedef struct {
     korch_loop_t *loop;
     korch_kernel_t *k;
-    korch_launcher_t *launcher;     /* docker runs only */
+    korch_launcher_t *launcher;     /* docker and sandbox runs only */
 } fx_t;
 
 /* Is this the docker:NAME run of a TEST_BOTH test? */
@@ -23,8 +24,19 @@ static inline bool fx_docker(void)
     return l && strcmp(l, "docker") == 0;
 }
 
-/* A kernel on a new loop: local, or in a container for docker: runs (the
-   python3 kernel image serves every python kernelspec the tests make). */
+/* Is this the sandbox:NAME run of a TEST_BOTH test? */
+static inline bool fx_sandbox(void)
+{
+    const char *l = getenv("KORCH_TEST_LAUNCHER");
+    return l && strcmp(l, "sandbox") == 0;
+}
+
+/* Does the kernel have pids of its own (kill(2) from here cannot use them)? */
+static inline bool fx_own_pids(void) { return fx_docker() || fx_sandbox(); }
+
+/* A kernel on a new loop: local, in a container for docker: runs (the
+   python3 kernel image serves every python kernelspec the tests make), in
+   bubblewrap for sandbox: runs. */
 static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
 {
     memset(f, 0, sizeof *f);
@@ -38,6 +50,14 @@ static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
         f->launcher = korch_launcher_docker_new(&d, &err);
         if (!CHECK(f->launcher)) {
             fprintf(stderr, "  docker launcher: %s\n", err.msg);
+            korch_loop_destroy(&f->loop);
+            return false;
+        }
+        ko.launcher = f->launcher;
+    } else if (fx_sandbox() && !ko.existing && !ko.launcher) {
+        f->launcher = korch_launcher_sandbox_new(NULL, &err);
+        if (!CHECK(f->launcher)) {
+            fprintf(stderr, "  sandbox launcher: %s\n", err.msg);
             korch_loop_destroy(&f->loop);
             return false;
         }

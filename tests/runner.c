@@ -22,7 +22,7 @@ typedef struct {
     const char *file;
     korch_test_fn fn;
     int timeout_s;
-    bool docker;        /* run with KORCH_TEST_LAUNCHER=docker */
+    const char *launcher;   /* run with KORCH_TEST_LAUNCHER=this ("docker", "sandbox"), NULL = unset */
 } test_t;
 
 static test_t s_tests[MAX_TESTS];
@@ -32,16 +32,29 @@ static int s_failed_checks;
 void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
     if (s_ntests < MAX_TESTS)
-        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, false};
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL};
+}
+
+/* Register fn as "LAUNCHER:NAME", run with KORCH_TEST_LAUNCHER=launcher. */
+static void s_register_variant(const char *launcher, const char *name, const char *file, korch_test_fn fn,
+                               int timeout_s)
+{
+    size_t len = strlen(launcher) + strlen(name) + 2;
+    char *full = malloc(len);
+    if (!full || s_ntests >= MAX_TESTS)
+        return;
+    snprintf(full, len, "%s:%s", launcher, name);
+    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, launcher};
 }
 
 void korch_test_register_docker(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
-    char *full = malloc(strlen(name) + 8);
-    if (!full || s_ntests >= MAX_TESTS)
-        return;
-    snprintf(full, strlen(name) + 8, "docker:%s", name);
-    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, true};
+    s_register_variant("docker", name, file, fn, timeout_s);
+}
+
+void korch_test_register_sandbox(const char *name, const char *file, korch_test_fn fn, int timeout_s)
+{
+    s_register_variant("sandbox", name, file, fn, timeout_s);
 }
 
 bool korch_test_check(bool ok, const char *file, int line, const char *expr)
@@ -275,8 +288,8 @@ int main(int argc, char **argv)
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
-            if (t->docker)
-                setenv("KORCH_TEST_LAUNCHER", "docker", 1);
+            if (t->launcher)
+                setenv("KORCH_TEST_LAUNCHER", t->launcher, 1);
             else
                 unsetenv("KORCH_TEST_LAUNCHER");
             alarm((unsigned)t->timeout_s);

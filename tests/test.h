@@ -17,6 +17,8 @@ typedef void (*korch_test_fn)(void);
 void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s);
 /* Register fn a second time as "docker:NAME", run with KORCH_TEST_LAUNCHER=docker. */
 void korch_test_register_docker(const char *name, const char *file, korch_test_fn fn, int timeout_s);
+/* The same as "sandbox:NAME", run with KORCH_TEST_LAUNCHER=sandbox. */
+void korch_test_register_sandbox(const char *name, const char *file, korch_test_fn fn, int timeout_s);
 bool korch_test_check(bool ok, const char *file, int line, const char *expr);
 bool korch_test_check_int(long long a, long long b, const char *op, bool ok, const char *file, int line,
                           const char *ea, const char *eb);
@@ -49,14 +51,16 @@ const char *korch_test_korch_bin(void);
     static void test_##name(void)
 #define TEST(name) TEST_T(name, 60)
 
-/* A kernel test that must pass with both launchers: registered as NAME
-   (local) and docker:NAME (the fixture starts the kernel in a container). */
+/* A kernel test that must pass with every launcher: registered as NAME
+   (local), docker:NAME (the fixture starts the kernel in a container) and
+   sandbox:NAME (in bubblewrap and a cgroup). */
 #define TEST_BOTH_T(name, timeout_s)                                                        \
     static void test_##name(void);                                                           \
     __attribute__((constructor)) static void test_register_##name(void)                      \
     {                                                                                        \
         korch_test_register(#name, __FILE__, test_##name, timeout_s);                        \
         korch_test_register_docker(#name, __FILE__, test_##name, timeout_s);                 \
+        korch_test_register_sandbox(#name, __FILE__, test_##name, timeout_s);                \
     }                                                                                        \
     static void test_##name(void)
 #define TEST_BOTH(name) TEST_BOTH_T(name, 60)

@@ -151,6 +151,13 @@ TEST_T(agent_analysis_in_docker, 180)
     s_analysis("openai:gpt-4o-mini", true);
 }
 
+/* The same session with the kernel in the sandbox (bubblewrap + a cgroup). */
+TEST_T(agent_analysis_in_sandbox, 180)
+{
+    s_launcher = "sandbox";
+    s_analysis("openai:gpt-4o-mini", true);
+}
+
 TEST_T(agent_multi_turn_and_resume_after_restart, 180)
 {
     server_t srv = {0};

@@ -1,10 +1,11 @@
-/*  What code in a container kernel cannot do, tried from inside a real
- *  kernel with the docker launcher's default hardening: reach any network,
- *  write the root filesystem, see the host's files and processes, be root,
- *  or take the machine down with a fork bomb. Each probe has a positive
- *  control where one makes sense (the host listener is reachable from the
- *  host; /tmp and the work dir are writable), so a pass means isolation and
- *  not a broken probe.
+/*  What code in an isolated kernel cannot do, tried from inside a real
+ *  kernel with the default hardening of the docker launcher (NAME) and of
+ *  the sandbox launcher (sandbox:NAME, bubblewrap + a cgroup): reach any
+ *  network, write the root filesystem, see the host's files, processes or
+ *  other kernels' keys, be root, or take the machine down with a fork bomb.
+ *  Each probe has a positive control where one makes sense (the host
+ *  listener is reachable from the host; /tmp and the work dir are
+ *  writable), so a pass means isolation and not a broken probe.
  */
 #include "kernel_fixture.h"
 #include "korch/docker.h"
@@ -15,10 +16,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* Registered twice: NAME runs against docker, sandbox:NAME against the sandbox. */
+#define TEST_ISO(name, timeout_s)                                                           \
+    static void test_##name(void);                                                           \
+    __attribute__((constructor)) static void test_register_##name(void)                      \
+    {                                                                                        \
+        korch_test_register(#name, __FILE__, test_##name, timeout_s);                        \
+        korch_test_register_sandbox(#name, __FILE__, test_##name, timeout_s);                \
+    }                                                                                        \
+    static void test_##name(void)
+
+/* The launcher under test, with its defaults. */
 static korch_launcher_t *s_docker(void)
 {
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(NULL, &err);
+    korch_launcher_t *l = fx_sandbox() ? korch_launcher_sandbox_new(NULL, &err) : korch_launcher_docker_new(NULL, &err);
     if (!CHECK(l))
         fprintf(stderr, "  %s\n", err.msg);
     return l;
@@ -64,7 +76,7 @@ static bool s_host_can_connect(const char *ip, int port)
     return ok;
 }
 
-TEST_T(isolation_network, 90)
+TEST_ISO(isolation_network, 90)
 {
     /* A listener on every host address: what the kernel must not reach. */
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -107,7 +119,7 @@ TEST_T(isolation_network, 90)
              "print('public', tcp('1.1.1.1', 443), tcp('8.8.8.8', 53))\n"
              "print('udp', udp('8.8.8.8'), udp('%s'))\n"
              "print('dns', dns('example.com'))\n"
-             "print('ifaces', sorted(os.listdir('/sys/class/net')))\n",
+             "print('ifaces', sorted(n for _, n in socket.if_nameindex()))\n",
              port, gw, port, gw);
     const char *out = s_run(&f, code, KORCH_EXEC_OK);
     /* The container's own loopback: nothing listens there, the host's is not it. */
@@ -123,7 +135,7 @@ TEST_T(isolation_network, 90)
     close(lfd);
 }
 
-TEST_T(isolation_filesystem_and_user, 90)
+TEST_ISO(isolation_filesystem_and_user, 90)
 {
     /* Host-only markers: files the kernel must not see. */
     char m1[128], m2[128], m3[128], secret[64];
@@ -171,6 +183,10 @@ TEST_T(isolation_filesystem_and_user, 90)
              "print('markers', r('%s'), r('%s'), r('%s'))\n"
              "print('shadow', r('/etc/shadow'))\n"
              "print('docker.sock', os.path.exists('/var/run/docker.sock'), os.path.exists('/run/docker.sock'))\n"
+             "print('host dirs', [d for d in ('/work/shared', '/home/cloudsdk', '/root/.pyenv', '/etc/docker', '/var/lib/docker')\n"
+             "                    if os.path.exists(d)])\n"
+             "print('env', sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k or 'SECRET' in k))\n"
+             "print('dir fds', [f for f in os.listdir('/proc/self/fd') if os.path.isdir('/proc/self/fd/' + f)])\n"
              "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
              "cmds = ' '.join(open('/proc/%%s/cmdline' %% p, 'rb').read().decode(errors='replace') for p in pids)\n"
              "print('procs', len(pids) < 20, 'dockerd' in cmds, 'containerd' in cmds)\n"
@@ -192,13 +208,19 @@ TEST_T(isolation_filesystem_and_user, 90)
     /* /root is the image's, mode 0700: EACCES, or ENOENT were it readable. */
     CHECK(strstr(out, "markers EACCES ENOENT ENOENT\n") || strstr(out, "markers ENOENT ENOENT ENOENT\n"));
     CHECK(!strstr(out, secret));
-    CHECK_CONTAINS(out, "shadow EACCES\n");
+    /* The image's shadow is unreadable; the sandbox has none at all. */
+    CHECK_CONTAINS(out, fx_sandbox() ? "shadow ENOENT\n" : "shadow EACCES\n");
     CHECK_CONTAINS(out, "docker.sock False False\n");
+    CHECK_CONTAINS(out, "host dirs []\n");
+    CHECK_CONTAINS(out, "env []\n");
+    /* no directory fd of the host's leaked in (openat(fd, "..") would walk out) */
+    CHECK_CONTAINS(out, "dir fds []\n");
     CHECK_CONTAINS(out, "procs True False False\n");
     CHECK_CONTAINS(out, "secret False\n");
     CHECK_CONTAINS(out, "uid 1000 1000 1000 1000\n");
     CHECK_CONTAINS(out, "caps 0000000000000000 0000000000000000 0000000000000000 nnp 1\n");
-    CHECK_CONTAINS(out, "setuid EPERM\n");
+    /* In the sandbox's user namespace uid 0 is not even mapped. */
+    CHECK(strstr(out, "setuid EPERM\n") || (fx_sandbox() && strstr(out, "setuid EINVAL\n")));
     CHECK_CONTAINS(out, "'/:ro'");
     CHECK_CONTAINS(out, "'/tmp:rw'");
     CHECK_CONTAINS(out, "'/home/korch/work:rw'");
@@ -215,7 +237,7 @@ TEST_T(isolation_filesystem_and_user, 90)
    the pids limit; the execution reports it, korch and the kernel stay
    healthy, the pids are given back, and a next execution and a next kernel
    work. */
-TEST_T(isolation_fork_bomb_contained, 120)
+TEST_ISO(isolation_fork_bomb_contained, 120)
 {
     korch_launcher_t *l = s_docker();
     fx_t f;
@@ -284,5 +306,74 @@ TEST_T(isolation_fork_bomb_contained, 120)
         CHECK_STREQ(s_run(&f, "print('next')", KORCH_EXEC_OK), "next\n");
         fx_stop(&f);
     }
+    korch_launcher_destroy(&l);
+}
+
+/* A copy of s reversed (leaked: short-lived child). */
+static const char *s_reversed(const char *s)
+{
+    size_t n = strlen(s);
+    char *r = malloc(n + 1);
+    for (size_t i = 0; r && i < n; i++)
+        r[i] = s[n - 1 - i];
+    if (r)
+        r[n] = 0;
+    return r;
+}
+
+/* Another kernel of the same launcher, running beside: its key (the HMAC
+   key that lets anyone who has it run code there) and its runtime dir are
+   nowhere this kernel can look. The positive control: the same scan finds
+   this kernel's own key in its own connection file. */
+TEST_ISO(isolation_other_kernels_invisible, 120)
+{
+    korch_launcher_t *l = s_docker();
+    fx_t f;
+    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+        korch_launcher_destroy(&l);
+        return;
+    }
+    korch_err_t err = {0};
+    korch_kernel_t *b = korch_kernel_new(f.loop, &(korch_kernel_opts_t){.launcher = l}, &err);
+    if (!CHECK(b) || !CHECK_EQ(korch_kernel_wait_ready(b, &err), KORCH_OK)) {
+        fprintf(stderr, "  second kernel: %s\n", err.msg);
+        korch_kernel_destroy(&b);
+        fx_stop(&f);
+        korch_launcher_destroy(&l);
+        return;
+    }
+    char b_dir[PATH_MAX], base[PATH_MAX];
+    snprintf(b_dir, sizeof b_dir, "%s", korch_kernel_conn(b)->ip);
+    if (strrchr(b_dir, '/'))
+        *strrchr(b_dir, '/') = 0;
+    snprintf(base, sizeof base, "%s", b_dir);
+    if (strrchr(base, '/'))
+        *strrchr(base, '/') = 0;
+    char code[4096];
+    snprintf(code, sizeof code,
+             "import os\n"
+             "def scan(path, key):\n"
+             "    try:\n"
+             "        with open(path, 'rb') as f: return key.encode() in f.read(1 << 20)\n"
+             "    except OSError: return False\n"
+             "def find(key):\n"
+             "    hits = []\n"
+             "    for top in ('/run', '/tmp', '/home', '/var', '/etc', '/root', '/mnt', '/opt', '/srv'):\n"
+             "        for root, dirs, files in os.walk(top):\n"
+             "            hits += [os.path.join(root, n) for n in files if scan(os.path.join(root, n), key)]\n"
+             "    for p in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+             "        hits += ['/proc/%%s/%%s' %% (p, n) for n in ('cmdline', 'environ') if scan('/proc/%%s/%%s' %% (p, n), key)]\n"
+             "    return hits\n"
+             /* reversed: the code itself lands in IPython's history, the key must not */
+             "print('other', find('%s'[::-1]))\n"
+             "print('own', len(find('%s'[::-1])) > 0)\n"
+             "print('dirs', os.path.exists('%s'), os.path.exists('%s'))\n",
+             s_reversed(korch_kernel_conn(b)->key), s_reversed(korch_kernel_conn(f.k)->key), b_dir, base);
+    const char *out = s_run(&f, code, KORCH_EXEC_OK);
+    CHECK_CONTAINS(out, "other []\n");
+    CHECK_CONTAINS(out, "own True\n");
+    CHECK_CONTAINS(out, "dirs False False\n");
+    korch_kernel_destroy(&b);
+    fx_stop(&f);
     korch_launcher_destroy(&l);
 }

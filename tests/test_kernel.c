@@ -202,14 +202,14 @@ typedef struct {
 } kill_ctx_t;
 
 /* SIGKILL from outside as soon as the kernel prints its pid: kill(2) for a
-   local kernel; for a container (whose pids are its own) through the engine. */
+   local kernel; for a container or a sandbox (whose pids are their own) through the launcher. */
 static void s_kill_on_pid(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg)
 {
     kill_ctx_t *kc = arg;
     const char *text = json_string_value(json_object_get(output, "text"));
     int pid = text ? atoi(text) : 0;
     if (pid > 1 && !kc->killed_at) {
-        if (fx_docker())
+        if (fx_own_pids())
             korch_proc_signal(korch_kernel_proc(kc->k), SIGKILL, NULL);
         else
             kill(pid, SIGKILL);

@@ -144,16 +144,22 @@ static bool s_log_starts(const serve_t *s, const char *prefix)
 /* Start korch serve, run one ws_client scenario (with extra peer options,
    NULL-terminated, may be NULL), check nothing is left and, when log_needle
    is given, that the server logged it. */
+/* The launcher korch serve runs kernels with: NULL = local (the peer then
+   also checks the kernels' processes by pid), else e.g. "sandbox", whose
+   kernels' pids are their own. */
+static const char *s_serve_launcher;
+
 static void s_scenario_opts(const char *protocol, const char *scenario, int peer_timeout_s,
                             const char *const *opts, const char *log_needle)
 {
     serve_t s;
-    if (!serve_start(&s))
+    const char *const launcher_args[] = {"--launcher", s_serve_launcher, NULL};
+    if (!(s_serve_launcher ? serve_start_args(&s, launcher_args) : serve_start(&s)))
         return;
     char what[128];
     snprintf(what, sizeof what, "ws_client --protocol %s %s", protocol, scenario);
     const char *argv[24] = {PY, serve_peer("ws_client.py"), "--url", s.line, "--protocol", protocol, "--local-pids"};
-    int n = 7;
+    int n = s_serve_launcher ? 6 : 7;
     for (int i = 0; opts && opts[i] && n < 22; i++)
         argv[n++] = opts[i];
     argv[n++] = scenario;
@@ -161,7 +167,7 @@ static void s_scenario_opts(const char *protocol, const char *scenario, int peer
     char *out = NULL, *err = NULL;
     int rc = korch_test_run(argv, NULL, &out, &err, peer_timeout_s);
     pids_t pids = {.npids = 0};
-    bool ok = s_judge(what, out, rc, &pids, 1);
+    bool ok = s_judge(what, out, rc, s_serve_launcher ? NULL : &pids, 1);
     if (!ok && err && *err)
         fprintf(stderr, "  --- peer stderr ---\n%s\n", err);
     int left = serve_kernel_count(&s);
@@ -248,6 +254,21 @@ SCENARIO(legacy, two_clients, 90)
 SCENARIO(legacy, reconnect, 120)
 SCENARIO(legacy, delete, 90)
 SCENARIO(legacy, churn, 240)
+/* The same clients with the kernels in the sandbox (bubblewrap + a cgroup):
+   interrupt, restart and death through korch serve. */
+#define SANDBOX_SCENARIO(proto, name, timeout)                                                              \
+    TEST_T(server_sandbox_##proto##_##name, timeout)                                                         \
+    {                                                                                                        \
+        s_serve_launcher = "sandbox";                                                                        \
+        s_scenario(#proto, #name, (timeout) - 20);                                                           \
+    }
+SANDBOX_SCENARIO(v1, execute, 90)
+SANDBOX_SCENARIO(v1, display_png, 120)
+SANDBOX_SCENARIO(v1, interrupt, 90)
+SANDBOX_SCENARIO(v1, restart, 150)
+SANDBOX_SCENARIO(v1, die, 120)
+SANDBOX_SCENARIO(legacy, delete, 90)
+
 /* 30 MB printed at once: stream messages of megabytes, relayed from the
    kernel's bytes in websocket fragments, arrive whole at two clients. */
 SCENARIO(v1, big_output, 150)

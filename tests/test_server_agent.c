@@ -146,6 +146,18 @@ TEST_T(server_agent_files_the_code_writes, 180) { s_run("local", "writer", "file
 /* the work dir is the container's volume: listed from inside the kernel */
 TEST_T(server_agent_files_the_code_writes_in_docker, 180) { s_run("docker", "writer", "files", 150); }
 TEST_T(server_agent_interrupt_keeps_the_session, 180) { s_run("local", "sleeper", "interrupt", 150); }
+/* GET .../events: a running turn replayed with its ids and followed to its
+   done by two clients; a detached POST's client leaves without cancelling. */
+TEST_T(server_agent_events_follow_a_running_turn, 180) { s_run("local", "sleeper", "follow", 150); }
+/* The web page korch serve opens on, in Debian's Chromium (tests/npm/webapp.js):
+   the printed URL, a session, uploads, a streamed turn with a table, a
+   traceback, a chart and XSS payloads kept inert, the notebook, Stop, a
+   reload mid-turn, phone width. Screenshots in build/screenshots/webapp-*.png. */
+TEST_T(server_agent_web_page_in_chromium, 400)
+{
+    if (serve_npm_ready())
+        s_run("local", "webapp", "npm:webapp.js", 320);
+}
 TEST_T(server_agent_closing_the_stream_cancels_the_step, 180) { s_run("local", "sleeper", "close_cancels", 150); }
 TEST_T(server_agent_closing_the_stream_abandons_the_model_call, 180)
 {

@@ -195,3 +195,52 @@ out:
     json_decref(list);
     s_stop(&s);
 }
+
+/* The web app's three files (src/server/web.c) are served without the token,
+   with the CSP and friends; everything else still needs it. */
+TEST_T(server_http_web_page_without_token_with_csp, 60)
+{
+    srv_t s = {0};
+    if (!s_start(&s))
+        return;
+    bool closed;
+    char *r = s_exchange(&s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, 3000, &closed);
+    CHECK(r && strncmp(r, "HTTP/1.1 200", 12) == 0);
+    CHECK_CONTAINS(r, "content-type: text/html");
+    CHECK_CONTAINS(r, "content-security-policy: default-src 'self'; script-src 'self'; style-src 'self';");
+    CHECK_CONTAINS(r, "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+    CHECK_CONTAINS(r, "x-content-type-options: nosniff");
+    CHECK_CONTAINS(r, "referrer-policy: no-referrer");
+    CHECK_CONTAINS(r, "<script defer src=\"/static/korch.js\"></script>");
+    free(r);
+    r = s_exchange(&s, "GET /static/korch.js HTTP/1.1\r\nHost: x\r\n\r\n", false, 3000, &closed);
+    const char *body = r ? strstr(r, "\r\n\r\n") : NULL;
+    CHECK(r && strncmp(r, "HTTP/1.1 200", 12) == 0);
+    CHECK_CONTAINS(r, "content-type: text/javascript");
+    CHECK_CONTAINS(r, "x-content-type-options: nosniff");
+    CHECK(body && strlen(body) > 20000); /* the real bundle, not the placeholder of a build without node */
+    free(r);
+    r = s_exchange(&s, "GET /static/korch.css HTTP/1.1\r\nHost: x\r\n\r\n", false, 3000, &closed);
+    CHECK(r && strncmp(r, "HTTP/1.1 200", 12) == 0);
+    CHECK_CONTAINS(r, "content-type: text/css");
+    free(r);
+    /* not the page's: the token is needed, and the API's answers carry no page headers */
+    const char *need[] = {"GET /static/other.js HTTP/1.1\r\nHost: x\r\n\r\n",
+                          "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+                          "GET /api/agent/sessions HTTP/1.1\r\nHost: x\r\n\r\n",
+                          "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        r = s_exchange(&s, need[i], false, 3000, &closed);
+        if (!CHECK(r && strncmp(r, "HTTP/1.1 403", 12) == 0))
+            fprintf(stderr, "  %s -> %.60s\n", need[i], r ? r : "(nothing)");
+        free(r);
+    }
+    char req[512];
+    snprintf(req, sizeof req, "GET /static/other.js HTTP/1.1\r\nHost: x\r\nAuthorization: token %s\r\n\r\n", s.token);
+    r = s_exchange(&s, req, false, 3000, &closed);
+    CHECK(r && strncmp(r, "HTTP/1.1 404", 12) == 0);
+    CHECK(r && !strstr(r, "content-security-policy"));
+    free(r);
+    CHECK(s_alive(&s));
+    s_stop(&s);
+}

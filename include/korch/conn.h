@@ -12,6 +12,8 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
+
+#include <jansson.h>
 #include "korch/error.h"
 
 typedef enum { KORCH_CH_SHELL, KORCH_CH_IOPUB, KORCH_CH_STDIN, KORCH_CH_CONTROL, KORCH_CH_HB, KORCH_CH__COUNT } korch_channel_t;
@@ -49,6 +51,10 @@ korch_rc_t korch_conn_save(const korch_conn_t *conn, const char *path, korch_err
 /* The same, the file given to uid:gid (on the fd) when give. */
 korch_rc_t korch_conn_save_as(const korch_conn_t *conn, const char *path, bool give, uid_t uid, gid_t gid,
                               korch_err_t *err);
+
+/* conn as the JSON of a connection file (new reference; NULL on ENOMEM):
+   for writing it somewhere other than a path, e.g. an fd. */
+json_t *korch_conn_json(const korch_conn_t *conn);
 
 /* "tcp://127.0.0.1:5555" or "ipc:///run/x/kernel-1" into buf. */
 void korch_conn_endpoint(const korch_conn_t *conn, korch_channel_t ch, char *buf, size_t len);

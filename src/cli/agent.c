@@ -1,7 +1,7 @@
 /*  korch run / korch chat: the agent on the command line.
  *
  *  korch run [--llm P:M] [--file PATH]... [--session DIR] [--max-steps N]
- *            [--launcher docker|local|auto] [--json] "task"
+ *            [--launcher auto|docker|sandbox|local] [--json] "task"
  *  korch chat [same options]
  *
  *  Progress goes to stderr as it happens: the step, the model's text and
@@ -79,7 +79,8 @@ static void s_help(FILE *f, const char *cmd)
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
             "                        older outputs and images are elided first, then the oldest turns\n"
             "  --timeout S           per code execution (default 300)\n"
-            "  --launcher NAME       local, docker or auto (default auto)\n"
+            "  --launcher NAME       auto (default: docker if it works, else sandbox, else refuse),\n"
+            "                        docker, sandbox (bubblewrap + a cgroup, no network) or local (unconfined)\n"
             "  --kernel NAME         kernelspec (default python3)\n"
             "  --fence               the model has no tool calling: code in ```python fences\n"
             "  --no-fence            a reply with a code fence and no tool call is the answer (default:\n"
@@ -578,6 +579,8 @@ static int s_main(const char *cmd, int argc, char **argv)
             goto out;
         }
         korch_cli_sweep(launcher, korch_instance_name(inst));
+    } else {
+        korch_cli_launcher(&(korch_cli_launcher_opts_t){.name = "local"}, &err); /* says what local means */
     }
     loop = korch_loop_new();
     int sigfd = korch_cli_signal_pipe();

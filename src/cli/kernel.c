@@ -1,6 +1,6 @@
 /*  korch kernel: keep one kernel running for others to attach to.
  *
- *  korch kernel [--launcher docker|local|auto] [--instance NAME]
+ *  korch kernel [--launcher auto|docker|sandbox|local] [--instance NAME]
  *               [--connection-file PATH] [--kernel NAME] ...
  *
  *  Starts a kernel (or, with the docker launcher, re-adopts the one a dead
@@ -30,12 +30,13 @@ static void s_help(FILE *f)
             "Start a kernel and keep it running for clients to attach to; restart it if it dies;\n"
             "shut it down on SIGTERM or Ctrl-C.\n\n"
             "  -k, --kernel NAME           kernelspec (default python3)\n"
-            "      --launcher NAME         docker, local or auto (default auto)\n"
+            "      --launcher NAME         auto (default: docker if it works, else sandbox, else refuse),\n"
+            "                              docker, sandbox (bubblewrap + a cgroup) or local (unconfined)\n"
             "      --instance NAME         this korch's name; a container left by a dead korch of the\n"
             "                              same name is re-adopted with its variables (default: random)\n"
             "      --connection-file PATH  where to write the connection file (default: in the runtime dir)\n"
-            "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
-            "      --cwd DIR               the kernel's working directory (docker: mounted from the host)\n"
+            "      --image NAME, --memory MB, --cpus N, --pids N   docker and sandbox limits, as for korch exec\n"
+            "      --cwd DIR               the kernel's working directory (docker, sandbox: mounted from the host)\n"
             KORCH_CLI_ENV_HELP
             "  -h, --help                  this text\n");
 }
@@ -156,7 +157,7 @@ int korch_cmd_kernel(int argc, char **argv)
     }
     korch_kernel_set_callbacks(k, &(korch_kernel_cb_t){.on_state = s_on_state});
     fprintf(stderr, "korch: kernel %s %s (%s launcher, instance '%s')\n", korch_kernel_id(k),
-            adopted ? "re-adopted: its variables are kept" : "started", launcher ? "docker" : "local",
+            adopted ? "re-adopted: its variables are kept" : "started", korch_cli_launcher_name(launcher),
             korch_instance_name(inst));
     printf("%s\n", conn_path);
     fflush(stdout);

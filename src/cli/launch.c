@@ -1,26 +1,43 @@
-/*  Choosing a launcher from the command line: local, docker or auto. */
+/*  Choosing a launcher from the command line: auto, docker, sandbox or local.
+ *
+ *  auto (the default) takes docker when the engine answers and the kernel
+ *  image is there, else the sandbox when bubblewrap and cgroups work, else
+ *  refuses and says how to get either: it never falls back to an unconfined
+ *  kernel. local says once what it means.
+ */
 #include "cli.h"
 #include "korch/docker.h"
 #include "korch/docker_api.h"
 #include "korch/env.h"
 #include "korch/instance.h"
 #include "korch/log.h"
+#include "korch/sandbox.h"
 
 #include <limits.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err)
+/* The plain words --launcher local deserves, once per process. */
+static void s_local_note(void)
 {
-    const char *name = o->name ? o->name : "auto";
-    if (strcmp(name, "local") != 0 && strcmp(name, "docker") != 0 && strcmp(name, "auto") != 0) {
-        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use local, docker or auto)", name);
-        return NULL;
-    }
-    if (strcmp(name, "local") == 0)
-        return NULL;
+    static bool said;
+    if (said)
+        return;
+    said = true;
+    struct passwd *pw = getpwuid(geteuid());
+    fprintf(stderr,
+            "korch: launcher local: the kernel runs unconfined as uid %u (%s) on this machine: the code it runs "
+            "(the model's, with run, chat and serve) can read, change and delete what that user can, and reach "
+            "the network (--launcher sandbox or docker confine it)\n",
+            (unsigned)geteuid(), pw && pw->pw_name ? pw->pw_name : "?");
+}
+
+static korch_launcher_t *s_docker(const korch_cli_launcher_opts_t *o, korch_err_t *why)
+{
     korch_docker_opts_t d;
     korch_docker_opts_init(&d);
     char image[300];
@@ -38,32 +55,98 @@ korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_e
     d.workdir_give = o->give_workdir;
     if (o->workdir_mb > 0)
         d.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
-    korch_err_t why = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(&d, &why);
+    korch_launcher_t *l = korch_launcher_docker_new(&d, why);
     if (l) {
-        /* both docker and auto need the image; auto falls back to local */
-        korch_docker_t *api = korch_docker_new(NULL, &why);
-        json_t *img = api ? korch_docker_image_inspect(api, d.image, &why) : NULL;
+        /* docker needs the image; without it auto moves on */
+        korch_docker_t *api = korch_docker_new(NULL, why);
+        json_t *img = api ? korch_docker_image_inspect(api, d.image, why) : NULL;
         korch_docker_destroy(&api);
         if (!img)
             korch_launcher_destroy(&l);
         json_decref(img);
     }
-    if (!l && strcmp(name, "docker") == 0) {
-        korch_err_set(err, why.rc ? why.rc : KORCH_E_DOCKER, "%s", why.msg[0] ? why.msg : "docker is not available");
-        return NULL;
-    }
-    if (!o->quiet && strcmp(name, "auto") == 0)
-        fprintf(stderr, "korch: launcher auto picked %s%s%s\n", l ? "docker" : "local", l ? "" : ": ",
-                l ? "" : why.msg);
     return l;
 }
+
+static korch_launcher_t *s_sandbox(const korch_cli_launcher_opts_t *o, korch_err_t *why)
+{
+    korch_sandbox_opts_t so;
+    korch_sandbox_opts_init(&so);
+    so.instance = o->instance;
+    if (o->memory_mb > 0)
+        so.memory = (int64_t)(o->memory_mb * 1024 * 1024);
+    if (o->cpus > 0)
+        so.nano_cpus = (int64_t)(o->cpus * 1e9);
+    if (o->pids > 0)
+        so.pids_limit = o->pids;
+    so.workdir = o->workdir;
+    so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
+    so.workdir_give = o->give_workdir;
+    return korch_launcher_sandbox_new(&so, why);
+}
+
+korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err)
+{
+    const char *name = o->name ? o->name : "auto";
+    korch_err_t dwhy = {0}, swhy = {0};
+    korch_launcher_t *l = NULL;
+    if (strcmp(name, "local") == 0) {
+        s_local_note();
+        return NULL;
+    }
+    if (strcmp(name, "docker") == 0) {
+        l = s_docker(o, &dwhy);
+        if (!l)
+            korch_err_set(err, dwhy.rc ? dwhy.rc : KORCH_E_DOCKER, "%s",
+                          dwhy.msg[0] ? dwhy.msg : "docker is not available");
+        return l;
+    }
+    if (strcmp(name, "sandbox") == 0) {
+        l = s_sandbox(o, &swhy);
+        if (!l)
+            korch_err_set(err, swhy.rc ? swhy.rc : KORCH_E_LAUNCH, "%s", swhy.msg);
+        return l;
+    }
+    if (strcmp(name, "auto") != 0) {
+        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use auto, docker, sandbox or local)", name);
+        return NULL;
+    }
+    /* auto: the strongest isolation that works here, never none */
+    l = s_docker(o, &dwhy);
+    if (l) {
+        if (!o->quiet)
+            fprintf(stderr, "korch: launcher auto picked docker\n");
+        return l;
+    }
+    l = s_sandbox(o, &swhy);
+    if (l) {
+        if (!o->quiet)
+            fprintf(stderr, "korch: launcher auto picked sandbox (docker: %s)\n", dwhy.msg);
+        return l;
+    }
+    korch_err_set(err, KORCH_E_LAUNCH,
+                  "no launcher that confines the kernel works here (docker: %s; %s). Start dockerd and build the "
+                  "kernel image (make image), or install bubblewrap (apt-get install bubblewrap) and run korch as "
+                  "root for the sandbox's cgroups; --launcher local runs the model's code unconfined as the current "
+                  "user",
+                  dwhy.msg, swhy.msg);
+    return NULL;
+}
+
+const char *korch_cli_launcher_name(const korch_launcher_t *l) { return l ? l->ops->name : "local"; }
 
 void korch_cli_sweep(korch_launcher_t *l, const char *mine)
 {
     korch_err_t err = {0};
     char base[PATH_MAX];
-    if (!l || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+    if (!l)
+        return;
+    /* A sandbox dies with its korch; what a dead one may leave is in its
+       cgroups (whichever launcher this korch uses: a no-op without root). */
+    int removed = korch_sandbox_sweep(mine, korch_instance_alive, korch_instance_forget);
+    if (removed > 0)
+        fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", removed);
+    if (strcmp(l->ops->name, "docker") != 0 || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return;
     json_t *all = korch_docker_list(l, NULL, &err);
     if (!all) {

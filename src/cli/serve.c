@@ -47,7 +47,8 @@ static void s_help(FILE *f)
             "  -p, --port N             port (default 8888; 0 = any free port)\n"
             "      --token T            token clients must present (default: generated and printed;\n"
             "                           '' turns authentication off)\n"
-            "      --launcher NAME      docker, local or auto (default auto)\n"
+            "      --launcher NAME      auto (default: docker if it works, else sandbox, else refuse),\n"
+            "                           docker, sandbox (bubblewrap + a cgroup) or local (unconfined)\n"
             "  -k, --kernel NAME        default kernelspec (default python3)\n"
             "      --max-kernels N      refuse to start more than N kernels (default: no limit)\n"
             "      --allow-origin O     a browser origin allowed besides this host's own; repeatable;\n"
@@ -224,7 +225,7 @@ int korch_cmd_serve(int argc, char **argv)
     printf("http://%s:%d/%s%s\n", host, korch_server_port(srv), *tok ? "?token=" : "", tok);
     fflush(stdout);
     fprintf(stderr, "korch: serving the Jupyter kernel API on http://%s:%d/ (%s launcher)%s\n", host,
-            korch_server_port(srv), launcher ? "docker" : "local",
+            korch_server_port(srv), korch_cli_launcher_name(launcher),
             *tok ? "" : "; authentication is OFF: anyone who can connect can run code");
     korch_server_run(srv, korch_cli_flag_set, &quit);
     fprintf(stderr, "korch: shutting down\n");

@@ -156,13 +156,9 @@ korch_rc_t korch_conn_load_nofollow(korch_conn_t *conn, const char *path, korch_
 korch_rc_t korch_conn_save_as(const korch_conn_t *conn, const char *path, bool give, uid_t uid, gid_t gid,
                               korch_err_t *err)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "transport", conn->transport, "ip", conn->ip, "key",
-                          conn->key, "signature_scheme", conn->signature_scheme[0] ? conn->signature_scheme : "hmac-sha256",
-                          "kernel_name", conn->kernel_name);
+    json_t *j = korch_conn_json(conn);
     if (!j)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    for (int i = 0; i < KORCH_CH__COUNT; i++)
-        json_object_set_new(j, s_port_keys[i], json_integer(conn->port[i]));
     korch_rc_t rc = KORCH_OK;
     char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);
@@ -181,6 +177,16 @@ korch_rc_t korch_conn_save_as(const korch_conn_t *conn, const char *path, bool g
 korch_rc_t korch_conn_save(const korch_conn_t *conn, const char *path, korch_err_t *err)
 {
     return korch_conn_save_as(conn, path, false, 0, 0, err);
+}
+
+json_t *korch_conn_json(const korch_conn_t *conn)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "transport", conn->transport, "ip", conn->ip, "key",
+                          conn->key, "signature_scheme", conn->signature_scheme[0] ? conn->signature_scheme : "hmac-sha256",
+                          "kernel_name", conn->kernel_name);
+    for (int i = 0; j && i < KORCH_CH__COUNT; i++)
+        json_object_set_new(j, s_port_keys[i], json_integer(conn->port[i]));
+    return j;
 }
 
 void korch_conn_endpoint(const korch_conn_t *conn, korch_channel_t ch, char *buf, size_t len)

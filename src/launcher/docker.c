@@ -26,6 +26,7 @@
 #include "korch/env.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,39 +101,7 @@ void korch_docker_opts_init(korch_docker_opts_t *o)
     o->api_timeout_ms = 30000;
 }
 
-/* "1 GiB", "512 MiB", "123456 bytes". */
-static void s_human_bytes(int64_t n, char *buf, size_t len)
-{
-    if (n > 0 && n % S_GIB == 0)
-        snprintf(buf, len, "%lld GiB", (long long)(n / S_GIB));
-    else if (n > 0 && n % S_MIB == 0)
-        snprintf(buf, len, "%lld MiB", (long long)(n / S_MIB));
-    else
-        snprintf(buf, len, "%lld bytes", (long long)n);
-}
 
-/* "uid:gid" (gid defaults to uid). Numeric only: korch must know the uid to
-   hand runtime_dir over. */
-static bool s_parse_user(const char *s, uid_t *uid, gid_t *gid)
-{
-    char *end;
-    errno = 0;
-    long u = strtol(s, &end, 10);
-    if (errno || end == s || u < 0 || u > 0x7fffffffL)
-        return false;
-    long g = u;
-    if (*end == ':') {
-        const char *gs = end + 1;
-        g = strtol(gs, &end, 10);
-        if (errno || end == gs || g < 0 || g > 0x7fffffffL)
-            return false;
-    }
-    if (*end)
-        return false;
-    *uid = (uid_t)u;
-    *gid = (gid_t)g;
-    return true;
-}
 
 /* Copy of s with every "{name}" replaced by val (new string). */
 static char *s_replace(const char *s, const char *name, const char *val)
@@ -385,15 +354,6 @@ fail:
 
 static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
-/* Trailing slashes do not make a different directory. */
-static size_t s_dir_len(const char *s)
-{
-    size_t n = strlen(s);
-    while (n > 1 && s[n - 1] == '/')
-        n--;
-    return n;
-}
-
 /* chown a directory korch made through its fd (never a link by that name);
    its owner before in *before. 0, or -1 with errno. */
 static int s_give_dir(const char *dir, uid_t uid, gid_t gid, struct stat *before)
@@ -568,25 +528,18 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     p->memory = l->o.memory;
     snprintf(p->runtime_dir, sizeof p->runtime_dir, "%s", req->runtime_dir ? req->runtime_dir : "");
 
-    if (!req->spec || !req->spec->argv || !req->spec->argv[0] || !req->conn || !req->runtime_dir) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "docker launcher: incomplete launch request");
-        goto out;
-    }
     /* The kernel's ipc prefix must lie in runtime_dir, the directory mounted. */
-    const char *slash = strrchr(req->conn->ip, '/');
-    size_t dl = s_dir_len(req->runtime_dir);
-    if (strcmp(req->conn->transport, "ipc") != 0 || !slash || (size_t)(slash - req->conn->ip) != dl ||
-        strncmp(req->conn->ip, req->runtime_dir, dl) != 0 || !slash[1]) {
-        rc = korch_err_set(err, KORCH_E_INVALID,
-                           "docker kernels need ipc endpoints directly in runtime dir '%s', not %s '%s'",
-                           req->runtime_dir, req->conn->transport, req->conn->ip);
+    const char *ipc_name = korch_launch_ipc_name(req, "docker", err);
+    if (!ipc_name) {
+        rc = err ? err->rc : KORCH_E_INVALID;
         goto out;
     }
+    size_t dl = korch_dir_len(req->runtime_dir);
     snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", req->conn->ip);
     memcpy(p->ports, req->conn->port, sizeof p->ports);
 
     if (l->o.user) {
-        if (!s_parse_user(l->o.user, &uid, &gid)) {
+        if (!korch_parse_user(l->o.user, &uid, &gid)) {
             rc = korch_err_set(err, KORCH_E_INVALID, "docker user '%s' is not numeric uid:gid", l->o.user);
             goto out;
         }
@@ -635,7 +588,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     /* The connection file as the kernel sees it: same key and ports, the ipc
        prefix under the container's mount point. */
     conn = *req->conn;
-    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, slash + 1);
+    snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, ipc_name);
     snprintf(conn_in, sizeof conn_in, "%s/%s", l->o.runtime_mount, S_CONN_FILE);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)dl, req->runtime_dir, S_CONN_FILE);
     /* runtime_dir is the kernel's: korch_conn_save_as never writes through
@@ -732,7 +685,7 @@ static void s_describe(docker_proc_t *p, json_t *state)
     json_int_t code = json_integer_value(json_object_get(state, "ExitCode"));
     const char *error = json_string_value(json_object_get(state, "Error"));
     if (json_is_true(json_object_get(state, "OOMKilled"))) {
-        s_human_bytes(p->memory, lim, sizeof lim);
+        korch_human_bytes(p->memory, lim, sizeof lim);
         snprintf(p->why, sizeof p->why, "out of memory (limit %s)", lim);
     } else if (code > 128 && code < 128 + 65) {
         /* The shell convention, which docker-init keeps: 128 + signal. */
@@ -965,7 +918,7 @@ static const char *s_runtime_target(json_t *c, const char *runtime_dir)
    prefix is not directly inside target. */
 static const char *s_ipc_base(const char *ip, const char *target)
 {
-    size_t tl = s_dir_len(target);
+    size_t tl = korch_dir_len(target);
     if (strncmp(ip, target, tl) != 0 || ip[tl] != '/' || !ip[tl + 1] || strchr(ip + tl + 1, '/'))
         return NULL;
     return ip + tl + 1;
@@ -1063,7 +1016,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
                            rdir, errno == ENOENT ? "gone" : "not a directory");
         goto out;
     }
-    size_t dl = s_dir_len(rdir);
+    size_t dl = korch_dir_len(rdir);
     if (dl + 1 > runtime_dir_len || dl + 1 > sizeof p->runtime_dir) {
         rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
                            kernel_id, rdir);
@@ -1090,7 +1043,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     json_t *cfg = json_object_get(r.json, "Config");
     const char *user = json_string_value(json_object_get(cfg, "User"));
     const char *wd = json_string_value(json_object_get(cfg, "WorkingDir"));
-    if (!user || !s_parse_user(user, &p->uid, &p->gid)) {
+    if (!user || !korch_parse_user(user, &p->uid, &p->gid)) {
         p->uid = geteuid() == 0 ? 1000 : geteuid();
         p->gid = geteuid() == 0 ? 1000 : getegid();
     }
@@ -1465,15 +1418,6 @@ static const korch_launcher_ops_t s_ops = {
     .get_file = s_get_file,
 };
 
-/* Own a copy of an option string; false on ENOMEM. */
-static bool s_own(docker_launcher_t *l, size_t slot, const char **field)
-{
-    if (!*field)
-        return true;
-    l->strs[slot] = strdup(*field);
-    *field = l->strs[slot];
-    return *field != NULL;
-}
 
 korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, korch_err_t *err)
 {
@@ -1493,9 +1437,12 @@ korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, kor
         l->o.workdir_mount = d.workdir_mount;
     if (!l->o.runtime_mount)
         l->o.runtime_mount = d.runtime_mount;
-    bool ok = s_own(l, 0, &l->o.host) && s_own(l, 1, &l->o.image) && s_own(l, 2, &l->o.instance) &&
-              s_own(l, 3, &l->o.user) && s_own(l, 4, &l->o.workdir) && s_own(l, 5, &l->o.workdir_mount) &&
-              s_own(l, 6, &l->o.runtime_mount) && s_own(l, 7, &l->o.network) && s_own(l, 8, &l->o.runtime);
+    const char **fields[] = {&l->o.host,          &l->o.image,         &l->o.instance,
+                             &l->o.user,          &l->o.workdir,       &l->o.workdir_mount,
+                             &l->o.runtime_mount, &l->o.network,       &l->o.runtime};
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof fields / sizeof fields[0]; i++)
+        ok = korch_own_str(&l->strs[i], fields[i]);
     if (!ok) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;

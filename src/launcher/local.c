@@ -7,11 +7,11 @@
 #include "korch/log.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,40 +36,6 @@ typedef struct {
    can reach the sockets. */
 static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
-/* argv with {connection_file} and {resource_dir} replaced; new strings. */
-static char **s_expand_argv(const korch_kernelspec_t *spec, const char *conn_file)
-{
-    size_t n = 0;
-    while (spec->argv[n])
-        n++;
-    char **argv = calloc(n + 1, sizeof *argv);
-    if (!argv)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        const char *a = spec->argv[i];
-        if (strcmp(a, "{connection_file}") == 0)
-            a = conn_file;
-        else if (strcmp(a, "{resource_dir}") == 0)
-            a = spec->dir;
-        argv[i] = strdup(a);
-        if (!argv[i]) {
-            for (size_t j = 0; j < i; j++)
-                free(argv[j]);
-            free(argv);
-            return NULL;
-        }
-    }
-    return argv;
-}
-
-static void s_free_strv(char **v)
-{
-    if (v)
-        for (char **p = v; *p; p++)
-            free(*p);
-    free(v);
-}
-
 /* The allow-listed part of korch's environment, never its secrets (env.h). */
 static char **s_build_env(const korch_launch_t *req)
 {
@@ -83,12 +49,10 @@ static char **s_build_env(const korch_launch_t *req)
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     korch_rc_t rc = KORCH_OK;
-    char conn_file[PATH_MAX];
+    char conn_file[PATH_MAX], what[300];
     snprintf(conn_file, sizeof conn_file, "%s/kernel.json", req->runtime_dir);
     char **argv = NULL, **env = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    bool fa_ok = false, attr_ok = false;
+    int log_fd = -1;
     local_proc_t *p = calloc(1, sizeof *p);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
@@ -96,7 +60,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     rc = korch_conn_save(req->conn, conn_file, err);
     if (rc)
         goto out;
-    argv = s_expand_argv(req->spec, conn_file);
+    argv = korch_spawn_argv(NULL, req->spec, conn_file);
     env = s_build_env(req);
     if (!argv || !env) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
@@ -107,53 +71,30 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         snprintf(p->workdir, sizeof p->workdir, "%s", req->cwd);
     else if (!getcwd(p->workdir, sizeof p->workdir))
         p->workdir[0] = 0;
-    fa_ok = posix_spawn_file_actions_init(&fa) == 0;
-    attr_ok = posix_spawnattr_init(&attr) == 0;
-    if (!fa_ok || !attr_ok) {
-        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
+    /* The kernel can write the runtime dir: never a link, never block on a
+       FIFO planted as its log, only a regular file. */
+    log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat lst;
+    if (log_fd >= 0 && (fstat(log_fd, &lst) != 0 || !S_ISREG(lst.st_mode))) {
+        close(log_fd);
+        log_fd = -1;
+        errno = EINVAL;
     }
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    /* O_NONBLOCK: a FIFO planted there fails the start instead of hanging it */
-    posix_spawn_file_actions_addopen(&fa, 1, p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (req->cwd)
-        posix_spawn_file_actions_addchdir_np(&fa, req->cwd);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGCHLD);
-    sigaddset(&defaults, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_USEVFORK);
-    int e = posix_spawnp(&p->pid, argv[0], &fa, &attr, argv, env);
-    if (e == ENXIO || e == ELOOP) /* the log's open failed, not the exec */
+    if (log_fd < 0) {
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start kernel '%s': its log '%s' is not a regular file (%s)",
-                           req->spec->name, p->log_path, strerror(e));
-    else if (e != 0)
-        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start kernel '%s': '%s': %s%s", req->spec->name, argv[0],
-                           strerror(e),
-                           e == ENOENT ? " (is the kernel installed? check the kernelspec's argv)" : "");
-    if (e != 0) {
+                           req->spec->name, p->log_path, strerror(errno));
         goto out;
     }
-    p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-    if (p->pidfd < 0)
-        korch_debug("pidfd_open: %s; polling the kernel's liveness instead", strerror(errno));
+    snprintf(what, sizeof what, "kernel '%s'", req->spec->name);
+    korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .cwd = req->cwd, .out_fd = log_fd};
+    rc = korch_spawn(&sp, &p->pid, &p->pidfd, err);
+    if (rc)
+        goto out;
     korch_debug("started kernel '%s' pid %d", req->spec->name, (int)p->pid);
 out:
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok)
-        posix_spawnattr_destroy(&attr);
-    s_free_strv(argv);
+    if (log_fd >= 0)
+        close(log_fd);
+    korch_spawn_strv_free(argv);
     korch_env_free(env);
     if (rc) {
         free(p);
@@ -164,16 +105,6 @@ out:
 }
 
 static int s_exit_fd(korch_proc_t *proc) { return ((local_proc_t *)proc)->pidfd; }
-
-static void s_describe(int status, char *why, size_t whylen)
-{
-    if (WIFEXITED(status))
-        snprintf(why, whylen, "exited %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status))
-        snprintf(why, whylen, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else
-        snprintf(why, whylen, "ended (status %d)", status);
-}
 
 static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
 {
@@ -187,7 +118,7 @@ static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
             p->status = 0;
     }
     if (why)
-        s_describe(p->status, why, whylen);
+        korch_spawn_describe(p->status, why, whylen);
     return false;
 }
 

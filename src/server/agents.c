@@ -14,6 +14,7 @@
  *                                                          of that name was there), into the work dir
  *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
  *    GET    /api/agent/sessions/{id}/figures/{name}        a chart (PNG, JPEG, SVG) of result.figures
+ *    GET    /api/agent/sessions/{id}/events ?after=N       text/event-stream of the running turn, 204 when none
  *  (src/server/openapi.yaml describes every route and event.)
  *
  *  Threads. A korch_agent blocks while it thinks (libcurl easy) and owns its
@@ -33,6 +34,14 @@
  *  without a kernel - after a server restart, or once its kernel was shut
  *  down or culled - is "stopped"; its next message starts a kernel and the
  *  agent resumes the transcript, re-running its successful cells.
+ *
+ *  Following a turn. Every event of a turn gets an SSE `id:` (1, 2, ...)
+ *  and goes into the turn's log (bounded: the oldest go first past
+ *  MAX_LOG_BYTES) as well as to the POST's stream. GET .../events replays
+ *  the log after ?after=N (or Last-Event-ID) and then follows the turn live
+ *  until its `done`: a page reloaded mid-turn loses nothing. A POST with
+ *  "detach": true lets its turn go on when its client leaves (the page
+ *  does that); without it, leaving cancels the step, as before.
  */
 #include "server_int.h"
 #include "korch/agent.h"
@@ -60,6 +69,8 @@
 #define KEEPALIVE_MS 15000               /* an SSE comment while a turn is quiet (proxies time out) */
 #define MAX_TRANSCRIPT (256u << 20)
 #define MAX_NOTEBOOK (256u << 20)
+#define MAX_LOG_BYTES (16u << 20)       /* a turn's event log for GET .../events */
+#define MAX_FOLLOWERS 16                 /* GET .../events streams per session */
 
 /* starting: its kernel and agent are getting ready (for a new session, or
    for a stopped one that got a message); stopped: on disk only, with no
@@ -88,9 +99,23 @@ struct srv_agent {
     zactor_t *actor;
     srv_req_t *waiting;         /* a token in the kernel's waiters (not an HTTP request) */
     srv_req_t *creating;        /* POST waiting for the agent to be ready */
-    srv_req_t *stream;          /* the running turn's event stream */
+    srv_req_t *stream;          /* the running turn's event stream (its POST) */
+    bool detach;                /* that POST's client may leave: the turn goes on */
+    bool turn_open;             /* from the POST to its `done` */
+    uint64_t next_id;           /* the SSE id of the turn's next event */
+    zlistx_t *log;              /* s_logged_t* (owned): the turn's events so far */
+    size_t log_bytes;
+    uint64_t log_dropped;       /* events dropped from the log's front */
+    zlistx_t *followers;        /* srv_req_t* of GET .../events (owned streams) */
     int keepalive;              /* timer, -1 none */
 };
+
+/* One event as written on the wire ("id: N\nevent: NAME\ndata: JSON\n\n"). */
+typedef struct {
+    uint64_t id;
+    size_t len;
+    char text[];
+} s_logged_t;
 
 /* ============================================================ main side */
 
@@ -140,6 +165,9 @@ static int s_rm_entry(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
+static void s_followers_end(srv_agent_t *sa);
+static void s_log_clear(srv_agent_t *sa);
+
 static void s_free(srv_agent_t **psa)
 {
     srv_agent_t *sa = *psa;
@@ -160,6 +188,10 @@ static void s_free(srv_agent_t **psa)
         srv_stream_end(sa->stream);
         srv_stream_release(&sa->stream);
     }
+    s_followers_end(sa);
+    zlistx_destroy(&sa->followers);
+    s_log_clear(sa);
+    zlistx_destroy(&sa->log);
     if (sa->doomed && sa->cfg.dir[0]) /* DELETE: the session's files go with it */
         nftw(sa->cfg.dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     json_decref(sa->files);
@@ -170,30 +202,89 @@ static void s_free(srv_agent_t **psa)
 
 /* ---------------------------------------------------------- streams */
 
+static void s_log_clear(srv_agent_t *sa)
+{
+    s_logged_t *e;
+    while (sa->log && (e = zlistx_first(sa->log))) {
+        zlistx_delete(sa->log, zlistx_cursor(sa->log));
+        free(e);
+    }
+    sa->log_bytes = 0;
+    sa->log_dropped = 0;
+}
+
+static void s_log_add(srv_agent_t *sa, uint64_t id, const char *text, size_t len)
+{
+    s_logged_t *e = malloc(sizeof *e + len);
+    if (!e)
+        return;
+    e->id = id;
+    e->len = len;
+    memcpy(e->text, text, len);
+    zlistx_add_end(sa->log, e);
+    sa->log_bytes += len;
+    while (sa->log_bytes > MAX_LOG_BYTES && zlistx_size(sa->log) > 1) {
+        s_logged_t *old = zlistx_first(sa->log);
+        zlistx_delete(sa->log, zlistx_cursor(sa->log));
+        sa->log_bytes -= old->len;
+        sa->log_dropped++;
+        free(old);
+    }
+}
+
+/* The followers' streams end (a `done` was written to them, or the session goes). */
+static void s_followers_end(srv_agent_t *sa)
+{
+    srv_req_t *f;
+    while (sa->followers && (f = zlistx_first(sa->followers))) {
+        zlistx_delete(sa->followers, zlistx_cursor(sa->followers));
+        srv_stream_end(f);
+        srv_stream_release(&f);
+    }
+}
+
+/* Write to every subscriber of the turn; one that does not read is dropped
+   (the POST's client cancels the turn then, unless it detached). */
+static void s_stream_write_all(srv_agent_t *sa, const char *buf, size_t n)
+{
+    if (sa->stream && srv_stream_write(sa->stream, buf, n, MAX_SSE_PENDING) == KORCH_E_TOOBIG) {
+        srv_stream_release(&sa->stream);
+        if (!sa->detach) { /* treated as a client that left (the turn is cancelled) */
+            atomic_store(&sa->cfg.cancel, 1);
+            if (sa->actor)
+                zstr_send(sa->actor, "INTERRUPT");
+        }
+    }
+    srv_req_t *slow[MAX_FOLLOWERS];
+    size_t nslow = 0;
+    for (srv_req_t *f = sa->followers ? zlistx_first(sa->followers) : NULL; f; f = zlistx_next(sa->followers))
+        if (srv_stream_write(f, buf, n, MAX_SSE_PENDING) == KORCH_E_TOOBIG && nslow < MAX_FOLLOWERS)
+            slow[nslow++] = f;
+    for (size_t i = 0; i < nslow; i++) {
+        zlistx_delete(sa->followers, zlistx_find(sa->followers, slow[i]));
+        srv_stream_release(&slow[i]);
+    }
+}
+
 static int s_on_keepalive(korch_loop_t *loop, int id, void *arg)
 {
     srv_agent_t *sa = arg;
-    if (sa->stream)
-        srv_stream_write(sa->stream, ": keepalive\n\n", 13, MAX_SSE_PENDING);
+    s_stream_write_all(sa, ": keepalive\n\n", 13);
     return 0;
 }
 
 static void s_stream_event(srv_agent_t *sa, const char *name, const char *json)
 {
-    if (!sa->stream)
+    if (!sa->turn_open)
         return;
     size_t nl = strlen(name), jl = strlen(json);
-    char *buf = malloc(nl + jl + 32);
+    char *buf = malloc(nl + jl + 64);
     if (!buf)
         return;
-    int n = snprintf(buf, nl + jl + 32, "event: %s\ndata: %s\n\n", name, json);
-    if (srv_stream_write(sa->stream, buf, (size_t)n, MAX_SSE_PENDING) == KORCH_E_TOOBIG) {
-        /* the client does not read: treated as a client that left (the turn is cancelled) */
-        srv_stream_release(&sa->stream);
-        atomic_store(&sa->cfg.cancel, 1);
-        if (sa->actor)
-            zstr_send(sa->actor, "INTERRUPT");
-    }
+    uint64_t id = sa->next_id++;
+    int n = snprintf(buf, nl + jl + 64, "id: %llu\nevent: %s\ndata: %s\n\n", (unsigned long long)id, name, json);
+    s_log_add(sa, id, buf, (size_t)n);
+    s_stream_write_all(sa, buf, (size_t)n);
     free(buf);
 }
 
@@ -217,6 +308,9 @@ static void s_stream_done(srv_agent_t *sa, const char *done_json)
         srv_stream_end(sa->stream);
         srv_stream_release(&sa->stream);
     }
+    s_followers_end(sa);
+    s_log_clear(sa);
+    sa->turn_open = false;
 }
 
 /* A turn that ends here rather than in the agent (it was deleted, its start
@@ -671,15 +765,15 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     sa->keepalive = -1;
     sa->files = json_array();
     sa->pending_files = json_array();
+    sa->log = zlistx_new();
+    sa->followers = zlistx_new();
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = srv_state(s)->opts.agent_max_steps;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
-    if (!sa->files || !sa->pending_files) {
-        json_decref(sa->files);
-        json_decref(sa->pending_files);
-        free(sa);
+    if (!sa->files || !sa->pending_files || !sa->log || !sa->followers) {
+        s_free(&sa);
         return NULL;
     }
     return sa;
@@ -771,11 +865,7 @@ void srv_agents_load(korch_server_t *s)
         const char *id = json_string_value(json_object_get(j, "id"));
         if (!llm || !kn || !id || strcmp(id, de->d_name) != 0) {
             json_decref(j);
-            if (sa) {
-                json_decref(sa->files);
-                json_decref(sa->pending_files);
-                free(sa);
-            }
+            s_free(&sa);
             continue;
         }
         snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
@@ -810,6 +900,10 @@ static void s_on_stream_gone(srv_req_t *req, void *arg)
     if (sa->stream != req)
         return;
     srv_stream_release(&sa->stream);
+    if (sa->detach) {
+        korch_info("agent session %s: the client left its stream; the turn goes on (detached)", sa->id);
+        return;
+    }
     if (sa->state == A_RUNNING || sa->state == A_STARTING) {
         korch_info("agent session %s: the client closed its stream; cancelling the step", sa->id);
         free(sa->pending_question);
@@ -863,7 +957,16 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, json_t *body)
                           sa->state == A_RUNNING ? "running" : "starting");
         return;
     }
+    json_t *detach = json_object_get(body, "detach");
+    if (detach && !json_is_boolean(detach)) {
+        srv_respond_error(req, 400, "'detach' must be true or false");
+        return;
+    }
     s_touch(sa);
+    s_log_clear(sa);
+    sa->turn_open = true;
+    sa->next_id = 1;
+    sa->detach = json_is_true(detach);
     sa->stream = req;
     srv_stream_begin(req, "text/event-stream", s_on_stream_gone, sa);
     sa->keepalive = korch_loop_timer(srv_loop(sa->srv), KEEPALIVE_MS, 0, s_on_keepalive, sa);
@@ -871,6 +974,54 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, json_t *body)
         s_resume(sa, json_string_value(c));
     else
         s_ask(sa, json_string_value(c));
+}
+
+static void s_on_follower_gone(srv_req_t *req, void *arg)
+{
+    srv_agent_t *sa = arg;
+    void *h = zlistx_find(sa->followers, req);
+    if (h)
+        zlistx_delete(sa->followers, h);
+    srv_stream_release(&req);
+}
+
+/* GET .../events: the running turn's events after ?after=N (or the
+   Last-Event-ID header), then the live ones until its `done`. */
+static void s_follow(srv_agent_t *sa, srv_req_t *req)
+{
+    if (!sa->turn_open) {
+        srv_respond(req, 204, NULL);
+        return;
+    }
+    if (zlistx_size(sa->followers) >= MAX_FOLLOWERS) {
+        srv_respond_error(req, 429, "%d clients follow this session's turn already", MAX_FOLLOWERS);
+        return;
+    }
+    char arg[32] = "";
+    uint64_t after = 0;
+    if (srv_req_query(req, "after", arg, sizeof arg) || srv_req_header(req, "last-event-id:", arg, sizeof arg)) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(arg, &end, 10);
+        if (errno || end == arg || *end || arg[0] == '-') {
+            srv_respond_error(req, 400, "'after' must be an event id (a number), not '%s'", arg);
+            return;
+        }
+        after = v;
+    }
+    srv_stream_begin(req, "text/event-stream", s_on_follower_gone, sa);
+    zlistx_add_end(sa->followers, req);
+    s_logged_t *first = zlistx_first(sa->log);
+    if (sa->log_dropped && first && after + 1 < first->id) {
+        char note[160];
+        int n = snprintf(note, sizeof note,
+                         "event: notice\ndata: {\"text\":\"events 1 to %llu of this turn are no longer kept\"}\n\n",
+                         (unsigned long long)first->id - 1);
+        srv_stream_write(req, note, (size_t)n, MAX_SSE_PENDING);
+    }
+    for (s_logged_t *e = first; e; e = zlistx_next(sa->log))
+        if (e->id > after && srv_stream_write(req, e->text, e->len, MAX_SSE_PENDING) != KORCH_OK)
+            break;
 }
 
 /* ------------------------------------------------------------- files */
@@ -1082,7 +1233,7 @@ static void s_delete(srv_agent_t *sa, srv_req_t *req)
 
 void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
 {
-    /* seg: api agent sessions [id [messages|interrupt|notebook|files [path...]]] */
+    /* seg: api agent sessions [id [messages|interrupt|notebook|events|files [path...]]] */
     if (nseg < 3 || strcmp(seg[2], "sessions") != 0) {
         srv_respond_error(req, 404, "not found");
         return;
@@ -1127,13 +1278,15 @@ void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
         srv_respond(req, 204, NULL);
     } else if (nseg == 5 && strcmp(sub, "notebook") == 0 && strcmp(m, "GET") == 0)
         s_notebook(sa, req);
+    else if (nseg == 5 && strcmp(sub, "events") == 0 && strcmp(m, "GET") == 0)
+        s_follow(sa, req);
     else if (strcmp(sub, "files") == 0)
         s_files(sa, req, seg, nseg);
     else if (strcmp(sub, "figures") == 0)
         s_figure(sa, req, seg, nseg);
     else if (nseg == 4 ||
              (nseg == 5 && (strcmp(sub, "messages") == 0 || strcmp(sub, "interrupt") == 0 ||
-                            strcmp(sub, "notebook") == 0)))
+                            strcmp(sub, "notebook") == 0 || strcmp(sub, "events") == 0)))
         srv_respond_error(req, 405, "method not allowed");
     else
         srv_respond_error(req, 404, "not found");

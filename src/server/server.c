@@ -209,6 +209,22 @@ void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const
     srv_respond(req, status, NULL);
 }
 
+bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s=", name);
+    const char *v = req->wsi ? lws_get_urlarg_by_name(req->wsi, key, buf, (int)len) : NULL;
+    if (!v)
+        return false;
+    memmove(buf, v, strlen(v) + 1); /* lws leaves "name=value" in buf and points at the value */
+    return true;
+}
+
+bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len)
+{
+    return req->wsi && lws_hdr_custom_copy(req->wsi, buf, (int)len, name, (int)strlen(name)) > 0;
+}
+
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
 {
     char msg[1024];
@@ -222,7 +238,7 @@ void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
 /* Write status, headers and body; "connection: close" always (see
    s_finish). Returns -1 when the connection must close. */
 static int s_write_response(struct lws *wsi, int status, const char *ctype, const char *body, size_t len,
-                            const char *location, const char *origin)
+                            const char *location, const char *origin, bool page)
 {
     if (!ctype || !*ctype)
         ctype = "application/json";
@@ -253,6 +269,11 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
         goto out;
     if (lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5, &p, end))
         goto out;
+    for (size_t i = 0; page && i < sizeof srv_web_headers / sizeof srv_web_headers[0]; i++)
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)srv_web_headers[i][0],
+                                        (const unsigned char *)srv_web_headers[i][1],
+                                        (int)strlen(srv_web_headers[i][1]), &p, end))
+            goto out;
     if (location && *location &&
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_LOCATION, (const unsigned char *)location,
                                      (int)strlen(location), &p, end))
@@ -404,7 +425,7 @@ static int s_stream_writable(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         return -1;
     if (!req->stream_started) {
         req->stream_started = true;
-        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin) < 0)
+        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin, false) < 0)
             return -1;
         lws_callback_on_writable(wsi);
         return 0;
@@ -446,7 +467,7 @@ static int s_finish(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     pss->req = NULL;
     pss->answered = true;
     int rc = s_write_response(wsi, req->status, req->content_type, req->resp, req->resp_len, req->location,
-                              req->origin);
+                              req->origin, req->page);
     s_access_log(s, req->method, req->path, req->status, req->t0_us, wsi);
     s_req_free(&req);
     /* One request per connection: it closes once the response is out
@@ -558,6 +579,9 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
         srv_respond(req, 204, NULL);
         goto done;
     }
+    /* the web app's own files hold no secret: served without the token (web.c) */
+    if (srv_web_serve(req))
+        goto done;
     /* GET /api is open, as in jupyter_server (clients probe it) */
     if (!(strcmp(req->method, "GET") == 0 && strcmp(req->path, "/api") == 0) && !s_token_ok(s, wsi)) {
         srv_respond_error(req, 403, "missing or wrong token");
@@ -663,7 +687,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         return 0;
     char body[128];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
-    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL);
+    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false);
     s_access_log(s, "GET", uri, status, t0, wsi);
     /* -1, not 1: after 1 lws keeps the connection for another request, and
        a pipelined one with a body is what it mis-frames (see s_finish) */

@@ -79,9 +79,17 @@ struct srv_req {
     bool streaming, stream_started, stream_ended;
     unsigned char *out;         /* pending bytes, out_off .. out_len */
     size_t out_len, out_cap, out_off;
+    bool page;                  /* the web app's files: srv_web_headers go with them */
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
 };
+
+/* web.c: the web app embedded in the binary (GET / and /static/...),
+   answered without the token. True when req was one of its files (it is
+   answered then). srv_web_headers: name/value pairs (CSP and friends) sent
+   with them. */
+bool srv_web_serve(srv_req_t *req);
+extern const char *const srv_web_headers[5][2];
 
 /* Route a request (api.c). Either responds now or calls srv_req_wait. */
 void srv_api(korch_server_t *s, srv_req_t *req);
@@ -99,6 +107,12 @@ void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const
 /* The request's body as a JSON object (new; NULL when there is none). A
    malformed one is answered 400 and sets *bad. */
 json_t *srv_req_json(srv_req_t *req, bool *bad);
+
+/* The value of query argument `name` ("after") or of header `name`
+   ("last-event-id:", lowercase with its colon) into buf; false when the
+   request has none (or its client has gone). */
+bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len);
+bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len);
 
 /* Respond {"message": ...}. */
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

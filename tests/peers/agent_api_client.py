@@ -31,20 +31,27 @@ SALES = os.path.join(ROOT, "scripts", "demo", "sales.csv")
 
 
 class Sse:
-    """One POST .../messages: the response read event by event."""
+    """One POST .../messages (or, with follow=N, GET .../events?after=N):
+    the response read event by event; ids[i] is events[i]'s SSE id."""
 
-    def __init__(self, x, sid, content):
+    def __init__(self, x, sid, content, detach=False, follow=None):
         u = urllib.parse.urlsplit(x.base)
         self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-        body = json.dumps({"content": content}).encode()
-        self.conn.request("POST", "/api/agent/sessions/%s/messages" % sid, body=body,
-                          headers={"Authorization": "token " + x.token, "Content-Type": "application/json"})
+        headers = {"Authorization": "token " + x.token, "Content-Type": "application/json"}
+        if follow is not None:
+            self.conn.request("GET", "/api/agent/sessions/%s/events?after=%s" % (sid, follow), headers=headers)
+        else:
+            body = {"content": content, "detach": True} if detach else {"content": content}
+            self.conn.request("POST", "/api/agent/sessions/%s/messages" % sid, body=json.dumps(body).encode(),
+                              headers=headers)
         self.resp = self.conn.getresponse()
+        self.status = self.resp.status
         self.events = []
+        self.ids = []
 
     def next(self):
         """(event, data) or None at the end of the stream."""
-        name, data = None, []
+        name, data, eid = None, [], None
         while True:
             line = self.resp.readline()
             if not line:
@@ -57,11 +64,14 @@ class Sse:
                     continue
                 ev = (name, json.loads("\n".join(data)))
                 self.events.append(ev)
+                self.ids.append(eid)
                 return ev
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
             if field == "event":
                 name = value
+            elif field == "id":
+                eid = int(value)
             elif field == "data":
                 data.append(value)
 
@@ -285,6 +295,56 @@ def sc_interrupt(x):
     x.check(done and done[0]["status"] == "interrupted", "done: %r" % done)
     x.check(not any("WOKE" in d["output"].get("text", "") for d in _of(sse.events, "output")), "it woke up")
     ev = Sse(x, m["id"], "what about after").all()
+    x.check(_of(ev, "final") and "Still alive: AFTER 42." in _of(ev, "final")[0]["text"],
+            "after the interrupt: %r" % _of(ev, "final"))
+
+
+def sc_follow(x):
+    """GET .../events follows a running turn: the events so far with their
+    ids (?after=N skips some), then the live ones until done; a detached
+    POST's client may leave without cancelling the turn."""
+    m = x.session()
+    sid = m["id"]
+    idle = Sse(x, sid, None, follow=0)
+    x.check(idle.status == 204, "GET events without a turn -> %s" % idle.status)
+    idle.close()
+    post = Sse(x, sid, "please sleep", detach=True)
+    while True:
+        ev = post.next()
+        if ev is None or (ev[0] == "output" and "SLEEPING" in ev[1]["output"].get("text", "")):
+            break
+    x.check(ev is not None, "never saw SLEEPING")
+    n = len(post.ids)
+    x.check(post.ids == list(range(1, n + 1)), "ids of the POST stream: %r" % post.ids)
+    a = Sse(x, sid, None, follow=0)
+    replay = [a.next() for _ in range(n)]
+    x.check(replay == post.events and a.ids == post.ids, "the replay %r != the stream %r" % (a.ids, post.ids))
+    b = Sse(x, sid, None, follow=2)
+    first = b.next()
+    x.check(b.ids[:1] == [3] and first == post.events[2], "after=2 starts at %r %r" % (b.ids[:1], first))
+    bad = Sse(x, sid, None, follow="x")
+    x.check(bad.status == 400, "after=x -> %s" % bad.status)
+    bad.close()
+    post.close()  # detached: the turn goes on
+    time.sleep(1.5)
+    st, mm = x.http.req("GET", "api/agent/sessions/" + sid)
+    x.check(mm.get("state") == "running", "after the detached client left the session is %r" % mm.get("state"))
+    st, _ = x.http.req("POST", "api/agent/sessions/%s/interrupt" % sid)
+    x.check(st == 204, "interrupt -> %s" % st)
+    a.all()
+    b.all()
+    for name, f in (("a", a), ("b", b)):
+        done = _of(f.events, "done")
+        x.check(done and done[0]["status"] == "interrupted" and f.events[-1][0] == "done",
+                "follower %s ended with %r" % (name, f.events[-1:]))
+    x.check(a.ids[-1] == b.ids[-1] and a.ids == list(range(1, len(a.ids) + 1)), "ids %r / %r" % (a.ids, b.ids))
+    x.details["events"] = len(a.ids)
+    a.close()
+    b.close()
+    after = Sse(x, sid, None, follow=0)
+    x.check(after.status == 204, "GET events after the turn -> %s" % after.status)
+    after.close()
+    ev = Sse(x, sid, "what about after").all()
     x.check(_of(ev, "final") and "Still alive: AFTER 42." in _of(ev, "final")[0]["text"],
             "after the interrupt: %r" % _of(ev, "final"))
 
@@ -526,7 +586,7 @@ def sc_files(x):
     x.check(x.agent_dir not in json.dumps(full), "no host path in the session's transcript")
 
 
-SCENARIOS = {f.__name__[3:]: f for f in (sc_analysis, sc_turns, sc_chunks, sc_interrupt, sc_close_cancels, sc_attach,
+SCENARIOS = {f.__name__[3:]: f for f in (sc_analysis, sc_turns, sc_chunks, sc_interrupt, sc_follow, sc_close_cancels, sc_attach,
                                           sc_errors, sc_close_during_model, sc_kernel_gone, sc_remember, sc_recall, sc_nollm,
                                           sc_files)}
 

@@ -306,5 +306,71 @@ def rstats(provider, req, state):
         "yes" if "running R" in system else "no")}
 
 
-SCENARIOS = {f.__name__: f for f in (analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
+def _turn_results(provider, req):
+    """Text of the tool results since the user's latest question (this turn)."""
+    msgs = ls.messages(provider, req)
+    start = max((i for i, m in enumerate(msgs) if m.get("role") == "user" and isinstance(m.get("content"), str)
+                 and not m["content"].startswith(("[korch", "images from"))), default=0)
+    return [ls._text_of(m.get("content")) for m in msgs[start:] if m.get("role") == "tool"]
+
+
+_XSS_CODE = r"""from IPython.display import HTML, Markdown, SVG, display
+display(HTML('<b id="html-ok">html ok</b><script>window.__xss = "script"</script>'
+             '<img src="x" onerror="window.__xss = \'onerror\'">'
+             '<a id="xss-a" href="javascript:window.__xss = \'href\'">html link</a>'))
+display(Markdown('[md link](javascript:window.__xss="md") and <img src="x" onerror="window.__xss=\'mdimg\'">'))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40" onload="window.__xss=\'svg\'">'
+            '<script>window.__xss="svgscript"</script><circle cx="20" cy="20" r="15" fill="teal"/></svg>'))
+print('XSS-SENT')"""
+
+
+def webapp(provider, req, state):
+    """The web page's test (tests/npm/webapp.js). Turn "analyse": load the
+    uploaded CSV (a table), a mistake (a traceback), a chart, outputs with
+    script in them; the answer quotes the total the kernel printed, with
+    script in it too. "sleep": a long step the page stops. "kept": state
+    from before the stop. "slow": a step the page reloads in the middle of.
+    "again": after the session was stopped and resumed."""
+    user = ls.latest_user_text(provider, req)
+    res = _turn_results(provider, req)
+    if "analyse" in user:
+        if not res:
+            return {"text": "Let me **load** the file first.", "tool_calls": [_code(
+                "import pandas as pd\ndf = pd.read_csv('sales.csv')\ndf['revenue'] = df['units'] * df['price']\n"
+                "print('TOTAL=%.2f' % df['revenue'].sum())\ndf.head()")]}
+        if len(res) == 1:
+            return {"tool_calls": [_code("df['no_such_column']")]}
+        if len(res) == 2:
+            if "KeyError" not in res[1]:
+                return {"text": "EXPECTED A KeyError, GOT: " + res[1][:200]}
+            return {"text": "A chart of revenue by region:", "tool_calls": [_code(
+                "import matplotlib.pyplot as plt\n"
+                "df.groupby('region')['revenue'].sum().plot(kind='bar')\nplt.savefig('by_region.png')\nplt.show()")]}
+        if len(res) == 3:
+            return {"tool_calls": [_code(_XSS_CODE)]}
+        total = _find(r"TOTAL=([0-9.]+)", res)
+        return {"text": "Total revenue is **%s**. <img src=x onerror=\"window.__xss='final'\"> "
+                        "[a link](javascript:window.__xss='finalmd')" % total}
+    if "sleep" in user:
+        if not res:
+            return {"text": "Sleeping.", "tool_calls": [_code(
+                "kept = 41\nimport time\nprint('SLEEPING', flush=True)\ntime.sleep(90)\nprint('WOKE')")]}
+        return {"text": "Slept through: " + res[-1][:100]}
+    if "kept" in user:
+        if not res:
+            return {"tool_calls": [_code("print('KEPT=%d' % (kept + 1))")]}
+        return {"text": "The kernel kept its state: KEPT is %s." % _find(r"KEPT=(\d+)", res)}
+    if "again" in user:  # after a resume: the analysis' cells were re-run in the fresh kernel
+        if not res:
+            return {"tool_calls": [_code("print('AGAIN=%.2f' % df['revenue'].sum())")]}
+        return {"text": "After the resume the total is still %s." % _find(r"AGAIN=([0-9.]+)", res)}
+    if "slow" in user:
+        if not res:
+            return {"text": "Two parts.", "tool_calls": [_code(
+                "import time\nprint('PART1', flush=True)\ntime.sleep(6)\nprint('PART2=%d' % (6 * 7))")]}
+        return {"text": "Both parts ran: PART2 is %s." % _find(r"PART2=(\d+)", res)}
+    return {"text": "unexpected question: " + user}
+
+
+SCENARIOS = {f.__name__: f for f in (webapp, analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
                                      shared, chunks, writer, excel, fencerun, sysecho, snapshot, snapfunc, rstats)}

@@ -1,0 +1,72 @@
+/*  A cgroup per kernel: memory, pids and CPU limits, and a way to find and
+ *  kill everything a kernel started, wherever it went.
+ *
+ *  Both layouts are supported:
+ *  - v2 (unified, /sys/fs/cgroup/cgroup.controllers exists): one directory
+ *    {mount}/korch/{instance}/{name} with memory.max (memory.swap.max 0),
+ *    pids.max, cpu.max; the OOM killer is read from memory.events oom_kill.
+ *  - v1 (a mount per controller, /sys/fs/cgroup/{memory,pids,cpu}): the
+ *    same path under each controller, below the cgroup korch itself is in
+ *    (so the limits of whoever runs korch still apply), with
+ *    memory.limit_in_bytes (+ memory.memsw.limit_in_bytes: no swap),
+ *    pids.max, cpu.cfs_quota_us; OOM from memory.oom_control oom_kill
+ *    (memory.failcnt where the kernel lacks that line).
+ *
+ *  A process joins by writing its pid to the cgroup.procs files whose fds
+ *  korch_cgroup_procs_fds gives (the spawn helper does it in the child
+ *  before exec, so nothing the kernel forks escapes). Creating cgroups
+ *  needs root (or a delegated v2 subtree, not supported yet).
+ *
+ *  Not thread-safe per object; distinct objects may be used from distinct
+ *  threads.
+ */
+#ifndef KORCH_CGROUP_H
+#define KORCH_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "korch/error.h"
+
+typedef struct korch_cgroup korch_cgroup_t;
+
+/* A limit <= 0 means none. */
+typedef struct {
+    int64_t memory;     /* bytes, swap not allowed */
+    int64_t nano_cpus;  /* 1e9 per CPU */
+    int64_t pids;       /* tasks (threads count) */
+} korch_cgroup_limits_t;
+
+/* The cgroup version korch can use here: 2, 1, or 0 with the reason in why. */
+int korch_cgroup_available(char *why, size_t whylen);
+
+/* Create korch/{instance}/{name} (letters, digits, - _ . only) with the
+   limits. Fails when a limit cannot be applied. */
+korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const korch_cgroup_limits_t *lim,
+                                 korch_err_t *err);
+
+/* Open cgroup.procs files, -1-terminated (borrowed): for korch_spawn_t.cgroup_fds. */
+const int *korch_cgroup_procs_fds(const korch_cgroup_t *cg);
+
+/* 1 or 2. */
+int korch_cgroup_version(const korch_cgroup_t *cg);
+
+/* Has the OOM killer killed a process in this cgroup? */
+bool korch_cgroup_oom_killed(const korch_cgroup_t *cg);
+
+/* How many processes are in it now (-1 when it cannot be read). */
+int korch_cgroup_count(const korch_cgroup_t *cg);
+
+/* SIGKILL everything in it until it is empty (at most about 2 s); true when empty. */
+bool korch_cgroup_kill(korch_cgroup_t *cg);
+
+/* Kill what is left, remove the cgroup (and the instance's, once empty). */
+void korch_cgroup_destroy(korch_cgroup_t **cg);
+
+/* Kill and remove the cgroups of korch instances that are gone: every
+   korch/{instance} except mine and "default" for which alive(instance) is
+   false; gone(instance) (may be NULL) is told of each. Returns how many
+   kernel cgroups were removed. */
+int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance));
+
+#endif

@@ -1,0 +1,411 @@
+/*  A cgroup per kernel, v2 or v1; see include/korch/cgroup.h.
+ *
+ *  Everything here acts on cgroupfs, which only root writes and which no
+ *  kernel can see (the sandbox mounts no /sys), so plain paths are safe.
+ */
+#include "korch/cgroup.h"
+#include "korch/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_MOUNT "/sys/fs/cgroup"
+#define S_DIRS 3 /* v1: memory, pids, cpu; v2: one */
+
+static const char *const s_v1_ctrls[S_DIRS] = {"memory", "pids", "cpu"};
+
+struct korch_cgroup {
+    int version;
+    int ndirs;
+    char dirs[S_DIRS][PATH_MAX];    /* the kernel's directory in each hierarchy; [0] holds memory */
+    int procs[S_DIRS + 1];          /* their cgroup.procs, open for writing, -1-terminated */
+};
+
+static bool s_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static bool s_valid_name(const char *s)
+{
+    if (!s || !*s || strlen(s) > 64 || s[0] == '.')
+        return false;
+    for (; *s; s++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *s))
+            return false;
+    return true;
+}
+
+/* Read a small cgroupfs file into buf (NUL-terminated); false when absent. */
+static bool s_read(const char *dir, const char *file, char *buf, size_t len)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < len && (r = read(fd, buf + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    close(fd);
+    buf[n] = 0;
+    return true;
+}
+
+static korch_rc_t s_write(const char *dir, const char *file, const char *value, korch_err_t *err)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t w = fd >= 0 ? write(fd, value, strlen(value)) : -1;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (w != (ssize_t)strlen(value))
+        return korch_err_set(err, KORCH_E_IO, "cannot set %s to '%s' in cgroup '%s': %s", file, value, dir,
+                             strerror(e));
+    return KORCH_OK;
+}
+
+/* The value after "key " on a line of a flat-keyed file, or -1. */
+static long long s_keyed(const char *text, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
+            return strtoll(p + kl + 1, NULL, 10);
+    return -1;
+}
+
+/* The cgroup korch is in for a v1 controller, from /proc/self/cgroup
+   ("4:memory:/some/path"), "" for the root. */
+static void s_own_path(const char *ctrl, char *buf, size_t len)
+{
+    char text[4096];
+    buf[0] = 0;
+    if (!s_read("/proc/self", "cgroup", text, sizeof text))
+        return;
+    size_t cl = strlen(ctrl);
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char *ctrls = strchr(line, ':');
+        char *path = ctrls ? strchr(ctrls + 1, ':') : NULL;
+        if (path) {
+            *path++ = 0;
+            for (char *c = ctrls + 1; *c;) {
+                size_t n = strcspn(c, ",");
+                if (n == cl && strncmp(c, ctrl, cl) == 0) {
+                    snprintf(buf, len, "%s", strcmp(path, "/") == 0 ? "" : path);
+                    return;
+                }
+                c += n;
+                if (*c == ',')
+                    c++;
+            }
+        }
+        line = next;
+    }
+}
+
+/* korch's directory in a hierarchy: {mount}/korch (v2), else
+   {mount}/{ctrl}{korch's own cgroup}/korch. */
+static void s_base(int version, int i, char *buf, size_t len)
+{
+    if (version == 2) {
+        snprintf(buf, len, "%s/korch", S_MOUNT);
+        return;
+    }
+    char own[PATH_MAX];
+    s_own_path(s_v1_ctrls[i], own, sizeof own);
+    snprintf(buf, len, "%s/%s%s/korch", S_MOUNT, s_v1_ctrls[i], own);
+}
+
+static int s_version(void)
+{
+    char ctrls[512];
+    if (s_read(S_MOUNT, "cgroup.controllers", ctrls, sizeof ctrls))
+        return strstr(ctrls, "memory") && strstr(ctrls, "pids") ? 2 : 0;
+    if (s_exists(S_MOUNT "/memory/cgroup.procs") && s_exists(S_MOUNT "/pids/cgroup.procs"))
+        return 1;
+    return 0;
+}
+
+int korch_cgroup_available(char *why, size_t whylen)
+{
+    int v = s_version();
+    if (v == 0) {
+        snprintf(why, whylen, "no cgroup with the memory and pids controllers at %s", S_MOUNT);
+        return 0;
+    }
+    if (geteuid() != 0) {
+        snprintf(why, whylen, "creating cgroups needs root (korch runs as uid %u)", (unsigned)geteuid());
+        return 0;
+    }
+    return v;
+}
+
+static int s_ndirs(int version) { return version == 2 ? 1 : S_DIRS; }
+
+/* mkdir, fine when it is there. */
+static korch_rc_t s_mkdir(const char *path, korch_err_t *err)
+{
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return korch_err_set(err, KORCH_E_IO, "cannot create cgroup '%s': %s", path, strerror(errno));
+    return KORCH_OK;
+}
+
+/* v2: controllers reach a child only when every ancestor enables them. */
+static void s_enable(const char *dir)
+{
+    s_write(dir, "cgroup.subtree_control", "+memory +pids", NULL);
+    s_write(dir, "cgroup.subtree_control", "+cpu", NULL);
+}
+
+static korch_rc_t s_limits(korch_cgroup_t *cg, const korch_cgroup_limits_t *lim, korch_err_t *err)
+{
+    char v[64];
+    korch_rc_t rc = KORCH_OK;
+    const char *mem = cg->dirs[0], *pids = cg->dirs[cg->version == 2 ? 0 : 1], *cpu = cg->dirs[cg->version == 2 ? 0 : 2];
+    if (lim->memory > 0) {
+        snprintf(v, sizeof v, "%lld", (long long)lim->memory);
+        if (cg->version == 2) {
+            rc = s_write(mem, "memory.max", v, err);
+            if (!rc)
+                s_write(mem, "memory.swap.max", "0", NULL); /* absent without swap accounting */
+        } else {
+            rc = s_write(mem, "memory.limit_in_bytes", v, err);
+            if (!rc)
+                s_write(mem, "memory.memsw.limit_in_bytes", v, NULL);
+        }
+    }
+    if (!rc && lim->pids > 0) {
+        snprintf(v, sizeof v, "%lld", (long long)lim->pids);
+        rc = s_write(pids, "pids.max", v, err);
+    }
+    if (!rc && lim->nano_cpus > 0) {
+        /* quota per 100 ms period: 1e9 nano-CPUs = 100000 us */
+        long long quota = (long long)(lim->nano_cpus / 10000);
+        if (quota < 1000)
+            quota = 1000;
+        if (cg->version == 2) {
+            snprintf(v, sizeof v, "%lld 100000", quota);
+            rc = s_write(cpu, "cpu.max", v, err);
+        } else {
+            s_write(cpu, "cpu.cfs_period_us", "100000", NULL);
+            snprintf(v, sizeof v, "%lld", quota);
+            rc = s_write(cpu, "cpu.cfs_quota_us", v, err);
+        }
+    }
+    return rc;
+}
+
+korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const korch_cgroup_limits_t *lim,
+                                 korch_err_t *err)
+{
+    char why[256];
+    korch_cgroup_limits_t none = {0};
+    if (!s_valid_name(instance) || !s_valid_name(name)) {
+        korch_err_set(err, KORCH_E_INVALID, "cgroup names must be letters, digits, - _ . ('%s', '%s')",
+                      instance ? instance : "", name ? name : "");
+        return NULL;
+    }
+    int version = korch_cgroup_available(why, sizeof why);
+    if (!version) {
+        korch_err_set(err, KORCH_E_LAUNCH, "cannot make a cgroup for the kernel: %s", why);
+        return NULL;
+    }
+    korch_cgroup_t *cg = calloc(1, sizeof *cg);
+    if (!cg) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    cg->version = version;
+    cg->ndirs = s_ndirs(version);
+    for (int i = 0; i <= S_DIRS; i++)
+        cg->procs[i] = -1;
+    korch_rc_t rc = KORCH_OK;
+    for (int i = 0; i < cg->ndirs && !rc; i++) {
+        char base[PATH_MAX], inst[PATH_MAX + 80];
+        s_base(version, i, base, sizeof base);
+        snprintf(inst, sizeof inst, "%s/%s", base, instance);
+        if (version == 2)
+            s_enable(S_MOUNT);
+        rc = s_mkdir(base, err);
+        if (!rc && version == 2)
+            s_enable(base);
+        if (!rc)
+            rc = s_mkdir(inst, err);
+        if (!rc && version == 2)
+            s_enable(inst);
+        int n = snprintf(cg->dirs[i], sizeof cg->dirs[i], "%s/%s", inst, name);
+        if (!rc && (n < 0 || (size_t)n >= sizeof cg->dirs[i]))
+            rc = korch_err_set(err, KORCH_E_INVALID, "cgroup path '%s/%s' is too long", inst, name);
+        if (!rc && mkdir(cg->dirs[i], 0755) != 0)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot create cgroup '%s': %s", cg->dirs[i], strerror(errno));
+        if (rc)
+            cg->dirs[i][0] = 0;
+    }
+    if (!rc)
+        rc = s_limits(cg, lim ? lim : &none, err);
+    for (int i = 0; i < cg->ndirs && !rc; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/cgroup.procs", cg->dirs[i]);
+        cg->procs[i] = open(path, O_WRONLY | O_CLOEXEC);
+        if (cg->procs[i] < 0)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    }
+    if (rc)
+        korch_cgroup_destroy(&cg);
+    return cg;
+}
+
+const int *korch_cgroup_procs_fds(const korch_cgroup_t *cg) { return cg->procs; }
+
+int korch_cgroup_version(const korch_cgroup_t *cg) { return cg->version; }
+
+bool korch_cgroup_oom_killed(const korch_cgroup_t *cg)
+{
+    char text[2048];
+    if (cg->version == 2)
+        return s_read(cg->dirs[0], "memory.events", text, sizeof text) && s_keyed(text, "oom_kill") > 0;
+    if (s_read(cg->dirs[0], "memory.oom_control", text, sizeof text) && s_keyed(text, "oom_kill") >= 0)
+        return s_keyed(text, "oom_kill") > 0;
+    return s_read(cg->dirs[0], "memory.failcnt", text, sizeof text) && strtoll(text, NULL, 10) > 0;
+}
+
+/* The pids in dir/cgroup.procs into pids (at most max); count, or -1. */
+static int s_pids(const char *dir, pid_t *pids, int max)
+{
+    char text[16384];
+    if (!s_read(dir, "cgroup.procs", text, sizeof text))
+        return -1;
+    int n = 0;
+    for (char *p = text; *p && n < max;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (v > 0)
+            pids[n++] = (pid_t)v;
+        p = end;
+        while (*p == '\n')
+            p++;
+    }
+    return n;
+}
+
+int korch_cgroup_count(const korch_cgroup_t *cg)
+{
+    pid_t pids[1024];
+    return cg->dirs[0][0] ? s_pids(cg->dirs[0], pids, 1024) : -1;
+}
+
+/* SIGKILL what is in dir until it is empty; true when it is. */
+static bool s_kill_dir(const char *dir)
+{
+    pid_t pids[1024];
+    char kill_file[PATH_MAX + 16];
+    snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", dir);
+    if (s_exists(kill_file)) /* v2 since Linux 5.14: the kernel kills them all at once */
+        s_write(dir, "cgroup.kill", "1", NULL);
+    for (int round = 0; round < 400; round++) {
+        int n = s_pids(dir, pids, 1024);
+        if (n <= 0)
+            return n == 0 || !s_exists(dir);
+        for (int i = 0; i < n; i++)
+            kill(pids[i], SIGKILL);
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+bool korch_cgroup_kill(korch_cgroup_t *cg)
+{
+    bool empty = true;
+    for (int i = 0; i < cg->ndirs; i++)
+        if (cg->dirs[i][0])
+            empty = s_kill_dir(cg->dirs[i]) && empty;
+    return empty;
+}
+
+/* rmdir dir, then its parent (the instance's) when that is empty now. */
+static void s_remove(const char *dir)
+{
+    if (rmdir(dir) != 0 && errno != ENOENT) {
+        korch_warn("cannot remove cgroup '%s': %s", dir, strerror(errno));
+        return;
+    }
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash) {
+        *slash = 0;
+        rmdir(parent); /* fails while other kernels of the instance live: fine */
+    }
+}
+
+void korch_cgroup_destroy(korch_cgroup_t **pcg)
+{
+    if (!pcg || !*pcg)
+        return;
+    korch_cgroup_t *cg = *pcg;
+    for (int i = 0; i < S_DIRS; i++)
+        if (cg->procs[i] >= 0)
+            close(cg->procs[i]);
+    korch_cgroup_kill(cg);
+    for (int i = 0; i < cg->ndirs; i++)
+        if (cg->dirs[i][0])
+            s_remove(cg->dirs[i]);
+    free(cg);
+    *pcg = NULL;
+}
+
+int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
+{
+    char why[256];
+    int version = korch_cgroup_available(why, sizeof why), removed = 0;
+    for (int i = 0; version && i < s_ndirs(version); i++) {
+        char base[PATH_MAX];
+        s_base(version, i, base, sizeof base);
+        DIR *d = opendir(base);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (e->d_type != DT_DIR || !s_valid_name(e->d_name) || (mine && strcmp(e->d_name, mine) == 0) ||
+                strcmp(e->d_name, "default") == 0 || alive(e->d_name))
+                continue;
+            char inst[PATH_MAX + 80];
+            snprintf(inst, sizeof inst, "%s/%s", base, e->d_name);
+            DIR *k = opendir(inst);
+            struct dirent *ke;
+            while (k && (ke = readdir(k))) {
+                if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name))
+                    continue;
+                char leaf[PATH_MAX + 160];
+                snprintf(leaf, sizeof leaf, "%s/%s", inst, ke->d_name);
+                s_kill_dir(leaf);
+                if (rmdir(leaf) == 0 && i == 0)
+                    removed++;
+            }
+            if (k)
+                closedir(k);
+            if (rmdir(inst) == 0 && gone && i == s_ndirs(version) - 1)
+                gone(e->d_name);
+        }
+        if (d)
+            closedir(d);
+    }
+    return removed;
+}

@@ -1,0 +1,406 @@
+// The chat panel: one agent session's conversation, its files and the box
+// to ask in. A component: mountChat(element, {baseUrl, token | fetch}) works
+// in this page and in a host such as a JupyterLab extension.
+import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
+import { TurnView, el } from './turn';
+
+export interface ChatOptions extends ApiOptions {
+  /** the session to open at once */
+  sessionId?: string;
+  /** the session's state or tokens changed (a host may refresh its list) */
+  onChange?: (session: any) => void;
+}
+
+export interface ChatHandle {
+  readonly api: Api;
+  open(sessionId: string | null): Promise<void>;
+  send(text: string): Promise<void>;
+  /** the session's model as a list saw it: the header follows its state */
+  update(session: any): void;
+  stop(): Promise<void>;
+  destroy(): void;
+}
+
+/** The latency from an event's arrival to its rendering (ms), the last 500. */
+export const stats = { latency: [] as { event: string; ms: number }[], events: [] as { id: number | null; event: string; at: number }[] };
+
+const sessionPath = (id: string) => `/api/agent/sessions/${encodeURIComponent(id)}`;
+
+export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle {
+  const api = new Api(opts);
+  const root = el('section', 'k-chat');
+  root.setAttribute('aria-label', 'Agent chat');
+  const bar = el('header', 'k-chat-bar');
+  const title = el('h2', 'k-chat-title', 'No session');
+  const badge = el('span', 'k-badge');
+  const tokens = el('span', 'k-tokens');
+  const nbBtn = el('button', 'k-btn', 'Download notebook');
+  nbBtn.type = 'button';
+  nbBtn.setAttribute('aria-label', 'Download the session as a Jupyter notebook (.ipynb)');
+  bar.append(title, badge, tokens, nbBtn);
+
+  const files = el('section', 'k-files');
+  files.setAttribute('aria-label', 'Files');
+  const filesHead = el('div', 'k-files-head');
+  const pickLabel = el('label', 'k-btn', 'Upload files');
+  const pick = el('input') as HTMLInputElement;
+  pick.type = 'file';
+  pick.multiple = true;
+  pick.className = 'k-visually-hidden';
+  pick.setAttribute('aria-label', 'Upload files into the work dir');
+  pickLabel.appendChild(pick);
+  filesHead.append(el('h3', 'k-files-title', 'Files'), pickLabel);
+  const drop = el('div', 'k-drop', 'Drop files here');
+  const uploads = el('ul', 'k-uploads');
+  const list = el('ul', 'k-file-list');
+  list.setAttribute('aria-label', 'Files in the work dir');
+  files.append(filesHead, drop, uploads, list);
+
+  const log = el('div', 'k-log');
+  log.setAttribute('role', 'log');
+  log.setAttribute('aria-live', 'polite');
+  log.setAttribute('aria-label', 'Conversation');
+  log.tabIndex = 0;
+
+  const form = el('form', 'k-composer');
+  const input = el('textarea', 'k-input') as HTMLTextAreaElement;
+  input.rows = 2;
+  input.placeholder = 'Ask about your data…';
+  input.title = 'Enter sends, Shift+Enter starts a new line';
+  input.setAttribute('aria-label', 'Message');
+  input.setAttribute('aria-description', 'Enter sends, Shift+Enter starts a new line');
+  const send = el('button', 'k-btn k-primary', 'Send');
+  send.type = 'submit';
+  const stopBtn = el('button', 'k-btn k-stop', 'Stop');
+  stopBtn.type = 'button';
+  stopBtn.setAttribute('aria-label', 'Stop the running step');
+  stopBtn.disabled = true;
+  form.append(input, send, stopBtn);
+
+  const main = el('div', 'k-chat-main');
+  main.append(log, form);
+  root.append(bar, main, files);
+  host.replaceChildren(root);
+
+  let sid: string | null = null;
+
+  let turn: TurnView | null = null;
+  let follow: AbortController | null = null;
+  let figures = 0;
+
+  const known = new Map<string, any>();
+
+  const hooks = {
+    save: saveBlob,
+    nextFigure: () => ++figures,
+    onFiles: (fs: any[]) => { for (const f of fs) { if (f.change === 'deleted') known.delete(f.path); else known.set(f.path, f); } renderFiles(); },
+    download: (url: string, name: string) => void download(url, name),
+    blob: (url: string) => api.blob(url),
+  };
+
+  async function download(url: string, name: string): Promise<void> {
+    try { saveBlob(await api.blob(url), name); } catch (e) { notice(`cannot download ${name}: ${(e as Error).message}`); }
+  }
+
+  function notice(text: string): void {
+    const n = el('div', 'k-notice k-error', text);
+    n.setAttribute('role', 'alert');
+    log.appendChild(n);
+    scroll();
+  }
+
+  function scroll(): void {
+    // follow the bottom unless the user scrolled up
+    if (log.scrollHeight - log.scrollTop - log.clientHeight < 200) log.scrollTop = log.scrollHeight;
+  }
+
+  function setBusy(busy: boolean): void {
+    stopBtn.disabled = !busy;
+    send.disabled = busy;
+    root.dataset.busy = busy ? '1' : '';
+  }
+
+  function showSession(m: any): void {
+
+    title.textContent = m ? `Session ${String(m.id).slice(0, 8)}` : 'No session';
+    badge.textContent = m ? m.state : '';
+    badge.className = `k-badge k-state-${m?.state ?? 'none'}`;
+    tokens.textContent = m && m.tokens ? `${Number(m.tokens).toLocaleString()} tokens` : '';
+    nbBtn.disabled = !m;
+    input.disabled = !m;
+    pick.disabled = !m;
+    opts.onChange?.(m);
+  }
+
+  function renderFiles(): void {
+    list.replaceChildren();
+    const names = [...known.keys()].sort();
+    if (!names.length) list.appendChild(el('li', 'k-muted', 'No files yet.'));
+    for (const name of names) {
+      const f = known.get(name);
+      const li = el('li', 'k-file');
+      const b = el('button', 'k-link', name);
+      b.type = 'button';
+      b.setAttribute('aria-label', `Download ${name}`);
+      b.addEventListener('click', () => void download(`${sessionPath(sid!)}/files/${name.split('/').map(encodeURIComponent).join('/')}`, name.split('/').pop() || name));
+      li.appendChild(b);
+      if (typeof f?.size === 'number') li.appendChild(el('span', 'k-muted', ` ${fmtSize(f.size)}`));
+      list.appendChild(li);
+    }
+  }
+
+  async function loadFiles(): Promise<void> {
+    if (!sid) return;
+    try {
+      const fs = (await api.json<any[]>('GET', `${sessionPath(sid)}/files`)) ?? [];
+      for (const f of fs) {
+        const path = typeof f === 'string' ? f : f?.path ?? f?.name;
+        if (path && !known.has(path)) known.set(path, typeof f === 'string' ? { path } : { ...f, path });
+      }
+      renderFiles();
+    } catch { /* listed next time */ }
+  }
+
+  async function upload(fl: FileList | File[]): Promise<void> {
+    if (!sid) return;
+    for (const f of Array.from(fl)) {
+      const li = el('li', 'k-upload');
+      const bar = el('progress') as HTMLProgressElement;
+      bar.max = Math.max(1, f.size);
+      bar.value = 0;
+      bar.setAttribute('aria-label', `Uploading ${f.name}`);
+      const label = el('span', '', `${f.name} `);
+      li.append(label, bar);
+      uploads.appendChild(li);
+      try {
+        await api.upload(`${sessionPath(sid)}/files/${encodeURIComponent(f.name)}`, f, (sent, total) => {
+          bar.max = Math.max(1, total);
+          bar.value = sent;
+        });
+        known.set(f.name, { path: f.name, size: f.size });
+        renderFiles();
+        li.remove();
+      } catch (e) {
+        li.classList.add('k-error');
+        label.textContent = `${f.name}: ${(e as Error).message} `;
+        setTimeout(() => li.remove(), 8000);
+      }
+    }
+  }
+
+  function onEvent(e: SseEvent): void {
+    stats.events.push({ id: e.id, event: e.event, at: e.at });
+    if (!turn) return;
+    if (e.id !== null) turn.lastId = e.id;
+    turn.onEvent(e.event, e.data);
+    if (e.event === 'done') {
+      setBusy(false);
+      const t = turn, hasTokens = e.data?.tokens && typeof e.data.tokens === 'object';
+      void refresh().then((m) => { if (!hasTokens && m && t) t.end(t.status, turnTokens(m.transcript)); });
+    }
+    scroll();
+    requestAnimationFrame(() => {
+      stats.latency.push({ event: e.event, ms: performance.now() - e.at });
+      if (stats.latency.length > 500) stats.latency.shift();
+      if (stats.events.length > 2000) stats.events.splice(0, 1000);
+    });
+  }
+
+  async function refresh(): Promise<any> {
+    if (!sid) return null;
+    try {
+      const m = await api.json('GET', sessionPath(sid));
+      showSession(m);
+      void loadFiles();
+      return m;
+    } catch { return null; /* next time */ }
+  }
+
+  /** The transcript's records as turns (a finished turn, or the start of the running one). */
+  function rebuild(records: any[], running: boolean): string | null {
+    log.replaceChildren();
+    let t: TurnView | null = null;
+    let n = 0;
+    const byCall = new Map<string, [number, number]>();
+    let lastUser = -1;
+    records.forEach((r, i) => { if (r.type === 'user' && !r.korch) lastUser = i; });
+    const upto = running && lastUser >= 0 ? lastUser : records.length;
+    for (const r of records.slice(0, upto)) {
+      switch (r.type) {
+        case 'user':
+          if (r.korch) { t?.notice(String(r.content).replace(/^\[|\]$/g, '')); break; }
+          if (t) t.end(t.finalEl ? 'ok' : t.status === 'running' ? 'interrupted' : t.status);
+          t = new TurnView(String(r.content ?? ''), hooks, false);
+          log.appendChild(t.root);
+          n = 0;
+          break;
+        case 'assistant': {
+          if (!t) break;
+          const calls = Array.isArray(r.tool_calls) ? r.tool_calls : [];
+          if (!calls.length) break; // its text is the final answer (a `final` record follows)
+          const s = t.replayStep(++n);
+          if (r.content) s.setText(String(r.content));
+          calls.forEach((c: any, k: number) => {
+            const code = c?.arguments?.code;
+            if (typeof code === 'string') s.setCode(code, r.language ?? c?.language);
+            if (c?.id) byCall.set(c.id, [n, k]);
+          });
+          break;
+        }
+        case 'execution': {
+          if (!t) break;
+          const [sn, k] = byCall.get(r.tool_call_id) ?? [n, 0];
+          const s = t.replayStep(sn);
+          const cell = s.select(k);
+          if (typeof r.language === 'string' && cell.code) cell.setCode(cell.code, r.language);
+          (r.outputs ?? []).forEach((o: any, i: number) => s.output(i, false, o));
+          s.result(r);
+          if (Array.isArray(r.files) && r.files.length && sid) {
+            const base = sessionPath(sid), enc = (p: string) => p.split('/').map(encodeURIComponent).join('/');
+            t.files(sn, r.files.map((f: any) => ({
+              ...f,
+              url: f.url ?? (f.path ? `${base}/files/${enc(String(f.path))}` : undefined),
+              figure_url: f.figure_url ?? (f.figure ? `${base}/figures/${encodeURIComponent(String(f.figure))}` : undefined),
+            })));
+          }
+          break;
+        }
+        case 'usage': if (t) { t.tokens.input += Number(r.input_tokens) || 0; t.tokens.output += Number(r.output_tokens) || 0; } break;
+        case 'final': t?.final(String(r.content ?? '')); break;
+        case 'notice':
+          if (t && r.content === 'interrupted by the user') t.status = 'interrupted';
+          t?.notice(String(r.content ?? ''));
+          break;
+        case 'error': if (t) { t.notice(String(r.message ?? 'error'), undefined, 'k-notice k-error'); t.status = 'error'; } break;
+        default: break;
+      }
+    }
+    if (t) t.end(t.finalEl ? 'ok' : t.status === 'running' ? 'interrupted' : t.status);
+    return running && lastUser >= 0 ? String(records[lastUser].content ?? '') : null;
+  }
+
+  /** Follow the running turn (GET .../events) from event `after`. */
+  async function followTurn(question: string, after = 0): Promise<void> {
+    if (!sid) return;
+    const my = sid;
+    follow?.abort();
+    follow = new AbortController();
+    if (!turn || after === 0) {
+      turn = new TurnView(question, hooks, true);
+      log.appendChild(turn.root);
+    }
+    setBusy(true);
+    try {
+      const any = await api.events('GET', `${sessionPath(my)}/events${after ? `?after=${after}` : ''}`, undefined, onEvent, follow.signal);
+      if (!any && my === sid) await open(my); // it ended meanwhile: the transcript has it
+    } catch (e) {
+      if ((e as Error).name !== 'AbortError') notice(`lost the turn's events: ${(e as Error).message}`);
+    } finally {
+      if (my === sid && turn?.status === 'running' && !follow?.signal.aborted) { setBusy(false); void refresh(); }
+    }
+  }
+
+  async function open(id: string | null): Promise<void> {
+    follow?.abort();
+    follow = null;
+    turn = null;
+    sid = id;
+    known.clear();
+    figures = 0;
+    log.replaceChildren();
+    uploads.replaceChildren();
+    setBusy(false);
+    if (!id) { showSession(null); renderFiles(); return; }
+    let m: any;
+    try { m = await api.json('GET', sessionPath(id)); } catch (e) {
+      showSession(null);
+      notice(`cannot open the session: ${(e as Error).message}`);
+      return;
+    }
+    if (sid !== id) return;
+    showSession(m);
+    const running = m.state === 'running' || m.state === 'starting';
+    const q = rebuild(Array.isArray(m.transcript) ? m.transcript : [], running);
+    void loadFiles();
+    log.scrollTop = log.scrollHeight;
+    if (running) void followTurn(q ?? '(a turn started elsewhere)');
+  }
+
+  async function ask(text: string): Promise<void> {
+    if (!sid || !text.trim() || turn?.status === 'running') return;
+    const my = sid;
+    follow?.abort();
+    follow = new AbortController();
+    turn = new TurnView(text, hooks, true);
+    log.appendChild(turn.root);
+    log.scrollTop = log.scrollHeight;
+    setBusy(true);
+    badge.textContent = 'running';
+    try {
+      // detach: a reload (or a closed tab) does not cancel the turn; the page follows it again
+      await api.events('POST', `${sessionPath(my)}/messages`, { content: text, detach: true }, onEvent, follow.signal);
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') return;
+      if (e instanceof ApiError) { turn.notice(e.message, undefined, 'k-notice k-error'); turn.end('error'); setBusy(false); return; }
+      // the connection broke mid-turn: follow it from where we were
+      if (my === sid && turn) { void followTurn(text, turn.lastId); return; }
+    }
+    if (my === sid && turn?.status === 'running') { turn.end('error', null, 'the stream ended without its done event'); setBusy(false); }
+  }
+
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const text = input.value;
+    if (!text.trim()) return;
+    input.value = '';
+    void ask(text);
+  });
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
+  });
+  stopBtn.addEventListener('click', () => void handle.stop());
+  nbBtn.addEventListener('click', () => void (sid && download(`${sessionPath(sid)}/notebook`, `korch-${sid.slice(0, 8)}.ipynb`)));
+  pick.addEventListener('change', () => { if (pick.files?.length) void upload(pick.files).then(() => (pick.value = '')); });
+  for (const t of [root]) {
+    t.addEventListener('dragover', (e) => { e.preventDefault(); root.classList.add('k-dragging'); });
+    t.addEventListener('dragleave', (e) => { if (e.target === root) root.classList.remove('k-dragging'); });
+    t.addEventListener('drop', (e) => {
+      e.preventDefault();
+      root.classList.remove('k-dragging');
+      if (e.dataTransfer?.files.length) void upload(e.dataTransfer.files);
+    });
+  }
+
+  const handle: ChatHandle = {
+    api,
+    open,
+    send: ask,
+    async stop() {
+      if (!sid) return;
+      stopBtn.disabled = true;
+      try { await api.request('POST', `${sessionPath(sid)}/interrupt`); } catch (e) { notice(`cannot stop: ${(e as Error).message}`); }
+    },
+    update(m: any) {
+      if (m && m.id === sid && turn?.status !== 'running' && badge.textContent !== m.state) showSession(m);
+    },
+    destroy() { follow?.abort(); root.remove(); },
+  };
+  showSession(null);
+  renderFiles();
+  if (opts.sessionId) void open(opts.sessionId);
+  return handle;
+}
+
+/** The tokens of the transcript's last turn (its usage records). */
+function turnTokens(records: any[] | undefined): { input: number; output: number } {
+  const t = { input: 0, output: 0 };
+  for (const r of records ?? []) {
+    if (r.type === 'user' && !r.korch) { t.input = 0; t.output = 0; }
+    if (r.type === 'usage') { t.input += Number(r.input_tokens) || 0; t.output += Number(r.output_tokens) || 0; }
+  }
+  return t;
+}
+
+function fmtSize(n: number): string {
+  return n < 1024 ? `${n} B` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`;
+}

@@ -1,0 +1,318 @@
+// One turn of the conversation on screen: the question, its steps (the
+// model's text, the code as it is written, the outputs, status and elapsed
+// time), notices, the final answer and the tokens. Fed either live, one SSE
+// event at a time (onEvent), or from the transcript's records (chat.ts).
+import { highlightInto, markdown, renderOutput, savedFigure, setMarkdown, updateStream, RenderHooks } from './render';
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, textContent?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (textContent !== undefined) e.textContent = textContent;
+  return e;
+}
+export { el };
+
+const fmtMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`);
+
+export interface TurnHooks extends RenderHooks {
+  /** files the code wrote (a `files` event) */
+  onFiles(files: any[]): void;
+  /** download a session file */
+  download(url: string, name: string): void;
+  /** a session file's bytes (fetched with the token) */
+  blob(url: string): Promise<Blob>;
+}
+
+/** One tool call of a step: its code (as it is written, then complete) and its outputs. */
+class CellView {
+  root = el('div', 'k-cell');
+  code = '';
+  language = 'python';
+  box: HTMLDetailsElement | null = null;
+  codeEl: HTMLElement | null = null;
+  outs = el('div', 'k-outputs');
+  outputs: { model: any; node: HTMLElement }[] = [];
+  private pending = false;
+
+  constructor(private label: string, private hooks: TurnHooks) { this.root.appendChild(this.outs); }
+
+  private ensureCode(): void {
+    if (this.box) return;
+    const d = el('details', 'k-code') as HTMLDetailsElement;
+    d.open = true;
+    const sum = el('summary', 'k-code-summary', 'Code');
+    const copy = el('button', 'k-btn k-small k-copy', 'Copy');
+    copy.type = 'button';
+    copy.setAttribute('aria-label', `Copy the code of ${this.label}`);
+    copy.addEventListener('click', async () => {
+      try { await navigator.clipboard.writeText(this.code); copy.textContent = 'Copied'; } catch { copy.textContent = 'Copy failed'; }
+      setTimeout(() => (copy.textContent = 'Copy'), 1500);
+    });
+    const p = el('pre', 'k-code-pre');
+    this.codeEl = el('code', 'hljs');
+    p.appendChild(this.codeEl);
+    d.append(sum, copy, p);
+    this.box = d;
+    this.root.insertBefore(d, this.outs);
+  }
+
+  private render(): void {
+    if (!this.codeEl) return;
+    highlightInto(this.codeEl, this.code, this.language);
+    (this.box!.firstChild as HTMLElement).textContent = `Code (${this.language})`;
+  }
+
+  appendCode(delta: string): void {
+    this.ensureCode();
+    this.code += delta;
+    // many small deltas: one re-render per frame
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => { this.pending = false; this.render(); });
+  }
+
+  setCode(code: string, language?: string): void {
+    this.ensureCode();
+    this.code = code;
+    if (language) this.language = String(language).toLowerCase();
+    this.render();
+    this.box!.dataset.complete = '1';
+  }
+
+  output(index: number, append: boolean, out: any): void {
+    const o = this.outputs[index];
+    if (append && o && o.model.output_type === 'stream') {
+      o.model.text = (Array.isArray(o.model.text) ? o.model.text.join('') : o.model.text) + (Array.isArray(out.text) ? out.text.join('') : out.text);
+      updateStream(o.node, o.model.text);
+      return;
+    }
+    const model = { ...out };
+    const node = renderOutput(model, this.hooks);
+    if (o) { o.node.replaceWith(node); this.outputs[index] = { model, node }; return; }
+    while (this.outputs.length < index) { // a gap: keep the order
+      const gap = el('div', 'k-gap');
+      this.outs.appendChild(gap);
+      this.outputs.push({ model: {}, node: gap });
+    }
+    this.outs.appendChild(node);
+    this.outputs[index] = { model, node };
+  }
+}
+
+class StepView {
+  root = el('section', 'k-step');
+  head = el('div', 'k-step-head');
+  label = el('span', 'k-step-label');
+  phase = el('span', 'k-step-phase');
+  clock = el('span', 'k-step-clock');
+  textEl: HTMLElement | null = null;
+  text = '';
+  /** its tool calls, in order (a model may make several in one step) */
+  cells: CellView[] = [];
+  private codes = 0;      // code events so far: the k-th is call k
+  private current = 0;    // the call whose outputs come now
+  t0 = performance.now();
+  done = false;
+  private pending = false;
+
+  constructor(public n: number, private hooks: TurnHooks) {
+    this.root.dataset.step = String(n);
+    this.label.textContent = `Step ${n}`;
+    this.head.append(this.label, this.phase, this.clock);
+    this.root.append(this.head);
+  }
+
+  cell(k: number): CellView {
+    while (this.cells.length <= k) {
+      const c = new CellView(`step ${this.n}${this.cells.length ? ` call ${this.cells.length + 1}` : ''}`, this.hooks);
+      this.cells.push(c);
+      this.root.appendChild(c.root);
+    }
+    return this.cells[k];
+  }
+
+  /** outputs and the result go to call k from now (replaying the transcript) */
+  select(k: number): CellView { this.current = k; this.codes = Math.max(this.codes, k + 1); return this.cell(k); }
+
+  setPhase(text: string, cls = ''): void {
+    this.phase.textContent = text;
+    this.phase.className = 'k-step-phase ' + cls;
+  }
+
+  tick(): void { if (!this.done) this.clock.textContent = fmtMs(performance.now() - this.t0); }
+
+  appendText(delta: string): void {
+    this.text += delta;
+    if (!this.textEl) {
+      this.textEl = markdown('', 'k-md k-text');
+      this.head.after(this.textEl);
+    }
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => { this.pending = false; if (this.textEl) setMarkdown(this.textEl, this.text); });
+  }
+
+  setText(text: string): void { this.text = ''; this.appendText(text); }
+
+  clearText(): void { this.textEl?.remove(); this.textEl = null; this.text = ''; }
+
+  appendCode(delta: string, index = 0): void {
+    this.cell(index).appendCode(delta);
+    this.setPhase('writing code…', 'k-busy');
+  }
+
+  setCode(code: string, language?: string): void {
+    const k = this.codes++;
+    this.current = k;
+    this.cell(k).setCode(code, language);
+  }
+
+  output(index: number, append: boolean, out: any): void { this.cell(this.current).output(index, append, out); }
+
+  result(d: any): void {
+    this.done = true;
+    const st = String(d.status ?? 'ok');
+    const ms = typeof d.elapsed_ms === 'number' ? d.elapsed_ms : performance.now() - this.t0;
+    this.setPhase(st === 'ok' ? 'ran' : st, st === 'ok' ? 'k-ok' : 'k-bad');
+    this.clock.textContent = fmtMs(ms) + (d.execution_count != null ? ` · [${d.execution_count}]` : '');
+    if (this.root.dataset.status !== 'error') this.root.dataset.status = st;
+    this.cells[this.current]?.root.setAttribute('data-status', st);
+  }
+
+  status(d: any): void {
+    const p = d.phase;
+    if (p === 'model') this.setPhase('thinking…', 'k-busy');
+    else if (p === 'executing') { this.done = false; this.setPhase('running…', 'k-busy'); }
+    else if (p === 'retry') this.setPhase(`model busy${d.http_status ? ` (${d.http_status})` : ''}: retry ${d.attempt ?? ''} in ${fmtMs(d.retry_in_ms ?? 0)}`, 'k-warn');
+    else if (p) this.setPhase(String(p), 'k-busy');
+    if (typeof d.elapsed_ms === 'number') this.t0 = performance.now() - d.elapsed_ms;
+    this.tick();
+  }
+
+  finish(): void {
+    if (!this.done) { this.done = true; this.tick(); if (this.phase.classList.contains('k-busy')) this.setPhase(''); }
+    if (!this.textEl && !this.cells.length && !this.root.querySelector('.k-notice, .k-files-note')) this.root.hidden = true;
+  }
+}
+
+export class TurnView {
+  root = el('article', 'k-turn');
+  private steps = new Map<number, StepView>();
+  private current: StepView | null = null;
+  private timer = 0;
+  finalEl: HTMLElement | null = null;
+  foot = el('div', 'k-turn-foot');
+  status: 'running' | 'ok' | 'error' | 'interrupted' = 'running';
+  tokens = { input: 0, output: 0 };
+  lastId = 0;
+
+  constructor(question: string, private hooks: TurnHooks, live: boolean) {
+    const q = el('div', 'k-user');
+    q.appendChild(el('span', 'k-who', 'You'));
+    const t = el('div', 'k-user-text');
+    t.textContent = question;
+    q.appendChild(t);
+    this.root.append(q, this.foot);
+    this.root.dataset.status = 'running';
+    if (live) this.timer = window.setInterval(() => this.current?.tick(), 500);
+  }
+
+  step(n: number): StepView {
+    let s = this.steps.get(n);
+    if (!s) {
+      this.current?.finish();
+      s = new StepView(n, this.hooks);
+      this.steps.set(n, s);
+      this.root.insertBefore(s.root, this.finalEl ?? this.foot);
+      this.current = s;
+      s.setPhase('thinking…', 'k-busy');
+      s.tick();
+    }
+    return s;
+  }
+
+  private where(step: unknown): HTMLElement {
+    return typeof step === 'number' && this.steps.has(step) ? this.steps.get(step)!.root : this.root;
+  }
+
+  notice(text: string, step?: unknown, cls = 'k-notice'): void {
+    const n = el('div', cls, text);
+    n.setAttribute('role', 'status');
+    const w = this.where(step);
+    w.insertBefore(n, w === this.root ? (this.finalEl ?? this.foot) : null);
+  }
+
+  files(step: unknown, files: any[]): void {
+    const box = el('div', 'k-files-note');
+    box.appendChild(el('span', '', 'Files: '));
+    for (const f of files.slice(0, 20)) {
+      const b = el('button', 'k-link', `${f.path} (${f.change ?? 'changed'})`);
+      b.type = 'button';
+      if (f.change === 'deleted' || !f.url) b.disabled = true;
+      else b.addEventListener('click', () => this.hooks.download(f.url, String(f.path).split('/').pop() || 'file'));
+      box.appendChild(b);
+    }
+    this.where(step).appendChild(box);
+    // charts the code saved as files (not displayed): shown inline too
+    for (const f of files)
+      if (f.figure_url && f.change !== 'deleted')
+        this.where(step).appendChild(savedFigure(this.hooks.blob(f.figure_url), String(f.figure || f.path), this.hooks));
+    this.hooks.onFiles(files);
+  }
+
+  final(text: string, step?: unknown): void {
+    const s = typeof step === 'number' ? this.steps.get(step) : this.current;
+    if (s && s.text.trim() === text.trim()) s.clearText();
+    s?.finish();
+    this.finalEl?.remove();
+    this.finalEl = markdown(text, 'k-md k-final');
+    this.finalEl.setAttribute('aria-label', 'answer');
+    this.root.insertBefore(this.finalEl, this.foot);
+  }
+
+  end(status: string, tokens?: { input: number; output: number } | null, message?: string): void {
+    clearInterval(this.timer);
+    for (const s of this.steps.values()) s.finish();
+    this.status = (['ok', 'error', 'interrupted'].includes(status) ? status : 'error') as any;
+    this.root.dataset.status = this.status;
+    if (tokens) this.tokens = tokens;
+    const parts: string[] = [];
+    if (this.status !== 'ok') parts.push(this.status === 'interrupted' ? 'Stopped' : 'Failed' + (message ? `: ${message}` : ''));
+    if (this.tokens.input || this.tokens.output) parts.push(`${this.tokens.input.toLocaleString()} tokens in · ${this.tokens.output.toLocaleString()} out`);
+    this.foot.textContent = parts.join(' · ');
+  }
+
+  /** A live SSE event. */
+  onEvent(name: string, d: any): void {
+    const st = typeof d?.step === 'number' ? d.step : null;
+    switch (name) {
+      case 'step': this.step(d.step); break;
+      case 'text': this.step(st ?? 1).appendText(String(d.text ?? '')); break;
+      case 'code_delta': this.step(st ?? 1).appendCode(String(d.text ?? ''), Number(d.index) || 0); break;
+      case 'code': {
+        const s = this.step(st ?? 1);
+        s.setCode(String(d.code ?? d.text ?? ''), d.language);
+        s.setPhase('running…', 'k-busy');
+        break;
+      }
+      case 'output': this.step(st ?? 1).output(Number(d.index ?? 0), !!d.append, d.output); break;
+      case 'result': this.step(st ?? 1).result(d); break;
+      case 'status': if (st !== null) this.step(st).status(d); break;
+      case 'files': this.files(st, Array.isArray(d.files) ? d.files : []); break;
+      case 'notice': this.notice(String(d.text ?? ''), st); break;
+      case 'final': this.final(String(d.text ?? ''), st); break;
+      case 'error': this.notice(String(d.message ?? 'error'), st, 'k-notice k-error'); break;
+      case 'done': {
+        const t = d.tokens;
+        const tok = t && typeof t === 'object' && t.turn ? { input: Number(t.turn.input) || 0, output: Number(t.turn.output) || 0 } : null;
+
+        this.end(String(d.status ?? 'ok'), tok, d.message);
+        break;
+      }
+      default: break; // an event this page does not know yet
+    }
+  }
+
+  /** Replaying the transcript: the parts of a step. */
+  replayStep(n: number): StepView { const s = this.step(n); s.done = true; s.setPhase(''); return s; }
+}

@@ -1,0 +1,323 @@
+/*  The sandbox launcher (bubblewrap + a cgroup per kernel) with real
+ *  ipykernel: its limits as the host sees them and as the kernel feels
+ *  them, OOM named, work-dir files without following the kernel's links,
+ *  no orphans after kill -9 of korch, the reasons it gives when it cannot
+ *  work, and the choices of --launcher auto. (The isolation probes are in
+ *  test_isolation.c, the kernel suite runs as sandbox:NAME.)
+ */
+#include "kernel_fixture.h"
+#include "korch/cgroup.h"
+#include "korch/instance.h"
+#include "korch/sandbox.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static korch_launcher_t *s_sandbox(const korch_sandbox_opts_t *o)
+{
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_sandbox_new(o, &err);
+    if (!CHECK(l))
+        fprintf(stderr, "  %s\n", err.msg);
+    return l;
+}
+
+static const char *s_out(fx_t *f, const char *code)
+{
+    korch_exec_t *ex = fx_run(f, code, 60000);
+    if (!CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_OK))
+        fprintf(stderr, "  detail: %s\n  outputs: %s\n", korch_exec_result(ex)->detail,
+                json_dumps(korch_exec_result(ex)->outputs, JSON_COMPACT));
+    const char *out = fx_stream(ex, "stdout");
+    korch_exec_destroy(&ex);
+    return out;
+}
+
+/* The v1 directory of controller ctrl the sandbox uses for instance:
+   below the cgroup this process is in, as korch computes it. */
+static void s_cg_dir(const char *ctrl, const char *instance, char *buf, size_t len)
+{
+    char line[512], own[400] = "";
+    FILE *fp = fopen("/proc/self/cgroup", "r");
+    while (fp && fgets(line, sizeof line, fp)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
+        if (p && (size_t)(p - c - 1) == strlen(ctrl) && strncmp(c + 1, ctrl, strlen(ctrl)) == 0)
+            snprintf(own, sizeof own, "%s", strcmp(p + 1, "/") == 0 ? "" : p + 1);
+    }
+    if (fp)
+        fclose(fp);
+    snprintf(buf, len, "/sys/fs/cgroup/%s%s/korch/%s", ctrl, own, instance);
+}
+
+/* The first line of a file in the (one) kernel cgroup under dir, or "". */
+static void s_cg_read(const char *dir, const char *file, char *buf, size_t len)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cat %s/*/%s 2>/dev/null | head -1", dir, file);
+    buf[0] = 0;
+    FILE *p = popen(cmd, "r");
+    if (p && fgets(buf, (int)len, p))
+        buf[strcspn(buf, "\n")] = 0;
+    if (p)
+        pclose(p);
+}
+
+/* The host sees the limits on the kernel's cgroup (v1 here) and the kernel
+   in it; the kernel feels the CPU quota; the cgroup is gone after. */
+TEST_T(sandbox_cgroup_limits_seen_from_host_and_kernel, 120)
+{
+    char why[200];
+    CHECK_EQ(korch_cgroup_available(why, sizeof why), 1); /* what this machine has; the README says so */
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    o.instance = "sbx-limits";
+    o.memory = 300LL << 20;
+    o.nano_cpus = 500000000LL;
+    o.pids_limit = 100;
+    korch_launcher_t *l = s_sandbox(&o);
+    fx_t f;
+    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+        korch_launcher_destroy(&l);
+        return;
+    }
+    char mem[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX], v[256];
+    s_cg_dir("memory", "sbx-limits", mem, sizeof mem);
+    s_cg_dir("pids", "sbx-limits", pids, sizeof pids);
+    s_cg_dir("cpu", "sbx-limits", cpu, sizeof cpu);
+    s_cg_read(mem, "memory.limit_in_bytes", v, sizeof v);
+    CHECK_STREQ(v, "314572800");
+    s_cg_read(mem, "memory.memsw.limit_in_bytes", v, sizeof v);
+    CHECK_STREQ(v, "314572800");
+    s_cg_read(pids, "pids.max", v, sizeof v);
+    CHECK_STREQ(v, "100");
+    s_cg_read(cpu, "cpu.cfs_quota_us", v, sizeof v);
+    CHECK_STREQ(v, "50000");
+    s_cg_read(pids, "pids.current", v, sizeof v);
+    CHECK_GT(atoi(v), 2); /* bwrap, its pid 1, the kernel and its threads */
+    /* Half a CPU: 1.5 s of spinning gets about 0.75 s of CPU. */
+    const char *out = s_out(&f,
+                            "import time\n"
+                            "t0, c0 = time.monotonic(), time.process_time()\n"
+                            "while time.monotonic() - t0 < 1.5: pass\n"
+                            "print('ratio %.2f' % ((time.process_time() - c0) / (time.monotonic() - t0)))\n");
+    double ratio = strstr(out, "ratio ") ? strtod(strstr(out, "ratio ") + 6, NULL) : 1;
+    printf("  cpu used with --cpus 0.5: %.2f of the wall time\n", ratio);
+    CHECK(ratio < 0.65); /* a busy machine gives less, never more */
+    CHECK(ratio > 0.05);
+    fx_stop(&f);
+    korch_launcher_destroy(&l);
+    struct stat st;
+    CHECK(stat(pids, &st) != 0); /* the instance's cgroup went with its last kernel */
+}
+
+TEST_T(sandbox_oom_is_reported_and_next_kernel_works, 120)
+{
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    o.memory = 160LL << 20;
+    korch_launcher_t *l = s_sandbox(&o);
+    fx_t f;
+    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+        korch_launcher_destroy(&l);
+        return;
+    }
+    korch_exec_t *ex = fx_run(&f, "blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", 0);
+    CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_DIED);
+    CHECK_CONTAINS(korch_exec_result(ex)->detail, "kernel died: out of memory (limit 160 MiB)");
+    korch_exec_destroy(&ex);
+    korch_err_t err = {0};
+    CHECK_EQ(korch_kernel_wait_ready(f.k, &err), KORCH_OK);
+    CHECK_STREQ(s_out(&f, "print('fresh')"), "fresh\n");
+    fx_stop(&f);
+    korch_launcher_destroy(&l);
+}
+
+/* put_file / get_file in the kernel's work dir, which the kernel can
+   write: korch (root) follows none of the links it plants. */
+TEST_T(sandbox_work_dir_files_and_planted_links, 90)
+{
+    korch_launcher_t *l = s_sandbox(NULL);
+    fx_t f;
+    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+        korch_launcher_destroy(&l);
+        return;
+    }
+    korch_proc_t *p = korch_kernel_proc(f.k);
+    korch_err_t err = {0};
+    CHECK_EQ(korch_proc_put_file(p, "in/data.csv", "a,b\n1,2\n", 8, &err), KORCH_OK);
+    const char *out = s_out(&f,
+                            "import os\n"
+                            "print(open('in/data.csv').read().splitlines()[1], os.stat('in/data.csv').st_uid,\n"
+                            "      os.stat('in').st_uid, os.access('in/data.csv', os.W_OK))\n"
+                            "os.makedirs('out', exist_ok=True)\n"
+                            "open('out/result.txt', 'w').write('forty-two')\n"
+                            "os.symlink('/etc/shadow', 'shadow-link')\n"
+                            "os.symlink('/etc', 'etc-dir')\n"
+                            "os.mkfifo('fifo')\n"
+                            "print('planted')\n");
+    CHECK_CONTAINS(out, "1,2 1000 1000 True\n");
+    CHECK_CONTAINS(out, "planted\n");
+    char *data = NULL;
+    size_t len = 0;
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_get_file(p, "out/result.txt", 1000, &data, &len, &err), KORCH_OK);
+    CHECK_STREQ(data, "forty-two");
+    free(data);
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_get_file(p, "shadow-link", 1000, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_CONTAINS(err.msg, "'shadow-link' in the kernel's work dir is a link: refusing to follow it");
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_get_file(p, "etc-dir/passwd", 100000, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_CONTAINS(err.msg, "refusing to follow it");
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_put_file(p, "etc-dir/korch-probe", "x", 1, &err), KORCH_E_INVALID);
+    CHECK(access("/etc/korch-probe", F_OK) != 0);
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_put_file(p, "shadow-link", "x", 1, &err), KORCH_E_INVALID);
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_get_file(p, "fifo", 100, &data, &len, &err), KORCH_E_INVALID); /* and does not hang */
+    CHECK_CONTAINS(err.msg, "not a plain file");
+    /* The work dir is also {runtime dir}/work, which the kernel can rename
+       and replace with a link: korch keeps using the dir it opened. */
+    out = s_out(&f,
+                "os.rename('/run/korch/work', '/run/korch/work-moved'); os.symlink('/etc', '/run/korch/work')\n"
+                "print('swapped', os.path.islink('/run/korch/work'))\n");
+    CHECK_CONTAINS(out, "swapped True\n");
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_put_file(p, "korch-probe-etc", "x", 1, &err), KORCH_OK);
+    CHECK(access("/etc/korch-probe-etc", F_OK) != 0);
+    CHECK_CONTAINS(s_out(&f, "print(open('korch-probe-etc').read(), os.path.exists('/run/korch/work-moved/korch-probe-etc'))"),
+                   "x True\n");
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_get_file(p, "out/result.txt", 3, &data, &len, &err), KORCH_E_TOOBIG);
+    err = (korch_err_t){0};
+    CHECK_EQ(korch_proc_get_file(p, "out/none", 3, &data, &len, &err), KORCH_E_NOTFOUND);
+    CHECK_STREQ(err.msg, "no file 'out/none' in the kernel's work dir");
+    fx_stop(&f);
+    korch_launcher_destroy(&l);
+}
+
+/* kill -9 of korch: bwrap --die-with-parent takes the sandbox down at
+   once; the next korch sweeps the dead instance's cgroups. */
+TEST_T(sandbox_no_orphans_after_kill_9, 120)
+{
+    const char *argv[] = {korch_test_korch_bin(), "kernel", "--launcher", "sandbox", "--instance", "sbx-kill9", NULL};
+    char line[PATH_MAX], pids[PATH_MAX], procs[64];
+    int fd = -1;
+    int pid = korch_test_spawn_line(argv, line, sizeof line, 60, &fd);
+    if (!CHECK_GT(pid, 0))
+        return;
+    s_cg_dir("pids", "sbx-kill9", pids, sizeof pids);
+    s_cg_read(pids, "pids.current", procs, sizeof procs);
+    CHECK_GT(atoi(procs), 2);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fd);
+    int left = -1;
+    for (int i = 0; i < 40 && left != 0; i++) {
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        s_cg_read(pids, "pids.current", procs, sizeof procs);
+        left = atoi(procs);
+    }
+    CHECK_EQ(left, 0);
+    struct stat st;
+    CHECK_EQ(stat(pids, &st), 0); /* the empty cgroup is still there ... */
+    char *out = NULL, *err = NULL;
+    const char *argv2[] = {korch_test_korch_bin(), "exec", "--launcher", "sandbox", "-c", "print('next')", NULL};
+    CHECK_EQ(korch_test_run(argv2, NULL, &out, &err, 60), 0);
+    CHECK_STREQ(out, "next\n");
+    CHECK_CONTAINS(err, "removed 1 sandbox cgroup(s) left by korch instances that are gone");
+    CHECK(stat(pids, &st) != 0); /* ... until the next korch sweeps it */
+    char base[PATH_MAX], lock[PATH_MAX + 64];
+    if (CHECK_EQ(korch_runtime_base(base, sizeof base, NULL), KORCH_OK)) {
+        snprintf(lock, sizeof lock, "%s/instances/sbx-kill9.lock", base);
+        CHECK(access(lock, F_OK) != 0); /* and forgets the instance */
+    }
+    free(out);
+    free(err);
+}
+
+/* Without bwrap, or when bwrap cannot make namespaces (user namespaces
+   off: its error is reproduced by a stand-in that says what bwrap says and
+   fails), the sandbox is unavailable with the reason. */
+TEST(sandbox_unavailable_says_why)
+{
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    o.bwrap = "/nonexistent/bwrap";
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_sandbox_new(&o, &err);
+    CHECK(l == NULL);
+    CHECK_CONTAINS(err.msg, "sandbox unavailable: cannot run '/nonexistent/bwrap': No such file or directory");
+    CHECK_CONTAINS(err.msg, "apt-get install bubblewrap");
+
+    char dir[] = "/tmp/korch-bwrap-XXXXXX", path[64];
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    chmod(dir, 0755); /* the probe runs as the kernel's uid */
+    snprintf(path, sizeof path, "%s/bwrap", dir);
+    FILE *fp = fopen(path, "w");
+    if (CHECK(fp)) {
+        fputs("#!/bin/sh\necho 'bwrap: No permissions to create a new namespace, likely because the kernel does "
+              "not allow non-privileged user namespaces.' >&2\nexit 1\n",
+              fp);
+        fclose(fp);
+    }
+    chmod(path, 0755);
+    setenv("KORCH_BWRAP", path, 1);
+    err = (korch_err_t){0};
+    l = korch_launcher_sandbox_new(NULL, &err);
+    CHECK(l == NULL);
+    CHECK_CONTAINS(err.msg, "sandbox unavailable: bwrap: No permissions to create a new namespace");
+    CHECK_CONTAINS(err.msg, "are unprivileged user namespaces turned off?");
+    unsetenv("KORCH_BWRAP");
+    unlink(path);
+    rmdir(dir);
+}
+
+/* --launcher auto: docker when it answers and has the image, else the
+   sandbox with a one-line note, else a refusal that says how to get
+   either; --launcher local says what it means. */
+TEST_T(sandbox_auto_choice, 180)
+{
+    char *out = NULL, *err = NULL;
+    const char *docker[] = {korch_test_korch_bin(), "exec", "--launcher", "auto", "-c",
+                            "import os; print(os.path.exists('/.dockerenv'), os.getuid())", NULL};
+    CHECK_EQ(korch_test_run(docker, NULL, &out, &err, 90), 0);
+    CHECK_CONTAINS(err, "korch: launcher auto picked docker\n");
+    CHECK_STREQ(out, "True 1000\n");
+    free(out);
+    free(err);
+
+    const char *sandbox[] = {korch_test_korch_bin(), "exec", "--launcher", "auto", "--image", "korch-no-such:img",
+                             "-c", "import os; print(os.path.exists('/.dockerenv'), os.getuid(), os.getcwd())", NULL};
+    CHECK_EQ(korch_test_run(sandbox, NULL, &out, &err, 90), 0);
+    CHECK_CONTAINS(err, "korch: launcher auto picked sandbox (docker: image 'korch-no-such:img' not found");
+    CHECK_STREQ(out, "False 1000 /home/korch/work\n");
+    free(out);
+    free(err);
+
+    setenv("KORCH_BWRAP", "/nonexistent/bwrap", 1);
+    CHECK_NE(korch_test_run(sandbox, NULL, &out, &err, 90), 0);
+    CHECK_STREQ(out, "");
+    CHECK_CONTAINS(err, "no launcher that confines the kernel works here (docker: image 'korch-no-such:img' not found");
+    CHECK_CONTAINS(err, "sandbox unavailable: cannot run '/nonexistent/bwrap'");
+    CHECK_CONTAINS(err, "make image");
+    CHECK_CONTAINS(err, "apt-get install bubblewrap");
+    CHECK_CONTAINS(err, "--launcher local runs the model's code unconfined as the current user");
+    unsetenv("KORCH_BWRAP");
+    free(out);
+    free(err);
+
+    const char *local[] = {korch_test_korch_bin(), "kernel", "--launcher", "local", "--kernel", "korch-no-such-spec",
+                           NULL};
+    CHECK_NE(korch_test_run(local, NULL, &out, &err, 30), 0);
+    CHECK_CONTAINS(err, "korch: launcher local: the kernel runs unconfined as uid 0 (root) on this machine");
+    CHECK_CONTAINS(err, "reach the network");
+    free(out);
+    free(err);
+}
