@@ -476,8 +476,8 @@ TEST_T(secfiles_cli_env_flag_and_no_keys, 90)
 {
     setenv("OPENAI_API_KEY", "sk-korch-secret", 1);
     setenv("KORCH_SECFILES_NAMED", "from-korch", 1);
-    const char *launchers[] = {"local", "docker"};
-    for (int i = 0; i < 2; i++) {
+    const char *launchers[] = {"local", "docker", "sandbox"};
+    for (int i = 0; i < 3; i++) {
         const char *argv[] = {korch_test_korch_bin(), "exec", "--launcher", launchers[i], "-q", "--env",
                               "KORCH_SECFILES_GIVEN=given", "--env", "KORCH_SECFILES_NAMED", "-c",
                               "import os; print(os.environ.get('OPENAI_API_KEY'), "

@@ -13,7 +13,8 @@
  *    3. the kernelspec's env;
  *    4. the request's env (KERNEL_* from a gateway client, korch's own);
  *    5. what the launcher adds (JPY_PARENT_PID).
- *  A container gets steps 2-5 only: the image sets its own PATH and HOME.
+ *  A container gets steps 2-5 only: the image sets its own PATH and HOME;
+ *  the sandbox steps 2-5 on top of its fixed PATH, HOME and locale.
  *
  *  Not thread-safe: call korch_env_pass at start-up, before kernels start.
  */
@@ -39,6 +40,12 @@ bool korch_env_allowed(const char *name);
    adds last, may be NULL. New NULL-terminated array (korch_env_free), or
    NULL when out of memory. */
 char **korch_env_build(const korch_launch_t *req, bool from_host, const char *const *extra);
+
+/* The same on top of base ("NAME=value", NULL-terminated: what a launcher
+   sets first, e.g. a sandbox's fixed PATH and HOME), which everything else
+   may replace. */
+char **korch_env_build_on(const char *const *base, const korch_launch_t *req, bool from_host,
+                          const char *const *extra);
 
 void korch_env_free(char **env);
 

@@ -133,8 +133,16 @@ static void s_put(s_vec_t *e, const char *kv)
 
 char **korch_env_build(const korch_launch_t *req, bool from_host, const char *const *extra)
 {
+    return korch_env_build_on(NULL, req, from_host, extra);
+}
+
+char **korch_env_build_on(const char *const *base, const korch_launch_t *req, bool from_host,
+                          const char *const *extra)
+{
     s_vec_t e = {0};
     char buf[8192];
+    for (const char *const *p = base; p && *p; p++)
+        s_put(&e, *p);
     if (from_host)
         for (char **p = environ; *p; p++) {
             size_t klen = strcspn(*p, "=");
