@@ -7,7 +7,8 @@
 # chart (PNG) and notebook.ipynb behind and says where. Safe to run again.
 #
 #   KORCH_LLM=openai:gpt-4o-mini scripts/demo.sh    the same question to a real model
-#   KORCH_DEMO_LAUNCHER=docker scripts/demo.sh      in a hardened container (make image first)
+#   KORCH_DEMO_LAUNCHER=docker scripts/demo.sh      in a hardened container (make image first;
+#                                                 auto takes docker when the image exists, else the sandbox)
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -15,7 +16,7 @@ make --no-print-directory -s build/korch
 session="${KORCH_DEMO_OUT:-$PWD/out/demo-session}"
 rm -rf "$session"
 llm="${KORCH_LLM:-replay:$PWD/scripts/demo/replay.json}"
-build/korch run --llm "$llm" --launcher "${KORCH_DEMO_LAUNCHER:-local}" \
+build/korch run --llm "$llm" --launcher "${KORCH_DEMO_LAUNCHER:-auto}" \
     --file scripts/demo/sales.csv --session "$session" \
     "Which region brings the most revenue in sales.csv? Show a chart."
 echo

@@ -100,7 +100,8 @@ static inline bool serve_start_args(serve_t *s, const char *const *extra)
     s->pid = fork();
     if (s->pid == 0) {
         /* stays in the test's process group: a timed-out test takes it along */
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        /* O_APPEND: the drain below appends korch's stdout to the same file */
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
         if (fd >= 0)
             dup2(fd, 2);
         dup2(p[1], 1);

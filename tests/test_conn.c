@@ -112,3 +112,59 @@ TEST(kernelspec_search_path_and_list)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
 }
+
+/* A kernelspec's resources: the logos korch ships are listed and read;
+   only kernel.js, kernel.css and logo-* are resources, a symlink is not
+   followed and nothing over the size limit is read. */
+TEST(kernelspec_resources)
+{
+    korch_err_t err = {0};
+    korch_kernelspec_t *s = korch_kernelspec_find("python3", &err);
+    if (!CHECK(s))
+        return;
+    json_t *res = korch_kernelspec_resources(s);
+    CHECK_STREQ(json_string_value(json_object_get(res, "logo-32x32")), "/kernelspecs/python3/logo-32x32.png");
+    CHECK_STREQ(json_string_value(json_object_get(res, "logo-64x64")), "/kernelspecs/python3/logo-64x64.png");
+    CHECK_EQ(json_object_size(res), 2);
+    json_decref(res);
+    char *data = NULL;
+    size_t len = 0;
+    CHECK_EQ(korch_kernelspec_resource_read(s, "logo-64x64.png", 1 << 20, &data, &len, &err), KORCH_OK);
+    CHECK(len > 100 && data && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0);
+    free(data);
+    CHECK_EQ(korch_kernelspec_resource_read(s, "kernel.json", 1 << 20, &data, &len, &err), KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_kernelspec_resource_read(s, "../python3/logo-64x64.png", 1 << 20, &data, &len, &err),
+             KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_kernelspec_resource_read(s, "logo-64x64.png", 10, &data, &len, &err), KORCH_E_INVALID);
+    CHECK(data == NULL);
+    korch_kernelspec_destroy(&s);
+    /* a symlinked logo in a spec of its own */
+    char dir[] = "/tmp/korch-ksr-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char p[300];
+    snprintf(p, sizeof p, "%s/k", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/k/kernel.json", dir);
+    FILE *f = fopen(p, "w");
+    fputs("{\"argv\": [\"/bin/true\", \"{connection_file}\"], \"display_name\": \"K\", \"language\": \"x\"}", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/k/logo-32x32.png", dir);
+    CHECK_EQ(symlink("/etc/passwd", p), 0);
+    snprintf(p, sizeof p, "%s/k/kernel.js", dir);
+    f = fopen(p, "w");
+    fputs("define([], function() {});", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/k", dir);
+    s = korch_kernelspec_load(p, "k", &err);
+    if (CHECK(s)) {
+        CHECK_EQ(korch_kernelspec_resource_read(s, "logo-32x32.png", 1 << 20, &data, &len, &err), KORCH_E_NOTFOUND);
+        CHECK(data == NULL);
+        CHECK_EQ(korch_kernelspec_resource_read(s, "kernel.js", 1 << 20, &data, &len, &err), KORCH_OK);
+        CHECK_EQ(len, strlen("define([], function() {});"));
+        free(data);
+    }
+    korch_kernelspec_destroy(&s);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}

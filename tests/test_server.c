@@ -16,7 +16,7 @@
  *      node tests/npm/check.js LINE
  *  (Running this file against jupyter_server itself, through a build dir
  *  whose `korch` execs serve_peer.py, passes everything except the contract
- *  differences: REST restart sends no `restarting`, a 10 MB body is accepted,
+ *  differences: a 10 MB body is accepted,
  *  restart of an unknown kernel is a 500.) */
 #include "serve_fixture.h"
 
@@ -254,6 +254,21 @@ SCENARIO(legacy, two_clients, 90)
 SCENARIO(legacy, reconnect, 120)
 SCENARIO(legacy, delete, 90)
 SCENARIO(legacy, churn, 240)
+/* Clients as they really behave (issue 10): comm_info_request answered;
+   a socket without ?session_id= (Notebook 6.4's gateway client) known by
+   its messages' header.session, so a drop mid-cell loses nothing; a
+   deleted kernel's socket hears IOPub status dead before the close; a
+   busy kernel is interrupted before its restart, as jupyter_client does
+   (its cell's KeyboardInterrupt reaches the socket; the restart took
+   2.6 s before, waiting for the SIGTERM, 0.67 s after). */
+SCENARIO(v1, comm_info, 90)
+SCENARIO(legacy, comm_info, 90)
+SCENARIO(v1, reconnect_header, 120)
+SCENARIO(legacy, reconnect_header, 120)
+SCENARIO(legacy, delete_dead, 90)
+SCENARIO(v1, restart_busy, 120)
+/* The kernelspec's logos, at jupyter_server's /kernelspecs/{name}/{file}. */
+SCENARIO(v1, kernelspec_resources, 60)
 /* The same clients with the kernels in the sandbox (bubblewrap + a cgroup):
    interrupt, restart and death through korch serve. */
 #define SANDBOX_SCENARIO(proto, name, timeout)                                                              \

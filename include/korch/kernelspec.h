@@ -38,6 +38,19 @@ json_t *korch_kernelspec_list(void);
 /* Directories searched, in order, as a new array of strings. */
 json_t *korch_kernelspec_path(void);
 
+/* Its resources as jupyter_server lists them (kernel.js, kernel.css,
+   logo-*: {"logo-32x32": "/kernelspecs/NAME/logo-32x32.png", ...}), new. */
+json_t *korch_kernelspec_resources(const korch_kernelspec_t *spec);
+
+/* Whether file may be one of a kernelspec's resources (by its name). */
+bool korch_kernelspec_resource_name_ok(const char *file);
+
+/* Read a resource (a regular file of the spec's dir, no symlink, at most
+   max bytes) into *data (new, free() it), its length in *len.
+   KORCH_E_NOTFOUND when there is no such resource. */
+korch_rc_t korch_kernelspec_resource_read(const korch_kernelspec_t *spec, const char *file, size_t max, char **data,
+                                          size_t *len, korch_err_t *err);
+
 void korch_kernelspec_destroy(korch_kernelspec_t **spec);
 
 #endif

@@ -5,6 +5,8 @@
 #ifndef KORCH_LOG_H
 #define KORCH_LOG_H
 
+#include <stddef.h>
+
 typedef enum { KORCH_LOG_DEBUG, KORCH_LOG_INFO, KORCH_LOG_WARN, KORCH_LOG_ERROR, KORCH_LOG_OFF } korch_log_level_t;
 
 extern korch_log_level_t korch_log_level;
@@ -12,7 +14,21 @@ extern korch_log_level_t korch_log_level;
 /* Read KORCH_LOG once; safe to call again. */
 void korch_log_init(void);
 
+/* Writes one line; the formatted text is passed through korch_log_escape
+   (KORCH_ESC_LINE) first, so no client byte can end a line or drive the
+   terminal. */
 void korch_log_write(korch_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Escape in[0..inlen) for a log into out (always NUL-terminated, cut at
+   outlen): control bytes (C0, DEL), C1 controls (U+0080..U+009F), bytes
+   that are not well-formed UTF-8 and the bidi overrides (U+202A..U+202E,
+   U+2066..U+2069) become \xNN per byte, and a backslash becomes "\\", so the
+   result is printable and unambiguous. Other UTF-8 passes through. With
+   KORCH_ESC_LINE backslashes are left alone (for a whole line whose fields
+   may have been escaped already). Every string from a client that reaches
+   the log goes through this. Returns out. */
+#define KORCH_ESC_LINE 1u
+char *korch_log_escape(char *out, size_t outlen, const char *in, size_t inlen, unsigned flags);
 
 #define korch_log(level, ...) \
     do { if ((level) >= korch_log_level) korch_log_write((level), __VA_ARGS__); } while (0)

@@ -11,9 +11,11 @@
  *  websocket in both of Jupyter's formats (see wsmsg.h). korch signs toward
  *  the kernel and verifies what comes back; clients never hold the key.
  *
- *  Limits: every buffer fed from outside is bounded (request bodies, client
- *  messages, per-connection send queues, per-session replay buffers). A
- *  client that does not read is dropped, never the kernel.
+ *  Limits: every buffer fed from outside is bounded (request bodies, one by
+ *  one and all together; client messages, per-connection send queues,
+ *  per-session replay buffers). A client that does not read is dropped,
+ *  never the kernel. Connections that send no request are closed first
+ *  when connections run short, and after header_timeout_ms in any case.
  *
  *  Ownership: the caller owns the loop and the launcher, which outlive the
  *  server. Destroying the server shuts its kernels down.
@@ -38,7 +40,15 @@ typedef struct {
     int max_kernels;                    /* 0 = no limit */
     const char *const *allow_origins;   /* NULL-terminated; "*" allows any origin */
     size_t max_body;                    /* request body limit (default 1 MiB) -> 413 */
-    size_t max_upload;                  /* PUT of an agent session's file (default 64 MiB) */
+    size_t max_upload;                  /* PUT of an agent session's file (default 64 MiB); spooled
+                                           to disk as it arrives, never held in memory */
+    size_t max_body_total;              /* request bodies held in memory at once, all requests
+                                           together (default 64 MiB) -> 503 */
+    size_t max_upload_total;            /* uploads being received at once, on disk (default 1 GiB) -> 503 */
+    int max_connections;                /* open at once (default 1024; at most RLIMIT_NOFILE / 2) */
+    int max_connections_per_peer;       /* open at once from one address or IPv6 /64 (default 256) */
+    int header_timeout_ms;              /* a connection's request headers must be complete this long
+                                           after its accept (default 5000) */
     size_t max_ws_message;              /* one client websocket message (default 64 MiB) */
     size_t max_ws_queue;                /* bytes queued toward one client before it is dropped
                                            (default 64 MiB; one message always fits) */

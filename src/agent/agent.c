@@ -419,7 +419,7 @@ static char *s_wd_read(korch_agent_t *a, const char *path, size_t max, size_t *l
    the work dir itself: workdir.json in the session dir (korch's, not the kernel's). */
 static void s_wd_save(korch_agent_t *a)
 {
-    if (!a->wd_in_kernel)
+    if (!a->wd_in_kernel || !a->wd) /* no listing: the kernel did not say its cwd */
         return;
     json_t *list = korch_workdir_list(a->wd);
     char *text = json_dumps(list, JSON_COMPACT);

@@ -4,7 +4,8 @@
  *              [--kernel python3] [--max-kernels N] [--allow-origin O]...
  *              [--pool N] [--pool NAME=N]... [--cull-idle-timeout S] [--cull-interval S]
  *              [--cull-connected] [--cull-busy] [--llm P:M] [--agent-dir DIR]
- *              [--max-agent-sessions N] [--max-steps N]
+ *              [--max-agent-sessions N] [--max-steps N] [--max-body B] [--max-upload B]
+ *              [--max-body-total B] [--max-upload-total B]
  *
  *  Prints `http://IP:PORT/?token=TOKEN` as the first line on stdout once it
  *  listens, then serves until SIGINT / SIGTERM, when it shuts its kernels
@@ -28,6 +29,7 @@
 enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
 /* long-only options of the agent API */
 enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS };
+enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL };
 
 /* A non-negative number of seconds or kernels; -1 when it is not one. */
 static int s_count(const char *v)
@@ -54,6 +56,9 @@ static void s_help(FILE *f)
             "      --allow-origin O     a browser origin allowed besides this host's own; repeatable;\n"
             "                           '*' allows any\n"
             "      --max-body BYTES     request body limit (default 1048576)\n"
+            "      --max-upload BYTES   limit of one file upload to an agent session (default 64 MiB)\n"
+            "      --max-body-total BYTES  request bodies in memory at once, all together (default 64 MiB)\n"
+            "      --max-upload-total BYTES  uploads being received at once, on disk (default 1 GiB)\n"
             "      --pool N             keep N kernels of the default kernelspec started and ready;\n"
             "                           POST /api/kernels hands one out at once (default 0)\n"
             "      --pool NAME=N        the same for kernelspec NAME; repeatable\n"
@@ -81,7 +86,7 @@ int korch_cmd_serve(int argc, char **argv)
     const char *ip = "127.0.0.1", *token = NULL, *launcher_name = "auto", *kernel = "python3", *image = NULL;
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
-    size_t max_body = 0;
+    size_t max_body = 0, max_upload = 0, max_body_total = 0, max_upload_total = 0;
     double memory_mb = 0, cpus = 0;
     long pids = 0;
     bool no_access_log = false;
@@ -99,6 +104,9 @@ int korch_cmd_serve(int argc, char **argv)
         {"agent-dir", required_argument, 0, OPT_AGENT_DIR},
         {"max-agent-sessions", required_argument, 0, OPT_MAX_AGENT_SESSIONS},
         {"max-steps", required_argument, 0, OPT_MAX_STEPS},
+        {"max-upload", required_argument, 0, OPT_MAX_UPLOAD},
+        {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
+        {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
         {"token", required_argument, 0, 't'},       {"launcher", required_argument, 0, 'L'},
         {"kernel", required_argument, 0, 'k'},      {"max-kernels", required_argument, 0, 'M'},
@@ -134,6 +142,9 @@ int korch_cmd_serve(int argc, char **argv)
             origins[norigins++] = optarg;
             break;
         case 'B': max_body = (size_t)strtoull(optarg, NULL, 10); break;
+        case OPT_MAX_UPLOAD: max_upload = (size_t)strtoull(optarg, NULL, 10); break;
+        case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)strtoull(optarg, NULL, 10); break;
+        case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)strtoull(optarg, NULL, 10); break;
         case 'q': no_access_log = true; break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt("serve", optarg))
@@ -208,6 +219,8 @@ int korch_cmd_serve(int argc, char **argv)
         goto out;
     korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .launcher = launcher, .kernel = kernel,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
+                              .max_upload = max_upload, .max_body_total = max_body_total,
+                              .max_upload_total = max_upload_total,
                               .no_access_log = no_access_log, .pool_size = pool_size, .pool_specs = pool_specs,
                               .cull_idle_timeout = cull_idle, .cull_interval = cull_interval,
                               .cull_connected = cull_connected, .cull_busy = cull_busy, .llm = llm,

@@ -81,6 +81,8 @@ struct korch_kernel {
     zlistx_t *pending;              /* korch_exec_t*, not owned */
 };
 
+#define RESTART_BUSY_WAIT_MS 1000 /* see s_stop_begin */
+
 static void s_launch(korch_kernel_t *k);
 static void s_on_death(korch_kernel_t *k, const char *why);
 static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason);
@@ -787,10 +789,27 @@ static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason)
     snprintf(k->stop_reason, sizeof k->stop_reason, "%s", reason);
     k->stop_restart = restart;
     k->stop_phase = STOP_SHUTDOWN;
+    /* A busy kernel is interrupted first, as jupyter_client's
+       shutdown_kernel does: ipykernel handles shutdown_request on its
+       control thread but only exits once the shell's cell is over, so a
+       running cell held a restart until the SIGTERM (half the grace). */
+    bool busy = k->state == KORCH_KERNEL_BUSY;
+    if (busy) {
+        korch_err_t ierr = {0};
+        if (korch_kernel_interrupt(k, &ierr) != KORCH_OK)
+            korch_debug("kernel %.8s: interrupt before shutdown failed: %s", k->id, ierr.msg);
+    }
     if (restart) /* new executions queue for the new kernel from now on */
         s_set_state(k, KORCH_KERNEL_RESTARTING, reason);
     s_send(k, KORCH_CH_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", restart));
-    k->stop_timer = korch_loop_timer(k->loop, (k->opts.shutdown_grace_ms / 2), 1, s_on_stop_timer, k);
+    /* A busy kernel that a restart interrupted and asked to go but that is
+       still there after a second ignores both (a cell swallowing the
+       KeyboardInterrupt, a C call that never returns): its state is being
+       thrown away, so the SIGTERM comes sooner than half the grace. */
+    int wait = k->opts.shutdown_grace_ms / 2;
+    if (restart && busy && wait > RESTART_BUSY_WAIT_MS)
+        wait = RESTART_BUSY_WAIT_MS;
+    k->stop_timer = korch_loop_timer(k->loop, wait, 1, s_on_stop_timer, k);
     if (k->proc) {
         char why[256];
         if (!korch_proc_is_alive(k->proc, why, sizeof why))

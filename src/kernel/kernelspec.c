@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,11 +200,89 @@ json_t *korch_kernelspec_list(void)
             if (!spec)
                 continue;
             json_object_set_new(out, de->d_name,
-                                json_pack("{s:s, s:O, s:{}}", "name", de->d_name, "spec", spec->json, "resources"));
+                                json_pack("{s:s, s:O, s:o}", "name", de->d_name, "spec", spec->json, "resources",
+                                          korch_kernelspec_resources(spec)));
             korch_kernelspec_destroy(&spec);
         }
         closedir(dh);
     }
     json_decref(dirs);
     return out;
+}
+
+/* jupyter_server's kernelspec_model: kernel.js, kernel.css and logo-* of
+   the spec's directory, served as /kernelspecs/NAME/FILE. */
+bool korch_kernelspec_resource_name_ok(const char *file)
+{
+    if (!s_valid_name(file))
+        return false;
+    return strcmp(file, "kernel.js") == 0 || strcmp(file, "kernel.css") == 0 || strncmp(file, "logo-", 5) == 0;
+}
+
+json_t *korch_kernelspec_resources(const korch_kernelspec_t *spec)
+{
+    json_t *out = json_object();
+    DIR *dh = spec && spec->dir ? opendir(spec->dir) : NULL;
+    struct dirent *de;
+    while (out && dh && (de = readdir(dh))) {
+        if (!korch_kernelspec_resource_name_ok(de->d_name))
+            continue;
+        char key[128], url[512];
+        snprintf(key, sizeof key, "%s", de->d_name);
+        char *dot = strncmp(key, "logo-", 5) == 0 ? strrchr(key, '.') : NULL;
+        if (dot) /* "logo-32x32": the name without its extension */
+            *dot = 0;
+        snprintf(url, sizeof url, "/kernelspecs/%s/%s", spec->name, de->d_name);
+        json_object_set_new(out, key, json_string(url));
+    }
+    if (dh)
+        closedir(dh);
+    return out;
+}
+
+korch_rc_t korch_kernelspec_resource_read(const korch_kernelspec_t *spec, const char *file, size_t max, char **data,
+                                          size_t *len, korch_err_t *err)
+{
+    *data = NULL;
+    *len = 0;
+    if (!korch_kernelspec_resource_name_ok(file))
+        return korch_err_set(err, KORCH_E_NOTFOUND, "kernelspec '%s' has no resource '%.80s'", spec->name, file);
+    korch_rc_t rc = KORCH_OK;
+    char *buf = NULL;
+    int dfd = open(spec->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = dfd >= 0 ? openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = korch_err_set(err, KORCH_E_NOTFOUND, "kernelspec '%s' has no resource '%.80s'", spec->name, file);
+        goto out;
+    }
+    if ((size_t)st.st_size > max) {
+        rc = korch_err_set(err, KORCH_E_INVALID, "resource '%.80s' of kernelspec '%s' is over %zu bytes", file,
+                           spec->name, max);
+        goto out;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    if (!(buf = malloc(n + 1))) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto out;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r <= 0) {
+            rc = korch_err_set(err, KORCH_E_IO, "cannot read '%s/%s': %s", spec->dir, file,
+                               r < 0 ? strerror(errno) : "it got shorter");
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    *data = buf;
+    *len = n;
+    buf = NULL;
+out:
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
 }

@@ -12,6 +12,7 @@
  *                                                          dir's files, uploads and what the code wrote
  *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size} (200 + replaced: an upload
  *                                                          of that name was there), into the work dir
+ *                                                          (spooled to disk as it arrives, server.c)
  *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
  *    GET    /api/agent/sessions/{id}/figures/{name}        a chart (PNG, JPEG, SVG) of result.figures
  *    GET    /api/agent/sessions/{id}/events ?after=N       text/event-stream of the running turn, 204 when none
@@ -560,7 +561,7 @@ void srv_agent_kernel_failed(srv_req_t *token, srv_kernel_t *mk, const char *why
         return;
     sa->kernel_id[0] = 0; /* the server cleans a failed kernel up itself */
     sa->owns_kernel = false;
-    s_fail(sa, 500, "the kernel did not start: %s", why);
+    s_fail(sa, mk->doomed ? 409 : 500, "the kernel did not start: %s", why);
 }
 
 void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id)
@@ -1040,6 +1041,25 @@ static bool s_join(char **seg, int from, int nseg, char *buf, size_t len)
     return n > 0 && korch_safe_relpath(buf);
 }
 
+/* The final move of an upload (spooled to an unnamed file by server.c)
+   into the kernel's work dir, and its copy for a resumed container. The
+   one place to switch to src/util/fsutil.c's openat + O_NOFOLLOW writer
+   (fd to fd, no mapping) once it lands: today it maps the spooled file
+   read-only and hands the bytes to the launcher's put_file. */
+static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char *rel, srv_req_t *req,
+                                 korch_err_t *err)
+{
+    const void *data;
+    size_t len;
+    korch_rc_t rc = srv_req_upload_map(req, &data, &len, err);
+    if (rc == KORCH_OK)
+        rc = korch_proc_put_file(proc, rel, data, len, err);
+    if (rc == KORCH_OK)
+        s_keep_copy(sa, rel, data, len);
+    srv_req_upload_unmap(req);
+    return rc;
+}
+
 static json_t *s_url(srv_agent_t *sa, const char *what, const char *path) { return srv_agent_url(sa->id, what, path); }
 
 static bool s_uploaded(srv_agent_t *sa, const char *name)
@@ -1145,12 +1165,11 @@ static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
                               s_state_names[sa->state]);
             return;
         }
-        if (korch_proc_put_file(proc, rel, req->body ? req->body : "", req->body_len, &err) != KORCH_OK) {
+        if (s_place_upload(sa, proc, rel, req, &err) != KORCH_OK) {
             srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
             return;
         }
         bool replaced = s_uploaded(sa, rel);
-        s_keep_copy(sa, rel, req->body ? req->body : "", req->body_len);
         s_add_file(sa, rel);
         s_save(sa);
         if (sa->actor)
@@ -1181,6 +1200,28 @@ static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
         free(data);
     } else
         srv_respond_error(req, 405, "method not allowed");
+}
+
+bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
+{
+    /* /api/agent/sessions/{id}/files/{path} */
+    const char *p = req->path + strlen("/api/agent/sessions/"), *slash = strchr(p, '/');
+    char id[64];
+    if (!slash || (size_t)(slash - p) >= sizeof id || strncmp(slash, "/files/", 7) != 0)
+        return true; /* not an upload after all: routed as any request */
+    snprintf(id, sizeof id, "%.*s", (int)(slash - p), p);
+    srv_agent_t *sa = zhashx_lookup(s_all(s), id);
+    if (!sa) {
+        srv_respond_error(req, 404, "no agent session '%s'", id);
+        return false;
+    }
+    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kernel_find(s, sa->kernel_id) : NULL;
+    if (!mk || sa->state == A_STARTING) {
+        srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
+                          s_state_names[sa->state]);
+        return false;
+    }
+    return true;
 }
 
 /* ------------------------------------------------------ the others */

@@ -7,6 +7,7 @@
  *                                      pool?: {NAME: {size, ready, starting}} (korch's)}
  *    GET  /api/kernelspecs            {default, kernelspecs: {name: {name, spec, resources}}}
  *    GET  /api/kernelspecs/{name}
+ *    GET  /kernelspecs/{name}/{file}  a kernelspec resource (logo-32x32.png ...; resources.c)
  *    GET  /api/kernels                [model]
  *    POST /api/kernels {name?, path?, env?}   201 model, once the kernel is ready
  *                                     (at once from the warm pool, pool.c)
@@ -128,6 +129,8 @@ void srv_api_kernel_failed(srv_kernel_t *mk, const char *why)
             zhashx_delete(srv_state(s)->sessions, req->arg);
         if (req->wait == SRV_WAIT_AGENT)
             srv_agent_kernel_failed(req, mk, why);
+        else if (mk->doomed) /* deleted by another request meanwhile: not a server error */
+            srv_respond_error(req, 409, "kernel %s was shut down before it was ready (%s)", mk->id, why);
         else
             srv_respond_error(req, 500, "%s", why);
     }
@@ -260,7 +263,7 @@ static void s_kernels(korch_server_t *s, srv_req_t *req, char **seg, int nseg, j
         else
             srv_respond(req, 204, NULL);
     } else if (strcmp(seg[3], "restart") == 0) {
-        if (korch_kernel_restart(mk->k, &err) != KORCH_OK)
+        if (srv_kernel_restart(mk, &err) != KORCH_OK)
             srv_respond_error(req, 500, "%s", err.msg);
         else
             s_wait_on(mk, req, SRV_WAIT_RESTART);
@@ -505,6 +508,10 @@ void srv_api(korch_server_t *s, srv_req_t *req)
     }
     if (nseg == 1 && strcmp(seg[0], "metrics") == 0) { /* GET /metrics, Prometheus' text (metrics.c) */
         srv_metrics_respond(s, req);
+        return;
+    }
+    if (nseg == 3 && strcmp(seg[0], "kernelspecs") == 0) { /* a kernelspec's logo (resources.c) */
+        srv_kernelspec_resource(s, req, seg[1], seg[2]);
         return;
     }
     if (nseg == 0 || strcmp(seg[0], "api") != 0) {

@@ -11,8 +11,18 @@
  *    - A client that disconnects with a session_id leaves a bounded replay
  *      buffer: IOPub and its replies are kept and replayed, in order, when
  *      a websocket with the same session_id opens again.
- *    - When the kernel restarts or dies, clients get an IOPub status
- *      "restarting" / "dead", as jupyter_server sends.
+ *    - A client without ?session_id= (Notebook 6.4's and jupyter_server
+ *      1.x's gateway clients connect so) is known by its first message's
+ *      header.session, which the browser keeps across reconnects: its
+ *      replies are routed and its replay buffer kept under that name, and
+ *      replayed when its first message shows it is back (without what it
+ *      already got live since it connected).
+ *    - When the kernel dies and is restarted, or dies for good, clients
+ *      get an IOPub status "restarting" / "dead", as jupyter_server sends
+ *      (not for a restart asked for: jupyter_server is silent, and the
+ *      Notebook UI takes "restarting" for a crash); when it is deleted
+ *      or culled, "dead" too (what a dying kernel says) before the close,
+ *      so that a notebook shows its dead-kernel dialog.
  *  Messages from clients are parsed (wsmsg.c), keep their own header and
  *  are signed by korch_kernel_send; the kernel's are verified by korch's
  *  session before they get here.
@@ -30,16 +40,27 @@
 #define REPLAY_TTL_MS (10 * 60 * 1000)
 #define MAX_ENV_VARS 256
 #define MAX_MALFORMED_LOGGED 10 /* per websocket */
+/* A socket without ?session_id= that may be a session coming back gets
+   nothing until its first message names it (then the session's replay
+   first, in order) or this long has passed. Notebook's gateway client
+   sends the browser's kernel_info_request as soon as it is connected. */
+#define HOLD_MS 3000
 
 typedef struct {
     char key[128];
     uint64_t seq;
 } s_route_t;
 
+/* A message kept for a disconnected session. */
+typedef struct {
+    korch_wsframe_t *f;         /* referenced */
+    uint64_t seq;               /* the IOPub broadcast it was (mk->iopub_seq), 0 for a reply */
+} s_kept_t;
+
 typedef struct {
     char key[128];
     korch_ws_proto_t proto;
-    zlistx_t *frames;           /* korch_wsframe_t*, referenced */
+    zlistx_t *frames;           /* s_kept_t* (owned) */
     size_t bytes;
     int64_t since_ms;
     bool overflowed;
@@ -56,10 +77,11 @@ static void s_replay_free(s_replay_t **pr)
     s_replay_t *r = *pr;
     if (!r)
         return;
-    korch_wsframe_t *f;
-    while ((f = zlistx_first(r->frames))) {
+    s_kept_t *h;
+    while ((h = zlistx_first(r->frames))) {
         zlistx_delete(r->frames, zlistx_cursor(r->frames));
-        korch_wsframe_unref(&f);
+        korch_wsframe_unref(&h->f);
+        free(h);
     }
     zlistx_destroy(&r->frames);
     free(r);
@@ -108,13 +130,15 @@ typedef struct {
     korch_channel_t ch;
     korch_wsblob_t *content;        /* a big raw content, taken from raw */
     size_t content_len;             /* the part of it clients get */
-    char suffix[64];                /* closes a cut stream's content */
+    char suffix[160];               /* closes a cut stream's content */
     korch_wsframe_t *frame[KORCH_WS__COUNT];
 } s_frames_t;
 
 #define BLOB_MIN (64 * 1024) /* smaller contents are copied */
 /* A stream message's text beyond this (as JSON) is cut for clients, with
-   content.korch_dropped saying how much, as korch_exec's outputs are:
+   a line at the cut saying how much went ("[korch: 4.2 MB of output
+   dropped here]": what a notebook user sees) and content.korch_dropped
+   the bytes, as korch_exec's outputs are:
    ipykernel sends 0.2 s of fast printing as one message of tens of MB,
    which no notebook shows, and Tornado's websocket client (jupyter_server
    --gateway-url) closes the connection on a message over 10 MiB. */
@@ -133,8 +157,18 @@ static bool s_take_content(s_frames_t *fs)
                korch_wsmsg_stream_cut(zframe_data(*content), zframe_size(*content), MAX_STREAM_JSON, &keep,
                                       &dropped);
     fs->content_len = cut ? keep : zframe_size(*content);
-    if (cut)
-        snprintf(fs->suffix, sizeof fs->suffix, "\",\"korch_dropped\":%zu}", dropped);
+    if (cut) {
+        char size[32];
+        if (dropped >= 1000 * 1000)
+            snprintf(size, sizeof size, "%.1f MB", dropped / 1e6);
+        else if (dropped >= 1000)
+            snprintf(size, sizeof size, "%.1f kB", dropped / 1e3);
+        else
+            snprintf(size, sizeof size, "%zu bytes", dropped);
+        /* inside the JSON string the cut left open: \n as its escape */
+        snprintf(fs->suffix, sizeof fs->suffix, "\\n[korch: %s of output dropped here]\\n\",\"korch_dropped\":%zu}",
+                 size, dropped);
+    }
     return (fs->content = korch_wsblob_new(content)) != NULL;
 }
 
@@ -181,7 +215,7 @@ static s_replay_t *s_replay_find(srv_kernel_t *mk, const char *key)
     return NULL;
 }
 
-static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs)
+static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs, uint64_t seq)
 {
     if (korch_now_ms() - r->since_ms > REPLAY_TTL_MS) {
         zlistx_delete(mk->replay, zlistx_find(mk->replay, r));
@@ -193,17 +227,23 @@ static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs)
     if (!f)
         return;
     size_t max = mk->srv ? srv_state(mk->srv)->opts.max_replay_bytes : 0;
+    s_kept_t *h = malloc(sizeof *h);
+    if (!h)
+        return;
     while (r->bytes && r->bytes + f->len > max) {
-        korch_wsframe_t *old = zlistx_first(r->frames);
+        s_kept_t *old = zlistx_first(r->frames);
         zlistx_delete(r->frames, zlistx_cursor(r->frames));
-        r->bytes -= old->len;
-        korch_wsframe_unref(&old);
+        r->bytes -= old->f->len;
+        korch_wsframe_unref(&old->f);
+        free(old);
         if (!r->overflowed)
             korch_warn("kernel %.8s: replay buffer of session %s is full; dropping its oldest messages", mk->id,
                        r->key);
         r->overflowed = true;
     }
-    zlistx_add_end(r->frames, korch_wsframe_ref(f));
+    h->f = korch_wsframe_ref(f);
+    h->seq = seq;
+    zlistx_add_end(r->frames, h);
     r->bytes += f->len;
 }
 
@@ -216,18 +256,57 @@ static srv_ws_t *s_conn_for(srv_kernel_t *mk, const char *key)
     return found;
 }
 
+/* Send f to ws, or hold it while ws waits for its name. */
+static void s_deliver(srv_ws_t *ws, korch_wsframe_t *f)
+{
+    if (ws->held)
+        zlistx_add_end(ws->held, korch_wsframe_ref(f));
+    else
+        srv_ws_send(ws, f);
+}
+
+/* Stop holding: send what was held (send) or forget it. */
+static void s_unhold(srv_ws_t *ws, bool send)
+{
+    if (!ws->held)
+        return;
+    if (ws->hold_timer)
+        korch_loop_timer_end(srv_loop(ws->srv), ws->hold_timer);
+    ws->hold_timer = 0;
+    zlistx_t *held = ws->held;
+    ws->held = NULL;
+    korch_wsframe_t *f;
+    while ((f = zlistx_first(held))) {
+        zlistx_delete(held, zlistx_cursor(held));
+        if (send)
+            srv_ws_send(ws, f);
+        korch_wsframe_unref(&f);
+    }
+    zlistx_destroy(&held);
+}
+
+static int s_on_hold_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    srv_ws_t *ws = arg;
+    ws->hold_timer = 0;
+    korch_debug("websocket %s: no message named it within %d ms", ws->session_key, HOLD_MS);
+    s_unhold(ws, true);
+    return 0;
+}
+
 static void s_broadcast(srv_kernel_t *mk, s_frames_t *fs)
 {
+    uint64_t seq = ++mk->iopub_seq;
     for (srv_ws_t *ws = zlistx_first(mk->conns); ws; ws = zlistx_next(mk->conns)) {
         korch_wsframe_t *f = s_frame(fs, ws->proto);
         if (f)
-            srv_ws_send(ws, f);
+            s_deliver(ws, f);
     }
     /* The relay may have closed connections: never mid-iteration. */
     s_replay_t *r = zlistx_first(mk->replay);
     while (r) {
         s_replay_t *next = zlistx_next(mk->replay);
-        s_replay_add(mk, r, fs);
+        s_replay_add(mk, r, fs, seq);
         r = next;
     }
 }
@@ -280,11 +359,11 @@ static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_
     if (ws) {
         korch_wsframe_t *f = s_frame(&fs, ws->proto);
         if (f)
-            srv_ws_send(ws, f);
+            s_deliver(ws, f);
     } else {
         s_replay_t *r = s_replay_find(mk, key);
         if (r)
-            s_replay_add(mk, r, &fs);
+            s_replay_add(mk, r, &fs, 0);
     }
     s_frames_release(&fs);
 }
@@ -327,6 +406,7 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
     case KORCH_KERNEL_IDLE:
     case KORCH_KERNEL_BUSY:
         mk->ever_ready = true;
+        mk->restart_requested = false;
         if (zlistx_size(mk->waiters))
             srv_api_kernel_ready(mk);
         break;
@@ -334,9 +414,11 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
         fprintf(stderr, "korch: kernel %s restarting%s%s\n", mk->id, detail ? ": " : "", detail ? detail : "");
         /* what was asked of the old process will never be answered */
         zhashx_purge(mk->routes);
-        s_send_status(mk, "restarting");
+        if (!mk->restart_requested)
+            s_send_status(mk, "restarting");
         break;
     case KORCH_KERNEL_DEAD:
+        mk->restart_requested = false;
         snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
         fprintf(stderr, "korch: kernel %s dead: %s\n", mk->id, mk->dead_reason);
         s_send_status(mk, "dead");
@@ -499,11 +581,16 @@ void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req)
         zlistx_add_end(srv_state(s)->doomed, mk);
         /* requests waiting for it to be ready will not see that */
         srv_api_kernel_failed(mk, "kernel was shut down");
+        /* what a dying kernel's clients hear (the Notebook UI ignores a
+           closed socket but shows its dead-kernel dialog on this) */
+        if (korch_kernel_state(mk->k) != KORCH_KERNEL_DEAD)
+            s_send_status(mk, "dead");
         srv_ws_t *ws;
         while ((ws = zlistx_first(mk->conns))) {
             zlistx_delete(mk->conns, zlistx_cursor(mk->conns));
             ws->kernel = NULL;
-            srv_ws_close(ws, "kernel shut down");
+            s_unhold(ws, true);
+            srv_ws_finish(ws, "kernel shut down");
         }
         s_replay_t *r;
         while ((r = zlistx_first(mk->replay))) {
@@ -517,6 +604,16 @@ void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req)
         srv_req_wait(req, SRV_WAIT_DELETE);
         zlistx_add_end(mk->waiters, req);
     }
+}
+
+korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err)
+{
+    bool was = mk->restart_requested;
+    mk->restart_requested = true;
+    korch_rc_t rc = korch_kernel_restart(mk->k, err);
+    if (rc != KORCH_OK)
+        mk->restart_requested = was;
+    return rc;
 }
 
 bool srv_kernels_reap(korch_server_t *s)
@@ -559,12 +656,11 @@ void srv_kernels_destroy_all(korch_server_t *s)
 
 /* ------------------------------------------------------------ clients */
 
-void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws)
+/* ws now has its session's name: give it what was kept for that session,
+   but the IOPub it already got (or holds) since it attached. */
+static void s_replay_resume(srv_kernel_t *mk, srv_ws_t *ws)
 {
-    ws->kernel = mk;
-    zlistx_add_end(mk->conns, ws);
-    s_touch(mk);
-    s_replay_t *r = ws->has_session_id ? s_replay_find(mk, ws->session_key) : NULL;
+    s_replay_t *r = s_replay_find(mk, ws->session_key);
     if (!r)
         return;
     zlistx_delete(mk->replay, zlistx_find(mk->replay, r));
@@ -572,11 +668,47 @@ void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws)
         korch_warn("kernel %.8s: session %s came back on the other protocol; %zu buffered messages dropped", mk->id,
                    r->key, zlistx_size(r->frames));
     else {
-        korch_info("kernel %.8s: replaying %zu messages to session %s", mk->id, zlistx_size(r->frames), r->key);
-        for (korch_wsframe_t *f = zlistx_first(r->frames); f; f = zlistx_next(r->frames))
-            srv_ws_send(ws, f);
+        size_t n = 0;
+        for (s_kept_t *h = zlistx_first(r->frames); h; h = zlistx_next(r->frames))
+            if (h->seq == 0 || h->seq <= ws->attach_seq) {
+                srv_ws_send(ws, h->f);
+                n++;
+            }
+        korch_info("kernel %.8s: replayed %zu messages to session %s", mk->id, n, r->key);
     }
     s_replay_free(&r);
+}
+
+void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws)
+{
+    ws->kernel = mk;
+    ws->attach_seq = mk->iopub_seq;
+    zlistx_add_end(mk->conns, ws);
+    s_touch(mk);
+    if (ws->has_session_id)
+        s_replay_resume(mk, ws);
+    else if (zlistx_size(mk->replay)) { /* perhaps one of them, back: wait for its name */
+        ws->held = zlistx_new();
+        ws->hold_timer = ws->held ? korch_loop_timer(srv_loop(mk->srv), HOLD_MS, 1, s_on_hold_timer, ws) : 0;
+    }
+}
+
+/* A socket without ?session_id= takes its name from its first message
+   that has a usable header.session (printable, as a session_id must be). */
+static void s_name_from_header(srv_kernel_t *mk, srv_ws_t *ws, const korch_msg_t *msg)
+{
+    const char *sess = json_string_value(json_object_get(msg->header, "session"));
+    size_t n = sess ? strlen(sess) : 0;
+    bool ok = n > 0 && n < sizeof ws->session_key && sess[0] != '#';
+    for (const char *c = sess; ok && *c; c++)
+        ok = (unsigned char)*c >= 0x20 && *c != 0x7f;
+    if (ok) {
+        korch_info("websocket %s is session %s (its messages' header.session)", ws->session_key, sess);
+        snprintf(ws->session_key, sizeof ws->session_key, "%s", sess);
+        ws->header_session = true;
+        s_replay_resume(mk, ws);
+    }
+    s_unhold(ws, true);
 }
 
 void srv_kernel_detach(srv_ws_t *ws)
@@ -585,11 +717,13 @@ void srv_kernel_detach(srv_ws_t *ws)
     if (!mk)
         return;
     ws->kernel = NULL;
+    s_unhold(ws, false);
     void *h = zlistx_find(mk->conns, ws);
     if (h)
         zlistx_delete(mk->conns, h);
     s_touch(mk);
-    if (!ws->has_session_id || mk->doomed || s_conn_for(mk, ws->session_key) || s_replay_find(mk, ws->session_key))
+    if (!(ws->has_session_id || ws->header_session) || mk->doomed || s_conn_for(mk, ws->session_key) ||
+        s_replay_find(mk, ws->session_key))
         return;
     /* keep what this session would have received, for its return */
     if (zlistx_size(mk->replay) >= MAX_REPLAY_SESSIONS) {
@@ -605,6 +739,21 @@ void srv_kernel_detach(srv_ws_t *ws)
     snprintf(r->key, sizeof r->key, "%s", ws->session_key);
     r->proto = ws->proto;
     r->since_ms = korch_now_ms();
+    /* what was queued for it and not written (a message cut short by the
+       close included: the client dropped its fragments) comes back first */
+    size_t max = srv_state(mk->srv)->opts.max_replay_bytes, n = 0;
+    for (korch_wsframe_t *f = zlistx_first(ws->queue); f; f = zlistx_next(ws->queue)) {
+        s_kept_t *kept = r->bytes + f->len <= max ? malloc(sizeof *kept) : NULL;
+        if (!kept)
+            break;
+        kept->f = korch_wsframe_ref(f);
+        kept->seq = 0;
+        zlistx_add_end(r->frames, kept);
+        r->bytes += f->len;
+        n++;
+    }
+    if (n)
+        korch_info("kernel %.8s: %zu messages never written to session %s kept for its return", mk->id, n, r->key);
     zlistx_add_end(mk->replay, r);
 }
 
@@ -632,6 +781,8 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
         return;
     }
     s_touch(mk);
+    if (!ws->has_session_id && !ws->header_session)
+        s_name_from_header(mk, ws, msg);
     const char *id = korch_msg_id(msg);
     if (!*id) {
         char uuid[37];
@@ -640,8 +791,11 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
         id = korch_msg_id(msg);
     }
     const char *type = korch_msg_type(msg);
-    /* requests that the kernel answers; comm traffic and input_reply are not */
-    bool answered = ch != KORCH_CH_STDIN && strncmp(type, "comm_", 5) != 0;
+    /* requests that the kernel answers. Not input_reply, nor the one-way
+       comm messages (messaging spec, "Custom Messages": comm_open,
+       comm_msg, comm_close); comm_info_request has a comm_info_reply. */
+    bool answered = ch != KORCH_CH_STDIN && strcmp(type, "comm_open") != 0 && strcmp(type, "comm_msg") != 0 &&
+                    strcmp(type, "comm_close") != 0;
     if (answered) {
         if (zhashx_size(mk->routes) >= MAX_ROUTES)
             s_route_evict(mk);

@@ -192,6 +192,23 @@ static void s_http(korch_server_t *s, s_text_t *t)
            "HTTP requests answered (websocket upgrades included), by status class.");
     for (int c = 1; c <= 5; c++)
         s_printf(t, "korch_http_requests_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)m->http[c]);
+    /* connection admission (conns.c) and request bodies (server.c) */
+    srv_conns_t *c = srv_state(s)->conns;
+    s_head(t, "korch_http_connections", "gauge",
+           "HTTP connections open, by whether their request headers are complete yet (pending: not yet).");
+    s_printf(t, "korch_http_connections{state=\"pending\"} %llu\n", (unsigned long long)srv_conns_pending(c));
+    s_printf(t, "korch_http_connections{state=\"active\"} %llu\n",
+             (unsigned long long)(srv_conns_open(c) - srv_conns_pending(c)));
+    s_head(t, "korch_http_connections_closed_total", "counter",
+           "Connections korch closed before their request: to make room (idle) or at the header deadline.");
+    s_printf(t, "korch_http_connections_closed_total{reason=\"idle\"} %llu\n", (unsigned long long)m->conns_evicted);
+    s_printf(t, "korch_http_connections_closed_total{reason=\"header_timeout\"} %llu\n",
+             (unsigned long long)m->conns_timed_out);
+    s_counter(t, "korch_http_connections_refused_total",
+              "Connections refused at accept: at the connection limits with none idle to close.", m->conns_refused);
+    s_counter(t, "korch_http_bodies_refused_total",
+              "Request bodies refused (503) because bodies in memory, or uploads on disk, were at their total limit.",
+              m->bodies_refused);
 }
 
 /* Agent sessions by state, and their turns by how they ended. */

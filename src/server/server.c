@@ -12,11 +12,16 @@
  *  inside uv_run, so whoever asks lws for a write also schedules a "kick"
  *  (a 0 ms korch timer that runs uv_run once more, in the same round).
  *
- *  Requests. A request is parsed by lws; korch checks the Origin, the
- *  token (constant time), the body size, then routes it (api.c). Handlers
- *  answer at once or later (a kernel start waits for the kernel to be
- *  ready); the response is written from lws's writable callback. One
- *  access-log line per request on stderr.
+ *  Requests. A connection is admitted by conns.c (limits per address,
+ *  a header deadline, idle ones closed first). A request is parsed by lws;
+ *  korch checks the Origin, the token (constant time), the body's framing
+ *  and size, reads the body as it comes (body.c: bounded one by one and all
+ *  together, chunked decoded, uploads spooled to disk), then routes it
+ *  (api.c). Handlers answer at once or later (a kernel start waits for the
+ *  kernel to be ready); the response is written from lws's writable
+ *  callback, which every response asks for (s_wake) unless it answers the
+ *  request being handled in its own callback. One access-log line per
+ *  request on stderr, the client's path escaped.
  *
  *  Websockets. /api/kernels/{id}/channels; the subprotocol
  *  v1.kernel.websocket.jupyter.org is chosen when offered, else the
@@ -38,8 +43,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 struct korch_server {
@@ -55,8 +67,12 @@ struct korch_server {
     int port;
     int uv_fd;
     int uv_timer, kick_timer;
-    bool in_dispatch;               /* inside an lws HTTP callback: write on return */
+    srv_req_t *dispatching;         /* being handled inside its own lws callback: its response
+                                       is written on return; any other is woken (s_wake) */
     bool closing;
+    srv_budget_t body_mem;          /* request bodies in memory (opts.max_body_total) */
+    srv_budget_t body_disk;         /* uploads being spooled (opts.max_upload_total) */
+    int spool_fd;                   /* opts.agent_dir/.uploads, opened on first use; -1 before */
     unsigned char *scratch;         /* LWS_PRE + WS_CHUNK: a fragment of a big message being written */
 };
 
@@ -67,6 +83,7 @@ typedef struct {
 } s_pss_t;
 
 static void s_kick(korch_server_t *s);
+void srv_kick(korch_server_t *s) { s_kick(s); }
 
 srv_state_t *srv_state(korch_server_t *s) { return &s->st; }
 korch_loop_t *srv_loop(korch_server_t *s) { return s->loop; }
@@ -143,7 +160,8 @@ static void s_req_free(srv_req_t **preq)
     srv_req_t *req = *preq;
     if (!req)
         return;
-    free(req->body);
+    srv_req_upload_unmap(req);
+    srv_body_destroy(&req->rx); /* req->body is rx's */
     free(req->resp);
     free(req->out);
     free(req);
@@ -160,12 +178,37 @@ static void s_access_log(korch_server_t *s, const char *method, const char *path
     if (wsi)
         lws_get_peer_simple(wsi, peer, sizeof peer);
     double ms = (double)(s_now_us() - t0_us) / 1000.0;
-    fprintf(stderr, "korch: %d %s %s %.2fms %s\n", status, method, path, ms, peer);
+    /* the path is the client's, URL-decoded: ESC, CR, LF ... are escaped */
+    char safe[4 * sizeof ((srv_req_t *)0)->path + 1];
+    fprintf(stderr, "korch: %d %s %s %.2fms %s\n", status, method,
+            korch_log_escape(safe, sizeof safe, path, strlen(path), 0), ms, peer);
 }
 
 void srv_req_wait(srv_req_t *req, srv_wait_t what) { req->wait = what; }
 
-static json_t *s_error_body(const char *msg) { return json_pack("{s:s}", "message", msg ? msg : ""); }
+/* A response (or stream bytes) is waiting on req's connection: have lws
+   call its writable callback. From inside another connection's callback,
+   or from a kernel's event, nothing else would: lws only services what
+   asked, and libuv applies the request in its next run (s_kick). */
+static void s_wake(srv_req_t *req)
+{
+    if (!req->wsi)
+        return;
+    lws_callback_on_writable(req->wsi);
+    s_kick(req->srv);
+}
+
+/* {"message": msg}. A message that quotes a client's bytes may not be
+   UTF-8 (which JSON needs): then its bytes are escaped as in the log. */
+static json_t *s_error_body(const char *msg)
+{
+    json_t *j = json_pack("{s:s}", "message", msg ? msg : "");
+    if (!j && msg) {
+        char safe[4096];
+        j = json_pack("{s:s}", "message", korch_log_escape(safe, sizeof safe, msg, strlen(msg), 0));
+    }
+    return j;
+}
 
 void srv_respond(srv_req_t *req, int status, json_t *body)
 {
@@ -187,10 +230,8 @@ void srv_respond(srv_req_t *req, int status, json_t *body)
         s_req_free(&req);
         return;
     }
-    if (!s->in_dispatch) {
-        lws_callback_on_writable(req->wsi);
-        s_kick(s);
-    }
+    if (req != s->dispatching)
+        s_wake(req);
 }
 
 void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const void *data, size_t len)
@@ -304,6 +345,8 @@ out:
 /* ------------------------------------------------------------ streams */
 
 #define STREAM_CHUNK (64 * 1024)     /* written per writable callback */
+#define CONN_PENDING 128             /* connections without their request headers yet (conns.c) */
+#define CONN_PENDING_PER_PEER 16     /* the same from one address */
 
 void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg)
 {
@@ -315,9 +358,7 @@ void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(
     req->gone_arg = arg;
     if (req->wsi) {
         lws_set_timeout(req->wsi, NO_PENDING_TIMEOUT, 0); /* a turn may think for minutes */
-        lws_callback_on_writable(req->wsi);
-        if (!req->srv->in_dispatch)
-            s_kick(req->srv);
+        s_wake(req);
     }
 }
 
@@ -327,11 +368,10 @@ korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t
         return KORCH_E_STATE;
     if (req->out_len - req->out_off + len > max) {
         korch_warn("%s %s: the client does not read its stream (%zu bytes pending); closing it", req->method,
-                   req->path, req->out_len - req->out_off);
+                   req->path, req->out_len - req->out_off); /* korch_warn escapes */
         req->stream_ended = true;
         req->responded = true; /* marks the overflow: the next writable closes */
-        lws_callback_on_writable(req->wsi);
-        s_kick(req->srv);
+        s_wake(req);
         return KORCH_E_TOOBIG;
     }
     if (req->out_off && req->out_off == req->out_len)
@@ -364,9 +404,7 @@ korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t
         memcpy(req->out + req->out_len, "\r\n", 2);
         req->out_len += 2;
     }
-    lws_callback_on_writable(req->wsi);
-    if (!req->srv->in_dispatch)
-        s_kick(req->srv);
+    s_wake(req);
     return KORCH_OK;
 }
 
@@ -397,8 +435,7 @@ void srv_stream_release(srv_req_t **preq)
     if (!req->stream_ended) {
         /* the owner is done with an open stream: end it cleanly */
         srv_stream_end(req);
-        lws_callback_on_writable(req->wsi);
-        s_kick(req->srv);
+        s_wake(req);
     }
 }
 
@@ -509,20 +546,34 @@ static bool s_token_ok(korch_server_t *s, struct lws *wsi)
 }
 
 /* Origin allowed? No Origin (not a browser) and same host are; else the
-   allow-list. *cors gets the origin to echo for cross-site allowed ones. */
-static bool s_origin_ok(korch_server_t *s, struct lws *wsi, char *cors, size_t cors_len)
+   allow-list. *cors gets the origin to echo for cross-site allowed ones.
+   An Origin (or the Host it is compared with) too long to copy is refused:
+   it cannot be checked, and lws_hdr_copy's -1 must not read as "absent". */
+#define MAX_ORIGIN 512
+static bool s_origin_ok(korch_server_t *s, struct lws *wsi, char *cors, size_t cors_len, const char **why)
 {
-    char origin[256], host[256];
+    char origin[MAX_ORIGIN], host[MAX_ORIGIN];
     cors[0] = 0;
-    if (lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) <= 0)
+    *why = "origin not allowed";
+    int olen = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN);
+    if (olen <= 0)
         return true;
+    if (olen >= (int)sizeof origin || lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0) {
+        *why = "Origin header too long to check (at most 511 bytes)";
+        return false;
+    }
     for (char **o = s->origins; o && *o; o++)
         if (strcmp(*o, "*") == 0 || strcasecmp(*o, origin) == 0) {
             snprintf(cors, cors_len, "%s", origin);
             return true;
         }
-    if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) <= 0)
+    int hlen = lws_hdr_total_length(wsi, WSI_TOKEN_HOST);
+    if (hlen <= 0)
         return true; /* as jupyter_server: no Host, assume a script */
+    if (hlen >= (int)sizeof host || lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) < 0) {
+        *why = "Host header too long to check the Origin against (at most 511 bytes)";
+        return false;
+    }
     const char *netloc = strstr(origin, "://");
     netloc = netloc ? netloc + 3 : origin;
     return strcasecmp(netloc, host) == 0;
@@ -543,15 +594,139 @@ static const char *s_method(struct lws *wsi)
 
 static void s_dispatch(korch_server_t *s, srv_req_t *req)
 {
-    s->in_dispatch = true;
+    srv_req_t *was = s->dispatching;
+    req->dispatched = true;
+    s->dispatching = req;
     srv_api(s, req);
-    s->in_dispatch = false;
+    s->dispatching = was;
+}
+
+/* PUT /api/agent/sessions/{id}/files/{path}: the upload limit, spooled to disk. */
+static bool s_is_upload(const srv_req_t *req)
+{
+    return strcmp(req->method, "PUT") == 0 && strncmp(req->path, "/api/agent/sessions/", 20) == 0 &&
+           strstr(req->path + 20, "/files/") != NULL;
+}
+
+/* The directory uploads are spooled in: opts.agent_dir/.uploads, 0700 and
+   korch's (checked on the open directory, never followed if a link). */
+static int s_spool_dir(korch_server_t *s, korch_err_t *err)
+{
+    if (s->spool_fd >= 0)
+        return s->spool_fd;
+    const char *base = s->st.opts.agent_dir && *s->st.opts.agent_dir ? s->st.opts.agent_dir : "korch-sessions";
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/.uploads", base);
+    if ((mkdir(base, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0700) != 0 && errno != EEXIST)) {
+        korch_err_set(err, KORCH_E_IO, "cannot create '%s' for uploads: %s", dir, strerror(errno));
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        korch_err_set(err, KORCH_E_IO, "cannot open '%s' for uploads: %s", dir, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        close(fd);
+        korch_err_set(err, KORCH_E_IO, "'%s' (for uploads) is not korch's alone (owner %d, mode %03o): remove it",
+                      dir, (int)st.st_uid, (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return s->spool_fd = fd;
+}
+
+/* A Content-Length as RFC 9110 8.6 has it: 1*DIGIT, nothing else. */
+static bool s_parse_length(const char *v, unsigned long long *out)
+{
+    if (!*v)
+        return false;
+    unsigned long long n = 0;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9' || n > (ULLONG_MAX - 9) / 10)
+            return false;
+        n = n * 10 + (unsigned long long)(*v - '0');
+    }
+    *out = n;
+    return true;
+}
+
+/* Does req have a body to read (true: req->rx is set up)? false when it
+   has none, or when it was answered (an error). */
+static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
+{
+    const char *m = req->method;
+    bool may_have_body = strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
+    bool has_len = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
+    int te_len = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING);
+    unsigned long long len = 0;
+    bool chunked = false;
+    if (te_len > 0) {
+        /* RFC 9112 6.3: both is how requests are smuggled; refuse it */
+        char te[64] = "";
+        if (has_len) {
+            srv_respond_error(req, 400, "the request has both Content-Length and Transfer-Encoding: send one");
+            return false;
+        }
+        if (!may_have_body) {
+            srv_respond_error(req, 400, "a %s request has no body here (it came with Transfer-Encoding)", m);
+            return false;
+        }
+        if (te_len >= (int)sizeof te || lws_hdr_copy(wsi, te, sizeof te, WSI_TOKEN_HTTP_TRANSFER_ENCODING) < 0 ||
+            strcasecmp(te, "chunked") != 0) {
+            /* RFC 9112 6.1: a coding the server does not understand -> 501 */
+            srv_respond_error(req, 501, "Transfer-Encoding '%.60s' is not supported: send 'chunked' or a Content-Length",
+                              te);
+            return false;
+        }
+        chunked = true;
+    } else if (has_len) {
+        char clen[32] = "";
+        if (lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0 || !s_parse_length(clen, &len)) {
+            srv_respond_error(req, 400, "malformed Content-Length");
+            return false;
+        }
+    }
+    bool upload = s_is_upload(req);
+    size_t max = upload ? s->st.opts.max_upload : s->st.opts.max_body;
+    if (len > max) {
+        srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
+        return false;
+    }
+    /* lws reads bodies of POST, PUT and PATCH only (and, without a length,
+       up to 100 MiB of them, which is what a chunked body is read from) */
+    if ((len == 0 && !chunked) || !may_have_body)
+        return false;
+    /* an upload that would be refused is refused before its bytes come */
+    if (upload && !srv_agent_upload_ok(s, req))
+        return false;
+    korch_err_t err = {0};
+    int dirfd = upload ? s_spool_dir(s, &err) : -1;
+    if (!upload || dirfd >= 0)
+        req->rx = srv_body_new(max, (size_t)len, chunked, upload ? &s->body_disk : &s->body_mem, dirfd, &err);
+    if (!req->rx) {
+        srv_respond_error(req, 500, "%s", err.msg);
+        return false;
+    }
+    /* curl waits a second for this before sending a body over 1 MiB */
+    char expect[32] = "";
+    if (lws_hdr_copy(wsi, expect, sizeof expect, WSI_TOKEN_HTTP_EXPECT) > 0 && strcasecmp(expect, "100-continue") == 0) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        unsigned char buf[LWS_PRE + sizeof cont];
+        memcpy(buf + LWS_PRE, cont, sizeof cont - 1);
+        if (lws_write(wsi, buf + LWS_PRE, sizeof cont - 1, LWS_WRITE_HTTP) != (int)sizeof cont - 1)
+            korch_debug("cannot write 100 Continue");
+    }
+    return true;
 }
 
 /* LWS_CALLBACK_HTTP: a new request's headers are in. Returns what the
    callback returns. */
 static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
 {
+    srv_conns_headers_done(s->st.conns, wsi);
     /* One request per connection (see s_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -567,11 +742,12 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
     snprintf(req->path, sizeof req->path, "%s", uri ? uri : "");
     pss->req = req;
     srv_touch(s);
-    s->in_dispatch = true;
-    char cors[256];
-    if (!s_origin_ok(s, wsi, cors, sizeof cors)) {
-        korch_warn("blocking a cross-origin request to '%s'", req->path);
-        srv_respond_error(req, 403, "origin not allowed");
+    s->dispatching = req;
+    char cors[MAX_ORIGIN];
+    const char *why;
+    if (!s_origin_ok(s, wsi, cors, sizeof cors, &why)) {
+        korch_warn("blocking a cross-origin request to '%s': %s", req->path, why);
+        srv_respond_error(req, 403, "%s", why);
         goto done;
     }
     snprintf(req->origin, sizeof req->origin, "%s", cors);
@@ -587,55 +763,54 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
         srv_respond_error(req, 403, "missing or wrong token");
         goto done;
     }
-    char clen[32];
-    unsigned long long len = 0;
-    if (lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
-        len = strtoull(clen, NULL, 10);
-    /* uploads into an agent session's work dir have their own limit */
-    size_t max = strcmp(req->method, "PUT") == 0 && strncmp(req->path, "/api/agent/sessions/", 20) == 0
-                     ? s->st.opts.max_upload
-                     : s->st.opts.max_body;
-    if (len > max) {
-        req->body_too_big = true;
-        srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
-        goto done;
-    }
-    if (len > 0) {
-        req->body = malloc(len + 1);
-        if (!req->body) {
-            req->body_too_big = true;
-            srv_respond_error(req, 500, "out of memory");
-            goto done;
-        }
-        req->body[0] = 0;
-        s->in_dispatch = false;
+    if (s_body_begin(s, req, wsi)) {
+        s->dispatching = NULL;
         return 0; /* the body follows */
     }
-    s->in_dispatch = false;
-    s_dispatch(s, req);
+    if (!req->responded)
+        s_dispatch(s, req);
 done:
-    s->in_dispatch = false;
+    s->dispatching = NULL;
     if (req->responded)
         return s_finish(s, pss, wsi);
     return 0;
 }
 
-static int s_http_body(korch_server_t *s, s_pss_t *pss, const void *in, size_t len)
+/* The body is complete: handlers see it as req->body. */
+static void s_body_ready(korch_server_t *s, srv_req_t *req)
+{
+    req->body = srv_body_data(req->rx);
+    req->body_len = srv_body_len(req->rx);
+    s_dispatch(s, req);
+}
+
+static void s_body_error(korch_server_t *s, srv_req_t *req, korch_rc_t rc, const korch_err_t *err)
+{
+    if (rc == KORCH_E_NOMEM)
+        s->st.metrics.bodies_refused++;
+    srv_respond_error(req, rc == KORCH_E_TOOBIG ? 413 : rc == KORCH_E_NOMEM ? 503 : rc == KORCH_E_INVALID ? 400 : 500,
+                      "%s", err->msg);
+}
+
+static int s_http_body(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const void *in, size_t len)
 {
     srv_req_t *req = pss->req;
-    if (!req || !req->body)
+    if (!req || !req->rx || req->responded || req->dispatched)
         return 0;
-    char clen[32] = "0";
-    lws_hdr_copy(req->wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH);
-    size_t cap = (size_t)strtoull(clen, NULL, 10);
-    if (req->body_len + len > cap) {
-        req->body_too_big = true;
-        return 0;
+    korch_err_t err = {0};
+    korch_rc_t rc = srv_body_feed(req->rx, in, len, &err);
+    s->dispatching = req;
+    if (rc)
+        s_body_error(s, req, rc, &err);
+    else if (srv_body_chunked(req->rx) && srv_body_complete(req->rx)) {
+        /* lws does not know where a chunked body ends (it reads one as
+           "up to 100 MiB"): the request goes now, and the connection
+           closes after its answer. No body timeout while it waits. */
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+        s_body_ready(s, req);
     }
-    memcpy(req->body + req->body_len, in, len);
-    req->body_len += len;
-    req->body[req->body_len] = 0;
-    return 0;
+    s->dispatching = NULL;
+    return req->responded ? s_finish(s, pss, wsi) : 0;
 }
 
 static int s_http_body_done(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
@@ -646,19 +821,47 @@ static int s_http_body_done(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     /* No body expected: it was dispatched with its headers, and lws only
        reports an explicit "Content-Length: 0" (dispatching it again would
        start a second kernel for one POST /api/kernels) */
-    if (!req->body)
+    if (!req->rx)
         return 0;
     /* Dispatched already and waiting: never twice (lws 4.1.6 repeats the
        completion of a pipelined body, see s_finish; closing ends that) */
-    if (req->wait != SRV_WAIT_NONE)
+    if (req->dispatched)
         return -1;
-    if (req->body_too_big) {
-        s->in_dispatch = true;
-        srv_respond_error(req, 413, "request body is over the limit");
-        s->in_dispatch = false;
-    } else
-        s_dispatch(s, req);
+    s->dispatching = req;
+    if (!srv_body_complete(req->rx))
+        srv_respond_error(req, srv_body_chunked(req->rx) ? 413 : 400,
+                          srv_body_chunked(req->rx) ? "a chunked request body must end within 100 MiB"
+                                                    : "the request body ended early");
+    else
+        s_body_ready(s, req);
+    s->dispatching = NULL;
     return req->responded ? s_finish(s, pss, wsi) : 0;
+}
+
+korch_rc_t srv_req_upload_map(srv_req_t *req, const void **data, size_t *len, korch_err_t *err)
+{
+    *data = req->body ? req->body : "";
+    *len = req->body_len;
+    int fd = req->rx ? srv_body_fd(req->rx) : -1;
+    if (fd < 0 || !req->body_len)
+        return KORCH_OK;
+    if (!req->map) {
+        void *p = mmap(NULL, req->body_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            return korch_err_set(err, KORCH_E_IO, "cannot map the upload: %s", strerror(errno));
+        req->map = p;
+        req->map_len = req->body_len;
+    }
+    *data = req->map;
+    return KORCH_OK;
+}
+
+void srv_req_upload_unmap(srv_req_t *req)
+{
+    if (req->map)
+        munmap(req->map, req->map_len);
+    req->map = NULL;
+    req->map_len = 0;
 }
 
 /* ------------------------------------------------------------- websockets */
@@ -669,13 +872,14 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[512] = "", id[64] = "";
     int64_t t0 = s_now_us();
+    srv_conns_headers_done(s->st.conns, wsi);
     lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
     int status = 0;
     const char *msg = NULL;
-    char cors[256];
-    if (!s_origin_ok(s, wsi, cors, sizeof cors)) {
-        korch_warn("blocking a cross-origin websocket to '%s'", uri);
-        status = 403, msg = "origin not allowed";
+    char cors[MAX_ORIGIN];
+    if (!s_origin_ok(s, wsi, cors, sizeof cors, &msg)) {
+        korch_warn("blocking a cross-origin websocket to '%s': %s", uri, msg);
+        status = 403;
     } else if (!s_token_ok(s, wsi))
         status = 403, msg = "missing or wrong token";
     else if (sscanf(uri, "/api/kernels/%63[^/]/channels", id) != 1 ||
@@ -711,10 +915,10 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     s->st.metrics.ws_open++;
     const struct lws_protocols *proto = lws_get_protocol(wsi);
     ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
-    /* a session_id must be printable (Jupyter's are uuids): it names the client in logs */
+    /* a session_id must be printable ASCII (Jupyter's are uuids): it names the client in logs */
     bool have = lws_get_urlarg_by_name(wsi, "session_id=", sid, sizeof sid) && sid[0];
     for (const char *c = sid; have && *c; c++)
-        have = (unsigned char)*c >= 0x20 && *c != 0x7f;
+        have = *c >= 0x20 && *c < 0x7f;
     if (have) {
         snprintf(ws->session_key, sizeof ws->session_key, "%s", sid);
         ws->has_session_id = true;
@@ -782,6 +986,22 @@ void srv_ws_close(srv_ws_t *ws, const char *why)
     s_kick(ws->srv);
 }
 
+void srv_ws_finish(srv_ws_t *ws, const char *why)
+{
+    if (ws->dropping || ws->finishing || !ws->wsi)
+        return;
+    if (!zlistx_size(ws->queue)) {
+        srv_ws_close(ws, why);
+        return;
+    }
+    ws->finishing = true;
+    korch_info("websocket %s: closing once its last %zu messages are written: %s", ws->session_key,
+               zlistx_size(ws->queue), why);
+    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, 5); /* a client that does not read them */
+    lws_callback_on_writable(ws->wsi);
+    s_kick(ws->srv);
+}
+
 /* A big message goes out as fragments of this size (RFC 6455 5.4: "a
    fragmented message consists of a single frame with the FIN bit clear
    and an opcode other than 0, followed by zero or more frames with the FIN
@@ -801,7 +1021,7 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
     for (int n = 0; n < 64 && budget; ) {
         korch_wsframe_t *f = zlistx_first(ws->queue);
         if (!f)
-            return 0;
+            break;
         size_t off = ws->tx_off, len;
         int w;
         if (off == 0 && !f->blob && f->len <= WS_CHUNK) {
@@ -837,7 +1057,11 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
         if (lws_send_pipe_choked(wsi))
             break;
     }
-    if (zlistx_size(ws->queue)) {
+    if (ws->finishing && !zlistx_size(ws->queue) && !lws_send_pipe_choked(wsi)) {
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, NULL, 0);
+        return -1;
+    }
+    if (zlistx_size(ws->queue) || ws->finishing) {
         lws_callback_on_writable(wsi);
         s_kick(s);
     }
@@ -900,12 +1124,17 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         int one = 1, fd = (int)lws_get_socket_fd(wsi);
         if (fd >= 0)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        return 0;
+        /* at a limit, and nothing idle to close for it: refused */
+        return s && !srv_conns_accept(s->st.conns, wsi, fd) ? -1 : 0;
     }
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (s)
+            srv_conns_closed(s->st.conns, wsi);
+        return 0;
     case LWS_CALLBACK_HTTP:
         return s && pss ? s_http_begin(s, pss, wsi, in) : -1;
     case LWS_CALLBACK_HTTP_BODY:
-        return s && pss ? s_http_body(s, pss, in, len) : -1;
+        return s && pss ? s_http_body(s, pss, wsi, in, len) : -1;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
         return s && pss ? s_http_body_done(s, pss, wsi) : -1;
     case LWS_CALLBACK_HTTP_WRITEABLE:
@@ -960,6 +1189,7 @@ static void s_lws_log(int level, const char *line)
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         n--;
+    /* korch_log escapes what lws quotes from clients */
     korch_log(level == LLL_ERR ? KORCH_LOG_ERROR : level == LLL_WARN ? KORCH_LOG_WARN : KORCH_LOG_DEBUG,
               "lws: %.*s", (int)n, line);
 }
@@ -976,6 +1206,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     s->loop = loop;
     s->uv_timer = s->kick_timer = -1;
     s->uv_fd = -1;
+    s->spool_fd = -1;
     korch_server_opts_t o = opts ? *opts : (korch_server_opts_t){0};
     snprintf(s->ip, sizeof s->ip, "%s", o.ip ? o.ip : "127.0.0.1");
     snprintf(s->kernel, sizeof s->kernel, "%s", o.kernel ? o.kernel : "python3");
@@ -1012,7 +1243,31 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         o.max_replay_bytes = 16u << 20;
     if (o.kernel_start_timeout_ms <= 0)
         o.kernel_start_timeout_ms = 60000;
+    if (!o.max_body_total)
+        o.max_body_total = 64u << 20;
+    if (!o.max_upload_total)
+        o.max_upload_total = (size_t)1 << 30;
+    if (o.header_timeout_ms <= 0)
+        o.header_timeout_ms = 5000;
+    if (o.max_connections_per_peer <= 0)
+        o.max_connections_per_peer = 256;
+    /* connections need file descriptors: take the hard limit, keep half
+       for kernels (each has its sockets and pipes) */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int fd_room = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1u << 20
+                      ? (int)(rl.rlim_cur / 2)
+                      : 1 << 19;
+    if (o.max_connections <= 0)
+        o.max_connections = 1024;
+    if (o.max_connections > fd_room)
+        o.max_connections = fd_room;
     s->st.opts = o;
+    s->body_mem = (srv_budget_t){0, o.max_body_total, "--max-body-total"};
+    s->body_disk = (srv_budget_t){0, o.max_upload_total, "--max-upload-total"};
     s->st.kernels = zhashx_new();
     s->st.doomed = zlistx_new();
     s->st.sessions = zhashx_new();
@@ -1048,7 +1303,10 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (!strchr(s->ip, ':'))
         info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     info.max_http_header_data = 16384; /* browsers' cookies */
-    info.max_http_header_pool = 64;
+    /* Header tables: one per connection still sending its headers (at most
+       CONN_PENDING, conns.c) plus the requests in progress, so a new
+       connection never queues for one (16 KiB each, when in use). */
+    info.max_http_header_pool = CONN_PENDING + 192;
     info.timeout_secs = 30;
     info.pt_serv_buf_size = 64 * 1024;
     info.ka_time = 60, info.ka_probes = 3, info.ka_interval = 10;
@@ -1060,6 +1318,15 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     }
     struct lws_vhost *vh = lws_get_vhost_by_name(s->ctx, "default");
     s->port = vh ? lws_get_vhost_listen_port(vh) : o.port;
+    srv_conns_limits_t lim = {.max_connections = o.max_connections,
+                              .max_per_peer = o.max_connections_per_peer,
+                              .max_pending = CONN_PENDING,
+                              .max_pending_per_peer = CONN_PENDING_PER_PEER,
+                              .header_timeout_ms = o.header_timeout_ms};
+    if (!(s->st.conns = srv_conns_new(s, &lim))) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
     s->uv_fd = uv_backend_fd(&s->uv);
     if (s->uv_fd < 0 || korch_loop_poller(loop, s->uv_fd, s_on_uv_fd, s) != 0) {
         korch_err_set(err, KORCH_E_IO, "cannot poll the libuv loop");
@@ -1134,6 +1401,9 @@ void korch_server_destroy(korch_server_t **ps)
         if (uv_loop_close(&s->uv) != 0)
             korch_debug("libuv loop still had handles at exit");
     }
+    srv_conns_destroy(&s->st.conns); /* after lws: its connections are gone */
+    if (s->spool_fd >= 0)
+        close(s->spool_fd);
     zhashx_destroy(&s->st.kernels);
     zlistx_destroy(&s->st.doomed);
     zhashx_destroy(&s->st.sessions);

@@ -16,6 +16,7 @@
  *  pool.c     the warm pool: kernels started ahead, handed out at once,
  *             refilled in the background one start at a time.
  *  cull.c     idle culling with jupyter_server's rules.
+ *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
  *
  *  Lifetimes: a request (srv_req_t) belongs to its connection until a
  *  handler calls srv_req_wait; from then on whoever completes it owns it,
@@ -39,6 +40,7 @@
 
 struct lws;
 typedef struct srv_req srv_req_t;
+typedef struct srv_body srv_body_t;
 typedef struct srv_ws srv_ws_t;
 typedef struct srv_kernel srv_kernel_t;
 
@@ -59,10 +61,14 @@ struct srv_req {
     struct lws *wsi;            /* NULL once the client has gone */
     char method[8];
     char path[1024];
-    char origin[256];           /* Origin header when allowed and cross-site, for CORS */
-    char *body;                 /* NUL-terminated, at most opts.max_body */
+    char origin[512];           /* Origin header when allowed and cross-site, for CORS */
+    srv_body_t *rx;             /* the body as it arrives (body.c); NULL when there is none */
+    char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
+                                   NULL when spooled to a file (srv_req_upload_map) */
     size_t body_len;
-    bool body_too_big;
+    bool dispatched;            /* handed to srv_api (never twice) */
+    void *map;                  /* srv_req_upload_map's mapping */
+    size_t map_len;
     int64_t t0_us;
     /* waiting */
     srv_wait_t wait;
@@ -83,6 +89,67 @@ struct srv_req {
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
 };
+
+/* ------------------------------------------------------ request bodies */
+
+/* body.c: what bodies may hold at once (memory, or the disk of spooled
+   uploads); used and max in bytes, max 0 = no bound. */
+typedef struct {
+    size_t used, max;
+    const char *what;           /* the option that sets max, for the error message */
+} srv_budget_t;
+
+/* A body of at most limit decoded bytes: Content-Length expect, or chunked
+   (RFC 9112 7.1). spool_dirfd >= 0: to an unnamed file in that directory
+   (which must be korch's alone); else to memory that grows as bytes come.
+   Either way charged to budget. NULL + err when the file cannot be made. */
+srv_body_t *srv_body_new(size_t limit, size_t expect, bool chunked, srv_budget_t *budget, int spool_dirfd,
+                         korch_err_t *err);
+/* Bytes as they arrive. KORCH_E_TOOBIG: over limit (413); KORCH_E_NOMEM:
+   the budget is spent (503); KORCH_E_INVALID: bad chunked framing (400);
+   KORCH_E_IO: the spool file (500). Bytes after a complete body are ignored. */
+korch_rc_t srv_body_feed(srv_body_t *b, const void *data, size_t len, korch_err_t *err);
+bool srv_body_complete(const srv_body_t *b);
+bool srv_body_chunked(const srv_body_t *b);
+size_t srv_body_len(const srv_body_t *b);
+/* In memory: the bytes, NUL-terminated (borrowed); NULL when spooled. */
+char *srv_body_data(srv_body_t *b);
+/* Spooled: the file (borrowed; written up to srv_body_len), else -1. */
+int srv_body_fd(const srv_body_t *b);
+/* Frees it and gives its bytes back to the budget. */
+void srv_body_destroy(srv_body_t **b);
+
+/* A spooled upload's bytes, mapped read-only (*data "" when empty); unmap
+   with srv_req_upload_unmap. For a body in memory: req->body itself. */
+korch_rc_t srv_req_upload_map(srv_req_t *req, const void **data, size_t *len, korch_err_t *err);
+void srv_req_upload_unmap(srv_req_t *req);
+
+/* ----------------------------------------------------------- connections */
+
+/* conns.c: admission of connections, against idle sockets (see there). */
+typedef struct srv_conns srv_conns_t;
+typedef struct {
+    int max_connections;        /* open at once */
+    int max_per_peer;           /* open at once from one address (IPv6: one /64) */
+    int max_pending;            /* open without complete request headers yet */
+    int max_pending_per_peer;
+    int header_timeout_ms;      /* from the accept to the end of the headers */
+} srv_conns_limits_t;
+srv_conns_t *srv_conns_new(korch_server_t *s, const srv_conns_limits_t *lim);
+void srv_conns_destroy(srv_conns_t **c);
+/* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: false = refuse it (closing
+   older pending connections when that makes room). */
+bool srv_conns_accept(srv_conns_t *c, struct lws *wsi, int fd);
+/* Its request's headers are complete. */
+void srv_conns_headers_done(srv_conns_t *c, struct lws *wsi);
+/* LWS_CALLBACK_WSI_DESTROY. */
+void srv_conns_closed(srv_conns_t *c, struct lws *wsi);
+size_t srv_conns_open(const srv_conns_t *c);
+size_t srv_conns_pending(const srv_conns_t *c);
+
+/* Have lws service its loop once more this round (after asking it for a
+   write or a close from outside its own callback). */
+void srv_kick(korch_server_t *s);
 
 /* web.c: the web app embedded in the binary (GET / and /static/...),
    answered without the token. True when req was one of its files (it is
@@ -136,8 +203,12 @@ struct srv_ws {
     struct lws *wsi;
     srv_kernel_t *kernel;       /* NULL once detached */
     korch_ws_proto_t proto;
-    char session_key[128];      /* the client's session_id, or a unique "#n" */
-    bool has_session_id;
+    char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
+    bool has_session_id;        /* session_key is the URL's ?session_id= */
+    bool header_session;        /* session_key was taken from its first message's header.session */
+    uint64_t attach_seq;        /* the kernel's iopub_seq when it attached (kernels.c) */
+    zlistx_t *held;             /* korch_wsframe_t*, referenced: what it gets until it is named (kernels.c) */
+    int hold_timer;             /* releases held after a while (0: none) */
     /* receiving */
     unsigned char *rx;
     size_t rx_len, rx_cap;
@@ -147,6 +218,7 @@ struct srv_ws {
     size_t queued_bytes;
     size_t tx_off;              /* bytes of the first queued frame already written */
     bool dropping;
+    bool finishing;             /* srv_ws_finish: close once the queue is written */
     uint64_t sent, received;
     uint32_t malformed;         /* its messages that did not parse */
 };
@@ -159,6 +231,10 @@ void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f);
 
 /* Close the connection (asynchronously). */
 void srv_ws_close(srv_ws_t *ws, const char *why);
+
+/* Close it once what is queued for it is written (a kernel's last words),
+   or after a few seconds if the client does not read them. */
+void srv_ws_finish(srv_ws_t *ws, const char *why);
 
 /* ------------------------------------------------------- managed kernels */
 
@@ -173,10 +249,12 @@ struct srv_kernel {
     zhashx_t *routes;           /* parent msg_id -> srv_route_t (owned) */
     uint64_t route_seq;
     zlistx_t *replay;           /* srv_replay_t* (owned): buffers of disconnected sessions */
+    uint64_t iopub_seq;         /* IOPub messages broadcast so far */
     zlistx_t *waiters;          /* srv_req_t* waiting for ready / gone */
     bool doomed;                /* being shut down; not listed any more */
     bool ever_ready;
     bool pooled;                /* waiting in the warm pool (pool.c): not in kernels, not listed */
+    bool restart_requested;     /* srv_kernel_restart: until it is up again (no "restarting" status) */
     char dead_reason[256];
 };
 
@@ -201,6 +279,10 @@ typedef struct {
     double launch_sum;
     uint64_t rejected_gone[KORCH_REJ__COUNT];       /* by kernels already destroyed */
     uint64_t agent_turns[3];    /* agent turns ended: ok, interrupted, error (agents.c) */
+    uint64_t conns_refused;     /* connections refused at accept: at a limit (conns.c) */
+    uint64_t conns_evicted;     /* connections without a request closed to make room (conns.c) */
+    uint64_t conns_timed_out;   /* connections that did not send their headers in time (conns.c) */
+    uint64_t bodies_refused;    /* request bodies refused: the memory or disk budget was spent (server.c) */
 } srv_metrics_t;
 
 typedef struct {
@@ -215,6 +297,7 @@ typedef struct {
     uint64_t ws_seq;
     srv_pool_t *pool;           /* pool.c; NULL when there is no pool */
     srv_cull_t *cull;           /* cull.c; NULL when culling is off */
+    srv_conns_t *conns;         /* conns.c */
     srv_metrics_t metrics;
 } srv_state_t;
 
@@ -228,6 +311,11 @@ json_t *srv_kernel_model(srv_kernel_t *mk);
 /* Doom it: clients closed, waiters answered, destroyed between rounds;
    req (may be NULL) gets 204 once it is gone. */
 void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req);
+/* POST .../restart: a restart asked for, which clients are not told of
+   with a "restarting" status (jupyter_server sends that only when its
+   auto-restarter brings a dead kernel back; the Notebook UI answers it
+   with "The kernel appears to have died" even on its own restart). */
+korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err);
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws);
 void srv_kernel_detach(srv_ws_t *ws);
 void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool binary);
@@ -286,6 +374,10 @@ zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
 json_t *srv_agent_url(const char *id, const char *what, const char *path);
 
 void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
+/* Before an upload's body is read (req: PUT /api/agent/sessions/{id}/files/...):
+   false when it would be refused anyway (no such session, no kernel
+   running), and then it is answered. */
+bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
 /* A SRV_WAIT_AGENT request's kernel became ready / failed (the request is answered). */
 void srv_agent_kernel_ready(srv_req_t *req, srv_kernel_t *mk);
 void srv_agent_kernel_failed(srv_req_t *req, srv_kernel_t *mk, const char *why);
@@ -299,6 +391,10 @@ void srv_agents_count(korch_server_t *s, uint64_t n[4]);
 void srv_agents_destroy_all(korch_server_t *s);
 /* kernels.c: start a (non-pooled) kernel in a working directory. */
 srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err);
+
+/* resources.c: GET /kernelspecs/{name}/{file} (jupyter_server's route for
+   a kernelspec's logos, kernel.js, kernel.css). */
+void srv_kernelspec_resource(korch_server_t *s, srv_req_t *req, const char *name, const char *file);
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req);

@@ -246,7 +246,8 @@ def check_true(doc, korch):
             raise SystemExit("openapi_check: cannot create a session: %d %s" % (st, b[:200]))
         sid = json.loads(b)["id"]
         nobody = str(uuid.uuid4())
-        values = {"kernel_id": kid, "session_id": sid, "kernel_name": "python3", "path": "data/a.csv", "name": "fig-1.png"}
+        values = {"kernel_id": kid, "session_id": sid, "kernel_name": "python3", "path": "data/a.csv",
+                  "name": "fig-1.png", "file": "logo-64x64.png"}
         bodies = {
             "startKernel": {"name": "python3"},
             "createSession": {"path": "second.ipynb", "type": "notebook", "kernel": {"id": kid}},
