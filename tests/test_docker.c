@@ -428,6 +428,10 @@ TEST_T(docker_launcher_signal_and_exit, 60)
     while (access(marker, F_OK) != 0 && s_now_ms() < end)
         usleep(20 * 1000);
     CHECK_EQ(access(marker, F_OK), 0);
+    /* the engine's log pipeline is asynchronous: the line may follow the file */
+    end = s_now_ms() + 5000;
+    while (!strstr(korch_proc_log_tail(p), "ready") && s_now_ms() < end)
+        usleep(50 * 1000);
     CHECK_CONTAINS(korch_proc_log_tail(p), "ready");
     CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_OK);
     int efd = korch_proc_exit_fd(p);

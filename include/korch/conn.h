@@ -10,6 +10,9 @@
 #define KORCH_CONN_H
 
 #include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
 #include <jansson.h>
 #include "korch/error.h"
 
@@ -33,11 +36,21 @@ korch_rc_t korch_conn_init_tcp(korch_conn_t *conn, const char *ip, korch_err_t *
 /* Fill conn with a fresh random key and ipc endpoints {prefix}-1 .. -5. */
 korch_rc_t korch_conn_init_ipc(korch_conn_t *conn, const char *prefix, korch_err_t *err);
 
-/* Read a connection file written by Jupyter or by korch. */
+/* Read a connection file written by Jupyter or by korch: a regular file of
+   at most 64 KiB, opened without blocking (a FIFO is an error, not a hang). */
 korch_rc_t korch_conn_load(korch_conn_t *conn, const char *path, korch_err_t *err);
 
-/* Write conn as a Jupyter connection file, mode 0600, atomically. */
+/* The same, refusing a symlink as the last component: for files in a
+   directory a kernel can write (a container's runtime dir). */
+korch_rc_t korch_conn_load_nofollow(korch_conn_t *conn, const char *path, korch_err_t *err);
+
+/* Write conn as a Jupyter connection file, mode 0600, atomically, safe in a
+   directory a kernel can write (fsutil.h: never through a planted link). */
 korch_rc_t korch_conn_save(const korch_conn_t *conn, const char *path, korch_err_t *err);
+
+/* The same, the file given to uid:gid (on the fd) when give. */
+korch_rc_t korch_conn_save_as(const korch_conn_t *conn, const char *path, bool give, uid_t uid, gid_t gid,
+                              korch_err_t *err);
 
 /* conn as the JSON of a connection file (new reference; NULL on ENOMEM):
    for writing it somewhere other than a path, e.g. an fd. */

@@ -22,6 +22,19 @@
  *  endpoints (a tar korch writes and reads itself), whatever the work dir is
  *  and wherever the engine runs; symlinks on the way are refused.
  *
+ *  Disk: a kernel cannot fill the host's disk through korch. runtime_dir
+ *  becomes a small tmpfs (opts.runtime_size, 1 MiB: sockets and the
+ *  connection file) that korch mounts on the host before the container
+ *  starts. A work dir korch made for the kernel (workdir_give: a session's
+ *  files/) is covered for the life of the container by a tmpfs of
+ *  opts.workdir_size bytes holding a copy of it; when the container goes,
+ *  what the kernel left there (regular files and directories, at most
+ *  workdir_size bytes, never through a link) is copied back into the dir
+ *  underneath and the tmpfs unmounted. Both need root (CAP_SYS_ADMIN);
+ *  without it korch says so once and mounts the dirs as they are. A user's
+ *  own directory (workdir without workdir_give) is never mounted over: it is
+ *  bounded by its filesystem only. The kernel sees ENOSPC when full.
+ *
  *  Re-adoption: adopt(kernel_id) finds the running container labelled
  *  korch.kernel_id=ID and korch.instance=opts.instance, checks that it
  *  bind-mounts its korch.runtime_dir label, and reads the connection file
@@ -68,7 +81,8 @@ typedef struct {
     int64_t pids_limit;         /* 256 */
     int64_t nofile;             /* RLIMIT_NOFILE soft = hard: 4096 */
     int64_t tmp_size;           /* /tmp tmpfs bytes: 256 MiB (counts against memory) */
-    int64_t workdir_size;       /* work dir tmpfs (volume) bytes when not a host dir: 512 MiB */
+    int64_t workdir_size;       /* work dir tmpfs bytes (the volume, or over a given host dir): 512 MiB */
+    int64_t runtime_size;       /* runtime_dir tmpfs bytes: 1 MiB; 0 = not bounded */
     bool readonly_rootfs;       /* true */
     bool cap_drop_all;          /* true: CapDrop ALL */
     bool no_new_privileges;     /* true: SecurityOpt no-new-privileges */

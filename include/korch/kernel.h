@@ -60,6 +60,9 @@ typedef struct {
                                    (a gateway relays them), not answered with "" */
     size_t max_stream_bytes;    /* per execution (default 8 MiB) */
     size_t max_outputs;         /* per execution (default 10000) */
+    size_t max_rich_bytes;      /* images, HTML, JSON bundles per execution (default 32 MiB) */
+    size_t max_session_stream_bytes; /* stream text over this kernel's life (default 64 MiB) */
+    size_t max_session_rich_bytes;   /* rich bytes over this kernel's life (default 128 MiB) */
 } korch_kernel_opts_t;
 
 typedef enum {
@@ -90,6 +93,8 @@ typedef struct {
     bool interrupted;           /* korch interrupted it (timeout) */
     bool restarted;             /* the kernel was restarted: its state is gone */
     size_t dropped_bytes;       /* stream text dropped by the memory limit */
+    size_t dropped_rich;        /* rich outputs (images, HTML) dropped by their limits */
+    size_t dropped_rich_bytes;  /* ... and their size as the kernel sent them */
     int64_t elapsed_ms;
     char detail[512];           /* for TIMEOUT / DIED: what happened, for a human */
 } korch_exec_result_t;

@@ -21,7 +21,8 @@ bool korch_image_size(const unsigned char *data, size_t len, int *width, int *he
    korch saves (image/png, image/jpeg, image/gif, image/svg+xml). */
 const char *korch_image_ext(const char *mime);
 
-/* Write len bytes to path atomically (temp file + rename), mode 0644. */
+/* Write len bytes to path atomically, mode 0644 (korch_fs_write: a random
+   temp name, never through a symlink planted at path). */
 korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err);
 
 /* mkdir -p: path and its missing parents (mode for the ones created). An

@@ -47,6 +47,10 @@ typedef struct {
     size_t digest_history;      /* signatures remembered (default 65536) */
     size_t max_stream_text;     /* a larger stream message keeps this much text, the rest
                                    counted in content.korch_dropped (default 8 MiB) */
+    size_t max_rich_content;    /* a display_data / execute_result / update_display_data
+                                   content frame larger than this is not parsed: the content
+                                   is {"data": {}, "metadata": {}, "korch_dropped": SIZE}
+                                   (default 32 MiB) */
 } korch_session_limits_t;
 
 /* A session with the given HMAC key (key_len 0 = unsigned) and username

@@ -1,9 +1,11 @@
 /*  nbformat 4.5 notebooks (nbformat/v4/nbformat.v4.5.schema.json): cells
  *  have ids; source and text may be strings; outputs as the kernel gave them. */
 #include "korch/notebook.h"
+#include "korch/fsutil.h"
 #include "korch/session.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct korch_notebook {
@@ -86,15 +88,14 @@ json_t *korch_notebook_json(korch_notebook_t *nb) { return nb->doc; }
 
 korch_rc_t korch_notebook_write(korch_notebook_t *nb, const char *path, korch_err_t *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(nb->doc, tmp, JSON_INDENT(1) | JSON_ENSURE_ASCII) != 0) {
-        remove(tmp);
-        return korch_err_set(err, KORCH_E_IO, "cannot write notebook '%s' (disk full?)", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return korch_err_set(err, KORCH_E_IO, "cannot write notebook '%s'", path);
-    }
+    char *text = json_dumps(nb->doc, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    if (!text)
+        return korch_err_set(err, KORCH_E_NOMEM, "cannot write notebook '%s': out of memory", path);
+    korch_fs_opts_t o = {.mode = 0644};
+    korch_err_t e = {0};
+    korch_rc_t rc = korch_fs_write(path, text, strlen(text), &o, &e);
+    free(text);
+    if (rc)
+        return korch_err_set(err, rc, "cannot write notebook '%s': %s", path, e.msg);
     return KORCH_OK;
 }

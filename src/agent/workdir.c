@@ -1,6 +1,7 @@
 /*  korch_workdir: a bounded, symlink-proof walk of a kernel's work dir and
  *  the difference between two walks. See include/korch/workdir.h. */
 #include "korch/workdir.h"
+#include "korch/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -293,44 +294,12 @@ korch_rc_t korch_workdir_write(const char *root, const char *name, const void *d
 {
     if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain file name", name ? name : "");
-    int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* fsutil.h: a random temp name (O_CREAT|O_EXCL|O_NOFOLLOW), fchown on the fd, renameat */
+    int dfd = korch_fs_open_dir(root, err);
     if (dfd < 0)
-        return korch_err_set(err, KORCH_E_IO, "cannot open '%s': %s", root, strerror(errno));
-    char tmp[NAME_MAX + 1];
-    int fd = -1;
-    for (int i = 0; i < 100 && fd < 0; i++) {
-        snprintf(tmp, sizeof tmp, ".korch-%d-%d.tmp", (int)getpid(), i);
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    korch_rc_t rc = KORCH_OK;
-    if (fd < 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot write '%s/%s': %s", root, name, strerror(errno));
-        goto out;
-    }
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = korch_err_set(err, KORCH_E_IO, "cannot write '%s/%s': %s", root, name, strerror(errno));
-            break;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (rc == KORCH_OK && uid >= 0 && fchown(fd, (uid_t)uid, (gid_t)gid) != 0)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot give '%s/%s' to uid %ld: %s", root, name, uid, strerror(errno));
-    if (close(fd) != 0 && rc == KORCH_OK)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot write '%s/%s': %s", root, name, strerror(errno));
-    if (rc == KORCH_OK && renameat(dfd, tmp, dfd, name) != 0)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot write '%s/%s': %s", root, name, strerror(errno));
-    if (rc != KORCH_OK)
-        unlinkat(dfd, tmp, 0);
-out:
+        return err ? err->rc : KORCH_E_IO;
+    korch_fs_opts_t o = {.mode = 0644, .chown = uid >= 0, .uid = (uid_t)uid, .gid = (gid_t)gid};
+    korch_rc_t rc = korch_fs_write_at(dfd, name, data, len, &o, err);
     close(dfd);
     return rc;
 }

@@ -33,6 +33,7 @@
 typedef struct {
     bool json, quiet, chat;
     const char *llm_spec, *session, *launcher_name, *kernel_name;
+    double workdir_mb;      /* --workdir-mb */
     int max_steps;
     long max_result;
     long long max_tokens, context_chars;
@@ -90,6 +91,9 @@ static void s_help(FILE *f, const char *cmd)
             "  --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
             "  --json                one JSON event per line on stdout\n"
+            KORCH_CLI_ENV_HELP
+            "  --workdir-mb N        docker: the work dir (files/) is a tmpfs of N MiB while the kernel runs,\n"
+            "                        copied back after (default 512; the kernel gets ENOSPC beyond)\n"
             "  -q, --quiet           no progress on stderr\n"
             "  -h, --help            this text\n\n"
             "Resuming (--session DIR of an earlier session) uses the model recorded in it unless --llm\n"
@@ -452,6 +456,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
         {"context-chars", required_argument, 0, 'X'},
+        {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
+        {"workdir-mb", required_argument, 0, KORCH_CLI_OPT_WORKDIR_MB},
         {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
         {"image", required_argument, 0, 'I'},      {"memory", required_argument, 0, 'm'},
@@ -478,6 +484,13 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
         case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
         case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case KORCH_CLI_OPT_WORKDIR_MB: c.workdir_mb = strtod(optarg, NULL); break;
+        case KORCH_CLI_OPT_ENV:
+            if (!korch_cli_env_opt(cmd, optarg)) {
+                json_decref(c.files);
+                return 2;
+            }
+            break;
         case 'G': c.no_fence = true; break;
         case 'y': c.system_append = optarg; break;
         case 'Y': c.system_replace = optarg; break;
@@ -558,7 +571,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
                                          .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids,
                                          .workdir_from_cwd = true,
-                                         .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
+                                         .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json,
+                                         .workdir_mb = c.workdir_mb};
         launcher = korch_cli_launcher(&clo, &err);
         if (!launcher && err.rc) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);

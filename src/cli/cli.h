@@ -37,6 +37,7 @@ typedef struct {
     const char *workdir;    /* host dir mounted as the kernel's cwd (docker, sandbox) */
     bool workdir_from_cwd;  /* mount the kernel's cwd (the request's) */
     bool give_workdir;      /* that dir is korch's own: hand it to the kernel's uid */
+    double workdir_mb;      /* size bound of the kernel's work dir (0 = the launcher's 512 MiB) */
     const char *instance;   /* korch instance label */
     bool quiet;             /* do not say what auto picked (local's note is said anyway) */
 } korch_cli_launcher_opts_t;
@@ -46,6 +47,17 @@ typedef struct {
    with err set is a failure to report (auto: neither docker nor the
    sandbox works here, and how to get one). */
 korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err);
+
+/* --env NAME / --env NAME=VALUE: a variable every kernel gets (env.h;
+   kernels never inherit korch's whole environment). The option's code in
+   getopt_long tables, its help line, and its handler (false + a message
+   on stderr when the argument is bad). */
+#define KORCH_CLI_OPT_ENV 0x1e00
+#define KORCH_CLI_OPT_WORKDIR_MB 0x1e01
+#define KORCH_CLI_ENV_HELP                                                                              \
+    "      --env NAME[=VALUE]  pass a variable to the kernel (repeatable); kernels get only PATH, HOME,\n" \
+    "                          LANG, LC_*, TERM, TZ and the like from korch's environment, never keys\n"
+bool korch_cli_env_opt(const char *cmd, const char *arg);
 
 /* Read NAME=VALUE lines of a .env file (path) into the environment for the
    names korch reads (KORCH_*, OPENAI_*, ANTHROPIC_*, OLLAMA_*): the real

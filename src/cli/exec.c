@@ -65,6 +65,7 @@ static void s_help(FILE *f)
             "                        {\"status\",\"execution_count\",\"outputs\":[nbformat],\"elapsed_ms\"}\n"
             "  -o, --out DIR         save images (png, jpeg, gif, svg) there as fig-N.EXT\n"
             "      --cwd DIR         the kernel's working directory\n"
+            KORCH_CLI_ENV_HELP
             "      --allow-stdin     answer input() from this terminal\n"
             "      --keep-going      run the remaining cells after one fails\n"
             "      --max-output N    keep at most N bytes of stream output per execution (default 8 MiB)\n"
@@ -295,6 +296,7 @@ int korch_cmd_exec(int argc, char **argv)
         {"max-output", required_argument, 0, 'M'}, {"quiet", no_argument, 0, 'q'},
         {"image", required_argument, 0, 'I'}, {"memory", required_argument, 0, 'm'},
         {"cpus", required_argument, 0, 'P'},  {"pids", required_argument, 0, 'p'},
+        {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     optind = 1;
@@ -325,6 +327,10 @@ int korch_cmd_exec(int argc, char **argv)
         case 'm': c.memory_mb = strtod(optarg, NULL); break;
         case 'P': c.cpus = strtod(optarg, NULL); break;
         case 'p': c.pids = strtol(optarg, NULL, 10); break;
+        case KORCH_CLI_OPT_ENV:
+            if (!korch_cli_env_opt("exec", optarg))
+                goto out;
+            break;
         case 'h':
             s_help(stdout);
             rc = 0;

@@ -37,6 +37,7 @@ static void s_help(FILE *f)
             "      --connection-file PATH  where to write the connection file (default: in the runtime dir)\n"
             "      --image NAME, --memory MB, --cpus N, --pids N   docker and sandbox limits, as for korch exec\n"
             "      --cwd DIR               the kernel's working directory (docker, sandbox: mounted from the host)\n"
+            KORCH_CLI_ENV_HELP
             "  -h, --help                  this text\n");
 }
 
@@ -58,6 +59,7 @@ int korch_cmd_kernel(int argc, char **argv)
         {"image", required_argument, 0, 'I'},     {"memory", required_argument, 0, 'm'},
         {"cpus", required_argument, 0, 'P'},      {"pids", required_argument, 0, 'p'},
         {"cwd", required_argument, 0, 'C'},       {"help", no_argument, 0, 'h'},
+        {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -73,6 +75,10 @@ int korch_cmd_kernel(int argc, char **argv)
         case 'P': cpus = strtod(optarg, NULL); break;
         case 'p': pids = strtol(optarg, NULL, 10); break;
         case 'C': cwd = optarg; break;
+        case KORCH_CLI_OPT_ENV:
+            if (!korch_cli_env_opt("kernel", optarg))
+                return 2;
+            break;
         case 'h': s_help(stdout); return 0;
         default: s_help(stderr); return 2;
         }

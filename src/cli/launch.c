@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "korch/docker.h"
 #include "korch/docker_api.h"
+#include "korch/env.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/sandbox.h"
@@ -52,6 +53,8 @@ static korch_launcher_t *s_docker(const korch_cli_launcher_opts_t *o, korch_err_
     d.workdir = o->workdir;
     d.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     d.workdir_give = o->give_workdir;
+    if (o->workdir_mb > 0)
+        d.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
     korch_launcher_t *l = korch_launcher_docker_new(&d, why);
     if (l) {
         /* docker needs the image; without it auto moves on */
@@ -170,6 +173,15 @@ void korch_cli_sweep(korch_launcher_t *l, const char *mine)
     }
     json_decref(done);
     json_decref(all);
+}
+
+bool korch_cli_env_opt(const char *cmd, const char *arg)
+{
+    korch_err_t err = {0};
+    if (korch_env_pass(arg, &err) == KORCH_OK)
+        return true;
+    fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
+    return false;
 }
 
 static bool s_dotenv_name_ok(const char *name)

@@ -17,6 +17,11 @@ static volatile sig_atomic_t s_last_signal;
 
 static void s_on_signal(int sig)
 {
+    /* A second SIGTERM before the loop took the first: korch is stuck
+       somewhere; end now rather than never (the start-up sweep removes what
+       is left behind). */
+    if (sig == SIGTERM && s_last_signal == SIGTERM)
+        _exit(128 + SIGTERM);
     int saved = errno;
     s_last_signal = sig;
     unsigned char b = (unsigned char)sig;

@@ -75,6 +75,7 @@ static void s_help(FILE *f)
             "      --max-steps N        model calls per agent turn (default 20)\n"
             "      --no-access-log      no line per request on stderr\n"
             "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
+            KORCH_CLI_ENV_HELP
             "  -h, --help               this text\n");
 }
 
@@ -113,6 +114,7 @@ int korch_cmd_serve(int argc, char **argv)
         {"no-access-log", no_argument, 0, 'q'},     {"image", required_argument, 0, 'I'},
         {"memory", required_argument, 0, 'm'},      {"cpus", required_argument, 0, 'P'},
         {"pids", required_argument, 0, 'd'},        {"help", no_argument, 0, 'h'},
+        {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -144,6 +146,10 @@ int korch_cmd_serve(int argc, char **argv)
         case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)strtoull(optarg, NULL, 10); break;
         case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)strtoull(optarg, NULL, 10); break;
         case 'q': no_access_log = true; break;
+        case KORCH_CLI_OPT_ENV:
+            if (!korch_cli_env_opt("serve", optarg))
+                return 2;
+            break;
         case OPT_POOL:
             if (strchr(optarg, '=')) { /* checked by the server: the kernelspec must exist */
                 if (npool_specs == MAX_POOL_SPECS) {

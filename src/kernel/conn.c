@@ -1,5 +1,6 @@
 /*  Connection info and Jupyter connection files. */
 #include "korch/conn.h"
+#include "korch/fsutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <netinet/in.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -83,14 +85,25 @@ korch_rc_t korch_conn_init_ipc(korch_conn_t *conn, const char *prefix, korch_err
 static const char *const s_port_keys[KORCH_CH__COUNT] = {"shell_port", "iopub_port", "stdin_port", "control_port",
                                                          "hb_port"};
 
-korch_rc_t korch_conn_load(korch_conn_t *conn, const char *path, korch_err_t *err)
+/* Connection files are small; a bigger one is not a connection file. */
+#define S_CONN_MAX (64 * 1024)
+
+static korch_rc_t s_load(korch_conn_t *conn, const char *path, bool nofollow, korch_err_t *err)
 {
     memset(conn, 0, sizeof *conn);
     json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
+    korch_err_t rerr = {0};
+    size_t len = 0;
+    /* Never blocking (a FIFO of that name), never a special file. */
+    char *text = korch_fs_read(path, S_CONN_MAX, nofollow, &len, &rerr);
+    if (!text)
+        return korch_err_set(err, rerr.rc == KORCH_E_NOTFOUND ? KORCH_E_NOTFOUND : KORCH_E_INVALID,
+                             "cannot read connection file '%s': %s", path,
+                             rerr.rc == KORCH_E_NOTFOUND ? strerror(ENOENT) : rerr.msg);
+    json_t *j = json_loadb(text, len, 0, &jerr);
+    free(text);
     if (!j)
-        return korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID,
-                             "cannot read connection file '%s': %s", path, jerr.text);
+        return korch_err_set(err, KORCH_E_INVALID, "cannot read connection file '%s': %s", path, jerr.text);
     korch_rc_t rc = KORCH_OK;
     const char *transport = json_string_value(json_object_get(j, "transport"));
     const char *ip = json_string_value(json_object_get(j, "ip"));
@@ -130,37 +143,40 @@ out:
     return rc;
 }
 
-korch_rc_t korch_conn_save(const korch_conn_t *conn, const char *path, korch_err_t *err)
+korch_rc_t korch_conn_load(korch_conn_t *conn, const char *path, korch_err_t *err)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s}", "transport", conn->transport, "ip", conn->ip, "key",
-                          conn->key, "signature_scheme", conn->signature_scheme[0] ? conn->signature_scheme : "hmac-sha256",
-                          "kernel_name", conn->kernel_name);
+    return s_load(conn, path, false, err);
+}
+
+korch_rc_t korch_conn_load_nofollow(korch_conn_t *conn, const char *path, korch_err_t *err)
+{
+    return s_load(conn, path, true, err);
+}
+
+korch_rc_t korch_conn_save_as(const korch_conn_t *conn, const char *path, bool give, uid_t uid, gid_t gid,
+                              korch_err_t *err)
+{
+    json_t *j = korch_conn_json(conn);
     if (!j)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    for (int i = 0; i < KORCH_CH__COUNT; i++)
-        json_object_set_new(j, s_port_keys[i], json_integer(conn->port[i]));
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     korch_rc_t rc = KORCH_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot write connection file '%s': %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (json_dumpfd(j, fd, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 || fsync(fd) != 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot write connection file '%s': %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        goto out;
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot write connection file '%s': %s", path, strerror(errno));
-        unlink(tmp);
-    }
-out:
+    char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
     json_decref(j);
+    if (!text)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    /* The directory may be the kernel's (a container's runtime dir): a
+       random temp name, O_EXCL|O_NOFOLLOW, fchown on the fd, renameat. */
+    korch_fs_opts_t o = {.mode = 0600, .chown = give, .uid = uid, .gid = gid, .sync = true};
+    korch_err_t e = {0};
+    if (korch_fs_write(path, text, strlen(text), &o, &e) != KORCH_OK)
+        rc = korch_err_set(err, e.rc, "cannot write connection file '%s': %s", path, e.msg);
+    free(text);
     return rc;
+}
+
+korch_rc_t korch_conn_save(const korch_conn_t *conn, const char *path, korch_err_t *err)
+{
+    return korch_conn_save_as(conn, path, false, 0, 0, err);
 }
 
 json_t *korch_conn_json(const korch_conn_t *conn)

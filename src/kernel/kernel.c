@@ -12,11 +12,11 @@
  *  themselves with iopub_welcome, which counts as iopub being live.
  */
 #include "korch/kernel.h"
+#include "korch/fsutil.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +50,7 @@ struct korch_kernel {
     bool own_launcher;
     korch_proc_t *proc;             /* NULL when attached */
     char **env;                     /* copy of opts.env */
+    size_t session_stream, session_rich; /* output bytes kept over the kernel's life */
     char *cwd;
     korch_conn_t conn;
     char runtime_dir[PATH_MAX];     /* "" when attached */
@@ -133,6 +134,15 @@ static void s_exec_complete(korch_exec_t *ex, korch_exec_status_t status, const 
     r->outputs = korch_outputs_json(ex->outputs);
     r->reply = ex->reply;
     r->dropped_bytes = korch_outputs_dropped_bytes(ex->outputs);
+    r->dropped_rich = korch_outputs_dropped_rich(ex->outputs);
+    r->dropped_rich_bytes = korch_outputs_dropped_rich_bytes(ex->outputs);
+    if (k) { /* what this kernel's session has kept so far (outputs.h budgets) */
+        k->session_stream += korch_outputs_kept_stream_bytes(ex->outputs);
+        k->session_rich += korch_outputs_kept_rich_bytes(ex->outputs);
+        if (r->dropped_rich)
+            korch_info("kernel %.8s: %zu rich output(s) dropped (%zu bytes): over korch's limits", k->id,
+                       r->dropped_rich, r->dropped_rich_bytes);
+    }
     r->elapsed_ms = korch_now_ms() - ex->t0;
     if (detail && !r->detail[0])
         snprintf(r->detail, sizeof r->detail, "%s", detail);
@@ -825,12 +835,6 @@ static char **s_copy_strv(const char *const *v)
     return out;
 }
 
-static int s_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    remove(path);
-    return 0;
-}
-
 static korch_rc_t s_make_runtime_dir(korch_kernel_t *k, korch_err_t *err)
 {
     char base[PATH_MAX];
@@ -862,6 +866,13 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         o.hb_interval_ms = 500;
     if (o.hb_max_missed <= 0)
         o.hb_max_missed = 3;
+    if (!o.max_rich_bytes)
+        o.max_rich_bytes = KORCH_OUTPUTS_RICH_DEFAULT;
+    /* A caller who raises a per-execution limit raises the session's too. */
+    if (!o.max_session_stream_bytes)
+        o.max_session_stream_bytes = o.max_stream_bytes > (16u << 20) ? 4 * o.max_stream_bytes : 64u << 20;
+    if (!o.max_session_rich_bytes)
+        o.max_session_rich_bytes = o.max_rich_bytes > (32u << 20) ? 4 * o.max_rich_bytes : 128u << 20;
     k->opts = o;
     k->loop = loop;
     k->ready_timer = k->alive_timer = k->hb_timer = k->stop_timer = -1;
@@ -926,7 +937,8 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         if (!o.adopt)
             snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
     }
-    korch_session_limits_t lim = {.max_stream_text = o.max_stream_bytes};
+    /* The wire layer leaves out what outputs.c would drop anyway. */
+    korch_session_limits_t lim = {.max_stream_text = o.max_stream_bytes, .max_rich_content = o.max_rich_bytes};
     k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
     if (!k->session) {
         korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
@@ -1053,7 +1065,19 @@ korch_exec_t *korch_kernel_execute(korch_kernel_t *k, const char *code, const ko
         ex->cb = *cb;
     ex->result.execution_count = -1;
     ex->t0 = korch_now_ms();
-    ex->outputs = korch_outputs_new(k->opts.max_stream_bytes, k->opts.max_outputs);
+    korch_outputs_limits_t ol = {
+        .max_stream_bytes = k->opts.max_stream_bytes,
+        .max_outputs = k->opts.max_outputs,
+        .max_rich_bytes = k->opts.max_rich_bytes,
+        .session = true,
+        .session_stream_left = k->session_stream < k->opts.max_session_stream_bytes
+                                   ? k->opts.max_session_stream_bytes - k->session_stream
+                                   : 0,
+        .session_rich_left = k->session_rich < k->opts.max_session_rich_bytes
+                                 ? k->opts.max_session_rich_bytes - k->session_rich
+                                 : 0,
+    };
+    ex->outputs = korch_outputs_new_limits(&ol);
     ex->request = korch_msg_new(
         "execute_request",
         json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code ? code : "", "silent", ex->opts.silent,
@@ -1127,7 +1151,7 @@ void korch_kernel_destroy(korch_kernel_t **pk)
         s_close(k, (korch_channel_t)ch);
     korch_proc_destroy(&k->proc);
     if (k->runtime_dir[0])
-        nftw(k->runtime_dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+        korch_fs_rm_tree(k->runtime_dir); /* the kernel's files too: never through its links */
     if (k->own_launcher)
         korch_launcher_destroy(&k->launcher);
     korch_session_destroy(&k->session);

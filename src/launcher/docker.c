@@ -23,11 +23,13 @@
  */
 #include "korch/docker.h"
 #include "korch/docker_api.h"
+#include "korch/env.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 #include "spawn.h"
 
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -62,6 +65,9 @@ typedef struct {
     char ipc_prefix[PATH_MAX];      /* host path prefix of the ipc sockets */
     int ports[KORCH_CH__COUNT];
     bool chowned;                   /* runtime_dir given to the kernel's uid */
+    bool rt_mounted;                /* runtime_dir is korch's size-bounded tmpfs */
+    char work_host[PATH_MAX];       /* a given host work dir covered by korch's tmpfs, or "" */
+    int work_under;                 /* fd of the dir under that tmpfs (files go back there), or -1 */
     uid_t old_uid;
     gid_t old_gid;
     int wait_fd;                    /* POST /wait connection, or -1 */
@@ -86,6 +92,7 @@ void korch_docker_opts_init(korch_docker_opts_t *o)
     o->nofile = 4096;
     o->tmp_size = 256 * S_MIB;
     o->workdir_size = 512 * S_MIB;
+    o->runtime_size = S_MIB;
     o->readonly_rootfs = true;
     o->cap_drop_all = true;
     o->no_new_privileges = true;
@@ -138,44 +145,20 @@ static json_t *s_cmd(const korch_kernelspec_t *spec, const char *conn_in)
     return cmd;
 }
 
-/* Env: the kernelspec's, then the request's; a later NAME replaces an earlier
-   one (getenv takes the first, so duplicates must go). The host's environ
-   is not passed: the container is its own world. */
+/* Env: what the user passed explicitly, the kernelspec's, the request's
+   (env.h). The host's environ is not passed: the container is its own
+   world, and korch's secrets stay out of it. */
 static json_t *s_env(const korch_launch_t *req)
 {
-    json_t *byname = json_object(), *env = json_array();
-    const char *key;
-    json_t *val;
-    char buf[8192];
-    if (!byname || !env)
-        goto fail;
-    json_object_foreach(req->spec->env, key, val) {
-        if (!json_is_string(val))
-            continue;
-        snprintf(buf, sizeof buf, "%s=%s", key, json_string_value(val));
-        if (json_object_set_new(byname, key, json_string(buf)))
-            goto fail;
-    }
-    for (const char *const *e = req->env; e && *e; e++) {
-        size_t klen = strcspn(*e, "=");
-        if (!(*e)[klen] || klen == 0 || klen >= 256)
-            continue;
-        char name[256];
-        memcpy(name, *e, klen);
-        name[klen] = 0;
-        if (json_object_set_new(byname, name, json_string(*e)))
-            goto fail;
-    }
-    json_object_foreach(byname, key, val) {
-        if (json_array_append(env, val))
-            goto fail;
-    }
-    json_decref(byname);
+    char **v = korch_env_build(req, false, NULL);
+    json_t *env = v ? json_array() : NULL;
+    for (char **p = v; env && p && *p; p++)
+        if (json_array_append_new(env, json_string(*p))) {
+            json_decref(env);
+            env = NULL;
+        }
+    korch_env_free(v);
     return env;
-fail:
-    json_decref(byname);
-    json_decref(env);
-    return NULL;
 }
 
 static bool s_valid_name(const char *s)
@@ -371,6 +354,160 @@ fail:
 
 static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
+/* chown a directory korch made through its fd (never a link by that name);
+   its owner before in *before. 0, or -1 with errno. */
+static int s_give_dir(const char *dir, uid_t uid, gid_t gid, struct stat *before)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    int r = fstat(fd, &st) == 0 && fchown(fd, uid, gid) == 0 ? 0 : -1;
+    int e = errno;
+    close(fd);
+    if (r == 0 && before)
+        *before = st;
+    errno = e;
+    return r;
+}
+
+/* ------------------------------------------------- bounded host dirs */
+
+/* Is dir a mount point (its device differs from its parent's)? */
+static bool s_is_mountpoint(const char *dir)
+{
+    char parent[PATH_MAX + 4];
+    struct stat a, b;
+    snprintf(parent, sizeof parent, "%s/..", dir);
+    return lstat(dir, &a) == 0 && S_ISDIR(a.st_mode) && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+/* A tmpfs of size bytes on dir, owned by uid:gid: the kernel sees ENOSPC
+   when it is full, the host's disk never fills. Root only. */
+static int s_mount_tmpfs(const char *dir, int64_t size, uid_t uid, gid_t gid, unsigned mode, bool noexec)
+{
+    char opt[200];
+    snprintf(opt, sizeof opt, "size=%lld,mode=%04o,uid=%u,gid=%u,nr_inodes=%lld", (long long)size, mode,
+             (unsigned)uid, (unsigned)gid, (long long)(size / 4096 + 64));
+    return mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | (noexec ? MS_NOEXEC : 0), opt);
+}
+
+static void s_warn_not_root(void)
+{
+    static bool said;
+    if (!said)
+        korch_warn("kernel dirs on the host are not size-bounded: korch is not root, so it cannot mount their "
+                   "tmpfs (a kernel can fill the disk under its runtime and work dirs)");
+    said = true;
+}
+
+/* Cover a host work dir korch made (a session's files/) with a tmpfs of
+   workdir_size holding a copy of it, for the life of the container. */
+static korch_rc_t s_bound_workdir(docker_proc_t *p, const char *dir, int64_t size, korch_err_t *err)
+{
+    korch_rc_t rc = KORCH_OK;
+    int top = -1;
+    p->work_under = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (p->work_under < 0)
+        return korch_err_set(err, KORCH_E_IO, "cannot use work dir '%s': %s", dir, strerror(errno));
+    if (s_mount_tmpfs(dir, size, p->uid, p->gid, 0755, false) != 0) {
+        korch_warn("work dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", dir, strerror(errno));
+        close(p->work_under);
+        p->work_under = -1;
+        return KORCH_OK;
+    }
+    snprintf(p->work_host, sizeof p->work_host, "%s", dir);
+    top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    korch_fs_opts_t o = {.mode = 0644, .chown = true, .uid = p->uid, .gid = p->gid};
+    korch_err_t e = {0};
+    if (top < 0 || korch_fs_copy_tree(p->work_under, top, (uint64_t)size, &o, NULL, &e) != KORCH_OK)
+        rc = korch_err_set(err, e.rc ? e.rc : KORCH_E_IO, "cannot copy work dir '%s' into its %lld MiB tmpfs: %s",
+                           dir, (long long)(size / S_MIB), e.rc ? e.msg : strerror(errno));
+    if (top >= 0)
+        close(top);
+    return rc;
+}
+
+/* The container is gone: bring what the kernel left in the tmpfs home to
+   the dir underneath (bounded, no links), then unmount. */
+static void s_unbound_workdir(docker_proc_t *p)
+{
+    if (!p->work_host[0])
+        return;
+    int top = open(p->work_host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    korch_fs_opts_t o = {.mode = 0644, .chown = p->uid != geteuid(), .uid = p->uid, .gid = p->gid};
+    korch_err_t e = {0};
+    uint64_t copied = 0;
+    if (top < 0 || korch_fs_copy_tree(top, p->work_under, (uint64_t)p->l->o.workdir_size, &o, &copied, &e))
+        korch_warn("work dir '%s': not everything the kernel left was kept: %s", p->work_host,
+                   top < 0 ? strerror(errno) : e.msg);
+    if (top >= 0)
+        close(top);
+    if (umount2(p->work_host, MNT_DETACH) != 0)
+        korch_warn("cannot unmount the tmpfs on work dir '%s': %s", p->work_host, strerror(errno));
+    p->work_host[0] = 0;
+    close(p->work_under);
+    p->work_under = -1;
+}
+
+static void s_unbound_runtime(docker_proc_t *p)
+{
+    if (p->rt_mounted && umount2(p->runtime_dir, MNT_DETACH) != 0)
+        korch_warn("cannot unmount the tmpfs on runtime dir '%s': %s", p->runtime_dir, strerror(errno));
+    p->rt_mounted = false;
+}
+
+/* Does the engine see path in created container id (HEAD on the archive
+   endpoint mounts the container's volumes)? False when it answers 404:
+   korch's mounts are not in the engine's mount namespace. */
+static bool s_engine_sees(docker_launcher_t *l, const char *id, const char *path)
+{
+    char *esc = korch_docker_escape(l->api, path);
+    char url[PATH_MAX * 3 + 128];
+    korch_docker_reply_t r = {0};
+    korch_err_t e = {0};
+    bool seen = true; /* when unsure, as before: korch's mounts are used */
+    if (esc) {
+        snprintf(url, sizeof url, "/containers/%s/archive?path=%s", id, esc);
+        if (korch_docker_request_raw(l->api, "HEAD", url, NULL, NULL, 0, &r, &e) == KORCH_OK)
+            seen = r.status != 404;
+        korch_docker_reply_clear(&r);
+    }
+    free(esc);
+    return seen;
+}
+
+/* The engine does not see korch's tmpfs mounts (korch runs in a mount
+   namespace of its own, e.g. a privileged container without shared
+   propagation): use the dirs underneath, unbounded, as without root. */
+static korch_rc_t s_unbound_unseen(docker_proc_t *p, const korch_conn_t *conn, uid_t uid, gid_t gid,
+                                   korch_err_t *err)
+{
+    korch_warn("the docker engine does not see the tmpfs korch mounted on '%s' (korch is in another mount "
+               "namespace): the kernel's runtime and work dirs are not size-bounded",
+               p->runtime_dir);
+    if (p->work_host[0]) { /* nothing ran yet: the dir underneath is as it was */
+        if (umount2(p->work_host, MNT_DETACH) != 0)
+            korch_warn("cannot unmount the tmpfs on work dir '%s': %s", p->work_host, strerror(errno));
+        if (uid != geteuid())
+            korch_fs_chown_tree(p->work_host, uid, gid, NULL);
+        p->work_host[0] = 0;
+        close(p->work_under);
+        p->work_under = -1;
+    }
+    s_unbound_runtime(p);
+    struct stat st;
+    if (uid != geteuid()) {
+        if (s_give_dir(p->runtime_dir, uid, gid, &st) != 0)
+            return korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to the kernel: %s", p->runtime_dir,
+                                 strerror(errno));
+        p->chowned = true;
+        p->old_uid = st.st_uid;
+        p->old_gid = st.st_gid;
+    }
+    return korch_conn_save_as(conn, p->conn_file, uid != geteuid(), uid, gid, err);
+}
+
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -385,6 +522,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->wait_fd = -1;
+    p->work_under = -1;
     p->l = l;
     p->base.launcher = self;
     p->memory = l->o.memory;
@@ -417,8 +555,18 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     p->gid = gid;
     snprintf(p->workdir, sizeof p->workdir, "%s", l->o.workdir_mount);
 
-    /* Give runtime_dir to the kernel's uid so it can create its sockets. */
-    if (uid != geteuid()) {
+    /* A small tmpfs of the kernel's uid on runtime_dir: room for its sockets
+       and connection file, not for filling the host's disk. */
+    if (l->o.runtime_size > 0 && geteuid() == 0) {
+        if (s_mount_tmpfs(req->runtime_dir, l->o.runtime_size, uid, gid, 0700, true) == 0)
+            p->rt_mounted = true;
+        else
+            korch_warn("runtime dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", req->runtime_dir,
+                       strerror(errno));
+    } else if (l->o.runtime_size > 0)
+        s_warn_not_root();
+    /* Else give runtime_dir to the kernel's uid so it can create its sockets. */
+    if (uid != geteuid() && !p->rt_mounted) {
         struct stat st;
         if (geteuid() != 0) {
             rc = korch_err_set(err, KORCH_E_LAUNCH,
@@ -427,11 +575,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
                                req->runtime_dir, user, (unsigned)geteuid(), (unsigned)geteuid());
             goto out;
         }
-        if (stat(req->runtime_dir, &st) != 0) {
-            rc = korch_err_set(err, KORCH_E_IO, "cannot use runtime dir '%s': %s", req->runtime_dir, strerror(errno));
-            goto out;
-        }
-        if (chown(req->runtime_dir, uid, gid) != 0) {
+        if (s_give_dir(req->runtime_dir, uid, gid, &st) != 0) {
             rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to %s: %s", req->runtime_dir, user,
                                strerror(errno));
             goto out;
@@ -447,22 +591,25 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, ipc_name);
     snprintf(conn_in, sizeof conn_in, "%s/%s", l->o.runtime_mount, S_CONN_FILE);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)dl, req->runtime_dir, S_CONN_FILE);
-    rc = korch_conn_save(&conn, p->conn_file, err);
+    /* runtime_dir is the kernel's: korch_conn_save_as never writes through
+       a link planted there (kernel.json.tmp -> /etc/...) and gives the file
+       away on its fd, not by name. */
+    rc = korch_conn_save_as(&conn, p->conn_file, uid != geteuid(), uid, gid, err);
     if (rc)
         goto out;
-    if (uid != geteuid() && chown(p->conn_file, uid, gid) != 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot give connection file '%s' to %s: %s", p->conn_file, user,
-                           strerror(errno));
-        goto out;
-    }
 
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
     /* A host work dir korch made for the kernel (an agent session's files/)
        is handed to the kernel's uid, with what is in it, so code can write
        there; a user's own directory is left as it is. */
-    if (workdir && l->o.workdir_give && uid != geteuid()) {
-        korch_chown_tree(workdir, uid, gid);
-    }
+    if (workdir && l->o.workdir_give && l->o.workdir_size > 0 && geteuid() == 0) {
+        rc = s_bound_workdir(p, workdir, l->o.workdir_size, err);
+        if (rc)
+            goto out;
+    } else if (workdir && l->o.workdir_give && l->o.workdir_size > 0)
+        s_warn_not_root();
+    if (workdir && l->o.workdir_give && uid != geteuid() && !p->work_host[0])
+        korch_fs_chown_tree(workdir, uid, gid, NULL);
     s_image(l, req->spec, image, sizeof image);
     body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
     if (!body) {
@@ -492,6 +639,11 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     json_t *w;
     json_array_foreach(warnings, i, w) korch_info("docker: container %.12s: %s", p->id, json_string_value(w));
     korch_docker_reply_clear(&r);
+    if (p->rt_mounted && !s_engine_sees(l, p->id, conn_in)) {
+        rc = s_unbound_unseen(p, &conn, uid, gid, err);
+        if (rc)
+            goto out;
+    }
 
     snprintf(path, sizeof path, "/containers/%s/start", p->id);
     rc = korch_docker_request(l->api, "POST", path, NULL, &r, err);
@@ -513,8 +665,10 @@ out:
             s_remove(l, p->id);
         if (p->conn_file[0])
             unlink(p->conn_file);
-        if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
+        if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
             korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+        s_unbound_workdir(p);
+        s_unbound_runtime(p);
         free(p);
         return rc;
     }
@@ -696,8 +850,10 @@ static void s_proc_free(korch_proc_t *proc)
         snprintf(sock, sizeof sock, "%s-%d", p->ipc_prefix, p->ports[i]);
         unlink(sock);
     }
-    if (p->chowned && chown(p->runtime_dir, p->old_uid, p->old_gid) != 0)
+    if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
         korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+    s_unbound_workdir(p);
+    s_unbound_runtime(p);
     free(p);
 }
 
@@ -868,7 +1024,8 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     }
     snprintf(p->runtime_dir, sizeof p->runtime_dir, "%.*s", (int)dl, rdir);
     snprintf(p->conn_file, sizeof p->conn_file, "%s/%s", p->runtime_dir, S_CONN_FILE);
-    rc = korch_conn_load(&inside, p->conn_file, err);
+    /* The kernel can write that dir: no link, no FIFO, a bounded file. */
+    rc = korch_conn_load_nofollow(&inside, p->conn_file, err);
     if (rc)
         goto out;
     const char *base = strcmp(inside.transport, "ipc") == 0 ? s_ipc_base(inside.ip, target) : NULL;
@@ -894,7 +1051,10 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     p->memory = json_integer_value(json_object_get(json_object_get(r.json, "HostConfig"), "Memory"));
     /* The earlier korch gave runtime_dir to the kernel's uid; give it back
        to korch's when the proc is freed, as for a started one. */
-    if (st.st_uid != geteuid() && geteuid() == 0) {
+    p->work_under = -1;
+    if (geteuid() == 0 && s_is_mountpoint(p->runtime_dir))
+        p->rt_mounted = true; /* the earlier korch's tmpfs: unmounted with the proc */
+    else if (st.st_uid != geteuid() && geteuid() == 0) {
         p->chowned = true;
         p->old_uid = geteuid();
         p->old_gid = getegid();
@@ -1356,7 +1516,7 @@ static void s_cleanup_runtime(const char *dir, const char *target)
     korch_conn_t conn;
     korch_err_t e = {0};
     snprintf(cf, sizeof cf, "%s/%s", dir, S_CONN_FILE);
-    if (korch_conn_load(&conn, cf, &e) == KORCH_OK && strcmp(conn.transport, "ipc") == 0) {
+    if (korch_conn_load_nofollow(&conn, cf, &e) == KORCH_OK && strcmp(conn.transport, "ipc") == 0) {
         const char *base = s_ipc_base(conn.ip, target);
         for (int i = 0; base && i < KORCH_CH__COUNT; i++) {
             snprintf(sock, sizeof sock, "%s/%s-%d", dir, base, conn.port[i]);
@@ -1364,6 +1524,8 @@ static void s_cleanup_runtime(const char *dir, const char *target)
         }
     }
     unlink(cf);
+    if (geteuid() == 0 && s_is_mountpoint(dir) && umount2(dir, MNT_DETACH) != 0)
+        korch_debug("cannot unmount runtime dir '%s': %s", dir, strerror(errno));
     if (rmdir(dir) != 0 && errno != ENOENT)
         korch_debug("runtime dir '%s' kept: %s", dir, strerror(errno));
 }

@@ -5,7 +5,8 @@
  */
 #include "korch/launcher.h"
 #include "korch/log.h"
-#include "korch/media.h"
+#include "korch/env.h"
+#include "korch/fsutil.h"
 #include "spawn.h"
 
 #include <errno.h>
@@ -18,8 +19,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 typedef struct {
     korch_proc_t base;
@@ -37,56 +36,14 @@ typedef struct {
    can reach the sockets. */
 static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
 
-/* environ, then the kernelspec's env, then the request's, later wins. */
+/* The allow-listed part of korch's environment, never its secrets (env.h). */
 static char **s_build_env(const korch_launch_t *req)
 {
-    size_t n = 0, extra = 2;
-    while (environ[n])
-        n++;
-    extra += json_object_size(req->spec->env);
-    if (req->env)
-        for (const char *const *e = req->env; *e; e++)
-            extra++;
-    char **env = calloc(n + extra + 1, sizeof *env);
-    if (!env)
-        return NULL;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        env[m++] = strdup(environ[i]);
-    const char *key;
-    json_t *val;
-    char buf[8192];
-    json_object_foreach(req->spec->env, key, val) {
-        if (json_is_string(val)) {
-            snprintf(buf, sizeof buf, "%s=%s", key, json_string_value(val));
-            env[m++] = strdup(buf);
-        }
-    }
-    if (req->env)
-        for (const char *const *e = req->env; *e; e++)
-            env[m++] = strdup(*e);
     /* ipykernel exits when this process goes away (ParentPollerUnix). */
-    snprintf(buf, sizeof buf, "JPY_PARENT_PID=%d", (int)getpid());
-    env[m++] = strdup(buf);
-    env[m] = NULL;
-    /* Drop earlier duplicates so the later definition wins. */
-    for (size_t i = 0; i < m; i++) {
-        if (!env[i])
-            continue;
-        size_t klen = strcspn(env[i], "=");
-        for (size_t j = i + 1; j < m; j++)
-            if (env[j] && strncmp(env[i], env[j], klen + 1) == 0) {
-                free(env[i]);
-                env[i] = NULL;
-                break;
-            }
-    }
-    size_t w = 0;
-    for (size_t i = 0; i < m; i++)
-        if (env[i])
-            env[w++] = env[i];
-    env[w] = NULL;
-    return env;
+    char ppid[64];
+    snprintf(ppid, sizeof ppid, "JPY_PARENT_PID=%d", (int)getpid());
+    const char *const extra[] = {ppid, NULL};
+    return korch_env_build(req, true, extra);
 }
 
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
@@ -114,9 +71,18 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         snprintf(p->workdir, sizeof p->workdir, "%s", req->cwd);
     else if (!getcwd(p->workdir, sizeof p->workdir))
         p->workdir[0] = 0;
-    log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    /* The kernel can write the runtime dir: never a link, never block on a
+       FIFO planted as its log, only a regular file. */
+    log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat lst;
+    if (log_fd >= 0 && (fstat(log_fd, &lst) != 0 || !S_ISREG(lst.st_mode))) {
+        close(log_fd);
+        log_fd = -1;
+        errno = EINVAL;
+    }
     if (log_fd < 0) {
-        rc = korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", p->log_path, strerror(errno));
+        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start kernel '%s': its log '%s' is not a regular file (%s)",
+                           req->spec->name, p->log_path, strerror(errno));
         goto out;
     }
     snprintf(what, sizeof what, "kernel '%s'", req->spec->name);
@@ -129,7 +95,7 @@ out:
     if (log_fd >= 0)
         close(log_fd);
     korch_spawn_strv_free(argv);
-    korch_spawn_strv_free(env);
+    korch_env_free(env);
     if (rc) {
         free(p);
         return rc;
@@ -183,9 +149,15 @@ static const char *s_log_tail(korch_proc_t *proc)
 {
     local_proc_t *p = (local_proc_t *)proc;
     p->tail[0] = 0;
-    int fd = open(p->log_path, O_RDONLY | O_CLOEXEC);
+    /* The kernel could have put anything there: never block, never follow. */
+    int fd = open(p->log_path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
     if (fd < 0)
         return p->tail;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return p->tail;
+    }
     off_t end = lseek(fd, 0, SEEK_END);
     off_t start = end > (off_t)sizeof p->tail - 1 ? end - (off_t)sizeof p->tail + 1 : 0;
     ssize_t n = pread(fd, p->tail, sizeof p->tail - 1, start);
@@ -205,36 +177,20 @@ static void s_proc_free(korch_proc_t *proc)
 
 static void s_free(korch_launcher_t *self) { free(self); }
 
-/* Create the parent directories of workdir/name. */
-static korch_rc_t s_mkparents(const char *path, korch_err_t *err)
-{
-    char tmp[PATH_MAX * 2];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *s = strchr(tmp + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
-        *s = '/';
-    }
-    return KORCH_OK;
-}
-
+/* The work dir is the kernel's: every component of name is opened without
+   following a symlink (fsutil.h). */
 static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
-    char path[PATH_MAX * 2];
-    snprintf(path, sizeof path, "%s/%s", p->workdir, name);
-    korch_rc_t rc = s_mkparents(path, err);
-    return rc ? rc : korch_write_file(path, data, len, err);
+    korch_fs_opts_t o = {.mode = 0644};
+    return korch_fs_write_rel(p->workdir[0] ? p->workdir : ".", name, data, len, true, &o, err);
 }
 
 static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
                              korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
-    char path[PATH_MAX * 2];
-    snprintf(path, sizeof path, "%s/%s", p->workdir, name);
-    *data = korch_read_file(path, max, len, err);
+    *data = korch_fs_read_rel(p->workdir[0] ? p->workdir : ".", name, max, len, err);
     return *data ? KORCH_OK : err ? err->rc : KORCH_E_IO;
 }
 

@@ -23,6 +23,7 @@
  *  fd korch keeps, never by name again.
  */
 #include "korch/sandbox.h"
+#include "korch/env.h"
 #include "korch/cgroup.h"
 #include "korch/log.h"
 #include "spawn.h"
@@ -235,27 +236,15 @@ static char **s_env(const korch_launch_t *req, const sandbox_launcher_t *l)
         if (v && strlen(v) < 256)
             ok = s_env_set(env, &n, cap, pass[i], v);
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(req->spec->env, key, val) {
-        if (ok && json_is_string(val))
-            ok = s_env_set(env, &n, cap, key, json_string_value(val));
-    }
-    for (const char *const *e = req->env; ok && e && *e; e++) {
-        size_t kl = strcspn(*e, "=");
-        char name[256];
-        if (!(*e)[kl] || kl == 0 || kl >= sizeof name)
-            continue;
-        memcpy(name, *e, kl);
-        name[kl] = 0;
-        ok = s_env_set(env, &n, cap, name, *e + kl + 1);
-    }
     (void)l;
     if (!ok) {
         korch_spawn_strv_free(env);
         return NULL;
     }
-    return env;
+    /* then what the user passed (--env), the kernelspec's and the request's (env.h) */
+    char **all = korch_env_build_on((const char *const *)env, req, false, NULL);
+    korch_spawn_strv_free(env);
+    return all;
 }
 
 /* ---------------------------------------------------------------- files */

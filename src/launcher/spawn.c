@@ -1,10 +1,10 @@
 /*  fork/exec for the launcher backends; see spawn.h. */
 #include "spawn.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -260,21 +260,9 @@ void korch_spawn_describe(int status, char *why, size_t whylen)
         snprintf(why, whylen, "ended (status %d)", status);
 }
 
-static uid_t s_chown_uid;
-static gid_t s_chown_gid;
-
-static int s_chown_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    if (lchown(path, s_chown_uid, s_chown_gid) != 0)
-        korch_debug("cannot chown '%s': %s", path, strerror(errno));
-    return 0;
-}
-
 void korch_chown_tree(const char *dir, uid_t uid, gid_t gid)
 {
-    s_chown_uid = uid;
-    s_chown_gid = gid;
-    nftw(dir, s_chown_entry, 16, FTW_PHYS);
+    korch_fs_chown_tree(dir, uid, gid, NULL); /* fd-based, never through a link (fsutil.h) */
 }
 
 bool korch_parse_user(const char *s, uid_t *uid, gid_t *gid)

@@ -55,7 +55,7 @@ void korch_spawn_describe(int status, char *why, size_t whylen);
 
 /* Give a host dir korch made for a kernel, and what is in it, to the
    kernel's uid (links themselves, never what they point to). Call it
-   while no kernel runs there; not thread-safe (nftw). */
+   while no kernel runs there (korch_fs_chown_tree). */
 void korch_chown_tree(const char *dir, uid_t uid, gid_t gid);
 
 /* The socket name of req's ipc endpoints ("k" of {runtime_dir}/k) when

@@ -48,6 +48,7 @@
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/media.h"
 #include "korch/session.h"
@@ -481,14 +482,11 @@ static void s_keep_copy(srv_agent_t *sa, const char *rel, const void *data, size
 {
     if (!s_isolated(sa->srv))
         return;
-    char path[PATH_MAX * 2];
-    snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, rel);
+    char dir[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
     korch_err_t err = {0};
-    char *slash = strrchr(path, '/');
-    *slash = 0;
-    korch_rc_t rc = korch_mkdirs(path, 0755, &err);
-    *slash = '/';
-    if (rc != KORCH_OK || korch_write_file(path, data, len, &err) != KORCH_OK)
+    korch_fs_opts_t o = {.mode = 0644};
+    if (korch_fs_write_rel(dir, rel, data, len, true, &o, &err) != KORCH_OK)
         korch_warn("agent session %s: cannot keep a copy of '%s': %s", sa->id, rel, err.msg);
 }
 
@@ -859,7 +857,10 @@ void srv_agents_load(korch_server_t *s)
         srv_agent_t *sa = s_new(s, de->d_name);
         char path[PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/session.json", sa ? sa->cfg.dir : "");
-        json_t *j = sa ? json_load_file(path, 0, NULL) : NULL;
+        size_t jlen = 0; /* never blocking on a FIFO a local kernel made, never through a link */
+        char *jtext = sa ? korch_fs_read(path, 1u << 20, true, &jlen, NULL) : NULL;
+        json_t *j = jtext ? json_loadb(jtext, jlen, 0, NULL) : NULL;
+        free(jtext);
         const char *llm = json_string_value(json_object_get(j, "llm"));
         const char *kn = json_string_value(json_object_get(j, "kernel_name"));
         const char *id = json_string_value(json_object_get(j, "id"));
@@ -927,10 +928,11 @@ static void s_resume(srv_agent_t *sa, const char *question)
         size_t i;
         json_t *v;
         json_array_foreach(sa->files, i, v) {
-            char path[PATH_MAX * 2];
-            snprintf(path, sizeof path, "%s/files/%s", sa->cfg.dir, json_string_value(v));
+            char dir[PATH_MAX + 8];
+            snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
             size_t len = 0;
-            char *data = korch_read_file(path, srv_state(sa->srv)->opts.max_upload, &len, NULL);
+            char *data = korch_fs_read_rel(dir, json_string_value(v), srv_state(sa->srv)->opts.max_upload, &len,
+                                           NULL);
             char *b64 = data ? korch_b64_encode((const unsigned char *)data, len) : NULL;
             if (b64)
                 json_array_append_new(sa->pending_files, json_pack("{s:O, s:s}", "name", v, "data", b64));
@@ -1231,7 +1233,7 @@ static void s_get(srv_agent_t *sa, srv_req_t *req)
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/transcript.jsonl", sa->cfg.dir);
     size_t len = 0;
-    char *text = korch_read_file(path, MAX_TRANSCRIPT, &len, NULL);
+    char *text = korch_fs_read(path, MAX_TRANSCRIPT, true, &len, NULL);
     /* one record per line; a line being written (no newline yet) is left out */
     for (char *p = text, *nl; p && (nl = memchr(p, '\n', len - (size_t)(p - text))); p = nl + 1) {
         json_t *r = json_loadb(p, (size_t)(nl - p), 0, NULL);
@@ -1249,7 +1251,7 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req)
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/notebook.ipynb", sa->cfg.dir);
     size_t len = 0;
-    char *nb = korch_read_file(path, MAX_NOTEBOOK, &len, NULL);
+    char *nb = korch_fs_read(path, MAX_NOTEBOOK, true, &len, NULL);
     if (!nb) {
         srv_respond_error(req, 404, "the session has no notebook yet");
         return;

@@ -1,5 +1,6 @@
 /*  base64, image sizes, whole-file I/O and ANSI stripping. */
 #include "korch/media.h"
+#include "korch/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,32 +133,8 @@ const char *korch_image_ext(const char *mime)
 
 korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return korch_err_set(err, KORCH_E_IO, "cannot write '%s': %s", path, strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return korch_err_set(err, KORCH_E_IO, "cannot write '%s': %s", path, strerror(e));
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return korch_err_set(err, KORCH_E_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    return KORCH_OK;
+    korch_fs_opts_t o = {.mode = 0644};
+    return korch_fs_write(path, data, len, &o, err);
 }
 
 korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err)

@@ -81,7 +81,7 @@ korch_session_t *korch_session_new(const void *key, size_t key_len, const char *
     if (!username)
         username = getenv("USER");
     snprintf(self->username, sizeof self->username, "%s", username && *username ? username : "korch");
-    self->lim = (korch_session_limits_t){1 << 20, 256u << 20, 256u << 20, 65536, 8u << 20};
+    self->lim = (korch_session_limits_t){1 << 20, 256u << 20, 256u << 20, 65536, 8u << 20, 32u << 20};
     if (limits) {
         if (limits->max_json_part)
             self->lim.max_json_part = limits->max_json_part;
@@ -93,6 +93,8 @@ korch_session_t *korch_session_new(const void *key, size_t key_len, const char *
             self->lim.digest_history = limits->digest_history;
         if (limits->max_stream_text)
             self->lim.max_stream_text = limits->max_stream_text;
+        if (limits->max_rich_content)
+            self->lim.max_rich_content = limits->max_rich_content;
     }
     self->seen = zhashx_new();
     self->ring = calloc(self->lim.digest_history, sizeof *self->ring);
@@ -585,6 +587,14 @@ korch_rc_t korch_session_deserialize_raw(korch_session_t *self, zmsg_t **pframes
     if (need && mt && strcmp(mt, "stream") == 0 && zframe_size(parts[4]) > 65536)
         msg->content = s_parse_stream_bounded((const char *)zframe_data(parts[4]), zframe_size(parts[4]),
                                               self->lim.max_stream_text);
+    /* A huge image or HTML bundle: parsing it would cost several times its
+       size in memory, and korch would drop it anyway (outputs.h). Its size
+       is all korch keeps, to say what was dropped. */
+    if (need && mt && zframe_size(parts[4]) > self->lim.max_rich_content &&
+        (strcmp(mt, "display_data") == 0 || strcmp(mt, "execute_result") == 0 ||
+         strcmp(mt, "update_display_data") == 0))
+        msg->content = json_pack("{s:{}, s:{}, s:I}", "data", "metadata", "korch_dropped",
+                                 (json_int_t)zframe_size(parts[4]));
     if (need && !msg->content)
         msg->content = s_parse_object(parts[4]);
     if (!msg->header || !msg->parent_header || !msg->metadata || (need && !msg->content)) {

@@ -1,0 +1,554 @@
+/*  Safe file operations in directories a kernel can write (fsutil.h). */
+#include "korch/fsutil.h"
+#include "korch/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define S_MAX_DEPTH 64
+
+static const korch_fs_opts_t s_default_opts = {.mode = 0600};
+
+static bool s_plain_name(const char *name)
+{
+    return name && *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/') &&
+           strlen(name) <= NAME_MAX;
+}
+
+int korch_fs_open_dir(const char *path, korch_err_t *err)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot open directory '%s': %s", path,
+                      strerror(errno));
+    return fd;
+}
+
+/* One component below dirfd, never through a symlink; made when missing
+   and create. */
+static int s_sub_dir(int dirfd, const char *name, bool create, const korch_fs_opts_t *o, korch_err_t *err)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
+        if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST) {
+            korch_err_set(err, KORCH_E_IO, "cannot create directory '%s': %s", name, strerror(errno));
+            return -1;
+        }
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && ((o->chown && fchown(fd, o->uid, o->gid) != 0) || fchmod(fd, 0755) != 0)) {
+            korch_err_set(err, KORCH_E_IO, "cannot set up directory '%s': %s", name, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    if (fd < 0) {
+        int e = errno;
+        struct stat st;
+        if (e == ELOOP || e == ENOTDIR)
+            korch_err_set(err, KORCH_E_INVALID, "'%s' is %s: refusing to follow it", name,
+                          fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)
+                              ? "a symbolic link"
+                              : "not a directory");
+        else
+            korch_err_set(err, e == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot open directory '%s': %s", name,
+                          strerror(e));
+    }
+    return fd;
+}
+
+int korch_fs_open_dir_at(int dirfd, const char *rel, bool create, const korch_fs_opts_t *o, korch_err_t *err)
+{
+    if (!o)
+        o = &s_default_opts;
+    int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        korch_err_set(err, KORCH_E_IO, "cannot open a directory: %s", strerror(errno));
+        return -1;
+    }
+    if (!rel)
+        return fd;
+    char part[NAME_MAX + 1];
+    const char *p = rel;
+    while (*p) {
+        size_t n = strcspn(p, "/");
+        if (n == 0) {
+            p++;
+            continue;
+        }
+        if (n > NAME_MAX) {
+            close(fd);
+            korch_err_set(err, KORCH_E_INVALID, "'%s': a name is longer than %d bytes", rel, NAME_MAX);
+            return -1;
+        }
+        memcpy(part, p, n);
+        part[n] = 0;
+        if (strcmp(part, "..") == 0) {
+            close(fd);
+            korch_err_set(err, KORCH_E_INVALID, "'%s' leaves its directory", rel);
+            return -1;
+        }
+        p += n;
+        if (strcmp(part, ".") == 0)
+            continue;
+        int sub = s_sub_dir(fd, part, create, o, err);
+        close(fd);
+        if (sub < 0)
+            return -1;
+        fd = sub;
+    }
+    return fd;
+}
+
+static korch_rc_t s_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return KORCH_E_IO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return KORCH_OK;
+}
+
+/* A new file under a fresh random name in dirfd: its fd, the name in tmp.
+   One the kernel planted (it can see the directory) is never opened:
+   O_EXCL refuses it. -1 with err. */
+static int s_create_temp(int dirfd, const char *name, char tmp[NAME_MAX + 1], korch_err_t *err)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        unsigned char r[8];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+            korch_err_set(err, KORCH_E_IO, "cannot write '%s': no random bytes: %s", name, strerror(errno));
+            return -1;
+        }
+        snprintf(tmp, NAME_MAX + 1, ".%.200s.korch-%02x%02x%02x%02x%02x%02x%02x%02x", name, r[0], r[1], r[2], r[3],
+                 r[4], r[5], r[6], r[7]);
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST) {
+            korch_err_set(err, errno == ENOSPC || errno == EDQUOT ? KORCH_E_TOOBIG : KORCH_E_IO,
+                          "cannot write '%s': %s", name, strerror(errno));
+            return -1;
+        }
+    }
+    korch_err_set(err, KORCH_E_IO, "cannot write '%s': no free temporary name", name);
+    return -1;
+}
+
+/* Owner and mode on the fd, then renameat into place (replacing, never
+   following, whatever is at name). Closes fd; removes tmp on failure. */
+static korch_rc_t s_commit(int dirfd, int fd, const char *tmp, const char *name, const korch_fs_opts_t *o,
+                           bool written, korch_err_t *err)
+{
+    korch_rc_t rc = written ? KORCH_OK : KORCH_E_IO;
+    const char *what = "write";
+    int e = errno;
+    if (rc == KORCH_OK && o->chown && fchown(fd, o->uid, o->gid) != 0)
+        rc = KORCH_E_IO, e = errno, what = "give away";
+    else if (rc == KORCH_OK && fchmod(fd, o->mode ? o->mode : 0600) != 0)
+        rc = KORCH_E_IO, e = errno, what = "set the mode of";
+    else if (rc == KORCH_OK && o->sync && fsync(fd) != 0)
+        rc = KORCH_E_IO, e = errno;
+    if (close(fd) != 0 && rc == KORCH_OK)
+        rc = KORCH_E_IO, e = errno;
+    if (rc == KORCH_OK && renameat(dirfd, tmp, dirfd, name) != 0)
+        rc = KORCH_E_IO, e = errno, what = "rename into place";
+    if (rc) {
+        unlinkat(dirfd, tmp, 0);
+        return korch_err_set(err, e == ENOSPC || e == EDQUOT ? KORCH_E_TOOBIG : rc, "cannot %s '%s': %s", what, name,
+                             strerror(e));
+    }
+    return KORCH_OK;
+}
+
+korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size_t len, const korch_fs_opts_t *o,
+                             korch_err_t *err)
+{
+    if (!o)
+        o = &s_default_opts;
+    if (!s_plain_name(name))
+        return korch_err_set(err, KORCH_E_INVALID, "cannot write '%s': not a plain file name", name ? name : "");
+    char tmp[NAME_MAX + 1];
+    int fd = s_create_temp(dirfd, name, tmp, err);
+    if (fd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    return s_commit(dirfd, fd, tmp, name, o, s_write_all(fd, data, len) == KORCH_OK, err);
+}
+
+/* Split path into a directory fd and its last component (into base). */
+static int s_parent(const char *path, char *base, size_t baselen, korch_err_t *err)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *b = slash ? slash + 1 : path;
+    if (strlen(b) >= baselen || !s_plain_name(b)) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' does not name a file", path);
+        return -1;
+    }
+    snprintf(base, baselen, "%s", b);
+    return korch_fs_open_dir(dir, err);
+}
+
+korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const korch_fs_opts_t *o, korch_err_t *err)
+{
+    char base[NAME_MAX + 1];
+    int dfd = s_parent(path, base, sizeof base, err);
+    if (dfd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    korch_rc_t rc = korch_fs_write_at(dfd, base, data, len, o, err);
+    close(dfd);
+    return rc;
+}
+
+/* The directory part of rel, opened below root, and its last component. */
+static int s_rel_parent(const char *root, const char *rel, bool create, const korch_fs_opts_t *o, const char **base,
+                        korch_err_t *err)
+{
+    const char *slash = strrchr(rel, '/');
+    *base = slash ? slash + 1 : rel;
+    int rfd = korch_fs_open_dir(root, err);
+    if (rfd < 0)
+        return -1;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - rel) : 0, rel);
+    int dfd = korch_fs_open_dir_at(rfd, dir, create, o, err);
+    close(rfd);
+    return dfd;
+}
+
+korch_rc_t korch_fs_write_rel(const char *root, const char *rel, const void *data, size_t len, bool mkparents,
+                              const korch_fs_opts_t *o, korch_err_t *err)
+{
+    const char *base;
+    int dfd = s_rel_parent(root, rel, mkparents, o, &base, err);
+    if (dfd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    korch_rc_t rc = korch_fs_write_at(dfd, base, data, len, o, err);
+    close(dfd);
+    return rc;
+}
+
+/* label names the file in messages (the path the caller knows). */
+static char *s_read_at(int dirfd, const char *name, const char *label, size_t max, bool nofollow, size_t *plen,
+                       korch_err_t *err)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+    struct stat st;
+    char *buf = NULL;
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP)
+            korch_err_set(err, KORCH_E_INVALID, "'%s' is a symbolic link: refusing to follow it", label);
+        else
+            korch_err_set(err, e == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read '%s': %s", label, strerror(e));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a regular file: not reading it", label);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max) {
+        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
+        goto out;
+    }
+    /* The file may grow while we read: never more than max. */
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    buf = malloc(cap + 1);
+    if (!buf) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
+        goto out;
+    }
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            if (ncap <= cap) {
+                free(buf);
+                buf = NULL;
+                korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
+                goto out;
+            }
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
+                goto out;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            korch_err_set(err, KORCH_E_IO, "cannot read '%s': %s", label, strerror(errno));
+            free(buf);
+            buf = NULL;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > max) {
+        free(buf);
+        buf = NULL;
+        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
+        goto out;
+    }
+    buf[len] = 0;
+    if (plen)
+        *plen = len;
+out:
+    close(fd);
+    return buf;
+}
+
+char *korch_fs_read_at(int dirfd, const char *name, size_t max, bool nofollow, size_t *len, korch_err_t *err)
+{
+    return s_read_at(dirfd, name, name, max, nofollow, len, err);
+}
+
+char *korch_fs_read(const char *path, size_t max, bool nofollow, size_t *len, korch_err_t *err)
+{
+    char base[NAME_MAX + 1];
+    int dfd = s_parent(path, base, sizeof base, err);
+    if (dfd < 0)
+        return NULL;
+    char *buf = s_read_at(dfd, base, path, max, nofollow, len, err);
+    close(dfd);
+    return buf;
+}
+
+char *korch_fs_read_rel(const char *root, const char *rel, size_t max, size_t *len, korch_err_t *err)
+{
+    const char *base;
+    int dfd = s_rel_parent(root, rel, false, NULL, &base, err);
+    if (dfd < 0)
+        return NULL;
+    char *buf = korch_fs_read_at(dfd, base, max, true, len, err);
+    close(dfd);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- trees */
+
+static int s_chown_dir(int fd, uid_t uid, gid_t gid, int depth)
+{
+    if (fchown(fd, uid, gid) != 0)
+        korch_debug("cannot chown a directory: %s", strerror(errno));
+    if (depth > S_MAX_DEPTH)
+        return 0;
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(st.st_mode))
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                s_chown_dir(sub, uid, gid, depth + 1);
+                close(sub);
+            }
+        } else if (S_ISREG(st.st_mode) && st.st_nlink == 1) {
+            /* By name, but the name never followed; a file with other links
+               may be a host file linked in: left alone. */
+            if (fchownat(fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+                korch_debug("cannot chown '%s': %s", de->d_name, strerror(errno));
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
+korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_t *err)
+{
+    int fd = korch_fs_open_dir(dir, err);
+    if (fd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    s_chown_dir(fd, uid, gid, 0);
+    close(fd);
+    return KORCH_OK;
+}
+
+static void s_rm_below(int fd, dev_t dev, int depth)
+{
+    if (depth > S_MAX_DEPTH)
+        return;
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (st.st_dev != dev)
+                continue; /* a mount below: not ours to empty */
+            int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                s_rm_below(sub, dev, depth + 1);
+                close(sub);
+            }
+            unlinkat(fd, de->d_name, AT_REMOVEDIR);
+        } else {
+            unlinkat(fd, de->d_name, 0);
+        }
+    }
+    closedir(d);
+}
+
+void korch_fs_rm_tree(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return;
+    if (!S_ISDIR(st.st_mode)) {
+        unlink(dir);
+        return;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    s_rm_below(fd, st.st_dev, 0);
+    close(fd);
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        korch_debug("cannot remove '%s': %s", dir, strerror(errno));
+}
+
+/* from/name into to/name, streamed: never more than max - *done bytes in
+   all (KORCH_E_TOOBIG beyond), never a link or a special file. */
+static korch_rc_t s_copy_file(int from, const char *name, int to, uint64_t max, const korch_fs_opts_t *o,
+                              uint64_t *done, korch_err_t *err)
+{
+    int in = openat(from, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (in < 0)
+        return errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID;
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(in);
+        return KORCH_E_INVALID;
+    }
+    char tmp[NAME_MAX + 1];
+    int out = s_create_temp(to, name, tmp, err);
+    if (out < 0) {
+        close(in);
+        return err ? err->rc : KORCH_E_IO;
+    }
+    static __thread char buf[1 << 16];
+    bool ok = true, toobig = false;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ok = n == 0;
+            break;
+        }
+        if (max && *done + (uint64_t)n > max) {
+            toobig = true;
+            ok = false;
+            break;
+        }
+        if (s_write_all(out, buf, (size_t)n) != KORCH_OK) {
+            ok = false;
+            break;
+        }
+        *done += (uint64_t)n;
+    }
+    close(in);
+    if (toobig) {
+        close(out);
+        unlinkat(to, tmp, 0);
+        return korch_err_set(err, KORCH_E_TOOBIG, "more than %llu bytes to copy: stopped at '%s'",
+                             (unsigned long long)max, name);
+    }
+    return s_commit(to, out, tmp, name, o, ok, err);
+}
+
+static korch_rc_t s_copy_dir(int from, int to, uint64_t max, const korch_fs_opts_t *o, uint64_t *done, int depth,
+                             korch_err_t *err)
+{
+    if (depth > S_MAX_DEPTH)
+        return KORCH_OK;
+    int dup = fcntl(from, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return korch_err_set(err, KORCH_E_IO, "cannot list a directory: %s", strerror(errno));
+    }
+    korch_rc_t rc = KORCH_OK;
+    struct dirent *de;
+    while (rc == KORCH_OK && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            (de->d_name[0] == '.' && strstr(de->d_name, ".korch-"))) /* a temp file of ours */
+            continue;
+        struct stat st;
+        if (fstatat(from, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            int sf = openat(from, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int st_ = sf >= 0 ? s_sub_dir(to, de->d_name, true, o, NULL) : -1;
+            if (sf >= 0 && st_ >= 0)
+                rc = s_copy_dir(sf, st_, max, o, done, depth + 1, err);
+            if (sf >= 0)
+                close(sf);
+            if (st_ >= 0)
+                close(st_);
+        } else if (S_ISREG(st.st_mode)) {
+            rc = s_copy_file(from, de->d_name, to, max, o, done, err);
+            if (rc == KORCH_E_NOTFOUND || rc == KORCH_E_INVALID) /* gone, or not a regular file any more */
+                rc = KORCH_OK;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, uint64_t max_bytes, const korch_fs_opts_t *o,
+                              uint64_t *copied, korch_err_t *err)
+{
+    uint64_t done = 0;
+    if (!o)
+        o = &s_default_opts;
+    korch_rc_t rc = s_copy_dir(from_dir, to_dir, max_bytes, o, &done, 0, err);
+    if (copied)
+        *copied = done;
+    return rc;
+}
