@@ -35,7 +35,7 @@ else
 Q := @
 endif
 
-.PHONY: all test asan bench install clean setup image check-banned demo fuzz fuzz-targets
+.PHONY: all test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -90,7 +90,11 @@ setup:
 image:
 	@scripts/build-image.sh
 
-test: setup image
+# JupyterLab 4 (Debian trixie in a chroot, cached) for the JupyterLab tests.
+jupyterlab:
+	@scripts/jupyterlab-chroot.sh
+
+test: setup image jupyterlab
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory fuzz
 	@scripts/test.sh $(BUILD)
@@ -98,6 +102,7 @@ test: setup image
 asan:
 	@scripts/setup.sh
 	@scripts/build-image.sh
+	@scripts/jupyterlab-chroot.sh
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	@$(MAKE) --no-print-directory fuzz
