@@ -111,11 +111,12 @@ asan:
 
 # All benchmarks, each printing its ratios against the reference measured in
 # the same run: korch vs jupyter_client, containers vs local, the agent's cost,
-# korch serve vs jupyter_server.
+# korch serve vs jupyter_server, the sandbox vs local and docker.
 bench: setup image
 	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD)
 	@scripts/bench-containers.sh $(BUILD)
+	@scripts/bench-sandbox.sh $(BUILD)
 	@scripts/bench-agent.sh $(BUILD)
 	@scripts/bench-server.sh $(BUILD)
 
