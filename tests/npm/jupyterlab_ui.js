@@ -376,6 +376,9 @@ async function main() {
       details.agent_answer = (await answer.innerText()).trim();
       details.agent_turn_s = (Date.now() - t) / 1000;
       check(/4242/.test(details.agent_answer), `the answer: ${JSON.stringify(details.agent_answer)}`);
+      const said = await page.locator('.korch-agent-log').innerText();
+      const times = said.split(details.agent_answer).length - 1;
+      check(times === 1, `the answer is in the panel ${times} times: ${JSON.stringify(said.slice(0, 400))}`);
       await page.waitForFunction(() => !document.querySelector('.korch-agent-ask').disabled, null, { timeout: 20000 });
       details.panel_head = (await page.locator('.korch-agent-head').innerText()).trim();
       check(/openai:gpt-4o-mini/.test(details.panel_head) && /tokens/.test(details.panel_head),

@@ -197,8 +197,12 @@ class AgentPanel extends Widget {
           if (o.output_type === 'stream') cell.model.outputs.add({ output_type: 'stream', name: o.name, text: o.text });
           else cell.model.outputs.add(o);
         } else if (ev === 'result' && cell && d.execution_count != null) cell.model.executionCount = d.execution_count;
-        else if (ev === 'final') this.say(d.text || d.content || '', 'korch-agent-answer');
-        else if (ev === 'error') this.say(d.message || JSON.stringify(d), 'korch-agent-note');
+        else if (ev === 'final') {
+          // the answer usually streamed as the step's text already: mark it, don't repeat it
+          const answer = d.text || d.content || '';
+          if (narration && narration.textContent.trim() === answer.trim()) narration.classList.add('korch-agent-answer');
+          else this.say(answer, 'korch-agent-answer');
+        } else if (ev === 'error') this.say(d.message || JSON.stringify(d), 'korch-agent-note');
         else if (ev === 'done') {
           const t = d.tokens && d.tokens.turn;
           this.header(t ? `${t.input} in / ${t.output} out tokens this turn` : '');
