@@ -60,7 +60,12 @@ struct korch_kernel {
     korch_kernel_cb_t cb;
     /* readiness */
     bool got_info, iopub_live, ever_ready;
-    int64_t start_began, last_info_sent, ready_ms;
+    /* stdin's connection, seen through a socket monitor: an input_request to
+       a DEALER whose connection is not up yet is dropped by the kernel's
+       ROUTER, and the cell then waits for an answer forever */
+    zsock_t *stdin_mon;
+    bool stdin_up;
+    int64_t start_began, last_info_sent, ready_ms, stdin_wait_began;
     int ready_timer;
     json_t *info;
     korch_err_t start_err;
@@ -284,11 +289,24 @@ static void s_send_kernel_info(korch_kernel_t *k)
     k->last_info_sent = korch_now_ms();
 }
 
+/* How long readiness waits for stdin's connection once shell and iopub are
+   live; a kernel that never accepts one is declared ready without it. */
+#define STDIN_WAIT_MS 3000
+
 static void s_check_ready(korch_kernel_t *k)
 {
     if ((k->state != KORCH_KERNEL_STARTING && k->state != KORCH_KERNEL_RESTARTING) || !k->got_info ||
         !k->iopub_live || k->stop_phase != STOP_NONE)
         return;
+    if (!k->stdin_up) {
+        int64_t now = korch_now_ms();
+        if (!k->stdin_wait_began)
+            k->stdin_wait_began = now;
+        if (now - k->stdin_wait_began < STDIN_WAIT_MS)
+            return; /* the ready timer or the monitor calls again */
+        korch_debug("kernel %.8s: its stdin connection is not up after %d ms; ready without it", k->id,
+                    STDIN_WAIT_MS);
+    }
     if (k->ready_timer >= 0)
         korch_loop_timer_end(k->loop, k->ready_timer);
     k->ready_timer = -1;
@@ -460,6 +478,56 @@ static int s_on_readable(korch_loop_t *z, zsock_t *sock, void *arg)
 
 /* ---------------------------------------------------------------- sockets */
 
+/* The monitor's events: frame 1 = u16 event + u32 value, frame 2 = endpoint. */
+static int s_on_stdin_monitor(korch_loop_t *z, zsock_t *sock, void *arg)
+{
+    korch_kernel_t *k = arg;
+    zmsg_t *m;
+    while ((m = zmsg_recv(sock)) != NULL) {
+        zframe_t *f = zmsg_first(m);
+        if (f && zframe_size(f) >= 2) {
+            uint16_t ev;
+            memcpy(&ev, zframe_data(f), sizeof ev);
+            if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+                k->stdin_up = true;
+                s_check_ready(k);
+            } else if (ev == ZMQ_EVENT_DISCONNECTED)
+                k->stdin_up = false;
+        }
+        zmsg_destroy(&m);
+    }
+    return korch_loop_rc(k->loop);
+}
+
+static void s_monitor_stdin(korch_kernel_t *k, zsock_t *s)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://korch-stdin-%p", (void *)s);
+    k->stdin_up = false;
+    if (zmq_socket_monitor(zsock_resolve(s), ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) == 0) {
+        k->stdin_mon = zsock_new(ZMQ_PAIR);
+        if (k->stdin_mon && zsock_connect(k->stdin_mon, "%s", ep) == 0) {
+            zsock_set_rcvtimeo(k->stdin_mon, 0);
+            korch_loop_reader(k->loop, k->stdin_mon, s_on_stdin_monitor, k);
+            return;
+        }
+        zsock_destroy(&k->stdin_mon);
+        zmq_socket_monitor(zsock_resolve(s), NULL, 0);
+    }
+    korch_debug("kernel %.8s: cannot watch its stdin connection (%s); not waiting for it", k->id,
+                zmq_strerror(zmq_errno()));
+    k->stdin_up = true;
+}
+
+static void s_unmonitor_stdin(korch_kernel_t *k, zsock_t *s)
+{
+    if (!k->stdin_mon)
+        return;
+    zmq_socket_monitor(zsock_resolve(s), NULL, 0);
+    korch_loop_reader_end(k->loop, k->stdin_mon);
+    zsock_destroy(&k->stdin_mon);
+}
+
 static korch_rc_t s_connect(korch_kernel_t *k, korch_channel_t ch, korch_err_t *err)
 {
     static const int types[KORCH_CH__COUNT] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER, ZMQ_REQ};
@@ -477,7 +545,10 @@ static korch_rc_t s_connect(korch_kernel_t *k, korch_channel_t ch, korch_err_t *
         zsock_set_identity(s, korch_session_id(k->session));
     if (ch == KORCH_CH_IOPUB)
         zsock_set_subscribe(s, "");
+    if (ch == KORCH_CH_STDIN)
+        s_monitor_stdin(k, s);
     if (zsock_connect(s, "%s", ep) != 0) {
+        s_unmonitor_stdin(k, s);
         zsock_destroy(&s);
         return korch_err_set(err, KORCH_E_IO, "cannot connect to '%s': %s", ep, zmq_strerror(zmq_errno()));
     }
@@ -492,6 +563,8 @@ static void s_close(korch_kernel_t *k, korch_channel_t ch)
 {
     if (!k->sock[ch])
         return;
+    if (ch == KORCH_CH_STDIN)
+        s_unmonitor_stdin(k, k->sock[ch]);
     korch_loop_reader_end(k->loop, k->sock[ch]);
     zsock_destroy(&k->sock[ch]);
 }
@@ -663,6 +736,8 @@ static int s_on_ready_timer(korch_loop_t *z, int timer_id, void *arg)
        kernel publish busy/idle, so ask until the subscription catches one. */
     if (!k->got_info ? now - k->last_info_sent >= 1000 : !k->iopub_live)
         s_send_kernel_info(k);
+    else if (k->iopub_live && !k->stdin_up)
+        s_check_ready(k);
     return korch_loop_rc(k->loop);
 }
 
@@ -670,6 +745,7 @@ static void s_begin_ready(korch_kernel_t *k)
 {
     k->got_info = false;
     k->iopub_live = false;
+    k->stdin_wait_began = 0;
     k->start_began = korch_now_ms();
     s_send_kernel_info(k);
     if (k->ready_timer >= 0)
