@@ -17,31 +17,18 @@
 //   node jupyterlab_ui.js 'http://127.0.0.1:PORT/?token=T' SHOTDIR LABEL CULL_S CHROOT
 'use strict';
 const fs = require('fs');
-const net = require('net');
 const path = require('path');
 const crypto = require('crypto');
 const { spawn } = require('child_process');
 const { launch } = require('./browser');
-
-const result = s => process.stdout.write(s + '\n');
-const log = (...a) => process.stderr.write(a.join(' ') + '\n');
-const sleep = ms => new Promise(r => setTimeout(r, ms));
+const { uiRun, freePort } = require('./ui_run');
 
 const [korchLine, shotDir, label = 'local', cullArg = '12', chrootDir = '/var/cache/korch/trixie-jlab'] = process.argv.slice(2);
 const CULL_S = Number(cullArg);
 const EXT_SRC = process.env.KORCH_JLAB_EXT_SRC || '';   // set: the agent panel's steps instead
-const failures = [];
-const details = { steps: {} };
 const t0 = Date.now();
-const check = (ok, what) => { if (!ok) failures.push(what); return ok; };
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-  });
-}
+let page;
+const { result, log, sleep, check, failures, details, shot, step } = uiRun(`jupyterlab-${label}`, shotDir, () => page);
 
 // jupyter-lab in the chroot, as a user starts it with --gateway-url. Its dirs
 // live under CHROOT/tmp; `inside` is the same path as jupyter-lab sees it.
@@ -122,13 +109,6 @@ function buildExtension(host, inside) {
 
 // ------------------------------------------------------------ the lab page
 
-let shotN = 0;
-async function shot(page, step) {
-  const file = path.join(shotDir, `jupyterlab-${label}-${String(++shotN).padStart(2, '0')}-${step}.png`);
-  await page.screenshot({ path: file });
-  (details.screenshots = details.screenshots || []).push(path.basename(file));
-}
-
 // In the page: the open notebook panel (window.jupyterapp: expose_app_in_browser).
 const NB = `(() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   return w && w.content && w.sessionContext ? w : null; })()`;
@@ -202,22 +182,7 @@ async function waitNotebook(page, timeoutMs = 60000) {
   }, NB, { timeout: timeoutMs, polling: 100 });
 }
 
-let page;
 const consoleLines = [];
-async function step(name, fn) {
-  const t = Date.now();
-  try {
-    await fn();
-    details.steps[name] = { ok: true, s: (Date.now() - t) / 1000 };
-  } catch (e) {
-    details.steps[name] = { ok: false, s: (Date.now() - t) / 1000 };
-    failures.push(`${name}: ${e.message.split('\n').slice(0, 6).join(' | ')}`);
-    if (page) await shot(page, `${name}-failed`).catch(() => {});
-    return false;
-  }
-  log(`step ${name}: ${(Date.now() - t) / 1000} s`);
-  return true;
-}
 
 async function main() {
   const ku = new URL(korchLine.trim());

@@ -18,29 +18,16 @@
 'use strict';
 const fs = require('fs');
 const os = require('os');
-const net = require('net');
 const path = require('path');
 const { spawn } = require('child_process');
 const { launch } = require('./browser');
-
-const result = s => process.stdout.write(s + '\n');
-const log = (...a) => process.stderr.write(a.join(' ') + '\n');
-const sleep = ms => new Promise(r => setTimeout(r, ms));
+const { uiRun, freePort } = require('./ui_run');
 
 const [korchLine, shotDir, label = 'local', cullArg = '20'] = process.argv.slice(2);
 const CULL_S = Number(cullArg);
-const failures = [];
-const details = { steps: {} };
 const t0 = Date.now();
-const check = (ok, what) => { if (!ok) failures.push(what); return ok; };
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-  });
-}
+let page;
+const { result, log, sleep, check, failures, details, shot, step } = uiRun(`notebook-${label}`, shotDir, () => page);
 
 // The notebook server, as a user starts it with --gateway-url.
 async function startNotebook(korch) {
@@ -73,13 +60,6 @@ async function startNotebook(korch) {
 }
 
 // ------------------------------------------------------------ the notebook page
-
-let shotN = 0;
-async function shot(page, step) {
-  const file = path.join(shotDir, `notebook-${label}-${String(++shotN).padStart(2, '0')}-${step}.png`);
-  await page.screenshot({ path: file });
-  (details.screenshots = details.screenshots || []).push(path.basename(file));
-}
 
 // Put code in a new cell at the bottom (the first, empty one the first time)
 // and press the toolbar's Run button. -> the cell's index.
@@ -129,22 +109,7 @@ async function cellHtml(page, idx, sel, fn) {
   }, [idx, sel]);
 }
 
-let page;
 const consoleLines = [];
-async function step(name, fn) {
-  const t = Date.now();
-  try {
-    await fn();
-    details.steps[name] = { ok: true, s: (Date.now() - t) / 1000 };
-  } catch (e) {
-    details.steps[name] = { ok: false, s: (Date.now() - t) / 1000 };
-    failures.push(`${name}: ${e.message.split('\n').slice(0, 6).join(' | ')}`);
-    if (page) await shot(page, `${name}-failed`).catch(() => {});
-    return false;
-  }
-  log(`step ${name}: ${(Date.now() - t) / 1000} s`);
-  return true;
-}
 
 async function main() {
   const ku = new URL(korchLine.trim());
