@@ -55,7 +55,19 @@
 #include <uv.h>
 
 struct korch_server {
-    srv_state_t st;                 /* first: srv_state() */
+    korch_server_opts_t opts;
+    srv_parts_t parts;              /* what it made, for the handlers (srv_parts) */
+    srv_metrics_t metrics;
+    srv_kmgr_t *kmgr;
+    srv_relay_t *relay;
+    srv_pool_t *pool;
+    srv_cull_t *cull;
+    srv_api_t *api;
+    srv_agents_t *agents;
+    srv_conns_t *conns;
+    char started[32];
+    char last_activity[32];         /* of requests and websockets (kernels keep their own) */
+    uint64_t ws_seq;
     korch_loop_t *loop;
     char token[80];
     char ip[64];
@@ -84,21 +96,15 @@ typedef struct {
 
 static void s_kick(korch_server_t *s);
 void srv_kick(korch_server_t *s) { s_kick(s); }
+static void s_kick_cb(void *arg) { s_kick(arg); }
 
-srv_state_t *srv_state(korch_server_t *s) { return &s->st; }
-korch_loop_t *srv_loop(korch_server_t *s) { return s->loop; }
+const srv_parts_t *srv_parts(korch_server_t *s) { return &s->parts; }
 int korch_server_port(const korch_server_t *s) { return s->port; }
 const char *korch_server_token(const korch_server_t *s) { return s->token; }
 
-static void s_json_free(void **item)
-{
-    json_decref(*item);
-    *item = NULL;
-}
-
 size_t srv_ws_headroom(void) { return LWS_PRE; }
 
-void srv_touch(korch_server_t *s) { korch_iso8601_now(s->st.last_activity); }
+static void s_touch(korch_server_t *s) { korch_iso8601_now(s->last_activity); }
 
 static int64_t s_now_us(void)
 {
@@ -171,8 +177,8 @@ static void s_req_free(srv_req_t **preq)
 static void s_access_log(korch_server_t *s, const char *method, const char *path, int status, int64_t t0_us,
                          struct lws *wsi)
 {
-    s->st.metrics.http[status >= 100 && status < 600 ? status / 100 : 0]++; /* every answer passes here */
-    if (s->st.opts.no_access_log)
+    s->metrics.http[status >= 100 && status < 600 ? status / 100 : 0]++; /* every answer passes here */
+    if (s->opts.no_access_log)
         return;
     char peer[64] = "-";
     if (wsi)
@@ -184,7 +190,23 @@ static void s_access_log(korch_server_t *s, const char *method, const char *path
             korch_log_escape(safe, sizeof safe, path, strlen(path), 0), ms, peer);
 }
 
-void srv_req_wait(srv_req_t *req, srv_wait_t what) { req->wait = what; }
+void srv_req_wait(srv_req_t *req) { req->owner = SRV_REQ_HELD; }
+
+json_t *srv_req_json(srv_req_t *req, bool *bad)
+{
+    *bad = false;
+    if (!req->body_len)
+        return NULL;
+    json_error_t jerr;
+    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(body)) {
+        srv_respond_error(req, 400, "malformed JSON body: %s", body ? "not an object" : jerr.text);
+        json_decref(body);
+        *bad = true;
+        return NULL;
+    }
+    return body;
+}
 
 /* A response (or stream bytes) is waiting on req's connection: have lws
    call its writable callback. From inside another connection's callback,
@@ -351,7 +373,7 @@ out:
 void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg)
 {
     req->streaming = true;
-    req->wait = SRV_WAIT_STREAM;
+    req->owner = SRV_REQ_STREAM;
     req->status = 200;
     snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
     req->on_gone = on_gone;
@@ -426,7 +448,7 @@ void srv_stream_release(srv_req_t **preq)
         return;
     *preq = NULL;
     req->on_gone = NULL;
-    req->wait = SRV_WAIT_NONE; /* the connection frees it when it closes */
+    req->owner = SRV_REQ_CONN; /* the connection frees it when it closes */
     if (!req->wsi) {
         s_access_log(req->srv, req->method, req->path, req->status, req->t0_us, NULL);
         s_req_free(&req);
@@ -443,7 +465,7 @@ void srv_stream_release(srv_req_t **preq)
 static void s_stream_lost(korch_server_t *s, srv_req_t *req)
 {
     req->wsi = NULL;
-    if (req->wait != SRV_WAIT_STREAM) { /* its owner released it */
+    if (req->owner != SRV_REQ_STREAM) { /* its owner released it */
         s_access_log(s, req->method, req->path, req->status, req->t0_us, NULL);
         s_req_free(&req);
     } else if (req->on_gone) {
@@ -614,7 +636,7 @@ static int s_spool_dir(korch_server_t *s, korch_err_t *err)
 {
     if (s->spool_fd >= 0)
         return s->spool_fd;
-    const char *base = s->st.opts.agent_dir && *s->st.opts.agent_dir ? s->st.opts.agent_dir : "korch-sessions";
+    const char *base = s->opts.agent_dir && *s->opts.agent_dir ? s->opts.agent_dir : "korch-sessions";
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/.uploads", base);
     if ((mkdir(base, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0700) != 0 && errno != EEXIST)) {
@@ -690,7 +712,7 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
         }
     }
     bool upload = s_is_upload(req);
-    size_t max = upload ? s->st.opts.max_upload : s->st.opts.max_body;
+    size_t max = upload ? s->opts.max_upload : s->opts.max_body;
     if (len > max) {
         srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
         return false;
@@ -726,7 +748,7 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
    callback returns. */
 static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
 {
-    srv_conns_headers_done(s->st.conns, wsi);
+    srv_conns_headers_done(s->conns, wsi);
     /* One request per connection (see s_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -741,7 +763,7 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
     snprintf(req->method, sizeof req->method, "%s", s_method(wsi));
     snprintf(req->path, sizeof req->path, "%s", uri ? uri : "");
     pss->req = req;
-    srv_touch(s);
+    s_touch(s);
     s->dispatching = req;
     char cors[MAX_ORIGIN];
     const char *why;
@@ -787,7 +809,7 @@ static void s_body_ready(korch_server_t *s, srv_req_t *req)
 static void s_body_error(korch_server_t *s, srv_req_t *req, korch_rc_t rc, const korch_err_t *err)
 {
     if (rc == KORCH_E_NOMEM)
-        s->st.metrics.bodies_refused++;
+        s->metrics.bodies_refused++;
     srv_respond_error(req, rc == KORCH_E_TOOBIG ? 413 : rc == KORCH_E_NOMEM ? 503 : rc == KORCH_E_INVALID ? 400 : 500,
                       "%s", err->msg);
 }
@@ -872,7 +894,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[512] = "", id[64] = "";
     int64_t t0 = s_now_us();
-    srv_conns_headers_done(s->st.conns, wsi);
+    srv_conns_headers_done(s->conns, wsi);
     lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
     int status = 0;
     const char *msg = NULL;
@@ -885,7 +907,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
     else if (sscanf(uri, "/api/kernels/%63[^/]/channels", id) != 1 ||
              strlen(uri) != strlen("/api/kernels//channels") + strlen(id))
         status = 404, msg = "not found";
-    else if (!srv_kernel_find(s, id))
+    else if (!srv_kmgr_find(s->kmgr, id))
         status = 404, msg = "kernel does not exist";
     if (!status)
         return 0;
@@ -912,7 +934,7 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     }
     ws->srv = s;
     ws->wsi = wsi;
-    s->st.metrics.ws_open++;
+    s->metrics.ws_open++;
     const struct lws_protocols *proto = lws_get_protocol(wsi);
     ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
     /* a session_id must be printable ASCII (Jupyter's are uuids): it names the client in logs */
@@ -923,10 +945,10 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         snprintf(ws->session_key, sizeof ws->session_key, "%s", sid);
         ws->has_session_id = true;
     } else
-        snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->st.ws_seq);
+        snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->ws_seq);
     pss->ws = ws;
-    srv_touch(s);
-    srv_kernel_t *mk = srv_kernel_find(s, id);
+    s_touch(s);
+    srv_kernel_t *mk = srv_kmgr_find(s->kmgr, id);
     s_access_log(s, "GET", uri, mk ? 101 : 404, t0, wsi);
     if (!mk) {
         srv_ws_close(ws, "kernel is gone");
@@ -941,8 +963,8 @@ static void s_ws_free(srv_ws_t **pws)
     srv_ws_t *ws = *pws;
     if (!ws)
         return;
-    if (ws->srv->st.metrics.ws_open)
-        ws->srv->st.metrics.ws_open--;
+    if (ws->srv->metrics.ws_open)
+        ws->srv->metrics.ws_open--;
     srv_kernel_detach(ws);
     korch_wsframe_t *f;
     while ((f = zlistx_first(ws->queue))) {
@@ -962,10 +984,10 @@ void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f)
     korch_server_t *s = ws->srv;
     /* Bounded: a client that does not read loses its connection, never the
        kernel its messages. One message always fits an empty queue. */
-    if (ws->queued_bytes && ws->queued_bytes + f->len > s->st.opts.max_ws_queue) {
+    if (ws->queued_bytes && ws->queued_bytes + f->len > s->opts.max_ws_queue) {
         korch_warn("websocket %s: client is not reading (%zu bytes queued); dropping it", ws->session_key,
                    ws->queued_bytes);
-        s->st.metrics.ws_dropped_slow++;
+        s->metrics.ws_dropped_slow++;
         srv_ws_close(ws, "not reading");
         return;
     }
@@ -1050,7 +1072,7 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
             ws->tx_off = 0;
             korch_wsframe_unref(&f);
             ws->sent++;
-            s->st.metrics.ws_sent++;
+            s->metrics.ws_sent++;
             n++;
         }
         /* lws keeps what the socket did not take; wait for it to drain */
@@ -1078,8 +1100,8 @@ static int s_ws_receive(korch_server_t *s, srv_ws_t *ws, struct lws *wsi, const 
         ws->rx_binary = lws_frame_is_binary(wsi);
     }
     if (!ws->rx_skip) {
-        if (ws->rx_len + len > s->st.opts.max_ws_message) {
-            korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->st.opts.max_ws_message);
+        if (ws->rx_len + len > s->opts.max_ws_message) {
+            korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->opts.max_ws_message);
             ws->rx_skip = true;
         } else {
             if (ws->rx_len + len + 1 > ws->rx_cap) {
@@ -1125,11 +1147,11 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         if (fd >= 0)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         /* at a limit, and nothing idle to close for it: refused */
-        return s && !srv_conns_accept(s->st.conns, wsi, fd) ? -1 : 0;
+        return s && !srv_conns_accept(s->conns, wsi, fd) ? -1 : 0;
     }
     case LWS_CALLBACK_WSI_DESTROY:
         if (s)
-            srv_conns_closed(s->st.conns, wsi);
+            srv_conns_closed(s->conns, wsi);
         return 0;
     case LWS_CALLBACK_HTTP:
         return s && pss ? s_http_begin(s, pss, wsi, in) : -1;
@@ -1148,7 +1170,7 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         }
         if (pss && pss->req) {
             pss->req->wsi = NULL;
-            if (pss->req->wait == SRV_WAIT_NONE || pss->req->responded)
+            if (pss->req->owner == SRV_REQ_CONN || pss->req->responded)
                 s_req_free(&pss->req);
             pss->req = NULL; /* a waiting request is its waiter's now */
         }
@@ -1265,23 +1287,33 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         o.max_connections = 1024;
     if (o.max_connections > fd_room)
         o.max_connections = fd_room;
-    s->st.opts = o;
+    s->opts = o;
     s->body_mem = (srv_budget_t){0, o.max_body_total, "--max-body-total"};
     s->body_disk = (srv_budget_t){0, o.max_upload_total, "--max-upload-total"};
-    s->st.kernels = zhashx_new();
-    s->st.doomed = zlistx_new();
-    s->st.sessions = zhashx_new();
-    s->st.agents = zhashx_new();
-    s->st.agents_doomed = zlistx_new();
-    if (!s->origins || !s->st.kernels || !s->st.doomed || !s->st.sessions || !s->st.agents ||
-        !s->st.agents_doomed) {
+    korch_iso8601_now(s->started);
+    s_touch(s);
+    s->parts = (srv_parts_t){.opts = &s->opts, .loop = loop, .metrics = &s->metrics, .started = s->started,
+                             .last_activity = s->last_activity};
+    /* the kernel manager first, then those who listen to it */
+    s->kmgr = srv_kmgr_new(&(srv_kmgr_opts_t){.loop = loop, .launcher = o.launcher,
+                                              .start_timeout_ms = o.kernel_start_timeout_ms},
+                           err);
+    if (!s->kmgr)
+        goto fail;
+    s->parts.kmgr = s->kmgr;
+    s->relay = srv_relay_new(s->kmgr, &(srv_relay_opts_t){.loop = loop, .max_replay_bytes = o.max_replay_bytes,
+                                                          .metrics = &s->metrics});
+    srv_metrics_listen(&s->metrics, s->kmgr);
+    s->parts.relay = s->relay;
+    s->api = s->relay ? srv_api_new(s) : NULL;
+    s->parts.api = s->api;
+    s->agents = s->api ? srv_agents_new(s) : NULL;
+    s->parts.agents = s->agents;
+    if (!s->origins || !s->agents) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
-    zhashx_set_destructor(s->st.sessions, s_json_free);
-    korch_iso8601_now(s->st.started);
-    srv_touch(s);
-    srv_agents_load(s);
+    srv_agents_load(s->agents);
 
     if (uv_loop_init(&s->uv) != 0) {
         korch_err_set(err, KORCH_E_IO, "cannot create the libuv loop");
@@ -1323,7 +1355,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
                               .max_pending = CONN_PENDING,
                               .max_pending_per_peer = CONN_PENDING_PER_PEER,
                               .header_timeout_ms = o.header_timeout_ms};
-    if (!(s->st.conns = srv_conns_new(s, &lim))) {
+    if (!(s->conns = srv_conns_new(loop, &s->metrics, s_kick_cb, s, &lim))) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -1332,8 +1364,12 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         korch_err_set(err, KORCH_E_IO, "cannot poll the libuv loop");
         goto fail;
     }
-    if (srv_pool_new(s, err) != KORCH_OK || srv_cull_start(s, err) != KORCH_OK)
+    s->parts.conns = s->conns;
+    if (srv_pool_new(s->kmgr, loop, &s->opts, &s->pool, err) != KORCH_OK ||
+        srv_cull_new(s->kmgr, loop, &s->opts, &s->cull, err) != KORCH_OK)
         goto fail;
+    s->parts.pool = s->pool;
+    s->parts.cull = s->cull;
     s_uv_service(s);
     return s;
 fail:
@@ -1350,7 +1386,7 @@ typedef struct {
 static bool s_run_done(void *arg)
 {
     s_run_t *r = arg;
-    return zlistx_size(r->s->st.doomed) > 0 || (r->quit && r->quit(r->arg));
+    return srv_kmgr_has_doomed(r->s->kmgr) || (r->quit && r->quit(r->arg));
 }
 
 void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg)
@@ -1359,7 +1395,7 @@ void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg)
     for (;;) {
         /* Between rounds (korch_loop_run returned): the safe place to
            destroy kernels, which runs the loop itself. */
-        while (srv_kernels_reap(s))
+        while (srv_kmgr_reap(s->kmgr))
             ;
         if (quit && quit(arg))
             return;
@@ -1374,12 +1410,13 @@ void korch_server_destroy(korch_server_t **ps)
     korch_server_t *s = *ps;
     *ps = NULL;
     s->closing = true;
-    srv_cull_stop(s);
-    srv_pool_destroy(s); /* its kernels join the doomed ones */
-    if (s->st.agents)
-        srv_agents_destroy_all(s); /* before their kernels */
-    if (s->st.kernels)
-        srv_kernels_destroy_all(s);
+    srv_cull_destroy(&s->cull);
+    s->parts.cull = NULL;
+    srv_pool_destroy(&s->pool); /* its kernels are shut down with the others */
+    s->parts.pool = NULL;
+    srv_agents_destroy(&s->agents); /* before their kernels */
+    if (s->kmgr)
+        srv_kmgr_delete_all(s->kmgr); /* the relay and api hear of it */
     struct lws_context *ctx = s->ctx;
     s->ctx = NULL;
     if (ctx)
@@ -1401,14 +1438,12 @@ void korch_server_destroy(korch_server_t **ps)
         if (uv_loop_close(&s->uv) != 0)
             korch_debug("libuv loop still had handles at exit");
     }
-    srv_conns_destroy(&s->st.conns); /* after lws: its connections are gone */
+    srv_conns_destroy(&s->conns); /* after lws: its connections are gone */
     if (s->spool_fd >= 0)
         close(s->spool_fd);
-    zhashx_destroy(&s->st.kernels);
-    zlistx_destroy(&s->st.doomed);
-    zhashx_destroy(&s->st.sessions);
-    zhashx_destroy(&s->st.agents);
-    zlistx_destroy(&s->st.agents_doomed);
+    srv_kmgr_destroy(&s->kmgr);
+    srv_api_destroy(&s->api);
+    srv_relay_destroy(&s->relay);
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);
