@@ -7,6 +7,8 @@
  *  kernels.c  managed kernels: lifecycle through korch_kernel, the relay
  *             between kernel channels and websocket clients (IOPub to all,
  *             replies to the requester, replay buffers per session_id).
+ *  routes.c   the route table (every route, its handler, auth and body)
+ *             and the router that matches requests against it.
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
  *             /api/kernels, /api/sessions.
  *  agents.c   the agent API (/api/agent/...): sessions, their turns as
@@ -37,6 +39,7 @@
 #include "korch/kernel.h"
 #include "korch/server.h"
 #include "korch/wsmsg.h"
+#include "routes.h"
 
 struct lws;
 typedef struct srv_req srv_req_t;
@@ -66,7 +69,10 @@ struct srv_req {
     char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
                                    NULL when spooled to a file (srv_req_upload_map) */
     size_t body_len;
-    bool dispatched;            /* handed to srv_api (never twice) */
+    bool dispatched;            /* handed to its route's handler (never twice) */
+    const srv_route_t *route;   /* what the path and method matched (routes.c); NULL when none */
+    srv_params_t params;        /* the route's parameters */
+    char allow[48];             /* a 405's Allow header: the methods the path has */
     void *map;                  /* srv_req_upload_map's mapping */
     size_t map_len;
     int64_t t0_us;
@@ -158,9 +164,6 @@ void srv_kick(korch_server_t *s);
 bool srv_web_serve(srv_req_t *req);
 extern const char *const srv_web_headers[5][2];
 
-/* Route a request (api.c). Either responds now or calls srv_req_wait. */
-void srv_api(korch_server_t *s, srv_req_t *req);
-
 /* Take the request over: the connection no longer frees it. */
 void srv_req_wait(srv_req_t *req, srv_wait_t what);
 
@@ -246,7 +249,7 @@ struct srv_kernel {
     char last_activity[32];     /* ISO 8601 */
     int64_t last_activity_ms;
     zlistx_t *conns;            /* srv_ws_t*, not owned */
-    zhashx_t *routes;           /* parent msg_id -> srv_route_t (owned) */
+    zhashx_t *routes;           /* parent msg_id -> s_route_t (kernels.c; owned) */
     uint64_t route_seq;
     zlistx_t *replay;           /* srv_replay_t* (owned): buffers of disconnected sessions */
     uint64_t iopub_seq;         /* IOPub messages broadcast so far */
@@ -373,8 +376,7 @@ zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
    percent-encoded but for '/': a new string. */
 json_t *srv_agent_url(const char *id, const char *what, const char *path);
 
-void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
-/* Before an upload's body is read (req: PUT /api/agent/sessions/{id}/files/...):
+/* Before an upload's body is read (req: PUT /api/agent/sessions/{session_id}/files/{path*}):
    false when it would be refused anyway (no such session, no kernel
    running), and then it is answered. */
 bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
