@@ -278,8 +278,10 @@ static void s_allow(const s_node_t *n, char *allow, size_t len)
     for (int m = 0; m < M__COUNT; m++)
         if (n->route[m] >= 0) {
             int w = snprintf(allow + off, len - off, "%s%s", off ? ", " : "", s_methods[m]);
-            if (w < 0 || (size_t)w >= len - off)
+            if (w < 0 || (size_t)w >= len - off) {
+                allow[off] = 0; /* the methods that fit, never half of one */
                 return;
+            }
             off += (size_t)w;
         }
 }
