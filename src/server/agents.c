@@ -1,22 +1,12 @@
 /*  The agent API: agent sessions served over REST, their turns streamed as
  *  server-sent events.
  *
- *    POST   /api/agent/sessions {llm?, kernel_id?, kernel_name?, files?}   201 session
- *    GET    /api/agent/sessions                                          [session]
- *    GET    /api/agent/sessions/{id}              session + transcript (the records of transcript.jsonl)
- *    DELETE /api/agent/sessions/{id}              204 (its kernel too, when the session started it)
- *    POST   /api/agent/sessions/{id}/messages {content}    200 text/event-stream, one turn
- *    POST   /api/agent/sessions/{id}/interrupt             204, the running step stops
- *    GET    /api/agent/sessions/{id}/notebook              the .ipynb
- *    GET    /api/agent/sessions/{id}/files                 [{path, size, url, mime, uploaded}]: the work
- *                                                          dir's files, uploads and what the code wrote
- *    PUT    /api/agent/sessions/{id}/files/{path}          201 {name, size} (200 + replaced: an upload
- *                                                          of that name was there), into the work dir
- *                                                          (spooled to disk as it arrives, server.c)
- *    GET    /api/agent/sessions/{id}/files/{path}          the bytes
- *    GET    /api/agent/sessions/{id}/figures/{name}        a chart (PNG, JPEG, SVG) of result.figures
- *    GET    /api/agent/sessions/{id}/events ?after=N       text/event-stream of the running turn, 204 when none
- *  (src/server/openapi.yaml describes every route and event.)
+ *  The routes (POST /api/agent/sessions to create one, GET .../{session_id}
+ *  with its transcript, POST .../messages for a turn, PUT and GET
+ *  .../files/{path*}, ...) are in routes.c's table, each naming its handler
+ *  here; src/server/openapi.yaml describes every route and event. An
+ *  upload (PUT .../files/{path*}) is spooled to disk as it arrives
+ *  (server.c) and checked before its bytes come (srv_agent_upload_ok).
  *
  *  Threads. A korch_agent blocks while it thinks (libcurl easy) and owns its
  *  korch_llm, so each session runs its agent in an actor (agent_actor.c)
@@ -1017,20 +1007,6 @@ static void s_follow(srv_agent_t *sa, srv_req_t *req)
 
 /* ------------------------------------------------------------- files */
 
-/* seg[from..] joined with '/' into buf; false when it is not a safe relative path. */
-static bool s_join(char **seg, int from, int nseg, char *buf, size_t len)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (int i = from; i < nseg; i++) {
-        int w = snprintf(buf + n, len - n, "%s%s", i > from ? "/" : "", seg[i]);
-        if (w < 0 || (size_t)w >= len - n)
-            return false;
-        n += (size_t)w;
-    }
-    return n > 0 && korch_safe_relpath(buf);
-}
-
 /* The final move of an upload (spooled to an unnamed file by server.c)
    into the kernel's work dir, and its copy for a resumed container. The
    one place to switch to src/util/fsutil.c's openat + O_NOFOLLOW writer
@@ -1099,18 +1075,13 @@ static json_t *s_file_list(srv_agent_t *sa)
 }
 
 /* GET .../figures/{name}: a chart the agent kept (figures/fig-N.ext). */
-static void s_figure(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
+static void s_figure(srv_agent_t *sa, srv_req_t *req, const char *name)
 {
-    if (strcmp(req->method, "GET") != 0) {
-        srv_respond_error(req, 405, "method not allowed");
-        return;
-    }
-    const char *name = nseg == 6 ? seg[5] : NULL;
     int num = 0, used = 0;
     char ext[8] = "";
-    if (!name || strlen(name) > 40 || sscanf(name, "fig-%d.%7[a-z]%n", &num, ext, &used) != 2 ||
+    if (strlen(name) > 40 || sscanf(name, "fig-%d.%7[a-z]%n", &num, ext, &used) != 2 ||
         used != (int)strlen(name) || num <= 0) {
-        srv_respond_error(req, 404, "no figure '%s' (figures are named fig-N.png, .jpg or .svg)", name ? name : "");
+        srv_respond_error(req, 404, "no figure '%s' (figures are named fig-N.png, .jpg or .svg)", name);
         return;
     }
     const char *mime = korch_mime_for(name);
@@ -1124,82 +1095,85 @@ static void s_figure(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
     korch_err_t err = {0};
     char *data = korch_workdir_read(dir, name, MAX_NOTEBOOK, &len, &err);
     if (!data) {
-        srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? 404 : 500, "%s", err.msg);
+        srv_respond_error(req, srv_http_status(err.rc), "%s", err.msg);
         return;
     }
     srv_respond_raw(req, 200, mime, data, len);
     free(data);
 }
 
-static void s_files(srv_agent_t *sa, srv_req_t *req, char **seg, int nseg)
+/* The path a files route names, checked; NULL when req has been answered 400. */
+static const char *s_rel(srv_req_t *req, const srv_params_t *p)
 {
-    if (nseg == 5) {
-        if (strcmp(req->method, "GET") == 0)
-            srv_respond(req, 200, s_file_list(sa));
-        else
-            srv_respond_error(req, 405, "method not allowed");
-        return;
-    }
-    char rel[PATH_MAX];
-    if (!s_join(seg, 5, nseg, rel, sizeof rel)) {
-        srv_respond_error(req, 400, "'%s' is not a plain path inside the work dir", req->path);
-        return;
-    }
+    const char *rel = srv_param(p, "path");
+    if (korch_safe_relpath(rel))
+        return rel;
+    srv_respond_error(req, 400, "'%s' is not a plain path inside the work dir", req->path);
+    return NULL;
+}
+
+/* The session's kernel process, when it has one running (NULL else). */
+static korch_proc_t *s_proc(srv_agent_t *sa)
+{
     srv_kernel_t *mk = sa->kernel_id[0] ? srv_kmgr_find(s_kmgr(sa->srv), sa->kernel_id) : NULL;
-    korch_proc_t *proc = mk && sa->state != A_STARTING ? korch_kernel_proc(mk->k) : NULL;
+    return mk && sa->state != A_STARTING ? korch_kernel_proc(mk->k) : NULL;
+}
+
+static void s_file_put(srv_agent_t *sa, srv_req_t *req, const char *rel)
+{
+    korch_proc_t *proc = s_proc(sa);
+    korch_err_t err = {0};
+    if (!proc) {
+        srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
+                          s_state_names[sa->state]);
+        return;
+    }
+    if (s_place_upload(sa, proc, rel, req, &err) != KORCH_OK) {
+        srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
+        return;
+    }
+    bool replaced = s_uploaded(sa, rel);
+    s_add_file(sa, rel);
+    s_save(sa);
+    if (sa->actor)
+        zstr_send(sa->actor, "FILES");
+    s_touch(sa);
+    /* PUT replaces by definition; the answer says when it did */
+    srv_respond(req, replaced ? 200 : 201,
+                json_pack("{s:s, s:I, s:b, s:o}", "name", rel, "size", (json_int_t)req->body_len, "replaced", replaced,
+                          "url", s_url(sa, "files", rel)));
+}
+
+static void s_file_get(srv_agent_t *sa, srv_req_t *req, const char *rel)
+{
+    korch_proc_t *proc = s_proc(sa);
     korch_err_t err = {0};
     size_t max = s_opts(sa->srv)->max_upload;
-    if (strcmp(req->method, "PUT") == 0) {
-        if (!proc) {
-            srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
-                              s_state_names[sa->state]);
-            return;
-        }
-        if (s_place_upload(sa, proc, rel, req, &err) != KORCH_OK) {
-            srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
-            return;
-        }
-        bool replaced = s_uploaded(sa, rel);
-        s_add_file(sa, rel);
-        s_save(sa);
-        if (sa->actor)
-            zstr_send(sa->actor, "FILES");
-        s_touch(sa);
-        /* PUT replaces by definition; the answer says when it did */
-        srv_respond(req, replaced ? 200 : 201,
-                    json_pack("{s:s, s:I, s:b, s:o}", "name", rel, "size", (json_int_t)req->body_len, "replaced",
-                              replaced, "url", s_url(sa, "files", rel)));
-    } else if (strcmp(req->method, "GET") == 0) {
-        char *data = NULL;
-        size_t len = 0;
-        korch_rc_t rc;
-        if (proc)
-            rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
-        else { /* stopped: what is left on the host, read without following the kernel's symlinks */
-            char dir[PATH_MAX + 8];
-            snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
-            data = korch_workdir_read(dir, rel, max, &len, &err);
-            rc = data ? KORCH_OK : err.rc;
-        }
-        if (rc != KORCH_OK) {
-            srv_respond_error(req, rc == KORCH_E_NOTFOUND ? 404 : rc == KORCH_E_TOOBIG ? 413 : 500, "%s",
-                              err.msg);
-            return;
-        }
-        srv_respond_raw(req, 200, korch_mime_for(rel), data, len);
-        free(data);
-    } else
-        srv_respond_error(req, 405, "method not allowed");
+    char *data = NULL;
+    size_t len = 0;
+    korch_rc_t rc;
+    if (proc)
+        rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
+    else { /* stopped: what is left on the host, read without following the kernel's symlinks */
+        char dir[PATH_MAX + 8];
+        snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+        data = korch_workdir_read(dir, rel, max, &len, &err);
+        rc = data ? KORCH_OK : err.rc;
+    }
+    if (rc != KORCH_OK) {
+        /* not there, or too big, is the client's to hear; anything else (a link
+           the kernel planted, INVALID) is the server's */
+        srv_respond_error(req, rc == KORCH_E_NOTFOUND || rc == KORCH_E_TOOBIG ? srv_http_status(rc) : 500, "%s",
+                          err.msg);
+        return;
+    }
+    srv_respond_raw(req, 200, korch_mime_for(rel), data, len);
+    free(data);
 }
 
 bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
 {
-    /* /api/agent/sessions/{id}/files/{path} */
-    const char *p = req->path + strlen("/api/agent/sessions/"), *slash = strchr(p, '/');
-    char id[64];
-    if (!slash || (size_t)(slash - p) >= sizeof id || strncmp(slash, "/files/", 7) != 0)
-        return true; /* not an upload after all: routed as any request */
-    snprintf(id, sizeof id, "%.*s", (int)(slash - p), p);
+    const char *id = srv_param(&req->params, "session_id");
     srv_agent_t *sa = zhashx_lookup(s_all(s), id);
     if (!sa) {
         srv_respond_error(req, 404, "no agent session '%s'", id);
@@ -1264,66 +1238,106 @@ static void s_delete(srv_agent_t *sa, srv_req_t *req)
         srv_respond(req, 204, NULL);
 }
 
-void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
+/* ------------------------------------------------------ the handlers */
+
+void srv_agent_list(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    /* seg: api agent sessions [id [messages|interrupt|notebook|events|files [path...]]] */
-    if (nseg < 3 || strcmp(seg[2], "sessions") != 0) {
-        srv_respond_error(req, 404, "not found");
-        return;
-    }
-    const char *m = req->method;
-    bool wants_body = strcmp(m, "POST") == 0 && (nseg == 3 || (nseg == 5 && strcmp(seg[4], "messages") == 0));
-    bool bad = false;
-    json_t *body = wants_body ? srv_req_json(req, &bad) : NULL;
-    if (bad)
-        return;
-    if (nseg == 3) {
-        if (strcmp(m, "GET") == 0) {
-            json_t *list = json_array();
-            for (srv_agent_t *sa = zhashx_first(s_all(s)); sa; sa = zhashx_next(s_all(s)))
-                json_array_append_new(list, s_model(sa));
-            srv_respond(req, 200, list);
-        } else if (strcmp(m, "POST") == 0)
-            s_create(s, req, body);
-        else
-            srv_respond_error(req, 405, "method not allowed");
-        json_decref(body);
-        return;
-    }
-    srv_agent_t *sa = zhashx_lookup(s_all(s), seg[3]);
-    if (!sa) {
-        srv_respond_error(req, 404, "no agent session '%s'", seg[3]);
-        json_decref(body);
-        return;
-    }
-    const char *sub = nseg >= 5 ? seg[4] : "";
-    if (nseg == 4 && strcmp(m, "GET") == 0)
+    json_t *list = json_array();
+    for (srv_agent_t *sa = zhashx_first(s_all(s)); sa; sa = zhashx_next(s_all(s)))
+        json_array_append_new(list, s_model(sa));
+    srv_respond(req, 200, list);
+}
+
+void srv_agent_create(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_create(s, req, body);
+}
+
+/* The session the path names, or NULL when req has been answered 404. */
+static srv_agent_t *s_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
+{
+    const char *id = srv_param(p, "session_id");
+    srv_agent_t *sa = zhashx_lookup(s_all(s), id);
+    if (!sa)
+        srv_respond_error(req, 404, "no agent session '%s'", id);
+    return sa;
+}
+
+void srv_agent_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
         s_get(sa, req);
-    else if (nseg == 4 && strcmp(m, "DELETE") == 0)
+}
+
+void srv_agent_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
         s_delete(sa, req);
-    else if (nseg == 5 && strcmp(sub, "messages") == 0 && strcmp(m, "POST") == 0)
+}
+
+void srv_agent_message(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
         s_message(sa, req, body);
-    else if (nseg == 5 && strcmp(sub, "interrupt") == 0 && strcmp(m, "POST") == 0) {
-        if (sa->state == A_RUNNING) {
-            atomic_store(&sa->cfg.cancel, 1);
-            zstr_send(sa->actor, "INTERRUPT");
-        }
-        srv_respond(req, 204, NULL);
-    } else if (nseg == 5 && strcmp(sub, "notebook") == 0 && strcmp(m, "GET") == 0)
+}
+
+void srv_agent_interrupt(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (!sa)
+        return;
+    if (sa->state == A_RUNNING) {
+        atomic_store(&sa->cfg.cancel, 1);
+        zstr_send(sa->actor, "INTERRUPT");
+    }
+    srv_respond(req, 204, NULL);
+}
+
+void srv_agent_notebook(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
         s_notebook(sa, req);
-    else if (nseg == 5 && strcmp(sub, "events") == 0 && strcmp(m, "GET") == 0)
+}
+
+void srv_agent_events(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
         s_follow(sa, req);
-    else if (strcmp(sub, "files") == 0)
-        s_files(sa, req, seg, nseg);
-    else if (strcmp(sub, "figures") == 0)
-        s_figure(sa, req, seg, nseg);
-    else if (nseg == 4 ||
-             (nseg == 5 && (strcmp(sub, "messages") == 0 || strcmp(sub, "interrupt") == 0 ||
-                            strcmp(sub, "notebook") == 0 || strcmp(sub, "events") == 0)))
-        srv_respond_error(req, 405, "method not allowed");
-    else
-        srv_respond_error(req, 404, "not found");
-    json_decref(body);
+}
+
+void srv_agent_files(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
+        srv_respond(req, 200, s_file_list(sa));
+}
+
+void srv_agent_file_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    const char *rel = sa ? s_rel(req, p) : NULL;
+    if (rel)
+        s_file_get(sa, req, rel);
+}
+
+void srv_agent_file_put(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    const char *rel = sa ? s_rel(req, p) : NULL;
+    if (rel)
+        s_file_put(sa, req, rel);
+}
+
+void srv_agent_figure(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_agent_t *sa = s_of(s, req, p);
+    if (sa)
+        s_figure(sa, req, srv_param(p, "name"));
 }
 
 void srv_agents_count(srv_agents_t *a, uint64_t n[4])

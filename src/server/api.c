@@ -1,23 +1,17 @@
-/*  The REST routes of the Jupyter Server kernel API.
+/*  The Jupyter Server kernel API's handlers: kernelspecs, kernels,
+ *  sessions, status. routes.c's table says which route each one serves
+ *  (and src/server/openapi.yaml documents them); a handler sees its path's
+ *  parameters by name and, for the routes that read one, the JSON body.
  *
  *  Shapes follow jupyter_server 1.23 (services/kernels/handlers.py,
- *  services/sessions/handlers.py + sessionmanager.py, services/api):
- *    GET  /api                        {version}           (no token needed)
- *    GET  /api/status                 {started, last_activity, kernels, connections,
- *                                      pool?: {NAME: {size, ready, starting}} (korch's)}
- *    GET  /api/kernelspecs            {default, kernelspecs: {name: {name, spec, resources}}}
- *    GET  /api/kernelspecs/{name}
- *    GET  /kernelspecs/{name}/{file}  a kernelspec resource (logo-32x32.png ...; resources.c)
- *    GET  /api/kernels                [model]
- *    POST /api/kernels {name?, path?, env?}   201 model, once the kernel is ready
- *                                     (at once from the warm pool, pool.c)
- *    GET|DELETE /api/kernels/{id}     model | 204 once it is gone
- *    POST /api/kernels/{id}/interrupt 204
- *    POST /api/kernels/{id}/restart   200 model, once it is ready again
- *    GET|POST /api/sessions, GET|PATCH|DELETE /api/sessions/{id}
- *  A kernel model is {id, name, last_activity, execution_state, connections};
- *  a session {id, path, name, type, kernel: model, notebook?: {path, name}}.
- *  Errors are {"message": ...}.
+ *  services/sessions/handlers.py + sessionmanager.py, services/api).
+ *  A kernel start is answered 201 once the kernel is ready (at once from
+ *  the warm pool, pool.c), a restart 200 once it is ready again, a delete
+ *  204 once it is gone. A kernel model is {id, name, last_activity,
+ *  execution_state, connections}; a session {id, path, name, type,
+ *  kernel: model, notebook?: {path, name}}; /api/status is {started,
+ *  last_activity, kernels, connections, pool?: {NAME: {size, ready,
+ *  starting}} (korch's)}. Errors are {"message": ...}.
  */
 #include "server_int.h"
 #include "korch/kernelspec.h"
@@ -27,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_SEGS 8
 
 struct srv_api {
     korch_server_t *srv;
@@ -237,10 +229,8 @@ static srv_kernel_t *s_start(korch_server_t *s, srv_req_t *req, const char *name
     korch_err_t err = {0};
     mk = srv_kmgr_start(p->kmgr, &(srv_kstart_t){.name = name, .env = env}, &err);
     if (!mk)
-        srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status
-                               : err.rc == KORCH_E_INVALID ? 400
-                                                           : 500,
-                          "%s", err.msg);
+        srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status : srv_http_status(err.rc), "%s",
+                          err.msg);
     return mk;
 }
 
@@ -265,55 +255,74 @@ static void s_kernels_post(korch_server_t *s, srv_req_t *req, json_t *body)
     s_wait_on(s, mk, req, W_START, NULL, NULL);
 }
 
-static void s_kernels(korch_server_t *s, srv_req_t *req, char **seg, int nseg, json_t *body)
+void srv_api_kernels_list(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    const char *m = req->method;
-    if (nseg == 2) {
-        if (strcmp(m, "GET") == 0) {
-            json_t *list = json_array();
-            zlistx_t *all = srv_kmgr_list(s_kmgr(s));
-            for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
-                json_array_append_new(list, srv_kernel_model(mk));
-            zlistx_destroy(&all);
-            srv_respond(req, 200, list);
-        } else if (strcmp(m, "POST") == 0)
-            s_kernels_post(s, req, body);
-        else
-            srv_respond_error(req, 405, "method not allowed");
-        return;
-    }
-    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), seg[2]);
-    if (!mk) {
-        srv_respond_error(req, 404, "Kernel does not exist: %.80s", seg[2]);
-        return;
-    }
+    json_t *list = json_array();
+    zlistx_t *all = srv_kmgr_list(s_kmgr(s));
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
+        json_array_append_new(list, srv_kernel_model(mk));
+    zlistx_destroy(&all);
+    srv_respond(req, 200, list);
+}
+
+void srv_api_kernels_start(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_kernels_post(s, req, body);
+}
+
+/* The kernel the path names, or NULL when it has been answered 404. */
+static srv_kernel_t *s_kernel_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
+{
+    const char *id = srv_param(p, "kernel_id");
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), id);
+    if (!mk)
+        srv_respond_error(req, 404, "Kernel does not exist: %.80s", id);
+    return mk;
+}
+
+void srv_api_kernel_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_kernel_t *mk = s_kernel_of(s, req, p);
+    if (mk)
+        srv_respond(req, 200, srv_kernel_model(mk));
+}
+
+void srv_api_kernel_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_kernel_t *mk = s_kernel_of(s, req, p);
+    if (mk)
+        s_delete(mk, req);
+}
+
+void srv_api_kernel_interrupt(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_kernel_t *mk = s_kernel_of(s, req, p);
     korch_err_t err = {0};
-    if (nseg == 3) {
-        if (strcmp(m, "GET") == 0)
-            srv_respond(req, 200, srv_kernel_model(mk));
-        else if (strcmp(m, "DELETE") == 0)
-            s_delete(mk, req);
-        else
-            srv_respond_error(req, 405, "method not allowed");
+    if (!mk)
         return;
-    }
-    if (nseg != 4 || strcmp(m, "POST") != 0) {
-        srv_respond_error(req, nseg == 4 && strcmp(seg[3], "channels") == 0 ? 400 : 404,
-                          nseg == 4 && strcmp(seg[3], "channels") == 0 ? "a websocket upgrade is needed" : "not found");
+    if (korch_kernel_interrupt(mk->k, &err) != KORCH_OK)
+        srv_respond_error(req, 500, "%s", err.msg);
+    else
+        srv_respond(req, 204, NULL);
+}
+
+void srv_api_kernel_restart(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_kernel_t *mk = s_kernel_of(s, req, p);
+    korch_err_t err = {0};
+    if (!mk)
         return;
-    }
-    if (strcmp(seg[3], "interrupt") == 0) {
-        if (korch_kernel_interrupt(mk->k, &err) != KORCH_OK)
-            srv_respond_error(req, 500, "%s", err.msg);
-        else
-            srv_respond(req, 204, NULL);
-    } else if (strcmp(seg[3], "restart") == 0) {
-        if (srv_kmgr_restart(mk, &err) != KORCH_OK)
-            srv_respond_error(req, 500, "%s", err.msg);
-        else
-            s_wait_on(s, mk, req, W_RESTART, NULL, NULL);
-    } else
-        srv_respond_error(req, 404, "not found");
+    if (srv_kmgr_restart(mk, &err) != KORCH_OK)
+        srv_respond_error(req, 500, "%s", err.msg);
+    else
+        s_wait_on(s, mk, req, W_RESTART, NULL, NULL);
+}
+
+/* The channels' path without an upgrade (upgrades go to server.c's s_ws_confirm). */
+void srv_api_kernel_channels(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    if (s_kernel_of(s, req, p))
+        srv_respond_error(req, 400, "a websocket upgrade is needed");
 }
 
 /* ------------------------------------------------------------ sessions */
@@ -428,78 +437,103 @@ static void s_sessions_patch(korch_server_t *s, srv_req_t *req, json_t *sess, js
         srv_respond_error(req, 404, "the session's kernel is gone");
 }
 
-static void s_sessions(korch_server_t *s, srv_req_t *req, char **seg, int nseg, json_t *body)
+void srv_api_sessions_list(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    const char *m = req->method;
     zhashx_t *all = s_api(s)->sessions;
-    if (nseg == 2) {
-        if (strcmp(m, "GET") == 0) {
-            json_t *list = json_array();
-            for (json_t *sess = zhashx_first(all); sess; sess = zhashx_next(all)) {
-                json_t *model = s_session_model(s, sess);
-                if (model)
-                    json_array_append_new(list, model);
-            }
-            srv_respond(req, 200, list);
-        } else if (strcmp(m, "POST") == 0)
-            s_sessions_post(s, req, body);
-        else
-            srv_respond_error(req, 405, "method not allowed");
-        return;
+    json_t *list = json_array();
+    for (json_t *sess = zhashx_first(all); sess; sess = zhashx_next(all)) {
+        json_t *model = s_session_model(s, sess);
+        if (model)
+            json_array_append_new(list, model);
     }
-    json_t *sess = nseg == 3 ? zhashx_lookup(all, seg[2]) : NULL;
+    srv_respond(req, 200, list);
+}
+
+void srv_api_sessions_create(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_sessions_post(s, req, body);
+}
+
+/* The session the path names (borrowed), or NULL when it has been answered
+   404; one whose kernel is gone is forgotten. */
+static json_t *s_session_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
+{
+    zhashx_t *all = s_api(s)->sessions;
+    const char *id = srv_param(p, "session_id");
+    json_t *sess = zhashx_lookup(all, id);
     json_t *model = sess ? s_session_model(s, sess) : NULL;
     if (!model) {
         if (sess)
-            zhashx_delete(all, seg[2]); /* its kernel is gone */
-        srv_respond_error(req, 404, "Session not found: %.80s", nseg >= 3 ? seg[2] : "");
-        return;
+            zhashx_delete(all, id); /* its kernel is gone */
+        srv_respond_error(req, 404, "Session not found: %.80s", id);
+        return NULL;
     }
-    if (strcmp(m, "GET") == 0)
-        srv_respond(req, 200, model);
-    else if (strcmp(m, "PATCH") == 0) {
-        json_decref(model);
+    json_decref(model);
+    return sess;
+}
+
+void srv_api_session_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    json_t *sess = s_session_of(s, req, p);
+    if (sess)
+        srv_respond(req, 200, s_session_model(s, sess));
+}
+
+void srv_api_session_patch(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    json_t *sess = s_session_of(s, req, p);
+    if (sess)
         s_sessions_patch(s, req, sess, body);
-    } else if (strcmp(m, "DELETE") == 0) {
-        json_decref(model);
-        srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
-        zhashx_delete(all, seg[2]);
-        if (mk)
-            s_delete(mk, req);
-        else
-            srv_respond(req, 204, NULL);
-    } else {
-        json_decref(model);
-        srv_respond_error(req, 405, "method not allowed");
-    }
+}
+
+void srv_api_session_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    json_t *sess = s_session_of(s, req, p);
+    if (!sess)
+        return;
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
+    zhashx_delete(s_api(s)->sessions, srv_param(p, "session_id"));
+    if (mk)
+        s_delete(mk, req);
+    else
+        srv_respond(req, 204, NULL);
 }
 
 /* ------------------------------------------------------------- routing */
 
-static void s_kernelspecs(korch_server_t *s, srv_req_t *req, char **seg, int nseg)
+/* ------------------------------------------------------------- the rest */
+
+void srv_api_version(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    if (strcmp(req->method, "GET") != 0) {
-        srv_respond_error(req, 405, "method not allowed");
-        return;
-    }
+    srv_respond(req, 200, json_pack("{s:s}", "version", KORCH_VERSION));
+}
+
+void srv_api_kernelspecs(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    json_t *list = korch_kernelspec_list();
+    if (!list)
+        srv_respond_error(req, 500, "cannot list kernelspecs");
+    else
+        srv_respond(req, 200, json_pack("{s:s, s:o}", "default", srv_parts(s)->opts->kernel, "kernelspecs", list));
+}
+
+void srv_api_kernelspec(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
     json_t *list = korch_kernelspec_list();
     if (!list) {
         srv_respond_error(req, 500, "cannot list kernelspecs");
         return;
     }
-    if (nseg == 2) {
-        srv_respond(req, 200, json_pack("{s:s, s:o}", "default", srv_parts(s)->opts->kernel, "kernelspecs", list));
-        return;
-    }
-    json_t *one = nseg == 3 ? json_object_get(list, seg[2]) : NULL;
+    const char *name = srv_param(p, "kernel_name");
+    json_t *one = json_object_get(list, name);
     if (one)
         srv_respond(req, 200, json_incref(one));
     else
-        srv_respond_error(req, 404, "Kernel spec %.80s not found", nseg >= 3 ? seg[2] : "");
+        srv_respond_error(req, 404, "Kernel spec %.80s not found", name);
     json_decref(list);
 }
 
-static void s_status(korch_server_t *s, srv_req_t *req)
+void srv_api_status(korch_server_t *s, srv_req_t *req, const srv_params_t *params, json_t *body)
 {
     const srv_parts_t *p = srv_parts(s);
     int conns = 0;
@@ -518,58 +552,4 @@ static void s_status(korch_server_t *s, srv_req_t *req)
     else
         json_decref(pool);
     srv_respond(req, 200, status);
-}
-
-void srv_api(korch_server_t *s, srv_req_t *req)
-{
-    char path[sizeof req->path];
-    snprintf(path, sizeof path, "%s", req->path);
-    size_t plen = strlen(path);
-    if (plen > 1 && path[plen - 1] == '/')
-        path[plen - 1] = 0;
-    char *seg[MAX_SEGS];
-    int nseg = 0;
-    for (char *save = NULL, *p = strtok_r(path, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
-        if (nseg == MAX_SEGS) {
-            srv_respond_error(req, 404, "not found");
-            return;
-        }
-        seg[nseg++] = p;
-    }
-    if (nseg == 1 && strcmp(seg[0], "metrics") == 0) { /* GET /metrics, Prometheus' text (metrics.c) */
-        srv_metrics_respond(s, req);
-        return;
-    }
-    if (nseg == 3 && strcmp(seg[0], "kernelspecs") == 0) { /* a kernelspec's logo (resources.c) */
-        srv_kernelspec_resource(s, req, seg[1], seg[2]);
-        return;
-    }
-    if (nseg == 0 || strcmp(seg[0], "api") != 0) {
-        srv_respond_error(req, 404, "not found");
-        return;
-    }
-    if (nseg >= 2 && strcmp(seg[1], "agent") == 0) { /* parses its own bodies (uploads are raw) */
-        srv_agent_api(s, req, seg, nseg);
-        return;
-    }
-    bool bad = false;
-    json_t *body = srv_req_json(req, &bad);
-    if (bad)
-        return;
-    if (nseg == 1) {
-        if (strcmp(req->method, "GET") == 0)
-            srv_respond(req, 200, json_pack("{s:s}", "version", KORCH_VERSION));
-        else
-            srv_respond_error(req, 405, "method not allowed");
-    } else if (strcmp(seg[1], "status") == 0 && nseg == 2)
-        s_status(s, req);
-    else if (strcmp(seg[1], "kernelspecs") == 0)
-        s_kernelspecs(s, req, seg, nseg);
-    else if (strcmp(seg[1], "kernels") == 0)
-        s_kernels(s, req, seg, nseg, body);
-    else if (strcmp(seg[1], "sessions") == 0)
-        s_sessions(s, req, seg, nseg, body);
-    else
-        srv_respond_error(req, 404, "not found");
-    json_decref(body);
 }

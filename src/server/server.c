@@ -299,9 +299,11 @@ void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
 }
 
 /* Write status, headers and body; "connection: close" always (see
-   s_finish). Returns -1 when the connection must close. */
+   s_finish). allow: a 405's Allow header (RFC 9110 15.5.6: "The origin
+   server MUST generate an Allow header field in a 405 response"), or
+   NULL. Returns -1 when the connection must close. */
 static int s_write_response(struct lws *wsi, int status, const char *ctype, const char *body, size_t len,
-                            const char *location, const char *origin, bool page)
+                            const char *location, const char *origin, bool page, const char *allow)
 {
     if (!ctype || !*ctype)
         ctype = "application/json";
@@ -337,6 +339,10 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
                                         (const unsigned char *)srv_web_headers[i][1],
                                         (int)strlen(srv_web_headers[i][1]), &p, end))
             goto out;
+    if (allow && *allow &&
+        lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:", (const unsigned char *)allow,
+                                    (int)strlen(allow), &p, end))
+        goto out;
     if (location && *location &&
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_LOCATION, (const unsigned char *)location,
                                      (int)strlen(location), &p, end))
@@ -484,7 +490,7 @@ static int s_stream_writable(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         return -1;
     if (!req->stream_started) {
         req->stream_started = true;
-        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin, false) < 0)
+        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin, false, NULL) < 0)
             return -1;
         lws_callback_on_writable(wsi);
         return 0;
@@ -525,8 +531,10 @@ static int s_finish(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         return 0;
     pss->req = NULL;
     pss->answered = true;
-    int rc = s_write_response(wsi, req->status, req->content_type, req->resp, req->resp_len, req->location,
-                              req->origin, req->page);
+    /* RFC 9110 9.3.2: "The server SHOULD NOT send content in the response" to HEAD */
+    bool head = strcmp(req->method, "HEAD") == 0;
+    int rc = s_write_response(wsi, req->status, req->content_type, req->resp, head ? 0 : req->resp_len,
+                              req->location, req->origin, req->page, req->status == 405 ? req->allow : NULL);
     s_access_log(s, req->method, req->path, req->status, req->t0_us, wsi);
     s_req_free(&req);
     /* One request per connection: it closes once the response is out
@@ -614,20 +622,40 @@ static const char *s_method(struct lws *wsi)
     return "?";
 }
 
+/* Hand req to its route's handler (req->route, matched in s_http_begin),
+   with its JSON body parsed when the route reads one. */
 static void s_dispatch(korch_server_t *s, srv_req_t *req)
 {
     srv_req_t *was = s->dispatching;
     req->dispatched = true;
     s->dispatching = req;
-    srv_api(s, req);
+    const srv_route_t *r = req->route;
+    bool bad = false;
+    json_t *body = r->body == SRV_BODY_JSON ? srv_req_json(req, &bad) : NULL;
+    if (!bad)
+        r->handler(s, req, &req->params, body);
+    json_decref(body);
     s->dispatching = was;
 }
 
-/* PUT /api/agent/sessions/{id}/files/{path}: the upload limit, spooled to disk. */
-static bool s_is_upload(const srv_req_t *req)
+/* Answer a request the router did not match (404, 405 with Allow, 400, 414). */
+static void s_unrouted(srv_req_t *req, srv_match_t m)
 {
-    return strcmp(req->method, "PUT") == 0 && strncmp(req->path, "/api/agent/sessions/", 20) == 0 &&
-           strstr(req->path + 20, "/files/") != NULL;
+    switch (m) {
+    case SRV_MATCH_METHOD:
+        srv_respond_error(req, 405, "method not allowed (%s allowed here)", req->allow);
+        break;
+    case SRV_MATCH_BAD_PATH:
+        srv_respond_error(req, 400, "'%s' is not a plain path ('.' and '..' name no file here)", req->path);
+        break;
+    case SRV_MATCH_TOO_LONG:
+        srv_respond_error(req, 414, "the path is too long (at most %d bytes, %d segments)", SRV_ROUTE_MAX_PATH - 1,
+                          SRV_ROUTE_MAX_SEGS);
+        break;
+    default:
+        srv_respond_error(req, 404, "not found");
+        break;
+    }
 }
 
 /* The directory uploads are spooled in: opts.agent_dir/.uploads, 0700 and
@@ -711,7 +739,7 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
             return false;
         }
     }
-    bool upload = s_is_upload(req);
+    bool upload = req->route->body == SRV_BODY_UPLOAD; /* its limit, spooled to disk */
     size_t max = upload ? s->opts.max_upload : s->opts.max_body;
     if (len > max) {
         srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
@@ -761,7 +789,10 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
     req->wsi = wsi;
     req->t0_us = s_now_us();
     snprintf(req->method, sizeof req->method, "%s", s_method(wsi));
-    snprintf(req->path, sizeof req->path, "%s", uri ? uri : "");
+    /* a path too long to keep is refused, never cut (a cut path names another file) */
+    size_t ulen = uri ? strlen(uri) : 0;
+    bool too_long = ulen >= sizeof req->path;
+    snprintf(req->path, sizeof req->path, "%.*s", too_long ? 64 : (int)ulen, uri ? uri : "");
     pss->req = req;
     s_touch(s);
     s->dispatching = req;
@@ -777,12 +808,19 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
         srv_respond(req, 204, NULL);
         goto done;
     }
-    /* the web app's own files hold no secret: served without the token (web.c) */
-    if (srv_web_serve(req))
-        goto done;
-    /* GET /api is open, as in jupyter_server (clients probe it) */
-    if (!(strcmp(req->method, "GET") == 0 && strcmp(req->path, "/api") == 0) && !s_token_ok(s, wsi)) {
+    /* Open routes (GET /api, as in jupyter_server: clients probe it; the web
+       app's files, which hold no secret) need no token; any other request
+       does before it learns anything, even whether its path exists. */
+    srv_match_t m = too_long ? SRV_MATCH_TOO_LONG
+                             : srv_route_match(req->method, req->path, ulen, &req->route, &req->params, req->allow,
+                                               sizeof req->allow);
+    if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !s_token_ok(s, wsi)) {
         srv_respond_error(req, 403, "missing or wrong token");
+        goto done;
+    }
+    /* before the body: a request for no route is answered without reading it */
+    if (m != SRV_MATCH_OK) {
+        s_unrouted(req, m);
         goto done;
     }
     if (s_body_begin(s, req, wsi)) {
@@ -888,14 +926,31 @@ void srv_req_upload_unmap(srv_req_t *req)
 
 /* ------------------------------------------------------------- websockets */
 
+/* The upgrade's path into uri, and the kernel it names into id when the
+   router matches it to the websocket route (false else: 404). */
+static bool s_ws_route(struct lws *wsi, char *uri, size_t uri_len, char *id, size_t id_len)
+{
+    const srv_route_t *r;
+    srv_params_t p;
+    uri[0] = id[0] = 0;
+    int n = lws_hdr_copy(wsi, uri, (int)uri_len, WSI_TOKEN_GET_URI);
+    if (n <= 0 || srv_route_match("GET", uri, (size_t)n, &r, &p, NULL, 0) != SRV_MATCH_OK || !r->websocket)
+        return false;
+    const char *kid = srv_param(&p, "kernel_id");
+    if (strlen(kid) >= id_len)
+        return false;
+    snprintf(id, id_len, "%s", kid);
+    return true;
+}
+
 /* Is this upgrade acceptable (0)? Else answer with a status ourselves and
    close (-1). */
 static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
-    char uri[512] = "", id[64] = "";
+    char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = s_now_us();
     srv_conns_headers_done(s->conns, wsi);
-    lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+    bool routed = s_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
     char cors[MAX_ORIGIN];
@@ -904,8 +959,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         status = 403;
     } else if (!s_token_ok(s, wsi))
         status = 403, msg = "missing or wrong token";
-    else if (sscanf(uri, "/api/kernels/%63[^/]/channels", id) != 1 ||
-             strlen(uri) != strlen("/api/kernels//channels") + strlen(id))
+    else if (!routed)
         status = 404, msg = "not found";
     else if (!srv_kmgr_find(s->kmgr, id))
         status = 404, msg = "kernel does not exist";
@@ -913,7 +967,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         return 0;
     char body[128];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
-    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false);
+    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL);
     s_access_log(s, "GET", uri, status, t0, wsi);
     /* -1, not 1: after 1 lws keeps the connection for another request, and
        a pipelined one with a body is what it mis-frames (see s_finish) */
@@ -922,10 +976,9 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 
 static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
 {
-    char uri[512] = "", id[64] = "", sid[128] = "";
+    char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "", sid[128] = "";
     int64_t t0 = s_now_us();
-    lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
-    sscanf(uri, "/api/kernels/%63[^/]/channels", id);
+    s_ws_route(wsi, uri, sizeof uri, id, sizeof id); /* confirmed: it matches */
     srv_ws_t *ws = calloc(1, sizeof *ws);
     if (!ws || !(ws->queue = zlistx_new())) {
         free(ws);

@@ -7,6 +7,8 @@
  *  kernels.c  managed kernels: lifecycle through korch_kernel, the relay
  *             between kernel channels and websocket clients (IOPub to all,
  *             replies to the requester, replay buffers per session_id).
+ *  routes.c   the route table (every route, its handler, auth and body)
+ *             and the router that matches requests against it.
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
  *             /api/kernels, /api/sessions.
  *  agents.c   the agent API (/api/agent/...): sessions, their turns as
@@ -38,6 +40,7 @@
 #include "korch/server.h"
 #include "korch/wsmsg.h"
 #include "kmgr.h"
+#include "routes.h"
 
 struct lws;
 typedef struct srv_req srv_req_t;
@@ -59,7 +62,10 @@ struct srv_req {
     char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
                                    NULL when spooled to a file (srv_req_upload_map) */
     size_t body_len;
-    bool dispatched;            /* handed to srv_api (never twice) */
+    bool dispatched;            /* handed to its route's handler (never twice) */
+    const srv_route_t *route;   /* what the path and method matched (routes.c); NULL when none */
+    srv_params_t params;        /* the route's parameters */
+    char allow[48];             /* a 405's Allow header: the methods the path has */
     void *map;                  /* srv_req_upload_map's mapping */
     size_t map_len;
     int64_t t0_us;
@@ -151,7 +157,6 @@ void srv_kick(korch_server_t *s);
    with them. */
 bool srv_web_serve(srv_req_t *req);
 extern const char *const srv_web_headers[5][2];
-
 
 /* Take the request over: the connection no longer frees it. */
 void srv_req_wait(srv_req_t *req);
@@ -313,8 +318,6 @@ void srv_cull_destroy(srv_cull_t **c);
 /* api.c: the REST routes of Jupyter's kernel API, and the sessions (its own). */
 srv_api_t *srv_api_new(korch_server_t *s);
 void srv_api_destroy(srv_api_t **a);
-/* Route a request. Either responds now or calls srv_req_wait. */
-void srv_api(korch_server_t *s, srv_req_t *req);
 
 /* agent_actor.c: a session's agent on a thread of its own. cfg belongs to
    the session, outlives the actor (zactor_destroy joins it) and does not
@@ -339,8 +342,7 @@ json_t *srv_agent_url(const char *id, const char *what, const char *path);
 srv_agents_t *srv_agents_new(korch_server_t *s);
 /* Stop every session's agent (joins their threads) and free them. */
 void srv_agents_destroy(srv_agents_t **a);
-void srv_agent_api(korch_server_t *s, srv_req_t *req, char **seg, int nseg);
-/* Before an upload's body is read (req: PUT /api/agent/sessions/{id}/files/...):
+/* Before an upload's body is read (req: PUT /api/agent/sessions/{session_id}/files/{path*}):
    false when it would be refused anyway (no such session, no kernel
    running), and then it is answered. */
 bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
