@@ -1,30 +1,48 @@
 /*  Inside korch_server: what the files of src/server/ share. Not a public API.
  *
- *  server.c   libwebsockets on an embedded libuv loop; HTTP requests
- *             (auth, origin, limits, access log, responses, possibly
- *             completed later) and websocket connections (reassembly,
- *             bounded send queues).
- *  kernels.c  managed kernels: lifecycle through korch_kernel, the relay
- *             between kernel channels and websocket clients (IOPub to all,
- *             replies to the requester, replay buffers per session_id).
+ *  The files, top to bottom; each calls only those below it (no file calls
+ *  one that calls it back), and hears from below through listeners and
+ *  closures:
+ *
+ *  server.c   the composition root: libwebsockets on an embedded libuv
+ *             loop, connections, auth, origin, limits, bodies, websocket
+ *             reassembly; makes every part below and hands each what it
+ *             needs (srv_parts_t); dispatches requests through routes.c.
  *  routes.c   the route table (every route, its handler, auth and body)
  *             and the router that matches requests against it.
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
- *             /api/kernels, /api/sessions.
+ *             /api/kernels, /api/sessions (the sessions are its own).
  *  agents.c   the agent API (/api/agent/...): sessions, their turns as
  *             server-sent events, persistence and resume;
  *  agent_actor.c  each session's agent on a thread of its own.
  *  metrics.c  GET /metrics: the counters below, in Prometheus' text format.
+ *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
+ *  web.c      the embedded web app's files.
  *  pool.c     the warm pool: kernels started ahead, handed out at once,
  *             refilled in the background one start at a time.
  *  cull.c     idle culling with jupyter_server's rules.
- *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
+ *  kernels.c  the relay between kernels' channels and websocket clients
+ *             (IOPub to all, replies to the requester, replay buffers per
+ *             session_id).
+ *  kmgr.c     the kernel manager (kmgr.h): every kernel, its lifecycle
+ *             events to listeners, when_ready / when_gone closures. Knows
+ *             no client.
+ *  http.c     requests and websockets as handlers see them (responses,
+ *             streams, bounded send queues); its state (srv_http_t) is
+ *             server.c's, passed down in every request.
+ *  conns.c, body.c  connection admission, request bodies.
+ *
+ *  Listeners of the kernel manager: the relay (statuses, closing clients),
+ *  pool (its kernels' readiness and deaths), metrics (launches,
+ *  rejections), api (sessions of a kernel gone), agents (sessions of a
+ *  kernel gone). Closures: api's waiting requests (POST /api/kernels,
+ *  restart, sessions, DELETE's 204) and agent sessions' kernels.
  *
  *  Lifetimes: a request (srv_req_t) belongs to its connection until a
  *  handler calls srv_req_wait; from then on whoever completes it owns it,
  *  and srv_respond frees it when the client has already gone. A kernel is
  *  never destroyed inside a handler: it is marked doomed and destroyed
- *  between loop rounds (korch_kernel_destroy runs the loop).
+ *  between loop rounds (srv_kmgr_reap).
  */
 #ifndef KORCH_SERVER_INT_H
 #define KORCH_SERVER_INT_H
@@ -52,8 +70,23 @@ typedef struct srv_ws srv_ws_t;
    stream's owner (srv_stream_begin ... srv_stream_release). */
 typedef enum { SRV_REQ_CONN, SRV_REQ_HELD, SRV_REQ_STREAM } srv_req_owner_t;
 
+/* The transport's state requests and websockets need (http.c); server.c
+   owns it and fills it in. */
+typedef struct srv_metrics srv_metrics_t;
+typedef struct {
+    void (*kick)(void *arg);    /* have lws service its loop once more this round (after asking
+                                   it for a write or a close from outside its own callback) */
+    void *kick_arg;
+    srv_req_t *dispatching;     /* being handled inside its own lws callback: its response is
+                                   written on return; any other is woken */
+    srv_metrics_t *metrics;
+    bool no_access_log;
+    size_t max_ws_queue;
+} srv_http_t;
+
 struct srv_req {
-    korch_server_t *srv;
+    korch_server_t *srv;        /* the handlers' context (srv_parts) */
+    srv_http_t *http;
     struct lws *wsi;            /* NULL once the client has gone */
     char method[8];
     char path[1024];
@@ -131,7 +164,6 @@ typedef struct {
     int max_pending_per_peer;
     int header_timeout_ms;      /* from the accept to the end of the headers */
 } srv_conns_limits_t;
-typedef struct srv_metrics srv_metrics_t;
 /* kick(kick_arg): have lws service its loop once more this round (after a
    close asked for from outside its callbacks). */
 srv_conns_t *srv_conns_new(korch_loop_t *loop, srv_metrics_t *metrics, void (*kick)(void *arg), void *kick_arg,
@@ -147,9 +179,12 @@ void srv_conns_closed(srv_conns_t *c, struct lws *wsi);
 size_t srv_conns_open(const srv_conns_t *c);
 size_t srv_conns_pending(const srv_conns_t *c);
 
-/* Have lws service its loop once more this round (after asking it for a
-   write or a close from outside its own callback). */
-void srv_kick(korch_server_t *s);
+/* http.c: CLOCK_MONOTONIC in microseconds. */
+int64_t srv_now_us(void);
+/* An answer (or a request whose client left) for the access log and counters. */
+void srv_http_log(srv_http_t *h, const char *method, const char *path, int status, int64_t t0_us, struct lws *wsi);
+/* Frees a request (its body, its response). */
+void srv_req_free(srv_req_t **req);
 
 /* web.c: the web app embedded in the binary (GET / and /static/...),
    answered without the token. True when req was one of its files (it is
@@ -197,6 +232,7 @@ void srv_stream_release(srv_req_t **req);
 
 struct srv_ws {
     korch_server_t *srv;
+    srv_http_t *http;
     struct lws *wsi;
     srv_kernel_t *kernel;       /* NULL once detached */
     struct srv_relay *relay;    /* the relay it was attached through (kernels.c) */
@@ -282,7 +318,9 @@ typedef struct {
     const char *started;        /* ISO 8601 */
     const char *last_activity;  /* of the server's own (requests, websockets) */
 } srv_parts_t;
-const srv_parts_t *srv_parts(korch_server_t *s);
+/* The server is the handlers' context: its first member is its parts
+   (server.c asserts so), read here without a call back into server.c. */
+static inline const srv_parts_t *srv_parts(korch_server_t *s) { return (const srv_parts_t *)(void *)s; }
 
 /* kernels.c: the relay between kernels' channels and websocket clients; it
    listens to kmgr (statuses "restarting" / "dead", closing clients). */
