@@ -71,6 +71,8 @@ typedef enum { A_STARTING, A_IDLE, A_RUNNING, A_STOPPED } s_state_t;
 
 static const char *s_state_names[] = {"starting", "idle", "running", "stopped"};
 
+typedef struct srv_agent srv_agent_t;
+
 struct srv_agent {
     korch_server_t *srv;
     srv_agent_cfg_t cfg;        /* what its actor reads; cfg.cancel is set by main */
@@ -88,7 +90,7 @@ struct srv_agent {
     json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
     char *pending_question;     /* a message that resumed a stopped session */
     zactor_t *actor;
-    srv_req_t *waiting;         /* a token in the kernel's waiters (not an HTTP request) */
+    srv_kwait_t *waiting;       /* for its kernel to be ready */
     srv_req_t *creating;        /* POST waiting for the agent to be ready */
     srv_req_t *stream;          /* the running turn's event stream (its POST) */
     bool detach;                /* that POST's client may leave: the turn goes on */
@@ -110,14 +112,23 @@ typedef struct {
 
 /* ============================================================ main side */
 
-static zhashx_t *s_all(korch_server_t *s) { return srv_state(s)->agents; }
+struct srv_agents {
+    korch_server_t *srv;
+    zhashx_t *all;              /* agent session id -> srv_agent_t (owned) */
+    zlistx_t *doomed;           /* srv_agent_t* deleted, waiting for their threads to end (owned) */
+};
+
+static zhashx_t *s_all(korch_server_t *s) { return srv_parts(s)->agents->all; }
+static zlistx_t *s_doomed(korch_server_t *s) { return srv_parts(s)->agents->doomed; }
+static srv_kmgr_t *s_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
+static const korch_server_opts_t *s_opts(korch_server_t *s) { return srv_parts(s)->opts; }
 
 static void s_touch(srv_agent_t *sa) { korch_iso8601_now(sa->last_activity); }
 
 static bool s_isolated(korch_server_t *s)
 {
     /* every kernel has a work dir of its own (containers), not a host dir */
-    korch_launcher_t *l = srv_state(s)->opts.launcher;
+    korch_launcher_t *l = s_opts(s)->launcher;
     return l && l->ops && l->ops->name && strcmp(l->ops->name, "local") != 0;
 }
 
@@ -166,13 +177,13 @@ static void s_free(srv_agent_t **psa)
         return;
     *psa = NULL;
     if (sa->keepalive >= 0)
-        korch_loop_timer_end(srv_loop(sa->srv), sa->keepalive);
+        korch_loop_timer_end(srv_parts(sa->srv)->loop, sa->keepalive);
     if (sa->actor) {
-        korch_loop_reader_end(srv_loop(sa->srv), zactor_sock(sa->actor));
+        korch_loop_reader_end(srv_parts(sa->srv)->loop, zactor_sock(sa->actor));
         atomic_store(&sa->cfg.cancel, 1);
         zactor_destroy(&sa->actor); /* $TERM, then joins */
     }
-    /* sa->waiting stays in its kernel's waiters: answered, it finds no session and is freed */
+    srv_kwait_cancel(&sa->waiting);
     if (sa->creating)
         srv_respond_error(sa->creating, 503, "the server is shutting down");
     if (sa->stream) {
@@ -292,7 +303,7 @@ static void s_stream_eventj(srv_agent_t *sa, const char *name, json_t *data)
 static void s_stream_done(srv_agent_t *sa, const char *done_json)
 {
     if (sa->keepalive >= 0)
-        korch_loop_timer_end(srv_loop(sa->srv), sa->keepalive);
+        korch_loop_timer_end(srv_parts(sa->srv)->loop, sa->keepalive);
     sa->keepalive = -1;
     s_stream_event(sa, "done", done_json);
     if (sa->stream) {
@@ -332,11 +343,11 @@ static void s_stop(srv_agent_t *sa, const char *why)
         atomic_store(&sa->cfg.cancel, 1);
         zstr_send(sa->actor, "$TERM"); /* its last "done" ends a running turn's stream */
     }
-    srv_kernel_t *mk = sa->owns_kernel ? srv_kernel_find(sa->srv, sa->kernel_id) : NULL;
+    srv_kwait_cancel(&sa->waiting);
+    srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(s_kmgr(sa->srv), sa->kernel_id) : NULL;
     sa->kernel_id[0] = 0;
     sa->owns_kernel = false;
-    if (mk)
-        srv_kernel_delete(mk, NULL);
+    srv_kmgr_delete(mk);
 }
 
 /* Deleted: unlisted now, freed (with its directory) once its actor has gone. */
@@ -355,7 +366,7 @@ static void s_doom(srv_agent_t *sa)
         s_free(&sa);
         return;
     }
-    zlistx_add_end(srv_state(sa->srv)->agents_doomed, sa);
+    zlistx_add_end(s_doomed(sa->srv), sa);
 }
 
 /* Starting (a new session, or resuming one) failed. */
@@ -432,7 +443,7 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
             sa->tokens = sa->tokens_in + sa->tokens_out;
         }
         const char *status = json_string_value(json_object_get(d, "status"));
-        srv_state(sa->srv)->metrics.agent_turns[!status || strcmp(status, "ok") == 0 ? 0
+        srv_parts(sa->srv)->metrics->agent_turns[!status || strcmp(status, "ok") == 0 ? 0
                                                 : strcmp(status, "interrupted") == 0 ? 1 : 2]++;
         json_decref(d);
         s_stream_done(sa, json ? json : "{}");
@@ -449,7 +460,7 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         zactor_destroy(&sa->actor);
         free(cmd);
         zmsg_destroy(&m);
-        zlistx_t *doomed = srv_state(sa->srv)->agents_doomed;
+        zlistx_t *doomed = s_doomed(sa->srv);
         void *h = zlistx_find(doomed, sa);
         if (h) {
             zlistx_delete(doomed, h);
@@ -521,44 +532,32 @@ static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
         s_fail(sa, 500, "cannot start the agent's thread");
         return;
     }
-    korch_loop_reader(srv_loop(sa->srv), zactor_sock(sa->actor), s_on_actor, sa);
+    korch_loop_reader(srv_parts(sa->srv)->loop, zactor_sock(sa->actor), s_on_actor, sa);
 }
 
-/* The session a waiting token stood for (NULL when it was deleted
-   meanwhile); the token is freed. */
-static srv_agent_t *s_token_done(srv_req_t *token, srv_kernel_t *mk)
+/* Its kernel got ready, or failed first. */
+static void s_on_kernel_ready(srv_kernel_t *mk, const char *error, void *arg)
 {
-    srv_agent_t *sa = zhashx_lookup(s_all(mk->srv), token->arg);
-    if (sa && sa->waiting == token)
-        sa->waiting = NULL;
-    else
-        sa = NULL;
-    free(token);
-    return sa;
-}
-
-void srv_agent_kernel_ready(srv_req_t *token, srv_kernel_t *mk)
-{
-    srv_agent_t *sa = s_token_done(token, mk);
-    if (sa)
+    srv_agent_t *sa = arg;
+    sa->waiting = NULL;
+    if (!error) {
         s_kernel_ready(sa, mk);
-}
-
-void srv_agent_kernel_failed(srv_req_t *token, srv_kernel_t *mk, const char *why)
-{
-    srv_agent_t *sa = s_token_done(token, mk);
-    if (!sa)
         return;
+    }
     sa->kernel_id[0] = 0; /* the server cleans a failed kernel up itself */
     sa->owns_kernel = false;
-    s_fail(sa, mk->doomed ? 409 : 500, "the kernel did not start: %s", why);
+    s_fail(sa, mk->doomed ? 409 : 500, "the kernel did not start: %s", error);
 }
 
-void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id)
+/* The kernel manager's listener: a kernel is gone, sessions on it are stopped. */
+static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
-    zlistx_t *list = zhashx_values(s_all(s));
+    srv_agents_t *a = arg;
+    if (ev != SRV_KEV_GONE)
+        return;
+    zlistx_t *list = zhashx_values(a->all);
     for (srv_agent_t *sa = list ? zlistx_first(list) : NULL; sa; sa = zlistx_next(list))
-        if (strcmp(sa->kernel_id, kernel_id) == 0) {
+        if (strcmp(sa->kernel_id, mk->id) == 0) {
             sa->owns_kernel = false;
             if (sa->state == A_RUNNING)
                 s_stream_eventj(sa, "error", json_pack("{s:s}", "message", "the session's kernel was shut down"));
@@ -572,28 +571,28 @@ void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id)
 static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, char *why, size_t why_len)
 {
     korch_server_t *s = sa->srv;
-    srv_state_t *st = srv_state(s);
+    const korch_server_opts_t *o = s_opts(s);
     srv_kernel_t *mk = NULL;
     if (kernel_id) {
-        mk = srv_kernel_find(s, kernel_id);
+        mk = srv_kmgr_find(s_kmgr(s), kernel_id);
         if (!mk || mk->doomed) {
             snprintf(why, why_len, "no kernel '%s'", kernel_id);
             return 404;
         }
     } else {
-        if (st->opts.max_kernels > 0 && (int)srv_kernels_live(s) >= st->opts.max_kernels) {
-            snprintf(why, why_len, "the kernel limit (%d) is reached", st->opts.max_kernels);
+        if (o->max_kernels > 0 && (int)srv_kmgr_count(s_kmgr(s)) >= o->max_kernels) {
+            snprintf(why, why_len, "the kernel limit (%d) is reached", o->max_kernels);
             return 403;
         }
         /* a warm kernel where each has a work dir of its own (containers);
            a local one starts in the session's files/ */
         if (s_isolated(s))
-            mk = srv_pool_take(s, name);
+            mk = srv_pool_take(srv_parts(s)->pool, name);
         if (!mk) {
             char cwd[PATH_MAX + 8];
             snprintf(cwd, sizeof cwd, "%s/files", sa->cfg.dir);
             korch_err_t err = {0};
-            mk = srv_kernel_start_in(s, name, s_isolated(s) ? NULL : cwd, &err);
+            mk = srv_kmgr_start(s_kmgr(s), &(srv_kstart_t){.name = name, .cwd = s_isolated(s) ? NULL : cwd}, &err);
             if (!mk) {
                 snprintf(why, why_len, "%s", err.msg);
                 return err.rc == KORCH_E_NOTFOUND ? 404 : err.rc == KORCH_E_INVALID ? 400 : 500;
@@ -612,22 +611,12 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
     snprintf(sa->cfg.kernel_name, sizeof sa->cfg.kernel_name, "%s", mk->name);
     sa->state = A_STARTING;
     sa->error[0] = 0;
-    korch_kernel_state_t ks = korch_kernel_state(mk->k);
-    if (mk->ever_ready && (ks == KORCH_KERNEL_IDLE || ks == KORCH_KERNEL_BUSY)) {
-        s_kernel_ready(sa, mk);
-        return 0;
+    /* ready now (a pool kernel, a running one): a loop round later */
+    sa->waiting = srv_kernel_when_ready(mk, s_on_kernel_ready, sa);
+    if (!sa->waiting) {
+        snprintf(why, why_len, "the kernel is being shut down");
+        return 409;
     }
-    /* wait for it: a token among the kernel's waiters (api.c answers it) */
-    srv_req_t *token = calloc(1, sizeof *token);
-    if (!token) {
-        snprintf(why, why_len, "out of memory");
-        return 500;
-    }
-    token->srv = s;
-    token->wait = SRV_WAIT_AGENT;
-    snprintf(token->arg, sizeof token->arg, "%s", sa->id);
-    sa->waiting = token;
-    zlistx_add_end(mk->waiters, token);
     return 0;
 }
 
@@ -735,7 +724,7 @@ static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t
         }
         return s_llm_usable(want, why, why_len) ? want : NULL;
     }
-    const char *dflt = srv_state(s)->opts.llm;
+    const char *dflt = s_opts(s)->llm;
     if (!dflt || !*dflt)
         dflt = getenv("KORCH_LLM");
     return dflt && *dflt ? dflt : "";
@@ -743,7 +732,7 @@ static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t
 
 static const char *s_base(korch_server_t *s)
 {
-    const char *b = srv_state(s)->opts.agent_dir;
+    const char *b = s_opts(s)->agent_dir;
     return b && *b ? b : "korch-sessions";
 }
 
@@ -760,7 +749,7 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     sa->followers = zlistx_new();
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
-    sa->cfg.max_steps = srv_state(s)->opts.agent_max_steps;
+    sa->cfg.max_steps = s_opts(s)->agent_max_steps;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
     if (!sa->files || !sa->pending_files || !sa->log || !sa->followers) {
@@ -772,10 +761,10 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
 
 static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
 {
-    srv_state_t *st = srv_state(s);
+    const korch_server_opts_t *o = s_opts(s);
     char why[512];
-    if (st->opts.max_agent_sessions > 0 && (int)zhashx_size(s_all(s)) >= st->opts.max_agent_sessions) {
-        srv_respond_error(req, 403, "the agent session limit (%d) is reached", st->opts.max_agent_sessions);
+    if (o->max_agent_sessions > 0 && (int)zhashx_size(s_all(s)) >= o->max_agent_sessions) {
+        srv_respond_error(req, 403, "the agent session limit (%d) is reached", o->max_agent_sessions);
         return;
     }
     const char *llm = s_llm_spec(s, body, why, sizeof why);
@@ -829,15 +818,16 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
     }
     zhashx_insert(s_all(s), sa->id, sa);
     sa->creating = req;
-    srv_req_wait(req, SRV_WAIT_AGENT); /* answered when the agent says ready */
-    int status = s_begin(sa, jn ? json_string_value(jn) : st->opts.kernel, json_string_value(jk), why, sizeof why);
+    srv_req_wait(req); /* answered when the agent says ready */
+    int status = s_begin(sa, jn ? json_string_value(jn) : o->kernel, json_string_value(jk), why, sizeof why);
     if (status)
         s_fail(sa, status, "%s", why);
 }
 
 /* Sessions a previous server left in agent_dir (those with a session.json). */
-void srv_agents_load(korch_server_t *s)
+void srv_agents_load(srv_agents_t *a)
 {
+    korch_server_t *s = a->srv;
     DIR *d = opendir(s_base(s));
     struct dirent *de;
     int n = 0;
@@ -921,7 +911,7 @@ static void s_resume(srv_agent_t *sa, const char *question)
             char dir[PATH_MAX + 8];
             snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
             size_t len = 0;
-            char *data = korch_fs_read_rel(dir, json_string_value(v), srv_state(sa->srv)->opts.max_upload, &len,
+            char *data = korch_fs_read_rel(dir, json_string_value(v), s_opts(sa->srv)->max_upload, &len,
                                            NULL);
             char *b64 = data ? korch_b64_encode((const unsigned char *)data, len) : NULL;
             if (b64)
@@ -960,7 +950,7 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, json_t *body)
     sa->detach = json_is_true(detach);
     sa->stream = req;
     srv_stream_begin(req, "text/event-stream", s_on_stream_gone, sa);
-    sa->keepalive = korch_loop_timer(srv_loop(sa->srv), KEEPALIVE_MS, 0, s_on_keepalive, sa);
+    sa->keepalive = korch_loop_timer(srv_parts(sa->srv)->loop, KEEPALIVE_MS, 0, s_on_keepalive, sa);
     if (sa->state == A_STOPPED)
         s_resume(sa, json_string_value(c));
     else
@@ -1125,7 +1115,7 @@ static const char *s_rel(srv_req_t *req, const srv_params_t *p)
 /* The session's kernel process, when it has one running (NULL else). */
 static korch_proc_t *s_proc(srv_agent_t *sa)
 {
-    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kernel_find(sa->srv, sa->kernel_id) : NULL;
+    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kmgr_find(s_kmgr(sa->srv), sa->kernel_id) : NULL;
     return mk && sa->state != A_STARTING ? korch_kernel_proc(mk->k) : NULL;
 }
 
@@ -1158,7 +1148,7 @@ static void s_file_get(srv_agent_t *sa, srv_req_t *req, const char *rel)
 {
     korch_proc_t *proc = s_proc(sa);
     korch_err_t err = {0};
-    size_t max = srv_state(sa->srv)->opts.max_upload;
+    size_t max = s_opts(sa->srv)->max_upload;
     char *data = NULL;
     size_t len = 0;
     korch_rc_t rc;
@@ -1189,7 +1179,7 @@ bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
         srv_respond_error(req, 404, "no agent session '%s'", id);
         return false;
     }
-    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kernel_find(s, sa->kernel_id) : NULL;
+    srv_kernel_t *mk = sa->kernel_id[0] ? srv_kmgr_find(s_kmgr(s), sa->kernel_id) : NULL;
     if (!mk || sa->state == A_STARTING) {
         srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
                           s_state_names[sa->state]);
@@ -1234,15 +1224,17 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req)
     free(nb);
 }
 
+static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, NULL); }
+
 static void s_delete(srv_agent_t *sa, srv_req_t *req)
 {
     fprintf(stderr, "korch: agent session %s deleted\n", sa->id);
-    srv_kernel_t *mk = sa->owns_kernel ? srv_kernel_find(req->srv, sa->kernel_id) : NULL;
+    srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(s_kmgr(req->srv), sa->kernel_id) : NULL;
     sa->owns_kernel = false; /* deleted below, answering req once it is gone */
     s_doom(sa);
-    if (mk)
-        srv_kernel_delete(mk, req);
-    else
+    srv_kmgr_delete(mk);
+    srv_req_wait(req);
+    if (!mk || !srv_kernel_when_gone(mk, s_on_gone, req))
         srv_respond(req, 204, NULL);
 }
 
@@ -1348,24 +1340,44 @@ void srv_agent_figure(korch_server_t *s, srv_req_t *req, const srv_params_t *p, 
         s_figure(sa, req, srv_param(p, "name"));
 }
 
-void srv_agents_count(korch_server_t *s, uint64_t n[4])
+void srv_agents_count(srv_agents_t *a, uint64_t n[4])
 {
     memset(n, 0, 4 * sizeof *n);
-    for (srv_agent_t *sa = zhashx_first(s_all(s)); sa; sa = zhashx_next(s_all(s)))
+    for (srv_agent_t *sa = zhashx_first(a->all); sa; sa = zhashx_next(a->all))
         n[sa->state]++;
 }
 
-void srv_agents_destroy_all(korch_server_t *s)
+srv_agents_t *srv_agents_new(korch_server_t *s)
 {
-    zhashx_t *all = s_all(s);
+    srv_agents_t *a = calloc(1, sizeof *a);
+    if (!a || !(a->all = zhashx_new()) || !(a->doomed = zlistx_new())) {
+        if (a)
+            zhashx_destroy(&a->all);
+        free(a);
+        return NULL;
+    }
+    a->srv = s;
+    srv_kmgr_listen(srv_parts(s)->kmgr, s_on_kernel, a);
+    return a;
+}
+
+void srv_agents_destroy(srv_agents_t **pa)
+{
+    srv_agents_t *a = *pa;
+    if (!a)
+        return;
     srv_agent_t *sa;
-    while ((sa = zhashx_first(all))) {
-        zhashx_delete(all, sa->id);
+    while ((sa = zhashx_first(a->all))) {
+        zhashx_delete(a->all, sa->id);
         s_free(&sa);
     }
-    zlistx_t *doomed = srv_state(s)->agents_doomed;
-    while ((sa = zlistx_first(doomed))) {
-        zlistx_delete(doomed, zlistx_cursor(doomed));
+    while ((sa = zlistx_first(a->doomed))) {
+        zlistx_delete(a->doomed, zlistx_cursor(a->doomed));
         s_free(&sa);
     }
+    srv_kmgr_unlisten(srv_parts(a->srv)->kmgr, s_on_kernel, a);
+    zhashx_destroy(&a->all);
+    zlistx_destroy(&a->doomed);
+    free(a);
+    *pa = NULL;
 }

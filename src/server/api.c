@@ -22,11 +22,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct srv_api {
+    korch_server_t *srv;
+    zhashx_t *sessions;         /* jupyter session id -> json model core (owned) */
+};
+
+static srv_api_t *s_api(korch_server_t *s) { return srv_parts(s)->api; }
+static srv_kmgr_t *s_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
+
 /* ------------------------------------------------------------ sessions */
 
 static json_t *s_session_model(korch_server_t *s, json_t *sess)
 {
-    srv_kernel_t *mk = srv_kernel_find(s, json_string_value(json_object_get(sess, "kernel_id")));
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
     if (!mk)
         return NULL;
     json_t *m = json_pack("{s:O, s:O, s:O, s:O, s:o}", "id", json_object_get(sess, "id"), "path",
@@ -40,106 +48,142 @@ static json_t *s_session_model(korch_server_t *s, json_t *sess)
 
 static json_t *s_session_by_path(korch_server_t *s, const char *path)
 {
-    for (json_t *sess = zhashx_first(srv_state(s)->sessions); sess; sess = zhashx_next(srv_state(s)->sessions))
+    zhashx_t *all = s_api(s)->sessions;
+    for (json_t *sess = zhashx_first(all); sess; sess = zhashx_next(all))
         if (strcmp(json_string_value(json_object_get(sess, "path")), path) == 0 &&
-            srv_kernel_find(s, json_string_value(json_object_get(sess, "kernel_id"))))
+            srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id"))))
             return sess;
     return NULL;
 }
 
-void srv_api_kernel_gone(korch_server_t *s, const char *kernel_id)
+/* A kernel is gone: so are its sessions. */
+static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
-    srv_agents_kernel_gone(s, kernel_id);
-    zhashx_t *all = srv_state(s)->sessions;
-    zlistx_t *keys = zhashx_keys(all);
+    srv_api_t *a = arg;
+    if (ev != SRV_KEV_GONE)
+        return;
+    zlistx_t *keys = zhashx_keys(a->sessions);
     for (const char *k = keys ? zlistx_first(keys) : NULL; k; k = zlistx_next(keys)) {
-        json_t *sess = zhashx_lookup(all, k);
-        if (sess && strcmp(json_string_value(json_object_get(sess, "kernel_id")), kernel_id) == 0)
-            zhashx_delete(all, k);
+        json_t *sess = zhashx_lookup(a->sessions, k);
+        if (sess && strcmp(json_string_value(json_object_get(sess, "kernel_id")), mk->id) == 0)
+            zhashx_delete(a->sessions, k);
     }
     zlistx_destroy(&keys);
 }
 
+static void s_json_free(void **item)
+{
+    json_decref(*item);
+    *item = NULL;
+}
+
+srv_api_t *srv_api_new(korch_server_t *s)
+{
+    srv_api_t *a = calloc(1, sizeof *a);
+    if (!a || !(a->sessions = zhashx_new())) {
+        free(a);
+        return NULL;
+    }
+    a->srv = s;
+    zhashx_set_destructor(a->sessions, s_json_free);
+    srv_kmgr_listen(srv_parts(s)->kmgr, s_on_kernel, a);
+    return a;
+}
+
+void srv_api_destroy(srv_api_t **pa)
+{
+    srv_api_t *a = *pa;
+    if (!a)
+        return;
+    zhashx_destroy(&a->sessions);
+    free(a);
+    *pa = NULL;
+}
+
 /* ------------------------------------------------- waiting on a kernel */
 
-/* Take the first waiter that waits for ready (not for the kernel's end). */
-static srv_req_t *s_take_waiter(srv_kernel_t *mk)
-{
-    for (srv_req_t *req = zlistx_first(mk->waiters); req; req = zlistx_next(mk->waiters))
-        if (req->wait != SRV_WAIT_DELETE) {
-            zlistx_delete(mk->waiters, zlistx_cursor(mk->waiters));
-            return req;
-        }
-    return NULL;
-}
+/* A request waiting for its kernel to be ready. */
+typedef enum { W_START, W_RESTART, W_SESSION, W_SESSION_PATCH } s_wait_kind_t;
 
-void srv_api_kernel_ready(srv_kernel_t *mk)
-{
-    korch_server_t *s = mk->srv;
+typedef struct {
+    korch_server_t *srv;
     srv_req_t *req;
-    while ((req = s_take_waiter(mk))) {
-        json_t *sess = NULL;
-        switch (req->wait) {
-        case SRV_WAIT_START:
-            srv_metrics_launch_time(s, req->t0_us);
-            srv_respond(req, 201, srv_kernel_model(mk));
-            break;
-        case SRV_WAIT_RESTART:
-            srv_respond(req, 200, srv_kernel_model(mk));
-            break;
-        case SRV_WAIT_AGENT:
-            srv_agent_kernel_ready(req, mk);
-            break;
-        case SRV_WAIT_SESSION:
-        case SRV_WAIT_SESSION_PATCH:
-            sess = zhashx_lookup(srv_state(s)->sessions, req->arg);
-            if (!sess) {
-                srv_respond_error(req, 404, "session was deleted meanwhile");
-                break;
-            }
-            json_object_set_new(sess, "kernel_id", json_string(mk->id));
-            srv_metrics_launch_time(s, req->t0_us);
-            srv_respond(req, req->wait == SRV_WAIT_SESSION ? 201 : 200, s_session_model(s, sess));
-            if (req->arg2[0] && strcmp(req->arg2, mk->id) != 0) {
-                srv_kernel_t *old = srv_kernel_find(s, req->arg2);
-                if (old)
-                    srv_kernel_delete(old, NULL);
-            }
-            break;
-        default:
-            break;
-        }
-    }
-}
+    s_wait_kind_t kind;
+    char sess[64];              /* the session (W_SESSION*) */
+    char old[64];               /* the kernel to shut down after a session patch */
+} s_waiting_t;
 
-void srv_api_kernel_failed(srv_kernel_t *mk, const char *why)
+static void s_on_ready(srv_kernel_t *mk, const char *error, void *arg)
 {
-    korch_server_t *s = mk->srv;
-    srv_req_t *req;
-    while ((req = s_take_waiter(mk))) {
-        if (req->wait == SRV_WAIT_SESSION)
-            zhashx_delete(srv_state(s)->sessions, req->arg);
-        if (req->wait == SRV_WAIT_AGENT)
-            srv_agent_kernel_failed(req, mk, why);
-        else if (mk->doomed) /* deleted by another request meanwhile: not a server error */
-            srv_respond_error(req, 409, "kernel %s was shut down before it was ready (%s)", mk->id, why);
+    s_waiting_t *w = arg;
+    korch_server_t *s = w->srv;
+    srv_req_t *req = w->req;
+    zhashx_t *sessions = s_api(s)->sessions;
+    json_t *sess = NULL;
+    if (error) {
+        if (w->kind == W_SESSION)
+            zhashx_delete(sessions, w->sess);
+        if (mk->doomed) /* deleted by another request meanwhile: not a server error */
+            srv_respond_error(req, 409, "kernel %s was shut down before it was ready (%s)", mk->id, error);
         else
-            srv_respond_error(req, 500, "%s", why);
+            srv_respond_error(req, 500, "%s", error);
+        free(w);
+        return;
+    }
+    switch (w->kind) {
+    case W_START:
+        srv_metrics_launch_time(srv_parts(s)->metrics, req->t0_us);
+        srv_respond(req, 201, srv_kernel_model(mk));
+        break;
+    case W_RESTART:
+        srv_respond(req, 200, srv_kernel_model(mk));
+        break;
+    case W_SESSION:
+    case W_SESSION_PATCH:
+        sess = zhashx_lookup(sessions, w->sess);
+        if (!sess) {
+            srv_respond_error(req, 404, "session was deleted meanwhile");
+            break;
+        }
+        json_object_set_new(sess, "kernel_id", json_string(mk->id));
+        srv_metrics_launch_time(srv_parts(s)->metrics, req->t0_us);
+        srv_respond(req, w->kind == W_SESSION ? 201 : 200, s_session_model(s, sess));
+        if (w->old[0] && strcmp(w->old, mk->id) != 0)
+            srv_kmgr_delete(srv_kmgr_find(s_kmgr(s), w->old));
+        break;
+    }
+    free(w);
+}
+
+/* req waits for mk to be ready (answered at once - a round later - when it is). */
+static void s_wait_on(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req, s_wait_kind_t kind, const char *sess,
+                      const char *old)
+{
+    s_waiting_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        srv_respond_error(req, 500, "out of memory");
+        return;
+    }
+    *w = (s_waiting_t){.srv = s, .req = req, .kind = kind};
+    snprintf(w->sess, sizeof w->sess, "%s", sess ? sess : "");
+    snprintf(w->old, sizeof w->old, "%s", old ? old : "");
+    srv_req_wait(req);
+    if (!srv_kernel_when_ready(mk, s_on_ready, w)) {
+        free(w);
+        srv_respond_error(req, mk->doomed ? 409 : 500, "kernel %s %s", mk->id,
+                          mk->doomed ? "is being shut down" : "cannot be waited for (out of memory)");
     }
 }
 
-/* ------------------------------------------------------------ kernels */
+static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, NULL); }
 
-static void s_wait_on(srv_kernel_t *mk, srv_req_t *req, srv_wait_t what)
+/* Shut mk down; req gets 204 once it is gone. */
+static void s_delete(srv_kernel_t *mk, srv_req_t *req)
 {
-    srv_req_wait(req, what);
-    zlistx_add_end(mk->waiters, req);
-    /* a kernel from the warm pool is ready already: answer now */
-    if (what != SRV_WAIT_RESTART && what != SRV_WAIT_DELETE && mk->ever_ready && !mk->doomed) {
-        korch_kernel_state_t ks = korch_kernel_state(mk->k);
-        if (ks == KORCH_KERNEL_IDLE || ks == KORCH_KERNEL_BUSY)
-            srv_api_kernel_ready(mk);
-    }
+    srv_kmgr_delete(mk);
+    srv_req_wait(req);
+    if (!srv_kernel_when_gone(mk, s_on_gone, req))
+        srv_respond(req, 204, NULL);
 }
 
 /* Does the request's env need a kernel started for it? KERNEL_* variables
@@ -172,18 +216,18 @@ static bool s_env_needs_fresh_start(json_t *env)
 /* Start a kernel for req (limits checked); NULL when req has been answered. */
 static srv_kernel_t *s_start(korch_server_t *s, srv_req_t *req, const char *name, json_t *env, int notfound_status)
 {
-    srv_state_t *st = srv_state(s);
-    if (st->opts.max_kernels > 0 && srv_kernels_live(s) >= (size_t)st->opts.max_kernels) {
+    const srv_parts_t *p = srv_parts(s);
+    if (p->opts->max_kernels > 0 && srv_kmgr_count(p->kmgr) >= (size_t)p->opts->max_kernels) {
         srv_respond_error(req, 403, "maximum number of kernels reached (%d); shut one down first",
-                          st->opts.max_kernels);
+                          p->opts->max_kernels);
         return NULL;
     }
     /* a ready kernel from the warm pool when there is one */
-    srv_kernel_t *mk = s_env_needs_fresh_start(env) ? NULL : srv_pool_take(s, name);
+    srv_kernel_t *mk = s_env_needs_fresh_start(env) ? NULL : srv_pool_take(p->pool, name);
     if (mk)
         return mk;
     korch_err_t err = {0};
-    mk = srv_kernel_start(s, name, env, &err);
+    mk = srv_kmgr_start(p->kmgr, &(srv_kstart_t){.name = name, .env = env}, &err);
     if (!mk)
         srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status : srv_http_status(err.rc), "%s",
                           err.msg);
@@ -203,19 +247,21 @@ static void s_kernels_post(korch_server_t *s, srv_req_t *req, json_t *body)
         return;
     }
     const char *name = json_is_string(jn) && *json_string_value(jn) ? json_string_value(jn)
-                                                                    : srv_state(s)->opts.kernel;
+                                                                    : srv_parts(s)->opts->kernel;
     srv_kernel_t *mk = s_start(s, req, name, env, 404);
     if (!mk)
         return;
     snprintf(req->location, sizeof req->location, "/api/kernels/%s", mk->id);
-    s_wait_on(mk, req, SRV_WAIT_START);
+    s_wait_on(s, mk, req, W_START, NULL, NULL);
 }
 
 void srv_api_kernels_list(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     json_t *list = json_array();
-    for (srv_kernel_t *mk = zhashx_first(srv_state(s)->kernels); mk; mk = zhashx_next(srv_state(s)->kernels))
+    zlistx_t *all = srv_kmgr_list(s_kmgr(s));
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
         json_array_append_new(list, srv_kernel_model(mk));
+    zlistx_destroy(&all);
     srv_respond(req, 200, list);
 }
 
@@ -228,7 +274,7 @@ void srv_api_kernels_start(korch_server_t *s, srv_req_t *req, const srv_params_t
 static srv_kernel_t *s_kernel_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
 {
     const char *id = srv_param(p, "kernel_id");
-    srv_kernel_t *mk = srv_kernel_find(s, id);
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), id);
     if (!mk)
         srv_respond_error(req, 404, "Kernel does not exist: %.80s", id);
     return mk;
@@ -245,7 +291,7 @@ void srv_api_kernel_delete(korch_server_t *s, srv_req_t *req, const srv_params_t
 {
     srv_kernel_t *mk = s_kernel_of(s, req, p);
     if (mk)
-        srv_kernel_delete(mk, req);
+        s_delete(mk, req);
 }
 
 void srv_api_kernel_interrupt(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
@@ -266,10 +312,10 @@ void srv_api_kernel_restart(korch_server_t *s, srv_req_t *req, const srv_params_
     korch_err_t err = {0};
     if (!mk)
         return;
-    if (srv_kernel_restart(mk, &err) != KORCH_OK)
+    if (srv_kmgr_restart(mk, &err) != KORCH_OK)
         srv_respond_error(req, 500, "%s", err.msg);
     else
-        s_wait_on(mk, req, SRV_WAIT_RESTART);
+        s_wait_on(s, mk, req, W_RESTART, NULL, NULL);
 }
 
 /* The channels' path without an upgrade (upgrades go to server.c's s_ws_confirm). */
@@ -320,28 +366,27 @@ static void s_sessions_post(korch_server_t *s, srv_req_t *req, json_t *body)
         return;
     }
     if (kid) {
-        srv_kernel_t *mk = srv_kernel_find(s, kid);
+        srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), kid);
         if (!mk) {
             json_decref(sess);
             srv_respond_error(req, 404, "Kernel does not exist: %.80s", kid);
             return;
         }
         json_object_set_new(sess, "kernel_id", json_string(mk->id));
-        zhashx_insert(srv_state(s)->sessions, id, sess);
+        zhashx_insert(s_api(s)->sessions, id, sess);
         snprintf(req->location, sizeof req->location, "/api/sessions/%s", id);
         srv_respond(req, 201, s_session_model(s, sess));
         return;
     }
-    srv_kernel_t *mk = s_start(s, req, kname ? kname : srv_state(s)->opts.kernel, NULL, 501);
+    srv_kernel_t *mk = s_start(s, req, kname ? kname : srv_parts(s)->opts->kernel, NULL, 501);
     if (!mk) {
         json_decref(sess);
         return;
     }
     json_object_set_new(sess, "kernel_id", json_string(mk->id));
-    zhashx_insert(srv_state(s)->sessions, id, sess);
+    zhashx_insert(s_api(s)->sessions, id, sess);
     snprintf(req->location, sizeof req->location, "/api/sessions/%s", id);
-    snprintf(req->arg, sizeof req->arg, "%s", id);
-    s_wait_on(mk, req, SRV_WAIT_SESSION);
+    s_wait_on(s, mk, req, W_SESSION, id, NULL);
 }
 
 static void s_sessions_patch(korch_server_t *s, srv_req_t *req, json_t *sess, json_t *body)
@@ -367,25 +412,22 @@ static void s_sessions_patch(korch_server_t *s, srv_req_t *req, json_t *sess, js
     char old[64];
     snprintf(old, sizeof old, "%s", json_string_value(json_object_get(sess, "kernel_id")));
     if (kid) {
-        srv_kernel_t *mk = srv_kernel_find(s, kid);
+        srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), kid);
         if (!mk) {
             srv_respond_error(req, 400, "No such kernel: %.80s", kid);
             return;
         }
         json_object_set_new(sess, "kernel_id", json_string(mk->id));
         srv_respond(req, 200, s_session_model(s, sess));
-        srv_kernel_t *before = strcmp(old, mk->id) != 0 ? srv_kernel_find(s, old) : NULL;
-        if (before)
-            srv_kernel_delete(before, NULL);
+        srv_kernel_t *before = strcmp(old, mk->id) != 0 ? srv_kmgr_find(s_kmgr(s), old) : NULL;
+        srv_kmgr_delete(before);
         return;
     }
     if (kname) {
         srv_kernel_t *mk = s_start(s, req, kname, NULL, 501);
         if (!mk)
             return;
-        snprintf(req->arg, sizeof req->arg, "%s", json_string_value(json_object_get(sess, "id")));
-        snprintf(req->arg2, sizeof req->arg2, "%s", old);
-        s_wait_on(mk, req, SRV_WAIT_SESSION_PATCH);
+        s_wait_on(s, mk, req, W_SESSION_PATCH, json_string_value(json_object_get(sess, "id")), old);
         return;
     }
     json_t *model = s_session_model(s, sess);
@@ -397,7 +439,7 @@ static void s_sessions_patch(korch_server_t *s, srv_req_t *req, json_t *sess, js
 
 void srv_api_sessions_list(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    zhashx_t *all = srv_state(s)->sessions;
+    zhashx_t *all = s_api(s)->sessions;
     json_t *list = json_array();
     for (json_t *sess = zhashx_first(all); sess; sess = zhashx_next(all)) {
         json_t *model = s_session_model(s, sess);
@@ -416,7 +458,7 @@ void srv_api_sessions_create(korch_server_t *s, srv_req_t *req, const srv_params
    404; one whose kernel is gone is forgotten. */
 static json_t *s_session_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
 {
-    zhashx_t *all = srv_state(s)->sessions;
+    zhashx_t *all = s_api(s)->sessions;
     const char *id = srv_param(p, "session_id");
     json_t *sess = zhashx_lookup(all, id);
     json_t *model = sess ? s_session_model(s, sess) : NULL;
@@ -449,10 +491,10 @@ void srv_api_session_delete(korch_server_t *s, srv_req_t *req, const srv_params_
     json_t *sess = s_session_of(s, req, p);
     if (!sess)
         return;
-    srv_kernel_t *mk = srv_kernel_find(s, json_string_value(json_object_get(sess, "kernel_id")));
-    zhashx_delete(srv_state(s)->sessions, srv_param(p, "session_id"));
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
+    zhashx_delete(s_api(s)->sessions, srv_param(p, "session_id"));
     if (mk)
-        srv_kernel_delete(mk, req);
+        s_delete(mk, req);
     else
         srv_respond(req, 204, NULL);
 }
@@ -472,7 +514,7 @@ void srv_api_kernelspecs(korch_server_t *s, srv_req_t *req, const srv_params_t *
     if (!list)
         srv_respond_error(req, 500, "cannot list kernelspecs");
     else
-        srv_respond(req, 200, json_pack("{s:s, s:o}", "default", srv_state(s)->opts.kernel, "kernelspecs", list));
+        srv_respond(req, 200, json_pack("{s:s, s:o}", "default", srv_parts(s)->opts->kernel, "kernelspecs", list));
 }
 
 void srv_api_kernelspec(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
@@ -491,34 +533,23 @@ void srv_api_kernelspec(korch_server_t *s, srv_req_t *req, const srv_params_t *p
     json_decref(list);
 }
 
-void srv_api_status(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+void srv_api_status(korch_server_t *s, srv_req_t *req, const srv_params_t *params, json_t *body)
 {
-    srv_state_t *st = srv_state(s);
+    const srv_parts_t *p = srv_parts(s);
     int conns = 0;
-    for (srv_kernel_t *mk = zhashx_first(st->kernels); mk; mk = zhashx_next(st->kernels))
-        conns += (int)zlistx_size(mk->conns);
-    json_t *status = json_pack("{s:s, s:s, s:i, s:i}", "started", st->started, "last_activity", st->last_activity,
-                               "kernels", (int)zhashx_size(st->kernels), "connections", conns);
-    json_t *pool = srv_pool_status(s); /* korch's own key; Jupyter clients ignore it */
+    zlistx_t *all = srv_kmgr_list(p->kmgr);
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
+        conns += (int)mk->connections;
+    zlistx_destroy(&all);
+    /* ISO 8601 of one format: the later one sorts last */
+    const char *kla = srv_kmgr_last_activity(p->kmgr);
+    const char *last = strcmp(kla, p->last_activity) > 0 ? kla : p->last_activity;
+    json_t *status = json_pack("{s:s, s:s, s:i, s:i}", "started", p->started, "last_activity", last, "kernels",
+                               (int)srv_kmgr_count(p->kmgr), "connections", conns);
+    json_t *pool = srv_pool_status(p->pool); /* korch's own key; Jupyter clients ignore it */
     if (status && pool)
         json_object_set_new(status, "pool", pool);
     else
         json_decref(pool);
     srv_respond(req, 200, status);
-}
-
-json_t *srv_req_json(srv_req_t *req, bool *bad)
-{
-    *bad = false;
-    if (!req->body_len)
-        return NULL;
-    json_error_t jerr;
-    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(body)) {
-        srv_respond_error(req, 400, "malformed JSON body: %s", body ? "not an object" : jerr.text);
-        json_decref(body);
-        *bad = true;
-        return NULL;
-    }
-    return body;
 }

@@ -47,7 +47,10 @@ typedef struct {
 } s_conn_t;
 
 struct srv_conns {
-    korch_server_t *srv;
+    korch_loop_t *loop;
+    srv_metrics_t *metrics;
+    void (*kick)(void *arg);    /* have lws service its loop once more this round */
+    void *kick_arg;
     srv_conns_limits_t lim;
     zlistx_t *pending;          /* s_conn_t*, in accept order (oldest first) */
     zhashx_t *peers;            /* peer -> size_t* open connections */
@@ -105,7 +108,7 @@ static void s_close_pending(srv_conns_t *c, s_conn_t *conn, const char *why, boo
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
     else
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-    srv_kick(c->srv);
+    c->kick(c->kick_arg);
 }
 
 /* Bytes the client sent that lws has not read yet: it is sending its
@@ -148,22 +151,26 @@ static int s_on_sweep(korch_loop_t *loop, int id, void *arg)
     int64_t now = korch_now_ms();
     s_conn_t *conn;
     while ((conn = zlistx_first(c->pending)) && now - conn->t0_ms >= c->lim.header_timeout_ms) {
-        srv_state(c->srv)->metrics.conns_timed_out++;
+        c->metrics->conns_timed_out++;
         s_close_pending(c, conn, "no complete request headers in time", true);
     }
     return 0;
 }
 
-srv_conns_t *srv_conns_new(korch_server_t *s, const srv_conns_limits_t *lim)
+srv_conns_t *srv_conns_new(korch_loop_t *loop, srv_metrics_t *metrics, void (*kick)(void *arg), void *kick_arg,
+                           const srv_conns_limits_t *lim)
 {
     srv_conns_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->srv = s;
+    c->loop = loop;
+    c->metrics = metrics;
+    c->kick = kick;
+    c->kick_arg = kick_arg;
     c->lim = *lim;
     c->pending = zlistx_new();
     c->peers = zhashx_new();
-    c->timer = korch_loop_timer(srv_loop(s), SWEEP_MS, 0, s_on_sweep, c);
+    c->timer = korch_loop_timer(loop, SWEEP_MS, 0, s_on_sweep, c);
     if (!c->pending || !c->peers || c->timer <= 0) {
         srv_conns_destroy(&c);
         return NULL;
@@ -179,7 +186,7 @@ void srv_conns_destroy(srv_conns_t **pc)
         return;
     *pc = NULL;
     if (c->timer > 0)
-        korch_loop_timer_end(srv_loop(c->srv), c->timer);
+        korch_loop_timer_end(c->loop, c->timer);
     /* the connections themselves are lws's; their records go with the lists */
     for (s_conn_t *conn = zlistx_first(c->pending); conn; conn = zlistx_next(c->pending))
         conn->pending = NULL;
@@ -192,7 +199,7 @@ bool srv_conns_accept(srv_conns_t *c, struct lws *wsi, int fd)
 {
     if (!c)
         return true;
-    srv_metrics_t *m = &srv_state(c->srv)->metrics;
+    srv_metrics_t *m = c->metrics;
     char peer[sizeof ((s_conn_t *)0)->peer];
     s_peer_key(fd, peer, sizeof peer);
     size_t *count = s_peer_count(c, peer);

@@ -31,7 +31,9 @@
 #define CULL_INTERVAL_DEFAULT 300
 
 struct srv_cull {
-    korch_server_t *srv;
+    srv_kmgr_t *kmgr;
+    korch_loop_t *loop;
+    bool cull_busy, cull_connected;
     int timer;
     int64_t timeout_ms;
 };
@@ -39,40 +41,38 @@ struct srv_cull {
 static int s_on_tick(korch_loop_t *loop, int id, void *arg)
 {
     srv_cull_t *c = arg;
-    korch_server_t *s = c->srv;
-    const korch_server_opts_t *o = &srv_state(s)->opts;
     int64_t now = korch_now_ms();
-    zlistx_t *all = zhashx_values(srv_state(s)->kernels);
+    zlistx_t *all = srv_kmgr_list(c->kmgr);
     for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all)) {
         if (mk->doomed || mk->pooled)
             continue;
         korch_kernel_state_t st = korch_kernel_state(mk->k);
         if (st == KORCH_KERNEL_DEAD) {
             fprintf(stderr, "korch: culling dead kernel %s (%s)\n", mk->id, mk->name);
-            srv_kernel_delete(mk, NULL);
+            srv_kmgr_delete(mk);
             continue;
         }
         if (st != KORCH_KERNEL_IDLE && st != KORCH_KERNEL_BUSY)
             continue;
         int64_t idle_ms = now - mk->last_activity_ms;
-        size_t conns = zlistx_size(mk->conns);
+        size_t conns = mk->connections;
         bool idle_time = idle_ms > c->timeout_ms;
-        bool idle_execute = o->cull_busy || st != KORCH_KERNEL_BUSY;
-        bool idle_connected = o->cull_connected || conns == 0;
+        bool idle_execute = c->cull_busy || st != KORCH_KERNEL_BUSY;
+        bool idle_connected = c->cull_connected || conns == 0;
         if (idle_time && idle_execute && idle_connected) {
             fprintf(stderr, "korch: culling %s kernel %s (%s) with %zu connections after %lld s of inactivity\n",
                     korch_kernel_state_name(st), mk->id, mk->name, conns, (long long)(idle_ms / 1000));
-            srv_kernel_delete(mk, NULL);
+            srv_kmgr_delete(mk);
         }
     }
     zlistx_destroy(&all);
     return 0;
 }
 
-korch_rc_t srv_cull_start(korch_server_t *s, korch_err_t *err)
+korch_rc_t srv_cull_new(srv_kmgr_t *m, korch_loop_t *loop, const korch_server_opts_t *o, srv_cull_t **out,
+                        korch_err_t *err)
 {
-    srv_state_t *st = srv_state(s);
-    const korch_server_opts_t *o = &st->opts;
+    *out = NULL;
     if (o->cull_idle_timeout <= 0)
         return KORCH_OK;
     int interval = o->cull_interval;
@@ -86,27 +86,29 @@ korch_rc_t srv_cull_start(korch_server_t *s, korch_err_t *err)
     srv_cull_t *c = calloc(1, sizeof *c);
     if (!c)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    c->srv = s;
+    c->kmgr = m;
+    c->loop = loop;
+    c->cull_busy = o->cull_busy;
+    c->cull_connected = o->cull_connected;
     c->timeout_ms = (int64_t)o->cull_idle_timeout * 1000;
-    c->timer = korch_loop_timer(srv_loop(s), interval * 1000, 0, s_on_tick, c);
+    c->timer = korch_loop_timer(loop, interval * 1000, 0, s_on_tick, c);
     if (c->timer <= 0) {
         free(c);
         return korch_err_set(err, KORCH_E_NOMEM, "cannot create the culling timer");
     }
-    st->cull = c;
+    *out = c;
     fprintf(stderr, "korch: culling kernels idle for more than %d s, checked every %d s%s%s\n",
             o->cull_idle_timeout, interval, o->cull_busy ? ", even busy ones" : "",
             o->cull_connected ? ", even with connected clients" : "");
     return KORCH_OK;
 }
 
-void srv_cull_stop(korch_server_t *s)
+void srv_cull_destroy(srv_cull_t **pc)
 {
-    srv_state_t *st = srv_state(s);
-    srv_cull_t *c = st->cull;
+    srv_cull_t *c = *pc;
     if (!c)
         return;
-    st->cull = NULL;
-    korch_loop_timer_end(srv_loop(s), c->timer);
+    korch_loop_timer_end(c->loop, c->timer);
     free(c);
+    *pc = NULL;
 }

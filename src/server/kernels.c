@@ -54,7 +54,7 @@ typedef struct {
 /* A message kept for a disconnected session. */
 typedef struct {
     korch_wsframe_t *f;         /* referenced */
-    uint64_t seq;               /* the IOPub broadcast it was (mk->iopub_seq), 0 for a reply */
+    uint64_t seq;               /* the IOPub broadcast it was (KR(mk)->iopub_seq), 0 for a reply */
 } s_kept_t;
 
 typedef struct {
@@ -88,32 +88,23 @@ static void s_replay_free(s_replay_t **pr)
     *pr = NULL;
 }
 
-static void s_touch(srv_kernel_t *mk)
-{
-    korch_iso8601_now(mk->last_activity);
-    mk->last_activity_ms = korch_now_ms();
-    if (!mk->pooled) /* the pool's own starts are nobody's activity */
-        srv_touch(mk->srv);
-}
+#define KR(mk) ((s_kr_t *)(mk)->relay)
 
-srv_kernel_t *srv_kernel_find(korch_server_t *s, const char *id)
-{
-    return id ? zhashx_lookup(srv_state(s)->kernels, id) : NULL;
-}
+struct srv_relay {
+    korch_loop_t *loop;
+    size_t max_replay_bytes;
+    srv_metrics_t *metrics;
+};
 
-size_t srv_kernels_live(korch_server_t *s) { return zhashx_size(srv_state(s)->kernels); }
-
-static const char *s_state_name(srv_kernel_t *mk)
-{
-    korch_kernel_state_t st = korch_kernel_state(mk->k);
-    return st == KORCH_KERNEL_STOPPED ? "dead" : korch_kernel_state_name(st);
-}
-
-json_t *srv_kernel_model(srv_kernel_t *mk)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", mk->id, "name", mk->name, "last_activity", mk->last_activity,
-                     "execution_state", s_state_name(mk), "connections", (int)zlistx_size(mk->conns));
-}
+/* The relay of one kernel (its mk->relay). */
+typedef struct {
+    srv_relay_t *r;
+    zlistx_t *conns;            /* srv_ws_t*, not owned */
+    zhashx_t *routes;           /* parent msg_id -> s_route_t (owned) */
+    uint64_t route_seq;
+    zlistx_t *replay;           /* s_replay_t* (owned): buffers of disconnected sessions */
+    uint64_t iopub_seq;         /* IOPub messages broadcast so far */
+} s_kr_t;
 
 /* ---------------------------------------------------------------- relay */
 
@@ -209,7 +200,7 @@ static void s_frames_release(s_frames_t *fs)
 
 static s_replay_t *s_replay_find(srv_kernel_t *mk, const char *key)
 {
-    for (s_replay_t *r = zlistx_first(mk->replay); r; r = zlistx_next(mk->replay))
+    for (s_replay_t *r = zlistx_first(KR(mk)->replay); r; r = zlistx_next(KR(mk)->replay))
         if (strcmp(r->key, key) == 0)
             return r;
     return NULL;
@@ -218,7 +209,7 @@ static s_replay_t *s_replay_find(srv_kernel_t *mk, const char *key)
 static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs, uint64_t seq)
 {
     if (korch_now_ms() - r->since_ms > REPLAY_TTL_MS) {
-        zlistx_delete(mk->replay, zlistx_find(mk->replay, r));
+        zlistx_delete(KR(mk)->replay, zlistx_find(KR(mk)->replay, r));
         korch_info("kernel %.8s: replay buffer of session %s expired", mk->id, r->key);
         s_replay_free(&r);
         return;
@@ -226,7 +217,7 @@ static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs, uint64
     korch_wsframe_t *f = s_frame(fs, r->proto);
     if (!f)
         return;
-    size_t max = mk->srv ? srv_state(mk->srv)->opts.max_replay_bytes : 0;
+    size_t max = KR(mk)->r->max_replay_bytes;
     s_kept_t *h = malloc(sizeof *h);
     if (!h)
         return;
@@ -250,7 +241,7 @@ static void s_replay_add(srv_kernel_t *mk, s_replay_t *r, s_frames_t *fs, uint64
 static srv_ws_t *s_conn_for(srv_kernel_t *mk, const char *key)
 {
     srv_ws_t *found = NULL;
-    for (srv_ws_t *ws = zlistx_first(mk->conns); ws; ws = zlistx_next(mk->conns))
+    for (srv_ws_t *ws = zlistx_first(KR(mk)->conns); ws; ws = zlistx_next(KR(mk)->conns))
         if (strcmp(ws->session_key, key) == 0)
             found = ws; /* the newest one with that key */
     return found;
@@ -271,7 +262,7 @@ static void s_unhold(srv_ws_t *ws, bool send)
     if (!ws->held)
         return;
     if (ws->hold_timer)
-        korch_loop_timer_end(srv_loop(ws->srv), ws->hold_timer);
+        korch_loop_timer_end(ws->relay->loop, ws->hold_timer);
     ws->hold_timer = 0;
     zlistx_t *held = ws->held;
     ws->held = NULL;
@@ -296,16 +287,16 @@ static int s_on_hold_timer(korch_loop_t *loop, int timer_id, void *arg)
 
 static void s_broadcast(srv_kernel_t *mk, s_frames_t *fs)
 {
-    uint64_t seq = ++mk->iopub_seq;
-    for (srv_ws_t *ws = zlistx_first(mk->conns); ws; ws = zlistx_next(mk->conns)) {
+    uint64_t seq = ++KR(mk)->iopub_seq;
+    for (srv_ws_t *ws = zlistx_first(KR(mk)->conns); ws; ws = zlistx_next(KR(mk)->conns)) {
         korch_wsframe_t *f = s_frame(fs, ws->proto);
         if (f)
             s_deliver(ws, f);
     }
     /* The relay may have closed connections: never mid-iteration. */
-    s_replay_t *r = zlistx_first(mk->replay);
+    s_replay_t *r = zlistx_first(KR(mk)->replay);
     while (r) {
-        s_replay_t *next = zlistx_next(mk->replay);
+        s_replay_t *next = zlistx_next(KR(mk)->replay);
         s_replay_add(mk, r, fs, seq);
         r = next;
     }
@@ -315,12 +306,12 @@ static void s_route_evict(srv_kernel_t *mk)
 {
     /* Requests without replies (comm traffic of buggy clients, a kernel
        restarted mid-request) would pile up: drop the oldest tenth. */
-    uint64_t cut = mk->route_seq - MAX_ROUTES + MAX_ROUTES / 10;
-    zlistx_t *keys = zhashx_keys(mk->routes);
+    uint64_t cut = KR(mk)->route_seq - MAX_ROUTES + MAX_ROUTES / 10;
+    zlistx_t *keys = zhashx_keys(KR(mk)->routes);
     for (const char *k = keys ? zlistx_first(keys) : NULL; k; k = zlistx_next(keys)) {
-        s_route_t *r = zhashx_lookup(mk->routes, k);
+        s_route_t *r = zhashx_lookup(KR(mk)->routes, k);
         if (r && r->seq < cut)
-            zhashx_delete(mk->routes, k);
+            zhashx_delete(KR(mk)->routes, k);
     }
     zlistx_destroy(&keys);
 }
@@ -331,21 +322,21 @@ static bool s_ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, korch_msg_raw_t *raw,
+static void s_on_message(srv_kernel_t *mk, korch_channel_t ch, const korch_msg_t *msg, korch_msg_raw_t *raw,
                          void *arg)
 {
-    srv_kernel_t *mk = arg;
-    s_touch(mk);
+    if (!KR(mk))
+        return;
     s_frames_t fs = {.msg = msg, .raw = raw, .ch = ch};
     if (ch == KORCH_CH_IOPUB && strcmp(korch_msg_type(msg), "execute_input") == 0)
-        srv_state(mk->srv)->metrics.executions++;
+        KR(mk)->r->metrics->executions++;
     if (ch == KORCH_CH_IOPUB) {
         s_broadcast(mk, &fs);
         s_frames_release(&fs);
         return;
     }
     const char *parent = korch_msg_parent_id(msg);
-    s_route_t *route = *parent ? zhashx_lookup(mk->routes, parent) : NULL;
+    s_route_t *route = *parent ? zhashx_lookup(KR(mk)->routes, parent) : NULL;
     if (!route) {
         /* korch's own requests (the readiness handshake) or a forgotten one */
         korch_debug("kernel %.8s: %s for nobody's request dropped", mk->id, korch_msg_type(msg));
@@ -354,7 +345,7 @@ static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_
     char key[128];
     snprintf(key, sizeof key, "%s", route->key);
     if ((ch == KORCH_CH_SHELL || ch == KORCH_CH_CONTROL) && s_ends_with(korch_msg_type(msg), "_reply"))
-        zhashx_delete(mk->routes, parent);
+        zhashx_delete(KR(mk)->routes, parent);
     srv_ws_t *ws = s_conn_for(mk, key);
     if (ws) {
         korch_wsframe_t *f = s_frame(&fs, ws->proto);
@@ -388,270 +379,106 @@ static void s_send_status(srv_kernel_t *mk, const char *state)
     korch_msg_destroy(&m);
 }
 
-static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail, void *arg)
+/* ------------------------------------------------------------ lifecycle */
+
+static void s_kr_free(s_kr_t **pkr)
 {
-    srv_kernel_t *mk = arg;
-    s_touch(mk);
-    if (!mk->ever_ready && (st == KORCH_KERNEL_IDLE || st == KORCH_KERNEL_BUSY || st == KORCH_KERNEL_DEAD))
-        srv_metrics_launched(mk->srv, st != KORCH_KERNEL_DEAD);
-    if (mk->pooled) { /* nobody waits on it, nobody is connected */
-        if (st == KORCH_KERNEL_IDLE || st == KORCH_KERNEL_BUSY)
-            mk->ever_ready = true;
-        if (st == KORCH_KERNEL_DEAD)
-            snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
-        srv_pool_kernel_state(mk, st);
+    s_kr_t *kr = *pkr;
+    if (!kr)
+        return;
+    zlistx_destroy(&kr->conns);
+    zhashx_destroy(&kr->routes);
+    s_replay_t *r;
+    while (kr->replay && (r = zlistx_first(kr->replay))) {
+        zlistx_delete(kr->replay, zlistx_cursor(kr->replay));
+        s_replay_free(&r);
+    }
+    zlistx_destroy(&kr->replay);
+    free(kr);
+    *pkr = NULL;
+}
+
+/* Clients closed ("dead" first: the Notebook UI ignores a closed socket
+   but shows its dead-kernel dialog on that), replay buffers dropped. */
+static void s_kernel_deleted(srv_kernel_t *mk)
+{
+    s_kr_t *kr = KR(mk);
+    if (korch_kernel_state(mk->k) != KORCH_KERNEL_DEAD)
+        s_send_status(mk, "dead");
+    srv_ws_t *ws;
+    while ((ws = zlistx_first(kr->conns))) {
+        zlistx_delete(kr->conns, zlistx_cursor(kr->conns));
+        mk->connections--;
+        ws->kernel = NULL;
+        s_unhold(ws, true);
+        srv_ws_finish(ws, "kernel shut down");
+    }
+    s_replay_t *r;
+    while ((r = zlistx_first(kr->replay))) {
+        zlistx_delete(kr->replay, zlistx_cursor(kr->replay));
+        s_replay_free(&r);
+    }
+}
+
+static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
+{
+    srv_relay_t *rl = arg;
+    if (ev == SRV_KEV_STARTED) {
+        s_kr_t *kr = calloc(1, sizeof *kr);
+        if (kr && (kr->conns = zlistx_new()) && (kr->routes = zhashx_new()) && (kr->replay = zlistx_new())) {
+            zhashx_set_destructor(kr->routes, s_free_item);
+            kr->r = rl;
+            mk->relay = kr;
+        } else {
+            s_kr_free(&kr);
+            korch_warn("kernel %.8s: out of memory for its relay: shutting it down", mk->id);
+            srv_kmgr_delete(mk);
+        }
         return;
     }
-    switch (st) {
-    case KORCH_KERNEL_IDLE:
-    case KORCH_KERNEL_BUSY:
-        mk->ever_ready = true;
-        mk->restart_requested = false;
-        if (zlistx_size(mk->waiters))
-            srv_api_kernel_ready(mk);
-        break;
-    case KORCH_KERNEL_RESTARTING:
-        fprintf(stderr, "korch: kernel %s restarting%s%s\n", mk->id, detail ? ": " : "", detail ? detail : "");
+    if (!KR(mk))
+        return;
+    switch (ev) {
+    case SRV_KEV_RESTARTING:
         /* what was asked of the old process will never be answered */
-        zhashx_purge(mk->routes);
-        if (!mk->restart_requested)
+        zhashx_purge(KR(mk)->routes);
+        if (!mk->restart_requested) /* jupyter_server is silent on a restart asked for */
             s_send_status(mk, "restarting");
         break;
-    case KORCH_KERNEL_DEAD:
-        mk->restart_requested = false;
-        snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
-        fprintf(stderr, "korch: kernel %s dead: %s\n", mk->id, mk->dead_reason);
+    case SRV_KEV_DEAD:
         s_send_status(mk, "dead");
-        srv_api_kernel_failed(mk, mk->dead_reason);
-        if (!mk->ever_ready) /* it never ran: nothing for anyone to look at */
-            srv_kernel_delete(mk, NULL);
         break;
+    case SRV_KEV_DELETED:
+        s_kernel_deleted(mk);
+        break;
+    case SRV_KEV_GONE: {
+        s_kr_t *kr = KR(mk);
+        mk->relay = NULL;
+        s_kr_free(&kr);
+        break;
+    }
     default:
         break;
     }
 }
 
-/* ------------------------------------------------------------ lifecycle */
-
-static void s_kernel_free(srv_kernel_t **pmk)
+srv_relay_t *srv_relay_new(srv_kmgr_t *m, const srv_relay_opts_t *o)
 {
-    srv_kernel_t *mk = *pmk;
-    if (!mk)
-        return;
-    korch_kernel_destroy(&mk->k);
-    zlistx_destroy(&mk->conns);
-    zhashx_destroy(&mk->routes);
-    if (mk->replay) {
-        s_replay_t *r;
-        while ((r = zlistx_first(mk->replay))) {
-            zlistx_delete(mk->replay, zlistx_cursor(mk->replay));
-            s_replay_free(&r);
-        }
-        zlistx_destroy(&mk->replay);
-    }
-    zlistx_destroy(&mk->waiters);
-    free(mk);
-    *pmk = NULL;
-}
-
-/* KERNEL_* variables of the request's env, as Kernel Gateway passes them. */
-static char **s_env(json_t *env, korch_err_t *err)
-{
-    size_t n = 0, cap = json_is_object(env) ? json_object_size(env) : 0;
-    if (cap > MAX_ENV_VARS) {
-        korch_err_set(err, KORCH_E_INVALID, "too many environment variables (%zu, at most %d)", cap, MAX_ENV_VARS);
+    srv_relay_t *r = calloc(1, sizeof *r);
+    if (!r)
         return NULL;
-    }
-    char **v = calloc(cap + 1, sizeof *v);
-    if (!v) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    const char *name;
-    json_t *val;
-    json_object_foreach(env, name, val) {
-        if (strncmp(name, "KERNEL_", 7) != 0 || !json_is_string(val))
-            continue;
-        bool ok = strlen(name) < 128 && json_string_length(val) < 8192;
-        for (const char *c = name; ok && *c; c++)
-            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
-        if (!ok || strlen(json_string_value(val)) != json_string_length(val)) {
-            korch_warn("ignoring environment variable '%.60s' (bad name or value)", name);
-            continue;
-        }
-        size_t len = strlen(name) + json_string_length(val) + 2;
-        v[n] = malloc(len);
-        if (!v[n])
-            break;
-        snprintf(v[n++], len, "%s=%s", name, json_string_value(val));
-    }
-    return v;
+    r->loop = o->loop;
+    r->max_replay_bytes = o->max_replay_bytes;
+    r->metrics = o->metrics;
+    srv_kmgr_listen(m, s_on_kernel, r);
+    srv_kmgr_set_message_sink(m, s_on_message, r);
+    return r;
 }
 
-static srv_kernel_t *s_kernel_start(korch_server_t *s, const char *name, json_t *env, const char *cwd, bool pooled,
-                                     korch_err_t *err)
+void srv_relay_destroy(srv_relay_t **pr)
 {
-    srv_state_t *st = srv_state(s);
-    srv_kernel_t *mk = calloc(1, sizeof *mk);
-    char **envv = s_env(env, err);
-    if (!mk || !envv) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto fail;
-    }
-    mk->srv = s;
-    mk->conns = zlistx_new();
-    mk->routes = zhashx_new();
-    mk->replay = zlistx_new();
-    mk->waiters = zlistx_new();
-    if (!mk->conns || !mk->routes || !mk->replay || !mk->waiters) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto fail;
-    }
-    zhashx_set_destructor(mk->routes, s_free_item);
-    snprintf(mk->name, sizeof mk->name, "%s", name);
-    korch_kernel_opts_t ko = {
-        .relay_stdin = true, /* clients answer their own input_requests */
-        .kernelspec = name,
-        .launcher = st->opts.launcher,
-        .env = (const char *const *)envv,
-        .start_timeout_ms = st->opts.kernel_start_timeout_ms,
-        .cwd = cwd,
-        /* a pool kernel that dies is replaced, not restarted (srv_kernel_unpool turns it on) */
-        .no_auto_restart = pooled,
-    };
-    mk->k = korch_kernel_new(srv_loop(s), &ko, err);
-    if (!mk->k) {
-        if (err && err->rc != KORCH_E_NOTFOUND && err->rc != KORCH_E_INVALID) /* a launch that failed */
-            srv_metrics_launched(s, false);
-        goto fail;
-    }
-    snprintf(mk->id, sizeof mk->id, "%s", korch_kernel_id(mk->k));
-    korch_kernel_set_callbacks(mk->k, &(korch_kernel_cb_t){.on_state = s_on_state, .on_raw_message = s_on_message,
-                                                          .arg = mk});
-    mk->pooled = pooled;
-    s_touch(mk);
-    if (!pooled)
-        zhashx_insert(st->kernels, mk->id, mk);
-    fprintf(stderr, "korch: kernel %s (%s) starting%s\n", mk->id, mk->name, pooled ? " for the warm pool" : "");
-    for (char **e = envv; *e; e++)
-        free(*e);
-    free(envv);
-    return mk;
-fail:
-    for (char **e = envv; e && *e; e++)
-        free(*e);
-    free(envv);
-    s_kernel_free(&mk);
-    return NULL;
-}
-
-srv_kernel_t *srv_kernel_start(korch_server_t *s, const char *name, json_t *env, korch_err_t *err)
-{
-    return s_kernel_start(s, name, env, NULL, false, err);
-}
-
-srv_kernel_t *srv_kernel_start_pooled(korch_server_t *s, const char *name, korch_err_t *err)
-{
-    return s_kernel_start(s, name, NULL, NULL, true, err);
-}
-
-srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err)
-{
-    return s_kernel_start(s, name, NULL, cwd, false, err);
-}
-
-void srv_kernel_unpool(srv_kernel_t *mk)
-{
-    if (!mk->pooled || mk->doomed)
-        return;
-    mk->pooled = false;
-    korch_kernel_set_auto_restart(mk->k, true);
-    /* idle from the moment it is handed out, not from its start */
-    s_touch(mk);
-    zhashx_insert(srv_state(mk->srv)->kernels, mk->id, mk);
-    fprintf(stderr, "korch: kernel %s (%s) handed out from the warm pool\n", mk->id, mk->name);
-}
-
-void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req)
-{
-    korch_server_t *s = mk->srv;
-    if (!mk->doomed) {
-        mk->doomed = true;
-        zhashx_delete(srv_state(s)->kernels, mk->id);
-        zlistx_add_end(srv_state(s)->doomed, mk);
-        /* requests waiting for it to be ready will not see that */
-        srv_api_kernel_failed(mk, "kernel was shut down");
-        /* what a dying kernel's clients hear (the Notebook UI ignores a
-           closed socket but shows its dead-kernel dialog on this) */
-        if (korch_kernel_state(mk->k) != KORCH_KERNEL_DEAD)
-            s_send_status(mk, "dead");
-        srv_ws_t *ws;
-        while ((ws = zlistx_first(mk->conns))) {
-            zlistx_delete(mk->conns, zlistx_cursor(mk->conns));
-            ws->kernel = NULL;
-            s_unhold(ws, true);
-            srv_ws_finish(ws, "kernel shut down");
-        }
-        s_replay_t *r;
-        while ((r = zlistx_first(mk->replay))) {
-            zlistx_delete(mk->replay, zlistx_cursor(mk->replay));
-            s_replay_free(&r);
-        }
-        korch_kernel_set_callbacks(mk->k, NULL);
-        fprintf(stderr, "korch: kernel %s shutting down\n", mk->id);
-    }
-    if (req) {
-        srv_req_wait(req, SRV_WAIT_DELETE);
-        zlistx_add_end(mk->waiters, req);
-    }
-}
-
-korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err)
-{
-    bool was = mk->restart_requested;
-    mk->restart_requested = true;
-    korch_rc_t rc = korch_kernel_restart(mk->k, err);
-    if (rc != KORCH_OK)
-        mk->restart_requested = was;
-    return rc;
-}
-
-bool srv_kernels_reap(korch_server_t *s)
-{
-    srv_state_t *st = srv_state(s);
-    srv_kernel_t *mk = zlistx_first(st->doomed);
-    if (!mk)
-        return false;
-    zlistx_delete(st->doomed, zlistx_cursor(st->doomed));
-    srv_metrics_kernel_gone(s, mk);
-    /* Runs the loop until the kernel is gone (shutdown_request, grace,
-       SIGTERM, SIGKILL): other clients are served meanwhile. */
-    korch_kernel_destroy(&mk->k);
-    char id[40];
-    snprintf(id, sizeof id, "%s", mk->id);
-    srv_req_t *req;
-    while ((req = zlistx_first(mk->waiters))) {
-        zlistx_delete(mk->waiters, zlistx_cursor(mk->waiters));
-        if (req->wait == SRV_WAIT_AGENT)
-            srv_agent_kernel_failed(req, mk, "the kernel was shut down while the session started");
-        else
-            srv_respond(req, 204, NULL);
-    }
-    s_kernel_free(&mk);
-    srv_api_kernel_gone(s, id);
-    fprintf(stderr, "korch: kernel %s shut down\n", id);
-    return true;
-}
-
-void srv_kernels_destroy_all(korch_server_t *s)
-{
-    srv_state_t *st = srv_state(s);
-    zlistx_t *all = zhashx_values(st->kernels);
-    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
-        srv_kernel_delete(mk, NULL);
-    zlistx_destroy(&all);
-    while (srv_kernels_reap(s))
-        ;
+    free(*pr);
+    *pr = NULL;
 }
 
 /* ------------------------------------------------------------ clients */
@@ -663,7 +490,7 @@ static void s_replay_resume(srv_kernel_t *mk, srv_ws_t *ws)
     s_replay_t *r = s_replay_find(mk, ws->session_key);
     if (!r)
         return;
-    zlistx_delete(mk->replay, zlistx_find(mk->replay, r));
+    zlistx_delete(KR(mk)->replay, zlistx_find(KR(mk)->replay, r));
     if (r->proto != ws->proto)
         korch_warn("kernel %.8s: session %s came back on the other protocol; %zu buffered messages dropped", mk->id,
                    r->key, zlistx_size(r->frames));
@@ -682,14 +509,16 @@ static void s_replay_resume(srv_kernel_t *mk, srv_ws_t *ws)
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws)
 {
     ws->kernel = mk;
-    ws->attach_seq = mk->iopub_seq;
-    zlistx_add_end(mk->conns, ws);
-    s_touch(mk);
+    ws->relay = KR(mk)->r;
+    mk->connections++;
+    ws->attach_seq = KR(mk)->iopub_seq;
+    zlistx_add_end(KR(mk)->conns, ws);
+    srv_kernel_touch(mk);
     if (ws->has_session_id)
         s_replay_resume(mk, ws);
-    else if (zlistx_size(mk->replay)) { /* perhaps one of them, back: wait for its name */
+    else if (zlistx_size(KR(mk)->replay)) { /* perhaps one of them, back: wait for its name */
         ws->held = zlistx_new();
-        ws->hold_timer = ws->held ? korch_loop_timer(srv_loop(mk->srv), HOLD_MS, 1, s_on_hold_timer, ws) : 0;
+        ws->hold_timer = ws->held ? korch_loop_timer(KR(mk)->r->loop, HOLD_MS, 1, s_on_hold_timer, ws) : 0;
     }
 }
 
@@ -718,17 +547,19 @@ void srv_kernel_detach(srv_ws_t *ws)
         return;
     ws->kernel = NULL;
     s_unhold(ws, false);
-    void *h = zlistx_find(mk->conns, ws);
-    if (h)
-        zlistx_delete(mk->conns, h);
-    s_touch(mk);
+    void *h = zlistx_find(KR(mk)->conns, ws);
+    if (h) {
+        zlistx_delete(KR(mk)->conns, h);
+        mk->connections--;
+    }
+    srv_kernel_touch(mk);
     if (!(ws->has_session_id || ws->header_session) || mk->doomed || s_conn_for(mk, ws->session_key) ||
         s_replay_find(mk, ws->session_key))
         return;
     /* keep what this session would have received, for its return */
-    if (zlistx_size(mk->replay) >= MAX_REPLAY_SESSIONS) {
-        s_replay_t *old = zlistx_first(mk->replay);
-        zlistx_delete(mk->replay, zlistx_cursor(mk->replay));
+    if (zlistx_size(KR(mk)->replay) >= MAX_REPLAY_SESSIONS) {
+        s_replay_t *old = zlistx_first(KR(mk)->replay);
+        zlistx_delete(KR(mk)->replay, zlistx_cursor(KR(mk)->replay));
         s_replay_free(&old);
     }
     s_replay_t *r = calloc(1, sizeof *r);
@@ -741,7 +572,7 @@ void srv_kernel_detach(srv_ws_t *ws)
     r->since_ms = korch_now_ms();
     /* what was queued for it and not written (a message cut short by the
        close included: the client dropped its fragments) comes back first */
-    size_t max = srv_state(mk->srv)->opts.max_replay_bytes, n = 0;
+    size_t max = KR(mk)->r->max_replay_bytes, n = 0;
     for (korch_wsframe_t *f = zlistx_first(ws->queue); f; f = zlistx_next(ws->queue)) {
         s_kept_t *kept = r->bytes + f->len <= max ? malloc(sizeof *kept) : NULL;
         if (!kept)
@@ -754,7 +585,7 @@ void srv_kernel_detach(srv_ws_t *ws)
     }
     if (n)
         korch_info("kernel %.8s: %zu messages never written to session %s kept for its return", mk->id, n, r->key);
-    zlistx_add_end(mk->replay, r);
+    zlistx_add_end(KR(mk)->replay, r);
 }
 
 void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool binary)
@@ -764,7 +595,8 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     korch_msg_t *msg = NULL;
     korch_err_t err = {0};
     if (korch_wsmsg_parse(ws->proto, binary, data, len, &ch, &msg, &err) != KORCH_OK) {
-        srv_state(ws->srv)->metrics.ws_malformed++;
+        if (ws->relay)
+            ws->relay->metrics->ws_malformed++;
         /* the reason may quote the client's bytes: printable only, and a
            client sending nothing else cannot flood the log */
         for (char *c = err.msg; *c; c++)
@@ -780,7 +612,7 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
         korch_msg_destroy(&msg);
         return;
     }
-    s_touch(mk);
+    srv_kernel_touch(mk);
     if (!ws->has_session_id && !ws->header_session)
         s_name_from_header(mk, ws, msg);
     const char *id = korch_msg_id(msg);
@@ -797,13 +629,13 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     bool answered = ch != KORCH_CH_STDIN && strcmp(type, "comm_open") != 0 && strcmp(type, "comm_msg") != 0 &&
                     strcmp(type, "comm_close") != 0;
     if (answered) {
-        if (zhashx_size(mk->routes) >= MAX_ROUTES)
+        if (zhashx_size(KR(mk)->routes) >= MAX_ROUTES)
             s_route_evict(mk);
         s_route_t *r = calloc(1, sizeof *r);
         if (r) {
             snprintf(r->key, sizeof r->key, "%s", ws->session_key);
-            r->seq = ++mk->route_seq;
-            zhashx_update(mk->routes, id, r);
+            r->seq = ++KR(mk)->route_seq;
+            zhashx_update(KR(mk)->routes, id, r);
         }
     }
     char idcopy[128];
@@ -811,7 +643,7 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     if (korch_kernel_send(mk->k, ch, &msg, &err) != KORCH_OK) {
         korch_warn("kernel %.8s: cannot relay a message: %s", mk->id, err.msg);
         if (answered)
-            zhashx_delete(mk->routes, idcopy);
+            zhashx_delete(KR(mk)->routes, idcopy);
     } else
-        srv_state(mk->srv)->metrics.ws_received++;
+        KR(mk)->r->metrics->ws_received++;
 }

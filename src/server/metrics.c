@@ -11,8 +11,8 @@
  *  <name>_count. Behind the token like every other route (jupyter_server's
  *  /metrics is authenticated by default too).
  *
- *  The counters live in srv_state_t.metrics; the files that see the events
- *  bump them, on the loop thread. Gauges (kernels by state, rejections of
+ *  The counters are srv_metrics_t (server_int.h); the files that see the
+ *  events bump them, on the loop thread. Gauges (kernels by state, rejections of
  *  live kernels) are computed here, when asked.
  */
 #include "server_int.h"
@@ -38,18 +38,26 @@ static int64_t s_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void srv_metrics_launched(korch_server_t *s, bool ok)
+/* The kernel manager's listener: first starts that got ready or died,
+   and the rejection counts of kernels torn down. */
+static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
-    srv_metrics_t *m = &srv_state(s)->metrics;
-    if (ok)
+    srv_metrics_t *m = arg;
+    if (ev == SRV_KEV_READY && mk->readies == 1)
         m->launches_ok++;
-    else
+    else if (ev == SRV_KEV_DEAD && mk->readies == 0)
         m->launches_failed++;
+    else if (ev == SRV_KEV_GONE) {
+        const korch_session_stats_t *st = mk->k ? korch_kernel_stats(mk->k) : NULL;
+        for (int i = 0; st && i < KORCH_REJ__COUNT; i++)
+            m->rejected_gone[i] += st->rejected[i];
+    }
 }
 
-void srv_metrics_launch_time(korch_server_t *s, int64_t t0_us)
+void srv_metrics_listen(srv_metrics_t *m, srv_kmgr_t *kmgr) { srv_kmgr_listen(kmgr, s_on_kernel, m); }
+
+void srv_metrics_launch_time(srv_metrics_t *m, int64_t t0_us)
 {
-    srv_metrics_t *m = &srv_state(s)->metrics;
     double sec = (double)(s_now_us() - t0_us) / 1e6;
     if (sec < 0)
         sec = 0;
@@ -60,13 +68,6 @@ void srv_metrics_launch_time(korch_server_t *s, int64_t t0_us)
         }
     m->launch_count++;
     m->launch_sum += sec;
-}
-
-void srv_metrics_kernel_gone(korch_server_t *s, srv_kernel_t *mk)
-{
-    const korch_session_stats_t *st = mk->k ? korch_kernel_stats(mk->k) : NULL;
-    for (int i = 0; st && i < KORCH_REJ__COUNT; i++)
-        srv_state(s)->metrics.rejected_gone[i] += st->rejected[i];
 }
 
 /* ------------------------------------------------------------ rendering */
@@ -130,19 +131,21 @@ static void s_kernels_by_state(korch_server_t *s, s_text_t *t)
 {
     static const char *const names[] = {"starting", "idle", "busy", "restarting", "dead"};
     uint64_t n[5] = {0};
-    zhashx_t *all = srv_state(s)->kernels;
-    for (srv_kernel_t *mk = zhashx_first(all); mk; mk = zhashx_next(all)) {
+    zlistx_t *all = srv_kmgr_list(srv_parts(s)->kmgr);
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all)) {
         korch_kernel_state_t st = korch_kernel_state(mk->k);
         /* stopped = shut down on request: dead to a client, as in the model */
         n[st >= KORCH_KERNEL_DEAD ? 4 : (int)st]++;
     }
+    zlistx_destroy(&all);
     s_head(t, "korch_kernels", "gauge", "Kernels korch serves (listed in /api/kernels), by execution state.");
     for (int i = 0; i < 5; i++)
         s_printf(t, "korch_kernels{state=\"%s\"} %llu\n", names[i], (unsigned long long)n[i]);
 }
 
-static void s_add_rejected(uint64_t *sum, srv_kernel_t *mk)
+static void s_add_rejected(srv_kernel_t *mk, void *arg)
 {
+    uint64_t *sum = arg;
     const korch_session_stats_t *st = mk->k ? korch_kernel_stats(mk->k) : NULL;
     for (int i = 0; st && i < KORCH_REJ__COUNT; i++)
         sum[i] += st->rejected[i];
@@ -150,13 +153,9 @@ static void s_add_rejected(uint64_t *sum, srv_kernel_t *mk)
 
 static void s_rejected(korch_server_t *s, s_text_t *t)
 {
-    srv_state_t *st = srv_state(s);
     uint64_t sum[KORCH_REJ__COUNT];
-    memcpy(sum, st->metrics.rejected_gone, sizeof sum);
-    for (srv_kernel_t *mk = zhashx_first(st->kernels); mk; mk = zhashx_next(st->kernels))
-        s_add_rejected(sum, mk);
-    for (srv_kernel_t *mk = zlistx_first(st->doomed); mk; mk = zlistx_next(st->doomed))
-        s_add_rejected(sum, mk);
+    memcpy(sum, srv_parts(s)->metrics->rejected_gone, sizeof sum);
+    srv_kmgr_foreach(srv_parts(s)->kmgr, s_add_rejected, sum);
     s_head(t, "korch_kernel_messages_rejected_total", "counter",
            "Messages from kernels that korch's session rejected (bad signature, replay, malformed ...), by reason.");
     for (int i = 0; i < KORCH_REJ__COUNT; i++)
@@ -166,11 +165,12 @@ static void s_rejected(korch_server_t *s, s_text_t *t)
 
 static void s_launches(korch_server_t *s, s_text_t *t)
 {
-    const srv_metrics_t *m = &srv_state(s)->metrics;
+    const srv_metrics_t *m = srv_parts(s)->metrics;
     s_head(t, "korch_kernel_launches_total", "counter",
            "Kernels korch launched (for clients or the warm pool), by whether they became ready.");
     s_printf(t, "korch_kernel_launches_total{result=\"ok\"} %llu\n", (unsigned long long)m->launches_ok);
-    s_printf(t, "korch_kernel_launches_total{result=\"failed\"} %llu\n", (unsigned long long)m->launches_failed);
+    s_printf(t, "korch_kernel_launches_total{result=\"failed\"} %llu\n",
+             (unsigned long long)(m->launches_failed + srv_kmgr_failed_starts(srv_parts(s)->kmgr)));
     s_head(t, "korch_kernel_launch_seconds", "histogram",
            "Time from a POST /api/kernels or /api/sessions that needed a kernel to its answer with the kernel "
            "ready.");
@@ -187,13 +187,13 @@ static void s_launches(korch_server_t *s, s_text_t *t)
 
 static void s_http(korch_server_t *s, s_text_t *t)
 {
-    const srv_metrics_t *m = &srv_state(s)->metrics;
+    const srv_metrics_t *m = srv_parts(s)->metrics;
     s_head(t, "korch_http_requests_total", "counter",
            "HTTP requests answered (websocket upgrades included), by status class.");
     for (int c = 1; c <= 5; c++)
         s_printf(t, "korch_http_requests_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)m->http[c]);
     /* connection admission (conns.c) and request bodies (server.c) */
-    srv_conns_t *c = srv_state(s)->conns;
+    srv_conns_t *c = srv_parts(s)->conns;
     s_head(t, "korch_http_connections", "gauge",
            "HTTP connections open, by whether their request headers are complete yet (pending: not yet).");
     s_printf(t, "korch_http_connections{state=\"pending\"} %llu\n", (unsigned long long)srv_conns_pending(c));
@@ -217,14 +217,14 @@ static void s_agents(korch_server_t *s, s_text_t *t)
     static const char *const states[] = {"starting", "idle", "running", "stopped"};
     static const char *const ends[] = {"ok", "interrupted", "error"};
     uint64_t n[4];
-    srv_agents_count(s, n);
+    srv_agents_count(srv_parts(s)->agents, n);
     s_head(t, "korch_agent_sessions", "gauge", "Agent sessions, by state (stopped: on disk, without a kernel).");
     for (int i = 0; i < 4; i++)
         s_printf(t, "korch_agent_sessions{state=\"%s\"} %llu\n", states[i], (unsigned long long)n[i]);
     s_head(t, "korch_agent_turns_total", "counter", "Agent turns ended, by how they ended.");
     for (int i = 0; i < 3; i++)
         s_printf(t, "korch_agent_turns_total{status=\"%s\"} %llu\n", ends[i],
-                 (unsigned long long)srv_state(s)->metrics.agent_turns[i]);
+                 (unsigned long long)srv_parts(s)->metrics->agent_turns[i]);
 }
 
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
@@ -233,7 +233,7 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
         srv_respond_error(req, 405, "method not allowed");
         return;
     }
-    const srv_metrics_t *m = &srv_state(s)->metrics;
+    const srv_metrics_t *m = srv_parts(s)->metrics;
     s_text_t t = {0};
     s_kernels_by_state(s, &t);
     s_counter(&t, "korch_executions_total",

@@ -1,12 +1,13 @@
 /*  The warm pool: kernels started ahead of time, per kernelspec, and handed
  *  out on POST /api/kernels (or a session, or an agent session) at once.
  *
- *  A pool kernel is an srv_kernel_t with mk->pooled set: started with the
- *  server's launcher like any other, but kept out of the kernels table, so
- *  it is not listed by GET /api/kernels, not counted in max_kernels, not
- *  reachable by websocket and never culled. srv_pool_take moves a ready one
- *  into the table (srv_kernel_unpool): from then on it is an ordinary
- *  kernel whose id the client learns from the 201 answer.
+ *  A pool kernel is a kernel manager's kernel started pooled (kmgr.h): with
+ *  the server's launcher like any other, but not listed, so it is not
+ *  listed by GET /api/kernels, not counted in max_kernels, not reachable by
+ *  websocket and never culled. srv_pool_take hands a ready one out
+ *  (srv_kmgr_unpool): from then on it is an ordinary kernel whose id the
+ *  client learns from the 201 answer. The pool hears of its kernels' deaths
+ *  as a listener of the kernel manager.
  *
  *  Refilling happens in the background, one start at a time for the whole
  *  pool, so a burst of takes does not start N kernels at once on a small
@@ -15,8 +16,8 @@
  *  starts keep failing is retried with a backoff (1 s doubling to 60 s),
  *  not in a loop.
  *
- *  Ownership: the pool owns its kernels until they are taken (the kernels
- *  table owns them then) or doomed (the doomed list owns them then).
+ *  Ownership: the kernel manager owns every kernel; the pool keeps a list
+ *  of those it started and has not handed out.
  */
 #include "server_int.h"
 #include "korch/kernelspec.h"
@@ -45,11 +46,13 @@ typedef struct {
 } s_spec_t;
 
 struct srv_pool {
-    korch_server_t *srv;
+    srv_kmgr_t *kmgr;
+    korch_loop_t *loop;
     s_spec_t specs[MAX_POOL_SPECS];
     size_t nspecs;
     srv_kernel_t *starting;     /* the one start under way, or NULL (also in its spec's list) */
     int timer;                  /* the refill timer, 0 when none */
+    bool listening;             /* registered with the kernel manager */
     int64_t timer_at_ms;
 };
 
@@ -65,7 +68,7 @@ static s_spec_t *s_spec(srv_pool_t *p, const char *name)
 
 static bool s_ready(srv_kernel_t *mk)
 {
-    return mk->ever_ready && !mk->doomed && korch_kernel_state(mk->k) == KORCH_KERNEL_IDLE;
+    return srv_kernel_ready(mk) && korch_kernel_state(mk->k) == KORCH_KERNEL_IDLE;
 }
 
 static int s_backoff_ms(int failures)
@@ -104,7 +107,7 @@ static void s_refill(srv_pool_t *p)
         return;
     }
     korch_err_t err = {0};
-    srv_kernel_t *mk = srv_kernel_start_pooled(p->srv, best->name, &err);
+    srv_kernel_t *mk = srv_kmgr_start(p->kmgr, &(srv_kstart_t){.name = best->name, .pooled = true}, &err);
     if (!mk) {
         best->failures++;
         int ms = s_backoff_ms(best->failures);
@@ -132,24 +135,33 @@ static void s_schedule(srv_pool_t *p, int delay_ms)
     if (p->timer > 0) {
         if (p->timer_at_ms <= at)
             return;
-        korch_loop_timer_end(srv_loop(p->srv), p->timer);
+        korch_loop_timer_end(p->loop, p->timer);
         p->timer = 0;
     }
-    int id = korch_loop_timer(srv_loop(p->srv), delay_ms, 1, s_on_timer, p);
+    int id = korch_loop_timer(p->loop, delay_ms, 1, s_on_timer, p);
     if (id > 0) {
         p->timer = id;
         p->timer_at_ms = at;
     }
 }
 
-void srv_pool_kernel_state(srv_kernel_t *mk, korch_kernel_state_t st)
+/* The kernel manager's listener: a pool kernel got ready, or died. */
+static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
-    srv_pool_t *p = srv_state(mk->srv)->pool;
-    s_spec_t *sp = p ? s_spec(p, mk->name) : NULL;
+    srv_pool_t *p = arg;
+    if (!mk->pooled && ev != SRV_KEV_DELETED)
+        return;
+    s_spec_t *sp = s_spec(p, mk->name);
     void *h = sp ? zlistx_find(sp->kernels, mk) : NULL;
     if (!h)
         return;
-    if (st == KORCH_KERNEL_IDLE || st == KORCH_KERNEL_BUSY) {
+    if (ev == SRV_KEV_DELETED) { /* by someone else (the server going): forget it */
+        zlistx_delete(sp->kernels, h);
+        if (p->starting == mk)
+            p->starting = NULL;
+        return;
+    }
+    if (ev == SRV_KEV_READY) {
         if (p->starting == mk) {
             p->starting = NULL;
             sp->failures = 0;
@@ -160,7 +172,7 @@ void srv_pool_kernel_state(srv_kernel_t *mk, korch_kernel_state_t st)
         }
         return;
     }
-    if (st != KORCH_KERNEL_RESTARTING && st != KORCH_KERNEL_DEAD && st != KORCH_KERNEL_STOPPED)
+    if (ev != SRV_KEV_RESTARTING && ev != SRV_KEV_DEAD)
         return;
     /* Its process died (korch would restart it): nobody has used it, so a
        fresh one is as good and simpler than keeping a restarted one. */
@@ -176,13 +188,12 @@ void srv_pool_kernel_state(srv_kernel_t *mk, korch_kernel_state_t st)
     } else
         korch_warn("warm pool: kernel %s (%s) died while waiting%s%s; replacing it", mk->id, mk->name,
                    mk->dead_reason[0] ? ": " : "", mk->dead_reason);
-    srv_kernel_delete(mk, NULL);
+    srv_kmgr_delete(mk);
     s_schedule(p, 0);
 }
 
-srv_kernel_t *srv_pool_take(korch_server_t *s, const char *name)
+srv_kernel_t *srv_pool_take(srv_pool_t *p, const char *name)
 {
-    srv_pool_t *p = srv_state(s)->pool;
     s_spec_t *sp = p && name ? s_spec(p, name) : NULL;
     if (!sp)
         return NULL;
@@ -190,16 +201,15 @@ srv_kernel_t *srv_pool_take(korch_server_t *s, const char *name)
         if (!s_ready(mk))
             continue;
         zlistx_delete(sp->kernels, zlistx_cursor(sp->kernels));
-        srv_kernel_unpool(mk);
+        srv_kmgr_unpool(mk);
         s_schedule(p, REFILL_SETTLE_MS);
         return mk;
     }
     return NULL;
 }
 
-json_t *srv_pool_status(korch_server_t *s)
+json_t *srv_pool_status(srv_pool_t *p)
 {
-    srv_pool_t *p = srv_state(s)->pool;
     if (!p)
         return NULL;
     json_t *o = json_object();
@@ -248,10 +258,10 @@ static korch_rc_t s_add(srv_pool_t *p, const char *name, size_t name_len, int si
     return KORCH_OK;
 }
 
-korch_rc_t srv_pool_new(korch_server_t *s, korch_err_t *err)
+korch_rc_t srv_pool_new(srv_kmgr_t *m, korch_loop_t *loop, const korch_server_opts_t *o, srv_pool_t **out,
+                        korch_err_t *err)
 {
-    srv_state_t *st = srv_state(s);
-    const korch_server_opts_t *o = &st->opts;
+    *out = NULL;
     bool any = o->pool_size > 0;
     for (const char *const *e = o->pool_specs; e && *e && !any; e++)
         any = true;
@@ -260,8 +270,8 @@ korch_rc_t srv_pool_new(korch_server_t *s, korch_err_t *err)
     srv_pool_t *p = calloc(1, sizeof *p);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    p->srv = s;
-    st->pool = p;
+    p->kmgr = m;
+    p->loop = loop;
     korch_rc_t rc = KORCH_OK;
     if (o->pool_size)
         rc = s_add(p, o->kernel, strlen(o->kernel), o->pool_size, err);
@@ -276,33 +286,40 @@ korch_rc_t srv_pool_new(korch_server_t *s, korch_err_t *err)
         rc = s_add(p, *e, (size_t)(eq - *e), (int)n, err);
     }
     if (rc) {
-        srv_pool_destroy(s);
+        srv_pool_destroy(&p);
         return rc;
     }
     for (size_t i = 0; i < p->nspecs; i++)
         if (p->specs[i].size)
             fprintf(stderr, "korch: warm pool: keeping %d '%s' kernel(s) ready\n", p->specs[i].size,
                     p->specs[i].name);
+    srv_kmgr_listen(m, s_on_kernel, p);
+    p->listening = true;
     s_schedule(p, 0);
+    *out = p;
     return KORCH_OK;
 }
 
-void srv_pool_destroy(korch_server_t *s)
+/* Shuts its kernels down (torn down with the others). The kernel manager
+   must outlive it. */
+void srv_pool_destroy(srv_pool_t **pp)
 {
-    srv_state_t *st = srv_state(s);
-    srv_pool_t *p = st->pool;
+    srv_pool_t *p = *pp;
     if (!p)
         return;
-    st->pool = NULL; /* from here, state changes of its kernels find no pool */
+    *pp = NULL;
     if (p->timer > 0)
-        korch_loop_timer_end(srv_loop(s), p->timer);
+        korch_loop_timer_end(p->loop, p->timer);
+    p->timer = 0;
     for (size_t i = 0; i < p->nspecs; i++) {
         srv_kernel_t *mk;
         while ((mk = zlistx_first(p->specs[i].kernels))) {
             zlistx_delete(p->specs[i].kernels, zlistx_cursor(p->specs[i].kernels));
-            srv_kernel_delete(mk, NULL); /* reaped with the others */
+            srv_kmgr_delete(mk);
         }
         zlistx_destroy(&p->specs[i].kernels);
     }
+    if (p->listening)
+        srv_kmgr_unlisten(p->kmgr, s_on_kernel, p);
     free(p);
 }

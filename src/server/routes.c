@@ -355,14 +355,6 @@ srv_match_t srv_route_match(const char *method, const char *path, size_t len, co
     return SRV_MATCH_OK;
 }
 
-const char *srv_param(const srv_params_t *p, const char *name)
-{
-    for (int i = 0; p && i < p->n; i++)
-        if (strcmp(p->name[i], name) == 0)
-            return p->value[i];
-    return "";
-}
-
 json_t *srv_routes_json(void)
 {
     json_t *list = json_array();
@@ -380,18 +372,4 @@ json_t *srv_routes_json(void)
                                               "body", bodies[r->body], "websocket", r->websocket));
     }
     return list;
-}
-
-int srv_http_status(korch_rc_t rc)
-{
-    switch (rc) {
-    case KORCH_OK: return 200;
-    case KORCH_E_NOTFOUND: return 404;
-    case KORCH_E_INVALID: return 400;
-    case KORCH_E_TOOBIG: return 413;
-    case KORCH_E_NOMEM: return 503;
-    case KORCH_E_STATE: return 409;
-    case KORCH_E_TIMEOUT: return 504;
-    default: return 500;
-    }
 }

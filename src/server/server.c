@@ -39,6 +39,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,19 @@
 #include <uv.h>
 
 struct korch_server {
-    srv_state_t st;                 /* first: srv_state() */
+    srv_parts_t parts;              /* first: what it made, for the handlers (srv_parts) */
+    korch_server_opts_t opts;
+    srv_metrics_t metrics;
+    srv_kmgr_t *kmgr;
+    srv_relay_t *relay;
+    srv_pool_t *pool;
+    srv_cull_t *cull;
+    srv_api_t *api;
+    srv_agents_t *agents;
+    srv_conns_t *conns;
+    char started[32];
+    char last_activity[32];         /* of requests and websockets (kernels keep their own) */
+    uint64_t ws_seq;
     korch_loop_t *loop;
     char token[80];
     char ip[64];
@@ -67,8 +80,7 @@ struct korch_server {
     int port;
     int uv_fd;
     int uv_timer, kick_timer;
-    srv_req_t *dispatching;         /* being handled inside its own lws callback: its response
-                                       is written on return; any other is woken (s_wake) */
+    srv_http_t http;                /* what requests and websockets need of it (http.c) */
     bool closing;
     srv_budget_t body_mem;          /* request bodies in memory (opts.max_body_total) */
     srv_budget_t body_disk;         /* uploads being spooled (opts.max_upload_total) */
@@ -83,29 +95,15 @@ typedef struct {
 } s_pss_t;
 
 static void s_kick(korch_server_t *s);
-void srv_kick(korch_server_t *s) { s_kick(s); }
+static void s_kick_cb(void *arg) { s_kick(arg); }
 
-srv_state_t *srv_state(korch_server_t *s) { return &s->st; }
-korch_loop_t *srv_loop(korch_server_t *s) { return s->loop; }
+_Static_assert(offsetof(struct korch_server, parts) == 0, "srv_parts reads the parts at the server's start");
 int korch_server_port(const korch_server_t *s) { return s->port; }
 const char *korch_server_token(const korch_server_t *s) { return s->token; }
 
-static void s_json_free(void **item)
-{
-    json_decref(*item);
-    *item = NULL;
-}
 
-size_t srv_ws_headroom(void) { return LWS_PRE; }
+static void s_touch(korch_server_t *s) { korch_iso8601_now(s->last_activity); }
 
-void srv_touch(korch_server_t *s) { korch_iso8601_now(s->st.last_activity); }
-
-static int64_t s_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* ------------------------------------------------------------- libuv glue */
 
@@ -154,127 +152,6 @@ static void s_kick(korch_server_t *s)
 }
 
 /* ------------------------------------------------------------- requests */
-
-static void s_req_free(srv_req_t **preq)
-{
-    srv_req_t *req = *preq;
-    if (!req)
-        return;
-    srv_req_upload_unmap(req);
-    srv_body_destroy(&req->rx); /* req->body is rx's */
-    free(req->resp);
-    free(req->out);
-    free(req);
-    *preq = NULL;
-}
-
-static void s_access_log(korch_server_t *s, const char *method, const char *path, int status, int64_t t0_us,
-                         struct lws *wsi)
-{
-    s->st.metrics.http[status >= 100 && status < 600 ? status / 100 : 0]++; /* every answer passes here */
-    if (s->st.opts.no_access_log)
-        return;
-    char peer[64] = "-";
-    if (wsi)
-        lws_get_peer_simple(wsi, peer, sizeof peer);
-    double ms = (double)(s_now_us() - t0_us) / 1000.0;
-    /* the path is the client's, URL-decoded: ESC, CR, LF ... are escaped */
-    char safe[4 * sizeof ((srv_req_t *)0)->path + 1];
-    fprintf(stderr, "korch: %d %s %s %.2fms %s\n", status, method,
-            korch_log_escape(safe, sizeof safe, path, strlen(path), 0), ms, peer);
-}
-
-void srv_req_wait(srv_req_t *req, srv_wait_t what) { req->wait = what; }
-
-/* A response (or stream bytes) is waiting on req's connection: have lws
-   call its writable callback. From inside another connection's callback,
-   or from a kernel's event, nothing else would: lws only services what
-   asked, and libuv applies the request in its next run (s_kick). */
-static void s_wake(srv_req_t *req)
-{
-    if (!req->wsi)
-        return;
-    lws_callback_on_writable(req->wsi);
-    s_kick(req->srv);
-}
-
-/* {"message": msg}. A message that quotes a client's bytes may not be
-   UTF-8 (which JSON needs): then its bytes are escaped as in the log. */
-static json_t *s_error_body(const char *msg)
-{
-    json_t *j = json_pack("{s:s}", "message", msg ? msg : "");
-    if (!j && msg) {
-        char safe[4096];
-        j = json_pack("{s:s}", "message", korch_log_escape(safe, sizeof safe, msg, strlen(msg), 0));
-    }
-    return j;
-}
-
-void srv_respond(srv_req_t *req, int status, json_t *body)
-{
-    korch_server_t *s = req->srv;
-    if (req->responded) {
-        json_decref(body);
-        return;
-    }
-    req->responded = true;
-    req->status = status;
-    if (body) {
-        req->resp = json_dumps(body, JSON_COMPACT);
-        req->resp_len = req->resp ? strlen(req->resp) : 0;
-        json_decref(body);
-    }
-    if (!req->wsi) {
-        /* the client has gone: nobody to answer */
-        s_access_log(s, req->method, req->path, status, req->t0_us, NULL);
-        s_req_free(&req);
-        return;
-    }
-    if (req != s->dispatching)
-        s_wake(req);
-}
-
-void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const void *data, size_t len)
-{
-    if (req->responded)
-        return;
-    req->resp = malloc(len + 1);
-    if (!req->resp) {
-        srv_respond_error(req, 500, "out of memory");
-        return;
-    }
-    memcpy(req->resp, data, len);
-    req->resp[len] = 0;
-    req->resp_len = len;
-    snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
-    srv_respond(req, status, NULL);
-}
-
-bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s=", name);
-    const char *v = req->wsi ? lws_get_urlarg_by_name(req->wsi, key, buf, (int)len) : NULL;
-    if (!v)
-        return false;
-    memmove(buf, v, strlen(v) + 1); /* lws leaves "name=value" in buf and points at the value */
-    return true;
-}
-
-bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len)
-{
-    return req->wsi && lws_hdr_custom_copy(req->wsi, buf, (int)len, name, (int)strlen(name)) > 0;
-}
-
-void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    srv_respond(req, status, s_error_body(msg));
-}
 
 /* Write status, headers and body; "connection: close" always (see
    s_finish). allow: a 405's Allow header (RFC 9110 15.5.6: "The origin
@@ -354,104 +231,13 @@ out:
 #define CONN_PENDING 128             /* connections without their request headers yet (conns.c) */
 #define CONN_PENDING_PER_PEER 16     /* the same from one address */
 
-void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg)
-{
-    req->streaming = true;
-    req->wait = SRV_WAIT_STREAM;
-    req->status = 200;
-    snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
-    req->on_gone = on_gone;
-    req->gone_arg = arg;
-    if (req->wsi) {
-        lws_set_timeout(req->wsi, NO_PENDING_TIMEOUT, 0); /* a turn may think for minutes */
-        s_wake(req);
-    }
-}
-
-korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t max)
-{
-    if (!req->wsi || req->stream_ended)
-        return KORCH_E_STATE;
-    if (req->out_len - req->out_off + len > max) {
-        korch_warn("%s %s: the client does not read its stream (%zu bytes pending); closing it", req->method,
-                   req->path, req->out_len - req->out_off); /* korch_warn escapes */
-        req->stream_ended = true;
-        req->responded = true; /* marks the overflow: the next writable closes */
-        s_wake(req);
-        return KORCH_E_TOOBIG;
-    }
-    if (req->out_off && req->out_off == req->out_len)
-        req->out_off = req->out_len = 0;
-    /* each chunk goes out framed: hex size CRLF data CRLF */
-    size_t need = req->out_len + len + 32;
-    if (need > req->out_cap) {
-        if (req->out_off) { /* reclaim what was sent before growing */
-            memmove(req->out, req->out + req->out_off, req->out_len - req->out_off);
-            req->out_len -= req->out_off;
-            req->out_off = 0;
-            need = req->out_len + len + 32;
-        }
-        if (need > req->out_cap) {
-            size_t cap = req->out_cap ? req->out_cap : 4096;
-            while (cap < need)
-                cap *= 2;
-            unsigned char *n = realloc(req->out, cap);
-            if (!n)
-                return KORCH_E_NOMEM;
-            req->out = n;
-            req->out_cap = cap;
-        }
-    }
-    if (len) {
-        int h = snprintf((char *)req->out + req->out_len, 32, "%zx\r\n", len);
-        req->out_len += (size_t)h;
-        memcpy(req->out + req->out_len, data, len);
-        req->out_len += len;
-        memcpy(req->out + req->out_len, "\r\n", 2);
-        req->out_len += 2;
-    }
-    s_wake(req);
-    return KORCH_OK;
-}
-
-void srv_stream_end(srv_req_t *req)
-{
-    if (!req->wsi || req->stream_ended)
-        return;
-    if (srv_stream_write(req, NULL, 0, (size_t)-1) == KORCH_OK) {
-        memcpy(req->out + req->out_len, "0\r\n\r\n", 5); /* the last chunk */
-        req->out_len += 5;
-    }
-    req->stream_ended = true;
-}
-
-void srv_stream_release(srv_req_t **preq)
-{
-    srv_req_t *req = *preq;
-    if (!req)
-        return;
-    *preq = NULL;
-    req->on_gone = NULL;
-    req->wait = SRV_WAIT_NONE; /* the connection frees it when it closes */
-    if (!req->wsi) {
-        s_access_log(req->srv, req->method, req->path, req->status, req->t0_us, NULL);
-        s_req_free(&req);
-        return;
-    }
-    if (!req->stream_ended) {
-        /* the owner is done with an open stream: end it cleanly */
-        srv_stream_end(req);
-        s_wake(req);
-    }
-}
-
 /* A stream's connection is gone (or serves another request now). */
 static void s_stream_lost(korch_server_t *s, srv_req_t *req)
 {
     req->wsi = NULL;
-    if (req->wait != SRV_WAIT_STREAM) { /* its owner released it */
-        s_access_log(s, req->method, req->path, req->status, req->t0_us, NULL);
-        s_req_free(&req);
+    if (req->owner != SRV_REQ_STREAM) { /* its owner released it */
+        srv_http_log(&s->http, req->method, req->path, req->status, req->t0_us, NULL);
+        srv_req_free(&req);
     } else if (req->on_gone) {
         void (*gone)(srv_req_t *, void *) = req->on_gone;
         req->on_gone = NULL;
@@ -513,8 +299,8 @@ static int s_finish(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     bool head = strcmp(req->method, "HEAD") == 0;
     int rc = s_write_response(wsi, req->status, req->content_type, req->resp, head ? 0 : req->resp_len,
                               req->location, req->origin, req->page, req->status == 405 ? req->allow : NULL);
-    s_access_log(s, req->method, req->path, req->status, req->t0_us, wsi);
-    s_req_free(&req);
+    srv_http_log(&s->http, req->method, req->path, req->status, req->t0_us, wsi);
+    srv_req_free(&req);
     /* One request per connection: it closes once the response is out
        (lws_raw_transaction_completed waits for what lws still buffers).
        No keep-alive, because libwebsockets 4.1.6 mis-frames a request with
@@ -604,16 +390,16 @@ static const char *s_method(struct lws *wsi)
    with its JSON body parsed when the route reads one. */
 static void s_dispatch(korch_server_t *s, srv_req_t *req)
 {
-    srv_req_t *was = s->dispatching;
+    srv_req_t *was = s->http.dispatching;
     req->dispatched = true;
-    s->dispatching = req;
+    s->http.dispatching = req;
     const srv_route_t *r = req->route;
     bool bad = false;
     json_t *body = r->body == SRV_BODY_JSON ? srv_req_json(req, &bad) : NULL;
     if (!bad)
         r->handler(s, req, &req->params, body);
     json_decref(body);
-    s->dispatching = was;
+    s->http.dispatching = was;
 }
 
 /* Answer a request the router did not match (404, 405 with Allow, 400, 414). */
@@ -642,7 +428,7 @@ static int s_spool_dir(korch_server_t *s, korch_err_t *err)
 {
     if (s->spool_fd >= 0)
         return s->spool_fd;
-    const char *base = s->st.opts.agent_dir && *s->st.opts.agent_dir ? s->st.opts.agent_dir : "korch-sessions";
+    const char *base = s->opts.agent_dir && *s->opts.agent_dir ? s->opts.agent_dir : "korch-sessions";
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/.uploads", base);
     if ((mkdir(base, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0700) != 0 && errno != EEXIST)) {
@@ -718,7 +504,7 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
         }
     }
     bool upload = req->route->body == SRV_BODY_UPLOAD; /* its limit, spooled to disk */
-    size_t max = upload ? s->st.opts.max_upload : s->st.opts.max_body;
+    size_t max = upload ? s->opts.max_upload : s->opts.max_body;
     if (len > max) {
         srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
         return false;
@@ -754,7 +540,7 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
    callback returns. */
 static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
 {
-    srv_conns_headers_done(s->st.conns, wsi);
+    srv_conns_headers_done(s->conns, wsi);
     /* One request per connection (see s_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -764,16 +550,17 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
     if (!req)
         return -1;
     req->srv = s;
+    req->http = &s->http;
     req->wsi = wsi;
-    req->t0_us = s_now_us();
+    req->t0_us = srv_now_us();
     snprintf(req->method, sizeof req->method, "%s", s_method(wsi));
     /* a path too long to keep is refused, never cut (a cut path names another file) */
     size_t ulen = uri ? strlen(uri) : 0;
     bool too_long = ulen >= sizeof req->path;
     snprintf(req->path, sizeof req->path, "%.*s", too_long ? 64 : (int)ulen, uri ? uri : "");
     pss->req = req;
-    srv_touch(s);
-    s->dispatching = req;
+    s_touch(s);
+    s->http.dispatching = req;
     char cors[MAX_ORIGIN];
     const char *why;
     if (!s_origin_ok(s, wsi, cors, sizeof cors, &why)) {
@@ -802,13 +589,13 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
         goto done;
     }
     if (s_body_begin(s, req, wsi)) {
-        s->dispatching = NULL;
+        s->http.dispatching = NULL;
         return 0; /* the body follows */
     }
     if (!req->responded)
         s_dispatch(s, req);
 done:
-    s->dispatching = NULL;
+    s->http.dispatching = NULL;
     if (req->responded)
         return s_finish(s, pss, wsi);
     return 0;
@@ -825,7 +612,7 @@ static void s_body_ready(korch_server_t *s, srv_req_t *req)
 static void s_body_error(korch_server_t *s, srv_req_t *req, korch_rc_t rc, const korch_err_t *err)
 {
     if (rc == KORCH_E_NOMEM)
-        s->st.metrics.bodies_refused++;
+        s->metrics.bodies_refused++;
     srv_respond_error(req, rc == KORCH_E_TOOBIG ? 413 : rc == KORCH_E_NOMEM ? 503 : rc == KORCH_E_INVALID ? 400 : 500,
                       "%s", err->msg);
 }
@@ -837,7 +624,7 @@ static int s_http_body(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const v
         return 0;
     korch_err_t err = {0};
     korch_rc_t rc = srv_body_feed(req->rx, in, len, &err);
-    s->dispatching = req;
+    s->http.dispatching = req;
     if (rc)
         s_body_error(s, req, rc, &err);
     else if (srv_body_chunked(req->rx) && srv_body_complete(req->rx)) {
@@ -847,7 +634,7 @@ static int s_http_body(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const v
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
         s_body_ready(s, req);
     }
-    s->dispatching = NULL;
+    s->http.dispatching = NULL;
     return req->responded ? s_finish(s, pss, wsi) : 0;
 }
 
@@ -865,41 +652,15 @@ static int s_http_body_done(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
        completion of a pipelined body, see s_finish; closing ends that) */
     if (req->dispatched)
         return -1;
-    s->dispatching = req;
+    s->http.dispatching = req;
     if (!srv_body_complete(req->rx))
         srv_respond_error(req, srv_body_chunked(req->rx) ? 413 : 400,
                           srv_body_chunked(req->rx) ? "a chunked request body must end within 100 MiB"
                                                     : "the request body ended early");
     else
         s_body_ready(s, req);
-    s->dispatching = NULL;
+    s->http.dispatching = NULL;
     return req->responded ? s_finish(s, pss, wsi) : 0;
-}
-
-korch_rc_t srv_req_upload_map(srv_req_t *req, const void **data, size_t *len, korch_err_t *err)
-{
-    *data = req->body ? req->body : "";
-    *len = req->body_len;
-    int fd = req->rx ? srv_body_fd(req->rx) : -1;
-    if (fd < 0 || !req->body_len)
-        return KORCH_OK;
-    if (!req->map) {
-        void *p = mmap(NULL, req->body_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED)
-            return korch_err_set(err, KORCH_E_IO, "cannot map the upload: %s", strerror(errno));
-        req->map = p;
-        req->map_len = req->body_len;
-    }
-    *data = req->map;
-    return KORCH_OK;
-}
-
-void srv_req_upload_unmap(srv_req_t *req)
-{
-    if (req->map)
-        munmap(req->map, req->map_len);
-    req->map = NULL;
-    req->map_len = 0;
 }
 
 /* ------------------------------------------------------------- websockets */
@@ -926,8 +687,8 @@ static bool s_ws_route(struct lws *wsi, char *uri, size_t uri_len, char *id, siz
 static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
-    int64_t t0 = s_now_us();
-    srv_conns_headers_done(s->st.conns, wsi);
+    int64_t t0 = srv_now_us();
+    srv_conns_headers_done(s->conns, wsi);
     bool routed = s_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
@@ -939,14 +700,14 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         status = 403, msg = "missing or wrong token";
     else if (!routed)
         status = 404, msg = "not found";
-    else if (!srv_kernel_find(s, id))
+    else if (!srv_kmgr_find(s->kmgr, id))
         status = 404, msg = "kernel does not exist";
     if (!status)
         return 0;
     char body[128];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
     s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL);
-    s_access_log(s, "GET", uri, status, t0, wsi);
+    srv_http_log(&s->http, "GET", uri, status, t0, wsi);
     /* -1, not 1: after 1 lws keeps the connection for another request, and
        a pipelined one with a body is what it mis-frames (see s_finish) */
     return -1;
@@ -955,7 +716,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
 {
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "", sid[128] = "";
-    int64_t t0 = s_now_us();
+    int64_t t0 = srv_now_us();
     s_ws_route(wsi, uri, sizeof uri, id, sizeof id); /* confirmed: it matches */
     srv_ws_t *ws = calloc(1, sizeof *ws);
     if (!ws || !(ws->queue = zlistx_new())) {
@@ -964,8 +725,9 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         return;
     }
     ws->srv = s;
+    ws->http = &s->http;
     ws->wsi = wsi;
-    s->st.metrics.ws_open++;
+    s->metrics.ws_open++;
     const struct lws_protocols *proto = lws_get_protocol(wsi);
     ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
     /* a session_id must be printable ASCII (Jupyter's are uuids): it names the client in logs */
@@ -976,11 +738,11 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         snprintf(ws->session_key, sizeof ws->session_key, "%s", sid);
         ws->has_session_id = true;
     } else
-        snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->st.ws_seq);
+        snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->ws_seq);
     pss->ws = ws;
-    srv_touch(s);
-    srv_kernel_t *mk = srv_kernel_find(s, id);
-    s_access_log(s, "GET", uri, mk ? 101 : 404, t0, wsi);
+    s_touch(s);
+    srv_kernel_t *mk = srv_kmgr_find(s->kmgr, id);
+    srv_http_log(&s->http, "GET", uri, mk ? 101 : 404, t0, wsi);
     if (!mk) {
         srv_ws_close(ws, "kernel is gone");
         return;
@@ -994,8 +756,8 @@ static void s_ws_free(srv_ws_t **pws)
     srv_ws_t *ws = *pws;
     if (!ws)
         return;
-    if (ws->srv->st.metrics.ws_open)
-        ws->srv->st.metrics.ws_open--;
+    if (ws->srv->metrics.ws_open)
+        ws->srv->metrics.ws_open--;
     srv_kernel_detach(ws);
     korch_wsframe_t *f;
     while ((f = zlistx_first(ws->queue))) {
@@ -1006,53 +768,6 @@ static void s_ws_free(srv_ws_t **pws)
     free(ws->rx);
     free(ws);
     *pws = NULL;
-}
-
-void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f)
-{
-    if (!ws->wsi || ws->dropping)
-        return;
-    korch_server_t *s = ws->srv;
-    /* Bounded: a client that does not read loses its connection, never the
-       kernel its messages. One message always fits an empty queue. */
-    if (ws->queued_bytes && ws->queued_bytes + f->len > s->st.opts.max_ws_queue) {
-        korch_warn("websocket %s: client is not reading (%zu bytes queued); dropping it", ws->session_key,
-                   ws->queued_bytes);
-        s->st.metrics.ws_dropped_slow++;
-        srv_ws_close(ws, "not reading");
-        return;
-    }
-    zlistx_add_end(ws->queue, korch_wsframe_ref(f));
-    ws->queued_bytes += f->len;
-    lws_callback_on_writable(ws->wsi);
-    s_kick(s);
-}
-
-void srv_ws_close(srv_ws_t *ws, const char *why)
-{
-    if (ws->dropping || !ws->wsi)
-        return;
-    ws->dropping = true;
-    korch_info("websocket %s: closing: %s", ws->session_key, why);
-    /* asynchronously: the client may not be reading, so no close handshake */
-    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-    s_kick(ws->srv);
-}
-
-void srv_ws_finish(srv_ws_t *ws, const char *why)
-{
-    if (ws->dropping || ws->finishing || !ws->wsi)
-        return;
-    if (!zlistx_size(ws->queue)) {
-        srv_ws_close(ws, why);
-        return;
-    }
-    ws->finishing = true;
-    korch_info("websocket %s: closing once its last %zu messages are written: %s", ws->session_key,
-               zlistx_size(ws->queue), why);
-    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, 5); /* a client that does not read them */
-    lws_callback_on_writable(ws->wsi);
-    s_kick(ws->srv);
 }
 
 /* A big message goes out as fragments of this size (RFC 6455 5.4: "a
@@ -1103,7 +818,7 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
             ws->tx_off = 0;
             korch_wsframe_unref(&f);
             ws->sent++;
-            s->st.metrics.ws_sent++;
+            s->metrics.ws_sent++;
             n++;
         }
         /* lws keeps what the socket did not take; wait for it to drain */
@@ -1131,8 +846,8 @@ static int s_ws_receive(korch_server_t *s, srv_ws_t *ws, struct lws *wsi, const 
         ws->rx_binary = lws_frame_is_binary(wsi);
     }
     if (!ws->rx_skip) {
-        if (ws->rx_len + len > s->st.opts.max_ws_message) {
-            korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->st.opts.max_ws_message);
+        if (ws->rx_len + len > s->opts.max_ws_message) {
+            korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->opts.max_ws_message);
             ws->rx_skip = true;
         } else {
             if (ws->rx_len + len + 1 > ws->rx_cap) {
@@ -1178,11 +893,11 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         if (fd >= 0)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         /* at a limit, and nothing idle to close for it: refused */
-        return s && !srv_conns_accept(s->st.conns, wsi, fd) ? -1 : 0;
+        return s && !srv_conns_accept(s->conns, wsi, fd) ? -1 : 0;
     }
     case LWS_CALLBACK_WSI_DESTROY:
         if (s)
-            srv_conns_closed(s->st.conns, wsi);
+            srv_conns_closed(s->conns, wsi);
         return 0;
     case LWS_CALLBACK_HTTP:
         return s && pss ? s_http_begin(s, pss, wsi, in) : -1;
@@ -1201,8 +916,8 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         }
         if (pss && pss->req) {
             pss->req->wsi = NULL;
-            if (pss->req->wait == SRV_WAIT_NONE || pss->req->responded)
-                s_req_free(&pss->req);
+            if (pss->req->owner == SRV_REQ_CONN || pss->req->responded)
+                srv_req_free(&pss->req);
             pss->req = NULL; /* a waiting request is its waiter's now */
         }
         return 0;
@@ -1318,23 +1033,35 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         o.max_connections = 1024;
     if (o.max_connections > fd_room)
         o.max_connections = fd_room;
-    s->st.opts = o;
+    s->opts = o;
+    s->http = (srv_http_t){.kick = s_kick_cb, .kick_arg = s, .metrics = &s->metrics,
+                           .no_access_log = o.no_access_log, .max_ws_queue = o.max_ws_queue};
     s->body_mem = (srv_budget_t){0, o.max_body_total, "--max-body-total"};
     s->body_disk = (srv_budget_t){0, o.max_upload_total, "--max-upload-total"};
-    s->st.kernels = zhashx_new();
-    s->st.doomed = zlistx_new();
-    s->st.sessions = zhashx_new();
-    s->st.agents = zhashx_new();
-    s->st.agents_doomed = zlistx_new();
-    if (!s->origins || !s->st.kernels || !s->st.doomed || !s->st.sessions || !s->st.agents ||
-        !s->st.agents_doomed) {
+    korch_iso8601_now(s->started);
+    s_touch(s);
+    s->parts = (srv_parts_t){.opts = &s->opts, .loop = loop, .metrics = &s->metrics, .started = s->started,
+                             .last_activity = s->last_activity};
+    /* the kernel manager first, then those who listen to it */
+    s->kmgr = srv_kmgr_new(&(srv_kmgr_opts_t){.loop = loop, .launcher = o.launcher,
+                                              .start_timeout_ms = o.kernel_start_timeout_ms},
+                           err);
+    if (!s->kmgr)
+        goto fail;
+    s->parts.kmgr = s->kmgr;
+    s->relay = srv_relay_new(s->kmgr, &(srv_relay_opts_t){.loop = loop, .max_replay_bytes = o.max_replay_bytes,
+                                                          .metrics = &s->metrics});
+    srv_metrics_listen(&s->metrics, s->kmgr);
+    s->parts.relay = s->relay;
+    s->api = s->relay ? srv_api_new(s) : NULL;
+    s->parts.api = s->api;
+    s->agents = s->api ? srv_agents_new(s) : NULL;
+    s->parts.agents = s->agents;
+    if (!s->origins || !s->agents) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
-    zhashx_set_destructor(s->st.sessions, s_json_free);
-    korch_iso8601_now(s->st.started);
-    srv_touch(s);
-    srv_agents_load(s);
+    srv_agents_load(s->agents);
 
     if (uv_loop_init(&s->uv) != 0) {
         korch_err_set(err, KORCH_E_IO, "cannot create the libuv loop");
@@ -1376,7 +1103,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
                               .max_pending = CONN_PENDING,
                               .max_pending_per_peer = CONN_PENDING_PER_PEER,
                               .header_timeout_ms = o.header_timeout_ms};
-    if (!(s->st.conns = srv_conns_new(s, &lim))) {
+    if (!(s->conns = srv_conns_new(loop, &s->metrics, s_kick_cb, s, &lim))) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -1385,8 +1112,12 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         korch_err_set(err, KORCH_E_IO, "cannot poll the libuv loop");
         goto fail;
     }
-    if (srv_pool_new(s, err) != KORCH_OK || srv_cull_start(s, err) != KORCH_OK)
+    s->parts.conns = s->conns;
+    if (srv_pool_new(s->kmgr, loop, &s->opts, &s->pool, err) != KORCH_OK ||
+        srv_cull_new(s->kmgr, loop, &s->opts, &s->cull, err) != KORCH_OK)
         goto fail;
+    s->parts.pool = s->pool;
+    s->parts.cull = s->cull;
     s_uv_service(s);
     return s;
 fail:
@@ -1403,7 +1134,7 @@ typedef struct {
 static bool s_run_done(void *arg)
 {
     s_run_t *r = arg;
-    return zlistx_size(r->s->st.doomed) > 0 || (r->quit && r->quit(r->arg));
+    return srv_kmgr_has_doomed(r->s->kmgr) || (r->quit && r->quit(r->arg));
 }
 
 void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg)
@@ -1412,7 +1143,7 @@ void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg)
     for (;;) {
         /* Between rounds (korch_loop_run returned): the safe place to
            destroy kernels, which runs the loop itself. */
-        while (srv_kernels_reap(s))
+        while (srv_kmgr_reap(s->kmgr))
             ;
         if (quit && quit(arg))
             return;
@@ -1427,12 +1158,13 @@ void korch_server_destroy(korch_server_t **ps)
     korch_server_t *s = *ps;
     *ps = NULL;
     s->closing = true;
-    srv_cull_stop(s);
-    srv_pool_destroy(s); /* its kernels join the doomed ones */
-    if (s->st.agents)
-        srv_agents_destroy_all(s); /* before their kernels */
-    if (s->st.kernels)
-        srv_kernels_destroy_all(s);
+    srv_cull_destroy(&s->cull);
+    s->parts.cull = NULL;
+    srv_pool_destroy(&s->pool); /* its kernels are shut down with the others */
+    s->parts.pool = NULL;
+    srv_agents_destroy(&s->agents); /* before their kernels */
+    if (s->kmgr)
+        srv_kmgr_delete_all(s->kmgr); /* the relay and api hear of it */
     struct lws_context *ctx = s->ctx;
     s->ctx = NULL;
     if (ctx)
@@ -1454,14 +1186,12 @@ void korch_server_destroy(korch_server_t **ps)
         if (uv_loop_close(&s->uv) != 0)
             korch_debug("libuv loop still had handles at exit");
     }
-    srv_conns_destroy(&s->st.conns); /* after lws: its connections are gone */
+    srv_conns_destroy(&s->conns); /* after lws: its connections are gone */
     if (s->spool_fd >= 0)
         close(s->spool_fd);
-    zhashx_destroy(&s->st.kernels);
-    zlistx_destroy(&s->st.doomed);
-    zhashx_destroy(&s->st.sessions);
-    zhashx_destroy(&s->st.agents);
-    zlistx_destroy(&s->st.agents_doomed);
+    srv_kmgr_destroy(&s->kmgr);
+    srv_api_destroy(&s->api);
+    srv_relay_destroy(&s->relay);
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);

@@ -1,30 +1,48 @@
 /*  Inside korch_server: what the files of src/server/ share. Not a public API.
  *
- *  server.c   libwebsockets on an embedded libuv loop; HTTP requests
- *             (auth, origin, limits, access log, responses, possibly
- *             completed later) and websocket connections (reassembly,
- *             bounded send queues).
- *  kernels.c  managed kernels: lifecycle through korch_kernel, the relay
- *             between kernel channels and websocket clients (IOPub to all,
- *             replies to the requester, replay buffers per session_id).
+ *  The files, top to bottom; each calls only those below it (no file calls
+ *  one that calls it back), and hears from below through listeners and
+ *  closures:
+ *
+ *  server.c   the composition root: libwebsockets on an embedded libuv
+ *             loop, connections, auth, origin, limits, bodies, websocket
+ *             reassembly; makes every part below and hands each what it
+ *             needs (srv_parts_t); dispatches requests through routes.c.
  *  routes.c   the route table (every route, its handler, auth and body)
  *             and the router that matches requests against it.
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
- *             /api/kernels, /api/sessions.
+ *             /api/kernels, /api/sessions (the sessions are its own).
  *  agents.c   the agent API (/api/agent/...): sessions, their turns as
  *             server-sent events, persistence and resume;
  *  agent_actor.c  each session's agent on a thread of its own.
  *  metrics.c  GET /metrics: the counters below, in Prometheus' text format.
+ *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
+ *  web.c      the embedded web app's files.
  *  pool.c     the warm pool: kernels started ahead, handed out at once,
  *             refilled in the background one start at a time.
  *  cull.c     idle culling with jupyter_server's rules.
- *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
+ *  kernels.c  the relay between kernels' channels and websocket clients
+ *             (IOPub to all, replies to the requester, replay buffers per
+ *             session_id).
+ *  kmgr.c     the kernel manager (kmgr.h): every kernel, its lifecycle
+ *             events to listeners, when_ready / when_gone closures. Knows
+ *             no client.
+ *  http.c     requests and websockets as handlers see them (responses,
+ *             streams, bounded send queues); its state (srv_http_t) is
+ *             server.c's, passed down in every request.
+ *  conns.c, body.c  connection admission, request bodies.
+ *
+ *  Listeners of the kernel manager: the relay (statuses, closing clients),
+ *  pool (its kernels' readiness and deaths), metrics (launches,
+ *  rejections), api (sessions of a kernel gone), agents (sessions of a
+ *  kernel gone). Closures: api's waiting requests (POST /api/kernels,
+ *  restart, sessions, DELETE's 204) and agent sessions' kernels.
  *
  *  Lifetimes: a request (srv_req_t) belongs to its connection until a
  *  handler calls srv_req_wait; from then on whoever completes it owns it,
  *  and srv_respond frees it when the client has already gone. A kernel is
  *  never destroyed inside a handler: it is marked doomed and destroyed
- *  between loop rounds (korch_kernel_destroy runs the loop).
+ *  between loop rounds (srv_kmgr_reap).
  */
 #ifndef KORCH_SERVER_INT_H
 #define KORCH_SERVER_INT_H
@@ -39,28 +57,36 @@
 #include "korch/kernel.h"
 #include "korch/server.h"
 #include "korch/wsmsg.h"
+#include "kmgr.h"
 #include "routes.h"
 
 struct lws;
 typedef struct srv_req srv_req_t;
 typedef struct srv_body srv_body_t;
 typedef struct srv_ws srv_ws_t;
-typedef struct srv_kernel srv_kernel_t;
 
-/* What a waiting request waits for (a kernel becoming ready, or gone). */
-typedef enum {
-    SRV_WAIT_NONE,
-    SRV_WAIT_START,             /* POST /api/kernels -> 201 model */
-    SRV_WAIT_RESTART,           /* POST .../restart -> 200 model */
-    SRV_WAIT_SESSION,           /* POST /api/sessions -> 201 session */
-    SRV_WAIT_SESSION_PATCH,     /* PATCH /api/sessions/{id} with a new kernel -> 200 session */
-    SRV_WAIT_DELETE,            /* DELETE /api/kernels/{id} or a session -> 204 */
-    SRV_WAIT_AGENT,             /* an agent session's kernel / agent getting ready (agents.c) */
-    SRV_WAIT_STREAM,            /* a streamed response (srv_stream_begin); its owner frees it */
-} srv_wait_t;
+/* Who frees a request: its connection (when it closes), whoever holds it
+   (srv_req_wait; srv_respond frees it when the client has gone), or its
+   stream's owner (srv_stream_begin ... srv_stream_release). */
+typedef enum { SRV_REQ_CONN, SRV_REQ_HELD, SRV_REQ_STREAM } srv_req_owner_t;
+
+/* The transport's state requests and websockets need (http.c); server.c
+   owns it and fills it in. */
+typedef struct srv_metrics srv_metrics_t;
+typedef struct {
+    void (*kick)(void *arg);    /* have lws service its loop once more this round (after asking
+                                   it for a write or a close from outside its own callback) */
+    void *kick_arg;
+    srv_req_t *dispatching;     /* being handled inside its own lws callback: its response is
+                                   written on return; any other is woken */
+    srv_metrics_t *metrics;
+    bool no_access_log;
+    size_t max_ws_queue;
+} srv_http_t;
 
 struct srv_req {
-    korch_server_t *srv;
+    korch_server_t *srv;        /* the handlers' context (srv_parts) */
+    srv_http_t *http;
     struct lws *wsi;            /* NULL once the client has gone */
     char method[8];
     char path[1024];
@@ -76,10 +102,7 @@ struct srv_req {
     void *map;                  /* srv_req_upload_map's mapping */
     size_t map_len;
     int64_t t0_us;
-    /* waiting */
-    srv_wait_t wait;
-    char arg[64];               /* session id for session waits */
-    char arg2[64];              /* the kernel to shut down after a session patch */
+    srv_req_owner_t owner;
     /* the response, once known */
     bool responded;
     int status;
@@ -141,7 +164,10 @@ typedef struct {
     int max_pending_per_peer;
     int header_timeout_ms;      /* from the accept to the end of the headers */
 } srv_conns_limits_t;
-srv_conns_t *srv_conns_new(korch_server_t *s, const srv_conns_limits_t *lim);
+/* kick(kick_arg): have lws service its loop once more this round (after a
+   close asked for from outside its callbacks). */
+srv_conns_t *srv_conns_new(korch_loop_t *loop, srv_metrics_t *metrics, void (*kick)(void *arg), void *kick_arg,
+                           const srv_conns_limits_t *lim);
 void srv_conns_destroy(srv_conns_t **c);
 /* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: false = refuse it (closing
    older pending connections when that makes room). */
@@ -153,9 +179,12 @@ void srv_conns_closed(srv_conns_t *c, struct lws *wsi);
 size_t srv_conns_open(const srv_conns_t *c);
 size_t srv_conns_pending(const srv_conns_t *c);
 
-/* Have lws service its loop once more this round (after asking it for a
-   write or a close from outside its own callback). */
-void srv_kick(korch_server_t *s);
+/* http.c: CLOCK_MONOTONIC in microseconds. */
+int64_t srv_now_us(void);
+/* An answer (or a request whose client left) for the access log and counters. */
+void srv_http_log(srv_http_t *h, const char *method, const char *path, int status, int64_t t0_us, struct lws *wsi);
+/* Frees a request (its body, its response). */
+void srv_req_free(srv_req_t **req);
 
 /* web.c: the web app embedded in the binary (GET / and /static/...),
    answered without the token. True when req was one of its files (it is
@@ -165,7 +194,7 @@ bool srv_web_serve(srv_req_t *req);
 extern const char *const srv_web_headers[5][2];
 
 /* Take the request over: the connection no longer frees it. */
-void srv_req_wait(srv_req_t *req, srv_wait_t what);
+void srv_req_wait(srv_req_t *req);
 
 /* Respond with a JSON body (stolen; NULL = none) and release the request if
    its client is gone. */
@@ -190,7 +219,7 @@ void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...) __attri
 /* Streamed responses (server-sent events): status 200 with content_type and
    no length; the body is written as srv_stream_write gives it and the
    connection closes after srv_stream_end. The caller owns req from here on
-   (wait = SRV_WAIT_STREAM): on_gone(req, arg) runs when the client goes
+   (owner = SRV_REQ_STREAM): on_gone(req, arg) runs when the client goes
    (req->wsi is NULL then); free it with srv_stream_release. Writes beyond
    `max` pending bytes close the stream (a client that does not read). */
 void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg);
@@ -203,8 +232,10 @@ void srv_stream_release(srv_req_t **req);
 
 struct srv_ws {
     korch_server_t *srv;
+    srv_http_t *http;
     struct lws *wsi;
     srv_kernel_t *kernel;       /* NULL once detached */
+    struct srv_relay *relay;    /* the relay it was attached through (kernels.c) */
     korch_ws_proto_t proto;
     char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
     bool has_session_id;        /* session_key is the URL's ?session_id= */
@@ -239,36 +270,19 @@ void srv_ws_close(srv_ws_t *ws, const char *why);
    or after a few seconds if the client does not read them. */
 void srv_ws_finish(srv_ws_t *ws, const char *why);
 
-/* ------------------------------------------------------- managed kernels */
+/* ------------------------------------------------------- the parts */
 
-struct srv_kernel {
-    korch_server_t *srv;
-    korch_kernel_t *k;
-    char id[40];
-    char name[128];
-    char last_activity[32];     /* ISO 8601 */
-    int64_t last_activity_ms;
-    zlistx_t *conns;            /* srv_ws_t*, not owned */
-    zhashx_t *routes;           /* parent msg_id -> s_route_t (kernels.c; owned) */
-    uint64_t route_seq;
-    zlistx_t *replay;           /* srv_replay_t* (owned): buffers of disconnected sessions */
-    uint64_t iopub_seq;         /* IOPub messages broadcast so far */
-    zlistx_t *waiters;          /* srv_req_t* waiting for ready / gone */
-    bool doomed;                /* being shut down; not listed any more */
-    bool ever_ready;
-    bool pooled;                /* waiting in the warm pool (pool.c): not in kernels, not listed */
-    bool restart_requested;     /* srv_kernel_restart: until it is up again (no "restarting" status) */
-    char dead_reason[256];
-};
-
+typedef struct srv_relay srv_relay_t;
 typedef struct srv_pool srv_pool_t;
 typedef struct srv_cull srv_cull_t;
+typedef struct srv_api srv_api_t;
+typedef struct srv_agents srv_agents_t;
 
-/* The server's shared state (server.c owns it; the others read it). */
-/* Counters for GET /metrics (metrics.c), bumped on the loop thread by the
-   code that sees the event. */
+/* Counters for GET /metrics (metrics.c renders them), bumped on the loop
+   thread by the code that sees the event, through the pointer it was
+   given. */
 #define SRV_LAUNCH_BUCKETS 9    /* launch latency buckets below +Inf (metrics.c) */
-typedef struct {
+struct srv_metrics {
     uint64_t executions;        /* execute_input seen on IOPub (kernels.c) */
     uint64_t ws_sent;           /* kernel messages written to websocket clients (server.c) */
     uint64_t ws_received;       /* clients' messages relayed to kernels (kernels.c) */
@@ -276,8 +290,8 @@ typedef struct {
     uint64_t ws_open;           /* websockets open now (server.c) */
     uint64_t ws_dropped_slow;   /* clients dropped for not reading (server.c) */
     uint64_t http[6];           /* requests answered, by status / 100 (server.c) */
-    uint64_t launches_ok, launches_failed;          /* kernels.c */
-    uint64_t launch_buckets[SRV_LAUNCH_BUCKETS];    /* not cumulative; api.c observes */
+    uint64_t launches_ok, launches_failed;          /* metrics.c, listening to the kernels */
+    uint64_t launch_buckets[SRV_LAUNCH_BUCKETS];    /* not cumulative; srv_metrics_launch_time */
     uint64_t launch_count;
     double launch_sum;
     uint64_t rejected_gone[KORCH_REJ__COUNT];       /* by kernels already destroyed */
@@ -286,76 +300,62 @@ typedef struct {
     uint64_t conns_evicted;     /* connections without a request closed to make room (conns.c) */
     uint64_t conns_timed_out;   /* connections that did not send their headers in time (conns.c) */
     uint64_t bodies_refused;    /* request bodies refused: the memory or disk budget was spent (server.c) */
-} srv_metrics_t;
+};
 
+/* What server.c made, each part owned by its module; a route's handler
+   finds its own part here (borrowed; NULL pool / cull when off). */
 typedef struct {
-    korch_server_opts_t opts;
-    zhashx_t *kernels;          /* id -> srv_kernel_t (owned) */
-    zlistx_t *doomed;           /* srv_kernel_t* to destroy between rounds (owned) */
-    zhashx_t *sessions;         /* jupyter session id -> json model core (owned) */
-    zhashx_t *agents;           /* agent session id -> srv_agent_t (agents.c owns them) */
-    zlistx_t *agents_doomed;    /* srv_agent_t* deleted, waiting for their threads to end */
-    char started[32];
-    char last_activity[32];
-    uint64_t ws_seq;
-    srv_pool_t *pool;           /* pool.c; NULL when there is no pool */
-    srv_cull_t *cull;           /* cull.c; NULL when culling is off */
-    srv_conns_t *conns;         /* conns.c */
-    srv_metrics_t metrics;
-} srv_state_t;
+    const korch_server_opts_t *opts;
+    korch_loop_t *loop;
+    srv_kmgr_t *kmgr;
+    srv_relay_t *relay;
+    srv_pool_t *pool;
+    srv_cull_t *cull;
+    srv_api_t *api;
+    srv_agents_t *agents;
+    srv_conns_t *conns;
+    srv_metrics_t *metrics;
+    const char *started;        /* ISO 8601 */
+    const char *last_activity;  /* of the server's own (requests, websockets) */
+} srv_parts_t;
+/* The server is the handlers' context: its first member is its parts
+   (server.c asserts so), read here without a call back into server.c. */
+static inline const srv_parts_t *srv_parts(korch_server_t *s) { return (const srv_parts_t *)(void *)s; }
 
-srv_state_t *srv_state(korch_server_t *s);
-korch_loop_t *srv_loop(korch_server_t *s);
-
-/* kernels.c */
-srv_kernel_t *srv_kernel_start(korch_server_t *s, const char *name, json_t *env, korch_err_t *err);
-srv_kernel_t *srv_kernel_find(korch_server_t *s, const char *id);
-json_t *srv_kernel_model(srv_kernel_t *mk);
-/* Doom it: clients closed, waiters answered, destroyed between rounds;
-   req (may be NULL) gets 204 once it is gone. */
-void srv_kernel_delete(srv_kernel_t *mk, srv_req_t *req);
-/* POST .../restart: a restart asked for, which clients are not told of
-   with a "restarting" status (jupyter_server sends that only when its
-   auto-restarter brings a dead kernel back; the Notebook UI answers it
-   with "The kernel appears to have died" even on its own restart). */
-korch_rc_t srv_kernel_restart(srv_kernel_t *mk, korch_err_t *err);
+/* kernels.c: the relay between kernels' channels and websocket clients; it
+   listens to kmgr (statuses "restarting" / "dead", closing clients). */
+typedef struct {
+    korch_loop_t *loop;
+    size_t max_replay_bytes;
+    srv_metrics_t *metrics;
+} srv_relay_opts_t;
+srv_relay_t *srv_relay_new(srv_kmgr_t *m, const srv_relay_opts_t *o);
+void srv_relay_destroy(srv_relay_t **r);
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws);
 void srv_kernel_detach(srv_ws_t *ws);
 void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool binary);
-/* Between rounds: destroy doomed kernels. Returns true if it did anything. */
-bool srv_kernels_reap(korch_server_t *s);
-void srv_kernels_destroy_all(korch_server_t *s);
-size_t srv_kernels_live(korch_server_t *s);
-/* api.c: a kernel became ready / failed: answer requests waiting on it. */
-void srv_api_kernel_ready(srv_kernel_t *mk);
-void srv_api_kernel_failed(srv_kernel_t *mk, const char *why);
-void srv_api_kernel_gone(korch_server_t *s, const char *kernel_id);
-/* A kernel for the pool: started like srv_kernel_start (no env) but kept
-   out of the kernels table (mk->pooled) until srv_kernel_unpool. */
-srv_kernel_t *srv_kernel_start_pooled(korch_server_t *s, const char *name, korch_err_t *err);
-/* Hand a pooled kernel out: listed, counted, culled like any other from now. */
-void srv_kernel_unpool(srv_kernel_t *mk);
 
 /* pool.c: the warm pool (opts.pool_size, opts.pool_specs). srv_pool_new
-   validates the specs and schedules the first starts; srv_pool_destroy
-   shuts every pool kernel down (they are reaped with the doomed ones). */
-korch_rc_t srv_pool_new(korch_server_t *s, korch_err_t *err);
-void srv_pool_destroy(korch_server_t *s);
+   validates the specs and schedules the first starts (*out NULL: no pool
+   asked for); srv_pool_destroy shuts every pool kernel down. */
+korch_rc_t srv_pool_new(srv_kmgr_t *m, korch_loop_t *loop, const korch_server_opts_t *o, srv_pool_t **out,
+                        korch_err_t *err);
+void srv_pool_destroy(srv_pool_t **p);
 /* A ready pool kernel of kernelspec name, now listed like a started one
-   (idle; answer at once), or NULL when none is ready. Does not check
-   max_kernels. Schedules a refill. */
-srv_kernel_t *srv_pool_take(korch_server_t *s, const char *name);
+   (idle; answer at once), or NULL when none is ready (or p is NULL). Does
+   not check max_kernels. Schedules a refill. */
+srv_kernel_t *srv_pool_take(srv_pool_t *p, const char *name);
 /* {"NAME": {"size", "ready", "starting"}} (new), or NULL without a pool. */
-json_t *srv_pool_status(korch_server_t *s);
-/* kernels.c -> pool.c: a pooled kernel changed state. */
-void srv_pool_kernel_state(srv_kernel_t *mk, korch_kernel_state_t st);
+json_t *srv_pool_status(srv_pool_t *p);
 
-/* cull.c: idle culling (opts.cull_*), jupyter_server's rules. */
-korch_rc_t srv_cull_start(korch_server_t *s, korch_err_t *err);
-void srv_cull_stop(korch_server_t *s);
+/* cull.c: idle culling (opts.cull_*), jupyter_server's rules. *out NULL: off. */
+korch_rc_t srv_cull_new(srv_kmgr_t *m, korch_loop_t *loop, const korch_server_opts_t *o, srv_cull_t **out,
+                        korch_err_t *err);
+void srv_cull_destroy(srv_cull_t **c);
 
-/* agents.c: the agent API (/api/agent/...); sessions in srv_state_t.agents */
-typedef struct srv_agent srv_agent_t;
+/* api.c: the REST routes of Jupyter's kernel API, and the sessions (its own). */
+srv_api_t *srv_api_new(korch_server_t *s);
+void srv_api_destroy(srv_api_t **a);
 
 /* agent_actor.c: a session's agent on a thread of its own. cfg belongs to
    the session, outlives the actor (zactor_destroy joins it) and does not
@@ -376,23 +376,18 @@ zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
    percent-encoded but for '/': a new string. */
 json_t *srv_agent_url(const char *id, const char *what, const char *path);
 
+/* agents.c: the agent API (/api/agent/...); the sessions are its own. */
+srv_agents_t *srv_agents_new(korch_server_t *s);
+/* Stop every session's agent (joins their threads) and free them. */
+void srv_agents_destroy(srv_agents_t **a);
 /* Before an upload's body is read (req: PUT /api/agent/sessions/{session_id}/files/{path*}):
    false when it would be refused anyway (no such session, no kernel
    running), and then it is answered. */
 bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
-/* A SRV_WAIT_AGENT request's kernel became ready / failed (the request is answered). */
-void srv_agent_kernel_ready(srv_req_t *req, srv_kernel_t *mk);
-void srv_agent_kernel_failed(srv_req_t *req, srv_kernel_t *mk, const char *why);
-/* A kernel is gone: sessions on it are dead. */
-void srv_agents_kernel_gone(korch_server_t *s, const char *kernel_id);
 /* List the sessions a previous server left in opts.agent_dir (stopped; resumed on their next message). */
-void srv_agents_load(korch_server_t *s);
+void srv_agents_load(srv_agents_t *a);
 /* Agent sessions by state: starting, idle, running, stopped. */
-void srv_agents_count(korch_server_t *s, uint64_t n[4]);
-/* Stop every session's agent (joins their threads). */
-void srv_agents_destroy_all(korch_server_t *s);
-/* kernels.c: start a (non-pooled) kernel in a working directory. */
-srv_kernel_t *srv_kernel_start_in(korch_server_t *s, const char *name, const char *cwd, korch_err_t *err);
+void srv_agents_count(srv_agents_t *a, uint64_t n[4]);
 
 /* resources.c: GET /kernelspecs/{name}/{file} (jupyter_server's route for
    a kernelspec's logos, kernel.js, kernel.css). */
@@ -400,13 +395,9 @@ void srv_kernelspec_resource(korch_server_t *s, srv_req_t *req, const char *name
 
 /* metrics.c: GET /metrics (Prometheus text format 0.0.4). */
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req);
-/* A kernel became ready for the first time (ok) or died before that. */
-void srv_metrics_launched(korch_server_t *s, bool ok);
+/* Count launches (ok, failed) and keep the rejections of kernels torn down. */
+void srv_metrics_listen(srv_metrics_t *m, srv_kmgr_t *kmgr);
 /* A POST that needed a kernel (received at t0_us, CLOCK_MONOTONIC) got it ready. */
-void srv_metrics_launch_time(korch_server_t *s, int64_t t0_us);
-/* mk is being destroyed: keep its rejection counts. */
-void srv_metrics_kernel_gone(korch_server_t *s, srv_kernel_t *mk);
-
-void srv_touch(korch_server_t *s);
+void srv_metrics_launch_time(srv_metrics_t *m, int64_t t0_us);
 
 #endif

@@ -1,0 +1,356 @@
+/*  Requests and websockets as handlers see them: responses (possibly
+ *  completed later), streamed responses, the request's body and query, and
+ *  the bounded send side of a websocket. Knows nothing of the server that
+ *  made them: what it needs (waking libwebsockets, the counters, limits)
+ *  comes in srv_http_t, the transport's state, which server.c owns and
+ *  every request and websocket points to.
+ */
+#include "server_int.h"
+#include "korch/log.h"
+
+#include <libwebsockets.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+int64_t srv_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+size_t srv_ws_headroom(void) { return LWS_PRE; }
+
+void srv_req_free(srv_req_t **preq)
+{
+    srv_req_t *req = *preq;
+    if (!req)
+        return;
+    srv_req_upload_unmap(req);
+    srv_body_destroy(&req->rx); /* req->body is rx's */
+    free(req->resp);
+    free(req->out);
+    free(req);
+    *preq = NULL;
+}
+
+void srv_http_log(srv_http_t *h, const char *method, const char *path, int status, int64_t t0_us, struct lws *wsi)
+{
+    h->metrics->http[status >= 100 && status < 600 ? status / 100 : 0]++; /* every answer passes here */
+    if (h->no_access_log)
+        return;
+    char peer[64] = "-";
+    if (wsi)
+        lws_get_peer_simple(wsi, peer, sizeof peer);
+    double ms = (double)(srv_now_us() - t0_us) / 1000.0;
+    /* the path is the client's, URL-decoded: ESC, CR, LF ... are escaped */
+    char safe[4 * sizeof ((srv_req_t *)0)->path + 1];
+    fprintf(stderr, "korch: %d %s %s %.2fms %s\n", status, method,
+            korch_log_escape(safe, sizeof safe, path, strlen(path), 0), ms, peer);
+}
+
+void srv_req_wait(srv_req_t *req) { req->owner = SRV_REQ_HELD; }
+
+json_t *srv_req_json(srv_req_t *req, bool *bad)
+{
+    *bad = false;
+    if (!req->body_len)
+        return NULL;
+    json_error_t jerr;
+    json_t *body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(body)) {
+        srv_respond_error(req, 400, "malformed JSON body: %s", body ? "not an object" : jerr.text);
+        json_decref(body);
+        *bad = true;
+        return NULL;
+    }
+    return body;
+}
+
+/* A response (or stream bytes) is waiting on req's connection: have lws
+   call its writable callback. From inside another connection's callback,
+   or from a kernel's event, nothing else would: lws only services what
+   asked, and libuv applies the request in its next run (srv_http_t.kick). */
+static void s_wake(srv_req_t *req)
+{
+    if (!req->wsi)
+        return;
+    lws_callback_on_writable(req->wsi);
+    req->http->kick(req->http->kick_arg);
+}
+
+/* {"message": msg}. A message that quotes a client's bytes may not be
+   UTF-8 (which JSON needs): then its bytes are escaped as in the log. */
+static json_t *s_error_body(const char *msg)
+{
+    json_t *j = json_pack("{s:s}", "message", msg ? msg : "");
+    if (!j && msg) {
+        char safe[4096];
+        j = json_pack("{s:s}", "message", korch_log_escape(safe, sizeof safe, msg, strlen(msg), 0));
+    }
+    return j;
+}
+
+void srv_respond(srv_req_t *req, int status, json_t *body)
+{
+    srv_http_t *h = req->http;
+    if (req->responded) {
+        json_decref(body);
+        return;
+    }
+    req->responded = true;
+    req->status = status;
+    if (body) {
+        req->resp = json_dumps(body, JSON_COMPACT);
+        req->resp_len = req->resp ? strlen(req->resp) : 0;
+        json_decref(body);
+    }
+    if (!req->wsi) {
+        /* the client has gone: nobody to answer */
+        srv_http_log(h, req->method, req->path, status, req->t0_us, NULL);
+        srv_req_free(&req);
+        return;
+    }
+    if (req != h->dispatching)
+        s_wake(req);
+}
+
+void srv_respond_raw(srv_req_t *req, int status, const char *content_type, const void *data, size_t len)
+{
+    if (req->responded)
+        return;
+    req->resp = malloc(len + 1);
+    if (!req->resp) {
+        srv_respond_error(req, 500, "out of memory");
+        return;
+    }
+    memcpy(req->resp, data, len);
+    req->resp[len] = 0;
+    req->resp_len = len;
+    snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
+    srv_respond(req, status, NULL);
+}
+
+bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s=", name);
+    const char *v = req->wsi ? lws_get_urlarg_by_name(req->wsi, key, buf, (int)len) : NULL;
+    if (!v)
+        return false;
+    memmove(buf, v, strlen(v) + 1); /* lws leaves "name=value" in buf and points at the value */
+    return true;
+}
+
+bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len)
+{
+    return req->wsi && lws_hdr_custom_copy(req->wsi, buf, (int)len, name, (int)strlen(name)) > 0;
+}
+
+void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    srv_respond(req, status, s_error_body(msg));
+}
+
+
+void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg)
+{
+    req->streaming = true;
+    req->owner = SRV_REQ_STREAM;
+    req->status = 200;
+    snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
+    req->on_gone = on_gone;
+    req->gone_arg = arg;
+    if (req->wsi) {
+        lws_set_timeout(req->wsi, NO_PENDING_TIMEOUT, 0); /* a turn may think for minutes */
+        s_wake(req);
+    }
+}
+
+korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t max)
+{
+    if (!req->wsi || req->stream_ended)
+        return KORCH_E_STATE;
+    if (req->out_len - req->out_off + len > max) {
+        korch_warn("%s %s: the client does not read its stream (%zu bytes pending); closing it", req->method,
+                   req->path, req->out_len - req->out_off); /* korch_warn escapes */
+        req->stream_ended = true;
+        req->responded = true; /* marks the overflow: the next writable closes */
+        s_wake(req);
+        return KORCH_E_TOOBIG;
+    }
+    if (req->out_off && req->out_off == req->out_len)
+        req->out_off = req->out_len = 0;
+    /* each chunk goes out framed: hex size CRLF data CRLF */
+    size_t need = req->out_len + len + 32;
+    if (need > req->out_cap) {
+        if (req->out_off) { /* reclaim what was sent before growing */
+            memmove(req->out, req->out + req->out_off, req->out_len - req->out_off);
+            req->out_len -= req->out_off;
+            req->out_off = 0;
+            need = req->out_len + len + 32;
+        }
+        if (need > req->out_cap) {
+            size_t cap = req->out_cap ? req->out_cap : 4096;
+            while (cap < need)
+                cap *= 2;
+            unsigned char *n = realloc(req->out, cap);
+            if (!n)
+                return KORCH_E_NOMEM;
+            req->out = n;
+            req->out_cap = cap;
+        }
+    }
+    if (len) {
+        int h = snprintf((char *)req->out + req->out_len, 32, "%zx\r\n", len);
+        req->out_len += (size_t)h;
+        memcpy(req->out + req->out_len, data, len);
+        req->out_len += len;
+        memcpy(req->out + req->out_len, "\r\n", 2);
+        req->out_len += 2;
+    }
+    s_wake(req);
+    return KORCH_OK;
+}
+
+void srv_stream_end(srv_req_t *req)
+{
+    if (!req->wsi || req->stream_ended)
+        return;
+    if (srv_stream_write(req, NULL, 0, (size_t)-1) == KORCH_OK) {
+        memcpy(req->out + req->out_len, "0\r\n\r\n", 5); /* the last chunk */
+        req->out_len += 5;
+    }
+    req->stream_ended = true;
+}
+
+void srv_stream_release(srv_req_t **preq)
+{
+    srv_req_t *req = *preq;
+    if (!req)
+        return;
+    *preq = NULL;
+    req->on_gone = NULL;
+    req->owner = SRV_REQ_CONN; /* the connection frees it when it closes */
+    if (!req->wsi) {
+        srv_http_log(req->http, req->method, req->path, req->status, req->t0_us, NULL);
+        srv_req_free(&req);
+        return;
+    }
+    if (!req->stream_ended) {
+        /* the owner is done with an open stream: end it cleanly */
+        srv_stream_end(req);
+        s_wake(req);
+    }
+}
+
+
+korch_rc_t srv_req_upload_map(srv_req_t *req, const void **data, size_t *len, korch_err_t *err)
+{
+    *data = req->body ? req->body : "";
+    *len = req->body_len;
+    int fd = req->rx ? srv_body_fd(req->rx) : -1;
+    if (fd < 0 || !req->body_len)
+        return KORCH_OK;
+    if (!req->map) {
+        void *p = mmap(NULL, req->body_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            return korch_err_set(err, KORCH_E_IO, "cannot map the upload: %s", strerror(errno));
+        req->map = p;
+        req->map_len = req->body_len;
+    }
+    *data = req->map;
+    return KORCH_OK;
+}
+
+void srv_req_upload_unmap(srv_req_t *req)
+{
+    if (req->map)
+        munmap(req->map, req->map_len);
+    req->map = NULL;
+    req->map_len = 0;
+}
+
+
+void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f)
+{
+    if (!ws->wsi || ws->dropping)
+        return;
+    srv_http_t *h = ws->http;
+    /* Bounded: a client that does not read loses its connection, never the
+       kernel its messages. One message always fits an empty queue. */
+    if (ws->queued_bytes && ws->queued_bytes + f->len > h->max_ws_queue) {
+        korch_warn("websocket %s: client is not reading (%zu bytes queued); dropping it", ws->session_key,
+                   ws->queued_bytes);
+        h->metrics->ws_dropped_slow++;
+        srv_ws_close(ws, "not reading");
+        return;
+    }
+    zlistx_add_end(ws->queue, korch_wsframe_ref(f));
+    ws->queued_bytes += f->len;
+    lws_callback_on_writable(ws->wsi);
+    h->kick(h->kick_arg);
+}
+
+void srv_ws_close(srv_ws_t *ws, const char *why)
+{
+    if (ws->dropping || !ws->wsi)
+        return;
+    ws->dropping = true;
+    korch_info("websocket %s: closing: %s", ws->session_key, why);
+    /* asynchronously: the client may not be reading, so no close handshake */
+    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    ws->http->kick(ws->http->kick_arg);
+}
+
+void srv_ws_finish(srv_ws_t *ws, const char *why)
+{
+    if (ws->dropping || ws->finishing || !ws->wsi)
+        return;
+    if (!zlistx_size(ws->queue)) {
+        srv_ws_close(ws, why);
+        return;
+    }
+    ws->finishing = true;
+    korch_info("websocket %s: closing once its last %zu messages are written: %s", ws->session_key,
+               zlistx_size(ws->queue), why);
+    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, 5); /* a client that does not read them */
+    lws_callback_on_writable(ws->wsi);
+    ws->http->kick(ws->http->kick_arg);
+}
+
+
+/* routes.h: a matched route's parameter (here, beside the request it belongs to). */
+const char *srv_param(const srv_params_t *p, const char *name)
+{
+    for (int i = 0; p && i < p->n; i++)
+        if (strcmp(p->name[i], name) == 0)
+            return p->value[i];
+    return "";
+}
+
+/* routes.h: an error code as an HTTP status. */
+int srv_http_status(korch_rc_t rc)
+{
+    switch (rc) {
+    case KORCH_OK: return 200;
+    case KORCH_E_NOTFOUND: return 404;
+    case KORCH_E_INVALID: return 400;
+    case KORCH_E_TOOBIG: return 413;
+    case KORCH_E_NOMEM: return 503;
+    case KORCH_E_STATE: return 409;
+    case KORCH_E_TIMEOUT: return 504;
+    default: return 500;
+    }
+}

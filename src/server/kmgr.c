@@ -1,0 +1,501 @@
+/*  The server's kernel manager (kmgr.h): kernels, their lifecycle events
+ *  and the closures waiting on them. Knows no client.
+ */
+#include "kmgr.h"
+#include "korch/log.h"
+#include "korch/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ENV_VARS 256
+#define MAX_LISTENERS 16
+
+typedef enum { W_READY, W_GONE } s_wkind_t;
+
+struct srv_kwait {
+    srv_kernel_t *mk;
+    s_wkind_t kind;
+    bool due;                   /* ready already when made: fired by the next round's timer */
+    srv_kready_fn *ready;
+    srv_kgone_fn *gone;
+    void *arg;
+};
+
+typedef struct {
+    srv_kmgr_listener_fn *fn;
+    void *arg;
+} s_listener_t;
+
+struct srv_kmgr {
+    srv_kmgr_opts_t o;
+    zhashx_t *kernels;          /* id -> srv_kernel_t: listed (owned) */
+    zlistx_t *pooled;           /* srv_kernel_t*: started for the pool, not listed (owned) */
+    zlistx_t *doomed;           /* srv_kernel_t*: to tear down between rounds (owned) */
+    zlistx_t *due;              /* srv_kwait_t*: ready closures to run next round (borrowed) */
+    int due_timer;              /* 0: none */
+    s_listener_t listeners[MAX_LISTENERS];
+    size_t nlisteners;
+    srv_kmgr_message_fn *sink;
+    void *sink_arg;
+    char last_activity[32];
+    uint64_t failed_starts;
+};
+
+static void s_emit(srv_kernel_t *mk, srv_kev_t ev, const char *detail)
+{
+    srv_kmgr_t *m = mk->mgr;
+    for (size_t i = 0; i < m->nlisteners; i++)
+        m->listeners[i].fn(mk, ev, detail, m->listeners[i].arg);
+}
+
+void srv_kmgr_listen(srv_kmgr_t *m, srv_kmgr_listener_fn *fn, void *arg)
+{
+    if (m->nlisteners < MAX_LISTENERS)
+        m->listeners[m->nlisteners++] = (s_listener_t){fn, arg};
+    else
+        korch_warn("kernel manager: more than %d listeners (one ignored)", MAX_LISTENERS);
+}
+
+void srv_kmgr_unlisten(srv_kmgr_t *m, srv_kmgr_listener_fn *fn, void *arg)
+{
+    for (size_t i = 0; i < m->nlisteners; i++)
+        if (m->listeners[i].fn == fn && m->listeners[i].arg == arg) {
+            memmove(&m->listeners[i], &m->listeners[i + 1], (m->nlisteners - i - 1) * sizeof m->listeners[0]);
+            m->nlisteners--;
+            return;
+        }
+}
+
+uint64_t srv_kmgr_failed_starts(const srv_kmgr_t *m) { return m->failed_starts; }
+
+void srv_kmgr_set_message_sink(srv_kmgr_t *m, srv_kmgr_message_fn *fn, void *arg)
+{
+    m->sink = fn;
+    m->sink_arg = arg;
+}
+
+/* ---------------------------------------------------------- closures */
+
+static void s_wait_unlink(srv_kwait_t *w)
+{
+    void *h = zlistx_find(w->mk->waits, w);
+    if (h)
+        zlistx_delete(w->mk->waits, h);
+    if (w->due) {
+        h = zlistx_find(w->mk->mgr->due, w);
+        if (h)
+            zlistx_delete(w->mk->mgr->due, h);
+    }
+}
+
+void srv_kwait_cancel(srv_kwait_t **pw)
+{
+    srv_kwait_t *w = pw ? *pw : NULL;
+    if (!w)
+        return;
+    s_wait_unlink(w);
+    free(w);
+    *pw = NULL;
+}
+
+/* Run fn of one ready closure: unlinked and freed first, so fn may do anything. */
+static void s_fire_ready(srv_kwait_t *w, const char *error)
+{
+    srv_kernel_t *mk = w->mk;
+    srv_kready_fn *fn = w->ready;
+    void *arg = w->arg;
+    s_wait_unlink(w);
+    free(w);
+    fn(mk, error, arg);
+}
+
+/* Every ready closure of mk (a closure may add others: they wait for the next time). */
+static void s_fire_all_ready(srv_kernel_t *mk, const char *error)
+{
+    zlistx_t *now = zlistx_new();
+    if (!now)
+        return;
+    for (srv_kwait_t *w = zlistx_first(mk->waits); w; w = zlistx_next(mk->waits))
+        if (w->kind == W_READY)
+            zlistx_add_end(now, w);
+    /* fired one by one from the kernel's list: a closure may cancel a later one */
+    for (srv_kwait_t *w = zlistx_first(now); w; w = zlistx_next(now))
+        if (zlistx_find(mk->waits, w))
+            s_fire_ready(w, error);
+    zlistx_destroy(&now);
+}
+
+static int s_on_due(korch_loop_t *loop, int id, void *arg)
+{
+    srv_kmgr_t *m = arg;
+    m->due_timer = 0;
+    srv_kwait_t *w;
+    while ((w = zlistx_first(m->due))) {
+        zlistx_delete(m->due, zlistx_cursor(m->due));
+        w->due = false;
+        s_fire_ready(w, srv_kernel_ready(w->mk) ? NULL : "kernel is not ready");
+    }
+    return 0;
+}
+
+static srv_kwait_t *s_wait_new(srv_kernel_t *mk, s_wkind_t kind, void *arg)
+{
+    srv_kwait_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->mk = mk;
+    w->kind = kind;
+    w->arg = arg;
+    zlistx_add_end(mk->waits, w);
+    return w;
+}
+
+srv_kwait_t *srv_kernel_when_ready(srv_kernel_t *mk, srv_kready_fn *fn, void *arg)
+{
+    if (!mk || mk->doomed)
+        return NULL;
+    srv_kwait_t *w = s_wait_new(mk, W_READY, arg);
+    if (!w)
+        return NULL;
+    w->ready = fn;
+    if (srv_kernel_ready(mk)) { /* from the warm pool, or attached to a running one: next round */
+        srv_kmgr_t *m = mk->mgr;
+        w->due = true;
+        zlistx_add_end(m->due, w);
+        if (!m->due_timer)
+            m->due_timer = korch_loop_timer(m->o.loop, 0, 1, s_on_due, m);
+    }
+    return w;
+}
+
+srv_kwait_t *srv_kernel_when_gone(srv_kernel_t *mk, srv_kgone_fn *fn, void *arg)
+{
+    srv_kwait_t *w = mk ? s_wait_new(mk, W_GONE, arg) : NULL;
+    if (w)
+        w->gone = fn;
+    return w;
+}
+
+/* ---------------------------------------------------------- kernels */
+
+bool srv_kernel_ready(const srv_kernel_t *mk)
+{
+    korch_kernel_state_t st = korch_kernel_state(mk->k);
+    return !mk->doomed && mk->ever_ready && !mk->restart_requested &&
+           (st == KORCH_KERNEL_IDLE || st == KORCH_KERNEL_BUSY);
+}
+
+static const char *s_state_name(const srv_kernel_t *mk)
+{
+    korch_kernel_state_t st = korch_kernel_state(mk->k);
+    return st == KORCH_KERNEL_STOPPED ? "dead" : korch_kernel_state_name(st);
+}
+
+json_t *srv_kernel_model(const srv_kernel_t *mk)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i}", "id", mk->id, "name", mk->name, "last_activity", mk->last_activity,
+                     "execution_state", s_state_name(mk), "connections", (int)mk->connections);
+}
+
+void srv_kernel_touch(srv_kernel_t *mk)
+{
+    korch_iso8601_now(mk->last_activity);
+    mk->last_activity_ms = korch_now_ms();
+    if (!mk->pooled) /* the pool's own starts are nobody's activity */
+        memcpy(mk->mgr->last_activity, mk->last_activity, sizeof mk->last_activity);
+}
+
+const char *srv_kmgr_last_activity(srv_kmgr_t *m) { return m->last_activity; }
+
+srv_kernel_t *srv_kmgr_find(srv_kmgr_t *m, const char *id) { return id ? zhashx_lookup(m->kernels, id) : NULL; }
+
+size_t srv_kmgr_count(srv_kmgr_t *m) { return zhashx_size(m->kernels); }
+
+zlistx_t *srv_kmgr_list(srv_kmgr_t *m)
+{
+    zlistx_t *l = zhashx_values(m->kernels);
+    return l ? l : zlistx_new();
+}
+
+void srv_kmgr_foreach(srv_kmgr_t *m, void (*fn)(srv_kernel_t *mk, void *arg), void *arg)
+{
+    for (srv_kernel_t *mk = zhashx_first(m->kernels); mk; mk = zhashx_next(m->kernels))
+        fn(mk, arg);
+    for (srv_kernel_t *mk = zlistx_first(m->pooled); mk; mk = zlistx_next(m->pooled))
+        fn(mk, arg);
+    for (srv_kernel_t *mk = zlistx_first(m->doomed); mk; mk = zlistx_next(m->doomed))
+        fn(mk, arg);
+}
+
+static void s_on_message(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, korch_msg_raw_t *raw,
+                         void *arg)
+{
+    srv_kernel_t *mk = arg;
+    srv_kernel_touch(mk);
+    if (mk->mgr->sink)
+        mk->mgr->sink(mk, ch, msg, raw, mk->mgr->sink_arg);
+}
+
+static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail, void *arg)
+{
+    srv_kernel_t *mk = arg;
+    srv_kernel_touch(mk);
+    switch (st) {
+    case KORCH_KERNEL_IDLE:
+    case KORCH_KERNEL_BUSY: {
+        bool up = mk->ever_ready && !mk->restart_requested;
+        mk->ever_ready = true;
+        mk->restart_requested = false;
+        if (!up) { /* from starting or restarting */
+            mk->readies++;
+            s_emit(mk, SRV_KEV_READY, NULL);
+        }
+        s_fire_all_ready(mk, NULL);
+        break;
+    }
+    case KORCH_KERNEL_RESTARTING:
+        if (!mk->pooled)
+            fprintf(stderr, "korch: kernel %s restarting%s%s\n", mk->id, detail ? ": " : "", detail ? detail : "");
+        s_emit(mk, SRV_KEV_RESTARTING, detail);
+        break;
+    case KORCH_KERNEL_DEAD:
+        mk->restart_requested = false;
+        snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
+        if (!mk->pooled)
+            fprintf(stderr, "korch: kernel %s dead: %s\n", mk->id, mk->dead_reason);
+        s_emit(mk, SRV_KEV_DEAD, mk->dead_reason);
+        s_fire_all_ready(mk, mk->dead_reason);
+        if (!mk->ever_ready && !mk->pooled) /* it never ran: nothing for anyone to look at */
+            srv_kmgr_delete(mk);
+        break;
+    default:
+        break;
+    }
+}
+
+static void s_kernel_free(srv_kernel_t **pmk)
+{
+    srv_kernel_t *mk = *pmk;
+    if (!mk)
+        return;
+    korch_kernel_destroy(&mk->k);
+    srv_kwait_t *w;
+    while (mk->waits && (w = zlistx_first(mk->waits)))
+        srv_kwait_cancel(&w);
+    zlistx_destroy(&mk->waits);
+    free(mk);
+    *pmk = NULL;
+}
+
+/* KERNEL_* variables of the request's env, as Kernel Gateway passes them. */
+static char **s_env(json_t *env, korch_err_t *err)
+{
+    size_t n = 0, cap = json_is_object(env) ? json_object_size(env) : 0;
+    if (cap > MAX_ENV_VARS) {
+        korch_err_set(err, KORCH_E_INVALID, "too many environment variables (%zu, at most %d)", cap, MAX_ENV_VARS);
+        return NULL;
+    }
+    char **v = calloc(cap + 1, sizeof *v);
+    if (!v) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    const char *name;
+    json_t *val;
+    json_object_foreach(env, name, val) {
+        if (strncmp(name, "KERNEL_", 7) != 0 || !json_is_string(val))
+            continue;
+        bool ok = strlen(name) < 128 && json_string_length(val) < 8192;
+        for (const char *c = name; ok && *c; c++)
+            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+        if (!ok || strlen(json_string_value(val)) != json_string_length(val)) {
+            korch_warn("ignoring environment variable '%.60s' (bad name or value)", name);
+            continue;
+        }
+        size_t len = strlen(name) + json_string_length(val) + 2;
+        v[n] = malloc(len);
+        if (!v[n])
+            break;
+        snprintf(v[n++], len, "%s=%s", name, json_string_value(val));
+    }
+    return v;
+}
+
+static void s_env_free(char **envv)
+{
+    for (char **e = envv; e && *e; e++)
+        free(*e);
+    free(envv);
+}
+
+srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t *err)
+{
+    srv_kernel_t *mk = calloc(1, sizeof *mk);
+    char **envv = mk ? s_env(req->env, err) : NULL;
+    if (!mk || !envv) {
+        if (!mk)
+            korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    mk->mgr = m;
+    if (!(mk->waits = zlistx_new())) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(mk->name, sizeof mk->name, "%s", req->name);
+    korch_kernel_opts_t ko = {
+        .relay_stdin = true, /* clients answer their own input_requests */
+        .kernelspec = req->name,
+        .launcher = m->o.launcher,
+        .env = (const char *const *)envv,
+        .start_timeout_ms = m->o.start_timeout_ms,
+        .cwd = req->cwd,
+        /* a pool kernel that dies is replaced, not restarted (srv_kmgr_unpool turns it on) */
+        .no_auto_restart = req->pooled,
+    };
+    mk->k = korch_kernel_new(m->o.loop, &ko, err);
+    if (!mk->k) {
+        if (err && err->rc != KORCH_E_NOTFOUND && err->rc != KORCH_E_INVALID) /* a launch that failed */
+            m->failed_starts++;
+        goto fail;
+    }
+    snprintf(mk->id, sizeof mk->id, "%s", korch_kernel_id(mk->k));
+    korch_kernel_set_callbacks(mk->k, &(korch_kernel_cb_t){.on_state = s_on_state, .on_raw_message = s_on_message,
+                                                          .arg = mk});
+    mk->pooled = req->pooled;
+    srv_kernel_touch(mk);
+    if (req->pooled)
+        zlistx_add_end(m->pooled, mk);
+    else
+        zhashx_insert(m->kernels, mk->id, mk);
+    fprintf(stderr, "korch: kernel %s (%s) starting%s\n", mk->id, mk->name, req->pooled ? " for the warm pool" : "");
+    s_env_free(envv);
+    s_emit(mk, SRV_KEV_STARTED, NULL);
+    return mk;
+fail:
+    s_env_free(envv);
+    s_kernel_free(&mk);
+    return NULL;
+}
+
+void srv_kmgr_unpool(srv_kernel_t *mk)
+{
+    srv_kmgr_t *m = mk->mgr;
+    void *h = mk->pooled && !mk->doomed ? zlistx_find(m->pooled, mk) : NULL;
+    if (!h)
+        return;
+    zlistx_delete(m->pooled, h);
+    mk->pooled = false;
+    korch_kernel_set_auto_restart(mk->k, true);
+    /* idle from the moment it is handed out, not from its start */
+    srv_kernel_touch(mk);
+    zhashx_insert(m->kernels, mk->id, mk);
+    fprintf(stderr, "korch: kernel %s (%s) handed out from the warm pool\n", mk->id, mk->name);
+    s_emit(mk, SRV_KEV_UNPOOLED, NULL);
+}
+
+void srv_kmgr_delete(srv_kernel_t *mk)
+{
+    if (!mk || mk->doomed)
+        return;
+    srv_kmgr_t *m = mk->mgr;
+    mk->doomed = true;
+    if (mk->pooled) {
+        void *h = zlistx_find(m->pooled, mk);
+        if (h)
+            zlistx_delete(m->pooled, h);
+    } else
+        zhashx_delete(m->kernels, mk->id);
+    zlistx_add_end(m->doomed, mk);
+    korch_kernel_set_callbacks(mk->k, NULL);
+    if (!mk->pooled)
+        fprintf(stderr, "korch: kernel %s shutting down\n", mk->id);
+    s_emit(mk, SRV_KEV_DELETED, NULL);
+    /* closures waiting for it to be ready will not see that */
+    s_fire_all_ready(mk, "kernel was shut down");
+}
+
+korch_rc_t srv_kmgr_restart(srv_kernel_t *mk, korch_err_t *err)
+{
+    bool was = mk->restart_requested;
+    mk->restart_requested = true;
+    korch_rc_t rc = korch_kernel_restart(mk->k, err);
+    if (rc != KORCH_OK)
+        mk->restart_requested = was;
+    return rc;
+}
+
+bool srv_kmgr_has_doomed(const srv_kmgr_t *m) { return zlistx_size(m->doomed) > 0; }
+
+bool srv_kmgr_reap(srv_kmgr_t *m)
+{
+    srv_kernel_t *mk = zlistx_first(m->doomed);
+    if (!mk)
+        return false;
+    zlistx_delete(m->doomed, zlistx_cursor(m->doomed));
+    /* Runs the loop until the kernel is gone (shutdown_request, grace,
+       SIGTERM, SIGKILL): other clients are served meanwhile. Listeners
+       read its last figures (rejections) before. */
+    korch_kernel_destroy(&mk->k);
+    char id[40];
+    snprintf(id, sizeof id, "%s", mk->id);
+    bool quiet = mk->pooled;
+    srv_kwait_t *w;
+    while ((w = zlistx_first(mk->waits))) {
+        srv_kgone_fn *fn = w->kind == W_GONE ? w->gone : NULL;
+        void *arg = w->arg;
+        srv_kwait_cancel(&w);
+        if (fn)
+            fn(id, arg);
+    }
+    s_emit(mk, SRV_KEV_GONE, NULL);
+    s_kernel_free(&mk);
+    if (!quiet)
+        fprintf(stderr, "korch: kernel %s shut down\n", id);
+    return true;
+}
+
+void srv_kmgr_delete_all(srv_kmgr_t *m)
+{
+    zlistx_t *all = srv_kmgr_list(m);
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
+        srv_kmgr_delete(mk);
+    zlistx_destroy(&all);
+    srv_kernel_t *mk;
+    while ((mk = zlistx_first(m->pooled)))
+        srv_kmgr_delete(mk);
+    while (srv_kmgr_reap(m))
+        ;
+}
+
+srv_kmgr_t *srv_kmgr_new(const srv_kmgr_opts_t *o, korch_err_t *err)
+{
+    srv_kmgr_t *m = calloc(1, sizeof *m);
+    if (!m || !(m->kernels = zhashx_new()) || !(m->pooled = zlistx_new()) || !(m->doomed = zlistx_new()) ||
+        !(m->due = zlistx_new())) {
+        srv_kmgr_destroy(&m);
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    m->o = *o;
+    return m;
+}
+
+void srv_kmgr_destroy(srv_kmgr_t **pm)
+{
+    srv_kmgr_t *m = *pm;
+    if (!m)
+        return;
+    if (m->kernels && m->pooled && m->doomed && m->due)
+        srv_kmgr_delete_all(m);
+    if (m->due_timer)
+        korch_loop_timer_end(m->o.loop, m->due_timer);
+    zhashx_destroy(&m->kernels);
+    zlistx_destroy(&m->pooled);
+    zlistx_destroy(&m->doomed);
+    zlistx_destroy(&m->due);
+    free(m);
+    *pm = NULL;
+}
