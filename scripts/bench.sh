@@ -126,6 +126,10 @@ say "start to ready: $STARTS local kernels each"
 run env KORCH_BENCH_SAMPLES="$OUT/start-jc" $PY "$JCB" start "$STARTS" >>"$OUT/jc.jsonl"
 run env KORCH_BENCH_SAMPLES="$OUT/start-korch.txt" "$KB" start "$STARTS" >>"$OUT/korch.jsonl"
 
+# ------------------------------------------------------------------ router
+say "router: the route table vs the strcmp chains it replaced, same run"
+run "$KB" routes 200000 >>"$OUT/korch.jsonl"
+
 # ------------------------------------------------------------------- table
 $PY - "$OUT" <<'EOF'
 import json, os, sys
@@ -191,6 +195,9 @@ print("korch client memory by stage (VmRSS KiB / RssAnon / RssFile / threads): "
     "%s %d/%d/%d/%d" % (s["stage"], s["VmRSS"], s["RssAnon"], s["RssFile"], s["Threads"]) for s in rss["stages"]))
 print("korch client top mappings (KiB resident): " + ", ".join(
     "%s %d" % (m["mapping"], m["rss_kib"]) for m in rss["top_mappings"][:10]))
+rt = pick(ko, "routes")[0]
+print("korch router: route table %.0f ns/match (%.1f M/s), the old strcmp chains %.0f ns/match: table/strcmp %.2f"
+      % (rt["table_ns_per_match"], rt["table_matches_per_s"] / 1e6, rt["strcmp_ns_per_match"], rt["ratio"]))
 ratio = k_rt["p50"] / j_rt["p50"]
 print()
 print("goal round trip p50 <= 0.8 x jupyter_client: %.2f -> %s" % (ratio, "MET" if ratio <= 0.8 else "NOT MET"))

@@ -385,3 +385,159 @@ TEST_T(server_routes_on_the_wire, 60)
     free(a.body);
     serve_stop(&s);
 }
+
+/* ------------------------------------------------- against a second matcher */
+
+/* The table read the plain way: split both into segments (empty ones
+   skipped) and compare one pattern after the other. The trie must agree
+   with it on every path: the same route, or the same 404 / 405. */
+static int s_split(const char *s, size_t len, const char **seg, size_t *sl, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < len;) {
+        while (i < len && s[i] == '/')
+            i++;
+        size_t j = i;
+        while (j < len && s[j] != '/')
+            j++;
+        if (j == i)
+            break;
+        if (n == max)
+            return -1;
+        seg[n] = s + i;
+        sl[n++] = j - i;
+        i = j;
+    }
+    return n;
+}
+
+static bool s_plain_path_match(const char *pattern, const char **seg, const size_t *sl, int n)
+{
+    const char *ps[32];
+    size_t pl[32];
+    int pn = s_split(pattern, strlen(pattern), ps, pl, 32);
+    for (int i = 0; i < pn; i++) {
+        bool param = ps[i][0] == '{', tail = param && ps[i][pl[i] - 2] == '*';
+        if (tail)
+            return n > i;
+        if (i >= n || (!param && (pl[i] != sl[i] || memcmp(ps[i], seg[i], sl[i]) != 0)))
+            return false;
+    }
+    return pn == n;
+}
+
+TEST(server_routes_agree_with_a_plain_matcher_on_random_paths)
+{
+    static const char *const words[] = {"/", "/", "/", "api", "agent", "sessions", "kernels", "files", "figures",
+                                        "channels", "restart", "interrupt", "kernelspecs", "static", "korch.js",
+                                        "metrics", "status", ".", "..", "x", "%2F", "{", "*}", "S1", "messages"};
+    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "get"};
+    size_t nr;
+    const srv_route_t *t = srv_routes(&nr);
+    unsigned seed = 12345;
+    int ok = 0, m405 = 0, m404 = 0, bad = 0;
+    for (int iter = 0; iter < 100000; iter++) {
+        /* a route's pattern with random values, then mutated: a segment
+           replaced, dropped or added, slashes doubled */
+#define RND(k) ((seed = seed * 1103515245u + 12345u), (int)((seed >> 16) % (unsigned)(k)))
+        const char *ps[16];
+        size_t pl[16];
+        char segs[24][40];
+        int ns = 0;
+        const char *pat = t[RND(nr)].pattern;
+        int pn = s_split(pat, strlen(pat), ps, pl, 16);
+        for (int i = 0; i < pn && ns < 20; i++) {
+            if (ps[i][0] != '{')
+                snprintf(segs[ns++], sizeof segs[0], "%.*s", (int)pl[i], ps[i]);
+            else
+                for (int k = ps[i][pl[i] - 2] == '*' ? 1 + RND(3) : 1; k > 0 && ns < 20; k--)
+                    snprintf(segs[ns++], sizeof segs[0], "%s", words[3 + RND(sizeof words / sizeof *words - 3)]);
+        }
+        int mut = RND(4);
+        for (int k = 0; k < mut; k++) {
+            int at = ns ? RND(ns) : 0;
+            switch (RND(3)) {
+            case 0: /* replace */
+                if (ns)
+                    snprintf(segs[at], sizeof segs[0], "%s", words[3 + RND(sizeof words / sizeof *words - 3)]);
+                break;
+            case 1: /* drop */
+                if (ns) {
+                    memmove(segs[at], segs[at + 1], (size_t)(ns - at - 1) * sizeof segs[0]);
+                    ns--;
+                }
+                break;
+            default: /* add */
+                if (ns < 20) {
+                    memmove(segs[at + 1], segs[at], (size_t)(ns - at) * sizeof segs[0]);
+                    snprintf(segs[at], sizeof segs[0], "%s", words[3 + RND(sizeof words / sizeof *words - 3)]);
+                    ns++;
+                }
+                break;
+            }
+        }
+        char path[1024];
+        size_t o = 0;
+        for (int i = 0; i < ns; i++)
+            o += (size_t)snprintf(path + o, sizeof path - o, "%s%s", RND(8) ? "/" : "//", segs[i]);
+        if (!ns || RND(6) == 0)
+            o += (size_t)snprintf(path + o, sizeof path - o, "/");
+        path[o] = 0;
+        const char *method = methods[RND(sizeof methods / sizeof *methods)];
+        const srv_route_t *r = NULL;
+        srv_params_t p;
+        char allow[48];
+        srv_match_t m = srv_route_match(method, path, o, &r, &p, allow, sizeof allow);
+        /* the plain way */
+        const char *seg[SRV_ROUTE_MAX_SEGS];
+        size_t sl[SRV_ROUTE_MAX_SEGS];
+        int n = s_split(path, o, seg, sl, SRV_ROUTE_MAX_SEGS);
+        const srv_route_t *want = NULL;
+        char want_allow[48] = "";
+        static const char *const order[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+        for (size_t k = 0; k < 5; k++)
+            for (size_t i = 0; i < nr; i++)
+                if (strcmp(t[i].method, order[k]) == 0 && s_plain_path_match(t[i].pattern, seg, sl, n)) {
+                    if (strcmp(method, order[k]) == 0)
+                        want = &t[i];
+                    snprintf(want_allow + strlen(want_allow), sizeof want_allow - strlen(want_allow), "%s%s",
+                             want_allow[0] ? ", " : "", order[k]);
+                    break;
+                }
+        if (m == SRV_MATCH_BAD_PATH) { /* only a tail with a dot segment */
+            bad++;
+            CHECK(want && strstr(want->pattern, "*}"));
+            continue;
+        }
+        if (want) {
+            if (!CHECK_EQ(m, SRV_MATCH_OK) || !CHECK(r == want)) {
+                fprintf(stderr, "  %s '%s'\n", method, path);
+                return;
+            }
+            ok++;
+            for (int i = 0; i < p.n; i++) {
+                CHECK(p.value[i][0] != 0);
+                bool tail = strstr(want->pattern, "*}") && i == p.n - 1;
+                CHECK(tail || !strchr(p.value[i], '/'));
+            }
+        } else if (want_allow[0]) {
+            if (!CHECK_EQ(m, SRV_MATCH_METHOD) || !CHECK_STREQ(allow, want_allow)) {
+                fprintf(stderr, "  %s '%s'\n", method, path);
+                return;
+            }
+            m405++;
+        } else {
+            if (!CHECK_EQ(m, SRV_MATCH_NOT_FOUND)) {
+                fprintf(stderr, "  %s '%s'\n", method, path);
+                return;
+            }
+            m404++;
+        }
+    }
+#undef RND
+    /* the mix reached every outcome */
+    CHECK_GT(ok, 1000);
+    CHECK_GT(m405, 1000);
+    CHECK_GT(m404, 1000);
+    CHECK_GT(bad, 10);
+}

@@ -595,7 +595,7 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
             mk = srv_kmgr_start(s_kmgr(s), &(srv_kstart_t){.name = name, .cwd = s_isolated(s) ? NULL : cwd}, &err);
             if (!mk) {
                 snprintf(why, why_len, "%s", err.msg);
-                return err.rc == KORCH_E_NOTFOUND ? 404 : err.rc == KORCH_E_INVALID ? 400 : 500;
+                return srv_http_status(err.rc);
             }
         }
         sa->owns_kernel = true;

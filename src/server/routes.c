@@ -110,6 +110,7 @@ static const srv_route_t s_table[] = {
 #undef UPLOAD
 
 #define NROUTES (sizeof s_table / sizeof s_table[0])
+_Static_assert(NROUTES < 128, "s_node_t.route holds a route's index in a signed char");
 
 const srv_route_t *srv_routes(size_t *n)
 {

@@ -45,7 +45,8 @@ typedef struct {
     char buf[SRV_ROUTE_MAX_PATH];
 } srv_params_t;
 
-/* The value of parameter name (borrowed), or "" when the route has none. */
+/* The value of parameter name (borrowed), or "" when the route has none.
+   (In http.c, beside the request, so handlers never call routes.c.) */
 const char *srv_param(const srv_params_t *p, const char *name);
 
 /* A route's handler. body: the request's JSON object (borrowed) when the
@@ -97,7 +98,7 @@ json_t *srv_routes_json(void);
 
 /* An error code as an HTTP status: NOTFOUND 404, INVALID 400, TOOBIG 413,
    NOMEM 503 (a budget is spent: try again), STATE 409, TIMEOUT 504, else
-   500. Callers that mean otherwise say so where they call it. */
+   500. Callers that mean otherwise say so where they call it. (http.c) */
 int srv_http_status(korch_rc_t rc);
 
 /* ----------------------------------------------- the handlers it names */

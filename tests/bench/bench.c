@@ -5,6 +5,7 @@
  *                                        (default: MB MiB + 1 MiB, so nothing is dropped)
  *  korch-bench start N                   N sequential local kernel starts, time to ready
  *  korch-bench rss CONNFILE [N]          where the client's resident memory goes
+ *  korch-bench routes N                  the router: route table vs the strcmp chains it replaced (routes.c)
  *
  *  Times are wall clock (CLOCK_MONOTONIC) in ms. Memory is from /proc/self/status
  *  in KiB. With KORCH_BENCH_SAMPLES=FILE every round-trip / start sample (ms) is
@@ -19,6 +20,8 @@
 #include <time.h>
 
 #define WARMUP 50
+
+int bench_routes(int n); /* routes.c */
 
 static double s_now(void)
 {
@@ -371,7 +374,8 @@ static void s_usage(void)
     fprintf(stderr, "usage: korch-bench roundtrip CONNFILE N\n"
                     "       korch-bench stream CONNFILE MB [MAX_STREAM_BYTES]\n"
                     "       korch-bench start N\n"
-                    "       korch-bench rss CONNFILE [N]\n");
+                    "       korch-bench rss CONNFILE [N]\n"
+                    "       korch-bench routes N\n");
 }
 
 static int s_posint(const char *s)
@@ -393,6 +397,8 @@ int main(int argc, char **argv)
         return s_stream(argv[2], s_posint(argv[3]), argc == 5 ? strtoull(argv[4], NULL, 10) : 0);
     if (strcmp(cmd, "start") == 0 && argc == 3 && s_posint(argv[2]) > 0)
         return s_start(s_posint(argv[2]));
+    if (strcmp(cmd, "routes") == 0 && argc == 3 && s_posint(argv[2]) > 0)
+        return bench_routes(s_posint(argv[2]));
     if (strcmp(cmd, "rss") == 0 && (argc == 3 || argc == 4))
         return s_rss(argv[2], argc == 4 ? s_posint(argv[3]) : 100);
     s_usage();

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Check src/server/openapi.yaml: valid OpenAPI 3.0, complete, and true.
 
-    openapi_check.py KORCH_BINARY
+    openapi_check.py KORCH_BINARY ROUTES_JSON
+
+ROUTES_JSON is the server's route table as the router reads it
+(srv_routes_json in src/server/routes.c, written by tests/test_openapi.c):
+[{method, path, summary, auth, body, websocket}].
 
 1. Valid: the document is validated against the OpenAPI Initiative's JSON
    Schema for 3.0 (Debian's openapi-specification package, validated with
@@ -9,15 +13,19 @@
    of it. Then what the JSON Schema cannot say: every $ref resolves, every
    {param} of a path is declared as a required path parameter and every
    declared one is in the path, operationIds are unique.
-2. Complete: every route listed in the route tables of src/server/api.c and
-   src/server/agents.c (their header comments), /metrics and the channels
-   websocket are in the document.
+2. Complete, both ways: every route of the router's table is an operation
+   of the document and every operation is a route of the table, with the
+   same path (parameter names too), the same summary, the same
+   authentication (open routes are `security: []`), and the websocket route
+   is the operation that answers 101.
 3. True: a real `korch serve` (local launcher, a real ipykernel) is sent one
    request per operation of the document (with a real kernel and session
    where the path names one), and one without the token; each answer's
    status must be one the document lists for that operation, error bodies
    must be {"message"}, and 2xx JSON bodies must match the documented
-   schema (OpenAPI's nullable turned into JSON Schema's type lists).
+   schema (OpenAPI's nullable turned into JSON Schema's type lists). Every
+   path is also sent a method it does not document (and HEAD): 405 with an
+   Allow header that names exactly the documented methods.
 
 Prints one line per finding and exits 1 if there is any; prints "ok" else.
 """
@@ -130,32 +138,39 @@ def check_semantics(doc):
 
 # ------------------------------------------------------------- 2. complete
 
-def norm(path):
-    return re.sub(r"\{[^}]*\}", "{}", path.rstrip("/"))
+def effective_security(doc, op):
+    return op.get("security", doc.get("security"))
 
 
-def routes_in_source():
-    """(method, path) from the route tables in the header comments."""
-    routes = set()
-    for name in ("src/server/api.c", "src/server/agents.c"):
-        with open(os.path.join(ROOT, name)) as f:
-            head = f.read().split("*/", 1)[0]
-        for line in head.splitlines():
-            for m in re.finditer(r"\b((?:GET|POST|PUT|PATCH|DELETE)(?:\|[A-Z]+)*)\s+(/[^\s,]+)", line):
-                for method in m.group(1).split("|"):
-                    routes.add((method.lower(), norm(m.group(2))))
-    routes.add(("get", "/metrics"))
-    routes.add(("get", "/api/kernels/{}/channels"))
-    return routes
-
-
-def check_complete(doc):
-    documented = {(m, norm(p)) for p, item in doc["paths"].items() for m in METHODS if m in item}
-    src = routes_in_source()
-    if len(src) < 20:
-        problem("only %d routes found in the sources' route tables: did their format change?" % len(src))
-    for method, path in sorted(src - documented):
-        problem("%s %s is served (route table in the source) but not documented" % (method.upper(), path))
+def check_complete(doc, routes):
+    if len(routes) < 30:
+        problem("only %d routes in the router's table: is it the right file?" % len(routes))
+    table = {}
+    for r in routes:
+        key = (r["method"].lower(), r["path"])
+        if key in table:
+            problem("%s %s is in the route table twice" % (r["method"], r["path"]))
+        table[key] = r
+    ops = {(m, p): op for p, item in doc["paths"].items() for m, op in item.items() if m in METHODS}
+    for method, path in sorted(set(table) - set(ops)):
+        problem("%s %s is routed (src/server/routes.c) but not documented" % (method.upper(), path))
+    for method, path in sorted(set(ops) - set(table)):
+        problem("%s %s is documented but the router has no such route" % (method.upper(), path))
+    for key in sorted(set(table) & set(ops)):
+        r, op = table[key], ops[key]
+        where = "%s %s" % (key[0].upper(), key[1])
+        if r["summary"] != op.get("summary"):
+            problem("%s: the route table's summary %r is not the document's %r" % (where, r["summary"],
+                                                                                  op.get("summary")))
+        open_doc = effective_security(doc, op) == []
+        if open_doc != (r["auth"] == "none"):
+            problem("%s: the route's auth is %s but the document says it is %s"
+                    % (where, r["auth"], "open" if open_doc else "behind the token"))
+        if r["websocket"] != ("101" in op.get("responses", {})):
+            problem("%s: websocket %s in the route table, 101 %s in the document"
+                    % (where, r["websocket"], "listed" if "101" in op.get("responses", {}) else "not listed"))
+        if r["body"] == "upload" and "requestBody" not in op:
+            problem("%s: an upload route without a documented requestBody" % where)
 
 
 # ----------------------------------------------------------------- 3. true
@@ -172,7 +187,7 @@ def to_json_schema(node):
     return out
 
 
-def request(base, method, path, token, body=None, ctype="application/json", timeout=90):
+def request(base, method, path, token, body=None, ctype="application/json", timeout=90, headers_out=None):
     data = None
     headers = {}
     if body is not None:
@@ -183,8 +198,12 @@ def request(base, method, path, token, body=None, ctype="application/json", time
     req = urllib.request.Request(base + path, data=data, method=method.upper(), headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
+            if headers_out is not None:
+                headers_out.update(r.headers.items())
             return r.status, r.headers.get("Content-Type", ""), r.read()
     except urllib.error.HTTPError as e:
+        if headers_out is not None:
+            headers_out.update(e.headers.items())
         return e.code, e.headers.get("Content-Type", ""), e.read()
 
 
@@ -284,6 +303,20 @@ def check_true(doc, korch):
                 started.append(json.loads(b)["id"])
         for k in started:
             request(base, "delete", "/api/kernels/" + k, token)
+        # every path: a method it does not document is 405, Allow naming those it does
+        order = ["get", "post", "put", "patch", "delete"]
+        for path, item in doc["paths"].items():
+            documented = [m for m in order if m in item]
+            url = re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
+            for method in [m for m in order if m not in item][:1] + ["head"]:
+                hdrs = {}
+                st, ct, b = request(base, method, url, token, headers_out=hdrs)
+                allow = {k.lower(): v for k, v in hdrs.items()}.get("allow")
+                if st != 405 or allow != ", ".join(m.upper() for m in documented):
+                    problem("%s %s answered %d with Allow %r, not 405 with %r"
+                            % (method.upper(), path, st, allow, ", ".join(m.upper() for m in documented)))
+                elif method != "head" and (not ct.startswith("application/json") or b"message" not in b):
+                    problem("%s %s: 405 without a JSON message: %r" % (method.upper(), path, b[:200]))
         # a method a route does not serve, and an unknown route
         st, ct, b = request(base, "put", "/api/kernels", token, {})
         if st != 405:
@@ -300,20 +333,22 @@ def check_true(doc, korch):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     with open(DOC) as f:
         doc = yaml.safe_load(f)
+    with open(sys.argv[2]) as f:
+        routes = json.load(f)
     validate(doc)
     check_semantics(doc)
-    check_complete(doc)
+    check_complete(doc, routes)
     n = sum(1 for item in doc["paths"].values() for m in METHODS if m in item)
     check_true(doc, sys.argv[1])
     if problems:
         print("openapi_check: %d problem(s)" % len(problems), file=sys.stderr)
         sys.exit(1)
-    print("ok: %d paths, %d operations, valid OpenAPI %s, every one answered as documented"
-          % (len(doc["paths"]), n, doc["openapi"]))
+    print("ok: %d paths, %d operations, valid OpenAPI %s, the same as the router's %d routes, every one "
+          "answered as documented" % (len(doc["paths"]), n, doc["openapi"], len(routes)))
 
 
 if __name__ == "__main__":
