@@ -26,6 +26,7 @@
 #include "korch/env.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
+#include "backend.h"
 #include "spawn.h"
 
 #include <errno.h>
@@ -71,6 +72,8 @@ typedef struct {
     uid_t old_uid;
     gid_t old_gid;
     int wait_fd;                    /* POST /wait connection, or -1 */
+    bool wait_polled;               /* wait_fd on the loop */
+    int alive_timer;                /* polling is_alive without a wait_fd; -1 none */
     bool dead;                      /* end seen and described in why */
     char why[256];
     int64_t memory;                 /* the limit, for the OOM message */
@@ -352,8 +355,6 @@ fail:
     return -1;
 }
 
-static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
-
 /* chown a directory korch made through its fd (never a link by that name);
    its owner before in *before. 0, or -1 with errno. */
 static int s_give_dir(const char *dir, uid_t uid, gid_t gid, struct stat *before)
@@ -508,7 +509,9 @@ static korch_rc_t s_unbound_unseen(docker_proc_t *p, const korch_conn_t *conn, u
     return korch_conn_save_as(conn, p->conn_file, uid != geteuid(), uid, gid, err);
 }
 
-static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
+static void s_watch(docker_proc_t *p);
+
+static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
     korch_rc_t rc = KORCH_OK;
@@ -518,13 +521,13 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     korch_conn_t conn;
     uid_t uid;
     gid_t gid;
-    docker_proc_t *p = calloc(1, sizeof *p);
+    docker_proc_t *p = korch_backend_proc_new(self, sizeof *p, req);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->wait_fd = -1;
+    p->alive_timer = -1;
     p->work_under = -1;
     p->l = l;
-    p->base.launcher = self;
     p->memory = l->o.memory;
     snprintf(p->runtime_dir, sizeof p->runtime_dir, "%s", req->runtime_dir ? req->runtime_dir : "");
 
@@ -672,11 +675,10 @@ out:
         free(p);
         return rc;
     }
-    *out = &p->base;
+    s_watch(p);
+    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
     return KORCH_OK;
 }
-
-static int s_exit_fd(korch_proc_t *proc) { return ((docker_proc_t *)proc)->wait_fd; }
 
 /* Why a stopped container stopped, from its State. */
 static void s_describe(docker_proc_t *p, json_t *state)
@@ -746,7 +748,57 @@ static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
     return false;
 }
 
-static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
+/* The end: the wait connection becomes readable, or (without one) a
+   periodic inspect. */
+static void s_unwatch(docker_proc_t *p)
+{
+    korch_loop_t *loop = p->base.launcher->loop;
+    if (p->wait_polled)
+        korch_loop_poller_end(loop, p->wait_fd);
+    p->wait_polled = false;
+    if (p->alive_timer >= 0)
+        korch_loop_timer_end(loop, p->alive_timer);
+    p->alive_timer = -1;
+}
+
+static int s_on_alive_timer(korch_loop_t *loop, int timer_id, void *arg);
+
+static void s_check(docker_proc_t *p)
+{
+    char why[256];
+    if (!s_is_alive(&p->base, why, sizeof why)) {
+        s_unwatch(p);
+        korch_backend_exited(&p->base, why);
+    } else if (p->wait_polled) {
+        /* readable but alive (dockerd restarted under its wait call): a
+           level-triggered fd would spin, so poll from now on */
+        s_unwatch(p);
+        p->alive_timer = korch_loop_timer(p->base.launcher->loop, 500, 0, s_on_alive_timer, p);
+    }
+}
+
+static int s_on_wait_fd(korch_loop_t *loop, int fd, void *arg)
+{
+    s_check(arg);
+    return 0;
+}
+
+static int s_on_alive_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_check(arg);
+    return 0;
+}
+
+static void s_watch(docker_proc_t *p)
+{
+    korch_loop_t *loop = p->base.launcher->loop;
+    if (p->wait_fd >= 0 && korch_loop_poller(loop, p->wait_fd, s_on_wait_fd, p) == 0)
+        p->wait_polled = true;
+    else
+        p->alive_timer = korch_loop_timer(loop, 500, 0, s_on_alive_timer, p);
+}
+
+static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
     if (p->dead)
@@ -766,22 +818,26 @@ static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
     return rc;
 }
 
-static void s_kill(korch_proc_t *proc)
+static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
+{
+    korch_rc_t rc = s_signal_now(proc, sig, err);
+    if (rc == KORCH_OK)
+        korch_op_finish(op, KORCH_OK, NULL);
+    return rc;
+}
+
+/* SIGKILL; the wait connection (or the inspect timer) sees the end. */
+static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
     if (p->dead)
-        return;
+        return KORCH_OK;
     korch_err_t e = {0};
-    if (s_signal(proc, SIGKILL, &e) && e.rc != KORCH_E_DIED)
+    if (s_signal_now(proc, SIGKILL, &e) && e.rc != KORCH_E_DIED)
         korch_warn("%s", e.msg);
-    char path[160];
-    snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", p->id);
-    korch_docker_reply_t r;
-    korch_err_clear(&e);
-    if (korch_docker_request(p->l->api, "POST", path, NULL, &r, &e) == KORCH_OK)
-        korch_docker_reply_clear(&r);
-    else
-        korch_warn("waiting for kernel container %.12s: %s", p->id, e.msg);
+    if (e.rc == KORCH_E_DIED || !p->wait_polled)
+        s_check(p);
+    return KORCH_OK;
 }
 
 /* Docker multiplexes a non-tty container's output: frames of an 8-byte
@@ -840,6 +896,7 @@ static const char *s_log_tail(korch_proc_t *proc)
 static void s_proc_free(korch_proc_t *proc)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
+    s_unwatch(p);
     if (p->wait_fd >= 0)
         close(p->wait_fd);
     s_remove(p->l, p->id);
@@ -930,8 +987,7 @@ static const char *s_ipc_base(const char *ip, const char *target)
    instance started and which outlived it. The connection file in its runtime
    dir was written for the container's view (ip under the runtime mount);
    korch connects to the same sockets through the host path of that dir. */
-static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_conn_t *conn, char *runtime_dir,
-                          size_t runtime_dir_len, korch_proc_t **out, korch_err_t *err)
+static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
     const char *mine = l->o.instance ? l->o.instance : "default";
@@ -941,12 +997,13 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     korch_conn_t inside;
     char label[160], path[160];
     struct stat st;
-    docker_proc_t *p = calloc(1, sizeof *p);
+    docker_proc_t *p = korch_backend_proc_new(self, sizeof *p, NULL);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->wait_fd = -1;
+    p->alive_timer = -1;
     p->l = l;
-    p->base.launcher = self;
+    korch_conn_t *conn = &p->base.conn;
 
     if (!s_valid_name(kernel_id)) {
         rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': not a valid kernel id",
@@ -1017,7 +1074,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
         goto out;
     }
     size_t dl = korch_dir_len(rdir);
-    if (dl + 1 > runtime_dir_len || dl + 1 > sizeof p->runtime_dir) {
+    if (dl + 1 > sizeof p->runtime_dir) {
         rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
                            kernel_id, rdir);
         goto out;
@@ -1061,7 +1118,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_c
     }
     if (l->o.use_wait_fd)
         p->wait_fd = s_wait_fd(l, p->id);
-    snprintf(runtime_dir, runtime_dir_len, "%s", p->runtime_dir);
+    snprintf(p->base.runtime_dir, sizeof p->base.runtime_dir, "%s", p->runtime_dir);
     korch_debug("re-adopted kernel %s in container %.12s (runtime dir %s)", kernel_id, p->id, p->runtime_dir);
 out:
     korch_docker_reply_clear(&r);
@@ -1070,7 +1127,8 @@ out:
         free(p);
         return rc;
     }
-    *out = &p->base;
+    s_watch(p);
+    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
     return KORCH_OK;
 }
 
@@ -1315,7 +1373,8 @@ static korch_rc_t s_tar_first_file(const char *name, const unsigned char *t, siz
     return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent an empty archive for '%s'", name);
 }
 
-static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err)
+static korch_rc_t s_put_file_now(korch_proc_t *proc, const char *name, const void *data, size_t len,
+                                 korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
     s_tarbuf_t b = {0};
@@ -1358,8 +1417,8 @@ out:
     return rc;
 }
 
-static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
-                             korch_err_t *err)
+static korch_rc_t s_get_file_now(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                                 korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
     korch_docker_reply_t r = {0};
@@ -1393,6 +1452,25 @@ static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, c
     return rc;
 }
 
+static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
+                             korch_err_t *err)
+{
+    korch_err_t e = {0};
+    korch_rc_t rc = s_put_file_now(proc, name, data, len, &e);
+    korch_op_finish(op, rc, &e);
+    return KORCH_OK;
+}
+
+static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err)
+{
+    korch_err_t e = {0};
+    char *data = NULL;
+    size_t len = 0;
+    korch_rc_t rc = s_get_file_now(proc, name, max, &data, &len, &e);
+    korch_op_finish_file(op, data, len, rc, &e);
+    return KORCH_OK;
+}
+
 static void s_free(korch_launcher_t *self)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
@@ -1404,10 +1482,9 @@ static void s_free(korch_launcher_t *self)
 
 static const korch_launcher_ops_t s_ops = {
     .name = "docker",
-    .transport = s_transport,
+    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
+    .transport = "ipc",
     .start = s_start,
-    .exit_fd = s_exit_fd,
-    .is_alive = s_is_alive,
     .signal = s_signal,
     .kill = s_kill,
     .log_tail = s_log_tail,
@@ -1416,17 +1493,19 @@ static const korch_launcher_ops_t s_ops = {
     .adopt = s_adopt,
     .put_file = s_put_file,
     .get_file = s_get_file,
+    .put_file_now = s_put_file_now,
+    .get_file_now = s_get_file_now,
 };
 
 
-korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, korch_err_t *err)
+korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_docker_opts_t *opts, korch_err_t *err)
 {
     docker_launcher_t *l = calloc(1, sizeof *l);
     if (!l) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         return NULL;
     }
-    l->base.ops = &s_ops;
+    korch_backend_launcher_init(&l->base, &s_ops, loop);
     if (opts)
         l->o = *opts;
     else
@@ -1452,7 +1531,9 @@ korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, kor
                       l->o.workdir_mount);
         goto fail;
     }
-    l->api = korch_docker_new(l->o.host, err);
+    if (l->o.workdir || l->o.workdir_from_cwd)
+        l->base.caps |= KORCH_LAUNCHER_HOST_FILES;
+    l->api = korch_docker_new(loop, l->o.host, err);
     if (!l->api)
         goto fail;
     korch_docker_set_timeout_ms(l->api, l->o.api_timeout_ms);
@@ -1463,6 +1544,8 @@ fail:
     s_free(&l->base);
     return NULL;
 }
+
+bool korch_launcher_is_docker(const korch_launcher_t *l) { return l && l->ops == &s_ops; }
 
 const char *korch_docker_proc_container(korch_proc_t *p)
 {

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 struct korch_docker {
+    korch_loop_t *loop;         /* asynchronous requests run here; NULL = blocking only */
     CURL *curl;                 /* one handle: its connection cache keeps the socket open */
     char *sock;                 /* unix socket path, or NULL for tcp */
     char *base_url;             /* "http://docker" (unix) or "http(s)://host:port" */
@@ -89,7 +90,7 @@ static korch_rc_t s_setup_tls(korch_docker_t *d, korch_err_t *err)
     return KORCH_OK;
 }
 
-korch_docker_t *korch_docker_new(const char *host, korch_err_t *err)
+korch_docker_t *korch_docker_new(korch_loop_t *loop, const char *host, korch_err_t *err)
 {
     korch_rc_t rc = KORCH_OK;
     pthread_once(&s_curl_once, s_curl_global_init);
@@ -106,6 +107,7 @@ korch_docker_t *korch_docker_new(const char *host, korch_err_t *err)
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         return NULL;
     }
+    d->loop = loop;
     d->timeout_ms = 30000;
     d->max_reply = KORCH_DOCKER_MAX_REPLY;
     if (strncmp(host, "unix://", 7) == 0) {

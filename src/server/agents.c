@@ -129,7 +129,7 @@ static bool s_isolated(korch_server_t *s)
 {
     /* every kernel has a work dir of its own (containers), not a host dir */
     korch_launcher_t *l = s_opts(s)->launcher;
-    return l && l->ops && l->ops->name && strcmp(l->ops->name, "local") != 0;
+    return (korch_launcher_caps(l) & KORCH_LAUNCHER_CONFINED) != 0;
 }
 
 static json_t *s_model(srv_agent_t *sa)
@@ -511,7 +511,7 @@ static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
         const char *b64 = json_string_value(json_object_get(f, "data"));
         size_t len = 0;
         unsigned char *data = korch_b64_decode(b64, strlen(b64), &len);
-        korch_rc_t rc = data ? korch_proc_put_file(proc, name, data, len, &err)
+        korch_rc_t rc = data ? korch_proc_put_file_sync(proc, name, data, len, &err)
                              : korch_err_set(&err, KORCH_E_NOMEM, "out of memory");
         if (rc == KORCH_OK && sa->creating)
             s_keep_copy(sa, name, data, len);
@@ -1019,7 +1019,7 @@ static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char
     size_t len;
     korch_rc_t rc = srv_req_upload_map(req, &data, &len, err);
     if (rc == KORCH_OK)
-        rc = korch_proc_put_file(proc, rel, data, len, err);
+        rc = korch_proc_put_file_sync(proc, rel, data, len, err);
     if (rc == KORCH_OK)
         s_keep_copy(sa, rel, data, len);
     srv_req_upload_unmap(req);
@@ -1153,7 +1153,7 @@ static void s_file_get(srv_agent_t *sa, srv_req_t *req, const char *rel)
     size_t len = 0;
     korch_rc_t rc;
     if (proc)
-        rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
+        rc = korch_proc_get_file_sync(proc, rel, max, &data, &len, &err);
     else { /* stopped: what is left on the host, read without following the kernel's symlinks */
         char dir[PATH_MAX + 8];
         snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
