@@ -140,9 +140,10 @@ static int s_on_op_timer(korch_loop_t *loop, int timer_id, void *arg)
             korch_proc_destroy(&o.result);
         break;
     case OP_FILE:
-        if (o.fdone)
+        if (o.fdone) /* data is done's to free (launcher.h) */
             o.fdone(o.rc, err, o.data, o.len, o.arg);
-        free(o.data);
+        else
+            free(o.data);
         break;
     default:
         if (o.odone)
