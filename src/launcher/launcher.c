@@ -141,8 +141,9 @@ static int s_on_op_timer(korch_loop_t *loop, int timer_id, void *arg)
         break;
     case OP_FILE:
         if (o.fdone)
-            o.fdone(o.rc, err, o.data, o.len, o.arg);
-        free(o.data);
+            o.fdone(o.rc, err, o.data, o.len, o.arg); /* data is done's now */
+        else
+            free(o.data);
         break;
     default:
         if (o.odone)
