@@ -34,7 +34,6 @@ typedef struct {
     bool chown;         /* give the file (and directories made) to uid:gid */
     uid_t uid;
     gid_t gid;
-    bool sync;          /* fsync the file before it is renamed into place */
 } korch_fs_opts_t;
 
 /* Open directory path (O_DIRECTORY|O_CLOEXEC): an fd, or -1 with err. */
@@ -45,8 +44,11 @@ int korch_fs_open_dir(const char *path, korch_err_t *err);
    o says). rel "" or NULL = dirfd itself (a new fd). -1 with err. */
 int korch_fs_open_dir_at(int dirfd, const char *rel, bool create, const korch_fs_opts_t *o, korch_err_t *err);
 
-/* Write len bytes as dirfd/name (one component) atomically: random temp
-   name, O_CREAT|O_EXCL|O_NOFOLLOW, fchown/fchmod on the fd, renameat. */
+/* Write len bytes as dirfd/name (one component) atomically and durably:
+   random temp name, O_CREAT|O_EXCL|O_NOFOLLOW, fchown/fchmod and fsync on
+   the fd, renameat, fsync of dirfd. After a crash name holds the old
+   content or the new, never a mix or nothing. The one atomic write: every
+   other (korch_write_file, korch_fs_write, _rel, copy_tree) goes here. */
 korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size_t len, const korch_fs_opts_t *o,
                              korch_err_t *err);
 

@@ -99,10 +99,4 @@ void korch_session_sign(korch_session_t *self, const void *const parts[4], const
 const korch_session_stats_t *korch_session_stats(const korch_session_t *self);
 const char *korch_reject_name(korch_reject_t why);
 
-/* ISO 8601 UTC with microseconds and Z, e.g. 2026-11-29T17:13:39.123456Z. */
-void korch_iso8601_now(char buf[32]);
-
-/* A random uuid4 string into buf[37]. */
-void korch_uuid(char buf[37]);
-
 #endif

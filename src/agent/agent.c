@@ -10,6 +10,7 @@
 #include "korch/notebook.h"
 #include "korch/session.h"
 #include "korch/workdir.h"
+#include "korch/uuid.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -15,6 +15,7 @@
 #include "korch/fsutil.h"
 #include "korch/instance.h"
 #include "korch/log.h"
+#include "korch/uuid.h"
 
 #include <errno.h>
 #include <signal.h>

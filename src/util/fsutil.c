@@ -148,6 +148,17 @@ static int s_create_temp(int dirfd, const char *name, char tmp[NAME_MAX + 1], ko
     return -1;
 }
 
+static int s_sync_dir(int dirfd)
+{
+    if (dirfd != AT_FDCWD)
+        return fsync(dirfd);
+    int fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int r = fd >= 0 ? fsync(fd) : -1;
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
 /* Owner and mode on the fd, then renameat into place (replacing, never
    following, whatever is at name). Closes fd; removes tmp on failure. */
 static korch_rc_t s_commit(int dirfd, int fd, const char *tmp, const char *name, const korch_fs_opts_t *o,
@@ -160,12 +171,16 @@ static korch_rc_t s_commit(int dirfd, int fd, const char *tmp, const char *name,
         rc = KORCH_E_IO, e = errno, what = "give away";
     else if (rc == KORCH_OK && fchmod(fd, o->mode ? o->mode : 0600) != 0)
         rc = KORCH_E_IO, e = errno, what = "set the mode of";
-    else if (rc == KORCH_OK && o->sync && fsync(fd) != 0)
+    else if (rc == KORCH_OK && fsync(fd) != 0) /* the data on disk before the name points at it */
         rc = KORCH_E_IO, e = errno;
     if (close(fd) != 0 && rc == KORCH_OK)
         rc = KORCH_E_IO, e = errno;
     if (rc == KORCH_OK && renameat(dirfd, tmp, dirfd, name) != 0)
         rc = KORCH_E_IO, e = errno, what = "rename into place";
+    /* the rename itself durable: the directory's entry. EINVAL/EROFS: a
+       directory that cannot be synced (some filesystems), nothing to lose */
+    if (rc == KORCH_OK && s_sync_dir(dirfd) != 0 && errno != EINVAL && errno != EROFS)
+        return korch_err_set(err, KORCH_E_IO, "cannot sync the directory of '%s': %s", name, strerror(errno));
     if (rc) {
         unlinkat(dirfd, tmp, 0);
         return korch_err_set(err, e == ENOSPC || e == EDQUOT ? KORCH_E_TOOBIG : rc, "cannot %s '%s': %s", what, name,
