@@ -1,4 +1,5 @@
 # korch — hand-written Makefile.  `make` builds build/korch.
+#   make check    fast (< 2 min): -Werror build, the unit tests (no kernel, docker or browser), check-layers
 #   make test     scripts/setup.sh, the kernel image, then every test (real ipykernel, real dockerd)
 #   make image    the docker kernel image (scripts/build-image.sh)
 #   make demo     the main job end to end (scripts/demo.sh)
@@ -35,7 +36,7 @@ else
 Q := @
 endif
 
-.PHONY: all test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
+.PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -93,6 +94,15 @@ image:
 # JupyterLab 4 (Debian trixie in a chroot, cached) for the JupyterLab tests.
 jupyterlab:
 	@scripts/jupyterlab-chroot.sh
+
+# The fast check beside `make test`: the build (WARN has -Werror), the unit
+# tests (files that define KORCH_TEST_UNIT: no kernel, docker or browser) and
+# the layering check (scripts/check-layers.sh: no file calls another that
+# calls it back, but for scripts/layers-allow.txt).
+check:
+	@$(MAKE) --no-print-directory all
+	@KORCH_RUNTIME_DIR=$${KORCH_RUNTIME_DIR:-/tmp/korch-check-$$(id -u)} scripts/test.sh $(BUILD) --unit
+	@scripts/check-layers.sh $(BUILD)
 
 test: setup image jupyterlab
 	@$(MAKE) --no-print-directory all

@@ -235,7 +235,8 @@ static s_block_t *s_block(s_stream_t *st, const json_t *ev, korch_err_t *err)
     }
     if (idx >= st->nblocks)
         st->nblocks = (int)idx + 1;
-    korch_buf_init(&st->blocks[idx].json, st->llm->opts.max_reply_bytes, "max_reply_bytes");
+    if (!st->blocks[idx].json.max) /* the first event of this block */
+        korch_buf_init(&st->blocks[idx].json, st->llm->opts.max_reply_bytes, "max_reply_bytes");
     return &st->blocks[idx];
 }
 

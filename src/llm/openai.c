@@ -251,7 +251,8 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         s_call_t *call = &st->calls[idx];
         if (idx >= st->ncalls)
             st->ncalls = (int)idx + 1;
-        korch_buf_init(&call->args, st->llm->opts.max_reply_bytes, "max_reply_bytes");
+        if (!call->args.max) /* the first delta of this call */
+            korch_buf_init(&call->args, st->llm->opts.max_reply_bytes, "max_reply_bytes");
         const char *id = korch_llm_jstr(tc, "id", NULL);
         json_t *fn = json_object_get(tc, "function");
         const char *fname = korch_llm_jstr(fn, "name", NULL);
