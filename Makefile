@@ -12,7 +12,7 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
 PKGS    := libzmq libczmq jansson libcurl openssl libwebsockets libuv
-WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 OPT     ?= -O2 -g
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -21,6 +21,13 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -MMD -MP -Iinclude $(PKG_CFLAGS
            -DKORCH_VERSION='"$(VERSION)"' -DKORCH_PREFIX='"$(PREFIX)"'
 LDLIBS  += $(PKG_LIBS) -lm -lpthread
 LDFLAGS += $(SAN)
+
+# -Wformat-truncation is on: a path cut at a fixed buffer's end names another
+# file (build paths with korch_path_join / korch_path_fmt, korch/path.h).
+# These files still have unchecked snprintf sites (issue 13, owned by helpers
+# reworking them now): they build without the warning until converted.
+# Remove a file from this list when its sites are checked; never add one.
+TRUNC_TODO := src/launcher/cgroup.c src/launcher/docker.c src/server/agents.c
 
 LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o
@@ -39,6 +46,8 @@ endif
 .PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
+
+$(TRUNC_TODO:%.c=$(BUILD)/%.o): CFLAGS += -Wno-format-truncation
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

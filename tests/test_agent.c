@@ -650,7 +650,7 @@ TEST_T(agent_progress_lines_are_exact, 180)
     live_t t;
     if (!s_live_begin(&t, "forever"))
         return;
-    char path[400], *out = NULL, *err = NULL;
+    char path[512], *out = NULL, *err = NULL;
     CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--max-steps", "3", "--session", t.session, "loop", NULL},
                    &out, &err),
              0);
@@ -729,7 +729,7 @@ TEST_T(agent_session_dir_parents_are_created, 180)
     if (!s_server_start(&srv))
         return;
     s_env(&srv, "turns");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    char *dir = s_tmpdir(), session[512], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/out/deeper/demo-session", dir);
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "remember a number",

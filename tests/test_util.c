@@ -191,7 +191,8 @@ TEST_T(util_jsonstr, 10)
     CHECK_EQ(dropped, 4);
     /* malformed: refused, the cursor unchanged */
     static const char *const bad[] = {"\"open", "nope", "\"\\x\"", "\"\\u12\"", "\"\\ud83d\"", "\"\\ude00\"",
-                                      "\"ctl\x01\"", "\"\xc3\"", "\"\\", "\"\\ud83d\\u0041\""};
+                                      "\"ctl\x01\"", "\"\xc3\"", "\"\\", "\"\\ud83d\\u0041\"",
+                                      "\"a\xd9\"\"" /* a lead byte then the quote: found by fuzz_jsonstr */};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *p = bad[i];
         if (!CHECK(!korch_jsonstr_decode(&p, p + strlen(p), out, sizeof out, &len, &dropped)))

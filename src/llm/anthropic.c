@@ -18,6 +18,7 @@
 #include "provider.h"
 
 #include <stdio.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -407,9 +408,7 @@ out:
     }
     korch_buf_free(&st.text);
     korch_llm_sse_free(&sse);
-    volatile char *k = key;
-    for (size_t i = 0; i < sizeof key; i++)
-        k[i] = 0;
+    OPENSSL_cleanse(key, sizeof key); /* not optimised away, unlike memset */
     free(body);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include "provider.h"
 
 #include <stdio.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -333,11 +334,8 @@ out:
     }
     korch_buf_free(&st.text);
     korch_llm_sse_free(&sse);
-    if (llm->api_key) {
-        volatile char *a = auth;
-        for (size_t i = 0; i < sizeof auth; i++)
-            a[i] = 0;
-    }
+    if (llm->api_key)
+        OPENSSL_cleanse(auth, sizeof auth);
     free(body);
     return rc;
 }

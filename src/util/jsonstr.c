@@ -75,6 +75,9 @@ static bool s_decode(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *
             size_t clen = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
             if (!clen || c->p + clen > c->end)
                 return false;
+            for (size_t i = 1; i < clen; i++) /* continuation bytes only: a quote is never swallowed */
+                if (((unsigned char)c->p[i] & 0xC0) != 0x80)
+                    return false;
             if (!*dropped && *len + clen <= cap) {
                 memcpy(out + *len, c->p, clen);
                 *len += clen;
