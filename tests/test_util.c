@@ -8,6 +8,7 @@
 #include "korch/fsutil.h"
 #include "korch/jsonstr.h"
 #include "korch/launcher.h"
+#include "korch/log.h"
 #include "korch/media.h"
 #include "korch/path.h"
 #include "korch/uuid.h"
@@ -324,4 +325,44 @@ TEST_T(util_rm_tree_never_follows, 10)
     korch_err_t err = {0};
     CHECK_EQ(korch_mkdirs("/proc/self/korch-no/x", 0755, &err), KORCH_E_IO);
     CHECK_CONTAINS(err.msg, "cannot create");
+}
+
+typedef struct {
+    int n;
+    korch_log_level_t level;
+    char line[256];
+} s_sink_t;
+
+static void s_sink(void *arg, korch_log_level_t level, const char *line)
+{
+    s_sink_t *s = arg;
+    s->n++;
+    s->level = level;
+    snprintf(s->line, sizeof s->line, "%s", line);
+}
+
+static int s_evaluated;
+static int s_count(void) { return ++s_evaluated; }
+
+TEST_T(util_log_sink_and_levels, 10)
+{
+    s_sink_t s = {0};
+    korch_log_set_sink(s_sink, &s);
+    korch_log_level = KORCH_LOG_NOTICE; /* the default */
+    korch_notice("kernel %s started", "k1");
+    CHECK_EQ(s.n, 1);
+    CHECK_EQ(s.level, KORCH_LOG_NOTICE);
+    CHECK_STREQ(s.line, "kernel k1 started");
+    /* below the level: nothing written, the arguments not even evaluated */
+    korch_info("%d", s_count());
+    korch_debug("%d", s_count());
+    CHECK_EQ(s.n, 1);
+    CHECK_EQ(s_evaluated, 0);
+    korch_warn("a\nforged line\x1b[31m");
+    CHECK_EQ(s.n, 2);
+    CHECK_STREQ(s.line, "a\\x0aforged line\\x1b[31m"); /* a client cannot end a log line */
+    korch_log_level = KORCH_LOG_WARN;
+    korch_notice("quiet");
+    CHECK_EQ(s.n, 2);
+    korch_log_set_sink(NULL, NULL);
 }

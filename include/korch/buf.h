@@ -10,6 +10,7 @@
 #ifndef KORCH_BUF_H
 #define KORCH_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include "korch/error.h"
 
@@ -37,6 +38,10 @@ korch_rc_t korch_buf_adds(korch_buf_t *b, const char *s, const char *what, korch
 /* Append printf-formatted text (all or nothing). */
 korch_rc_t korch_buf_addf(korch_buf_t *b, const char *what, korch_err_t *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The same with a va_list. */
+korch_rc_t korch_buf_vaddf(korch_buf_t *b, const char *what, korch_err_t *err, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* Forget the content, keep the memory and the bound. */
 void korch_buf_reset(korch_buf_t *b);

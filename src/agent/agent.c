@@ -1,6 +1,7 @@
 /*  korch_agent: the model writes code, the kernel runs it, the model reads
  *  what happened, until it answers. See include/korch/agent.h. */
 #include "korch/agent.h"
+#include "korch/buf.h"
 #include "korch/feedback.h"
 #include "korch/jsonfield.h"
 #include "korch/kernel.h"
@@ -16,6 +17,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +114,24 @@ static void s_phase(korch_agent_t *a, const char *phase)
 }
 
 /* --------------------------------------------------------- transcript */
+
+/* A markdown cell of printf text, whole however long (a question is never
+   cut); returns the text (new, for the record too) or NULL without memory. */
+static char *s_add_md(korch_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *s_add_md(korch_agent_t *a, const char *fmt, ...)
+{
+    korch_buf_t b = KORCH_BUF_INIT(SIZE_MAX / 2);
+    va_list ap;
+    va_start(ap, fmt);
+    korch_rc_t rc = korch_buf_vaddf(&b, "notebook cell", NULL, fmt, ap);
+    va_end(ap);
+    if (rc) {
+        korch_buf_free(&b);
+        return NULL;
+    }
+    korch_notebook_add_markdown(a->nb, b.p);
+    return korch_buf_release(&b, NULL);
+}
 
 /* Append one record (stolen) and flush it to disk: a crash loses nothing
    said before it. */
@@ -812,10 +833,8 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
     s_record(a, json_pack("{s:s, s:s, s:i, s:i, s:i}", "type", "notice", "content", note, "restored_executions",
                           covered, "rerun", rerun + before, "rerun_failed", rerun_failed + before_failed),
              NULL);
-    char *md = malloc(strlen(note) + 64);
+    char *md = s_add_md(a, "*korch: %s*", note);
     if (md) {
-        snprintf(md, strlen(note) + 64, "*korch: %s*", note);
-        korch_notebook_add_markdown(a->nb, md);
         s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "resumed", "content", md), NULL);
         free(md);
     }
@@ -847,9 +866,7 @@ static korch_rc_t s_load_transcript(korch_agent_t *a, json_t *replay, korch_err_
         const char *content = json_string_value(json_object_get(rec, "content"));
         if (strcmp(type, "user") == 0) {
             json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", content ? content : ""));
-            char md[65536];
-            snprintf(md, sizeof md, "**User:** %s", content ? content : "");
-            korch_notebook_add_markdown(a->nb, md);
+            free(s_add_md(a, "**User:** %s", content ? content : ""));
         } else if (strcmp(type, "assistant") == 0) {
             json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", content ? content : "");
             json_t *calls = json_object_get(rec, "tool_calls");
@@ -1414,11 +1431,11 @@ static int s_exec_tick(korch_loop_t *loop, int timer_id, void *arg)
    notebook, recorded so a resumed notebook shows it too. */
 static void s_mark_restart(korch_agent_t *a, const char *why)
 {
-    char md[1024];
-    snprintf(md, sizeof md, "*korch: the kernel restarted here (%s); the variables defined above are gone.*",
-             why && *why ? why : "it died");
-    korch_notebook_add_markdown(a->nb, md);
-    s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "restarted", "content", md), NULL);
+    char *md = s_add_md(a, "*korch: the kernel restarted here (%s); the variables defined above are gone.*",
+                        why && *why ? why : "it died");
+    if (md)
+        s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "restarted", "content", md), NULL);
+    free(md);
 }
 
 static void s_human_size(char *buf, size_t len, json_int_t n)
@@ -1688,9 +1705,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     rc = s_record(a, json_pack("{s:s, s:s}", "type", "user", "content", question), err);
     if (rc)
         return rc;
-    char md[65536];
-    snprintf(md, sizeof md, "**User:** %s", question);
-    korch_notebook_add_markdown(a->nb, md);
+    free(s_add_md(a, "**User:** %s", question)); /* whole, however long */
     s_write_notebook(a);
     const char *stop_reason = NULL;
     for (a->step = 1; a->step <= a->o.max_steps; a->step++) {

@@ -52,22 +52,29 @@ korch_rc_t korch_buf_adds(korch_buf_t *b, const char *s, const char *what, korch
     return korch_buf_add(b, s, strlen(s), what, err);
 }
 
-korch_rc_t korch_buf_addf(korch_buf_t *b, const char *what, korch_err_t *err, const char *fmt, ...)
+korch_rc_t korch_buf_vaddf(korch_buf_t *b, const char *what, korch_err_t *err, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
     if (n < 0)
         return korch_err_set(err, KORCH_E_INVALID, "cannot format the %s", what ? what : "data");
     korch_rc_t rc = s_reserve(b, (size_t)n, what, err);
     if (rc)
         return rc;
-    va_start(ap, fmt);
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
     b->len += (size_t)n;
     return KORCH_OK;
+}
+
+korch_rc_t korch_buf_addf(korch_buf_t *b, const char *what, korch_err_t *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    korch_rc_t rc = korch_buf_vaddf(b, what, err, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 void korch_buf_reset(korch_buf_t *b)
