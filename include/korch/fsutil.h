@@ -88,4 +88,19 @@ void korch_fs_rm_tree(const char *dir);
 korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, uint64_t max_bytes, const korch_fs_opts_t *o,
                               uint64_t *copied, korch_err_t *err);
 
+/* ---- whole files by path, for korch's own directories ---- */
+
+/* Write len bytes to path atomically and durably, mode 0644 (korch_fs_write:
+   a random temp name, never through a symlink planted at path). */
+korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err);
+
+/* mkdir -p: path and its missing parents (mode for the ones created). An
+   existing directory is fine; anything else in the way is an error naming it. */
+korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err);
+
+/* Read a whole file ("-": stdin), at most max bytes (KORCH_E_TOOBIG beyond):
+   new NUL-terminated buffer, its length in *len (may be NULL). Follows
+   symlinks: not for directories a kernel can write (korch_fs_read there). */
+char *korch_read_file(const char *path, size_t max, size_t *len, korch_err_t *err);
+
 #endif

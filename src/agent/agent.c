@@ -1,5 +1,6 @@
 /*  korch_agent: the model writes code, the kernel runs it, the model reads
  *  what happened, until it answers. See include/korch/agent.h. */
+#include "korch/path.h"
 #include "korch/agent.h"
 #include "korch/buf.h"
 #include "korch/feedback.h"
@@ -446,8 +447,7 @@ static void s_wd_save(korch_agent_t *a)
     json_t *list = korch_workdir_list(a->wd);
     char *text = json_dumps(list, JSON_COMPACT);
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/workdir.json", a->dir);
-    if (text)
+    if (text && korch_path_join(path, sizeof path, a->dir, "workdir.json", NULL) == KORCH_OK)
         korch_write_file(path, text, strlen(text), NULL);
     free(text);
     json_decref(list);
@@ -965,11 +965,12 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         korch_err_set(err, KORCH_E_IO, "cannot use session dir '%s': %s", opts->session_dir, strerror(errno));
         goto fail;
     }
-    snprintf(a->files_dir, sizeof a->files_dir, "%s/files", a->dir);
-    snprintf(a->figures_dir, sizeof a->figures_dir, "%s/figures", a->dir);
-    snprintf(a->transcript_path, sizeof a->transcript_path, "%s/transcript.jsonl", a->dir);
-    snprintf(a->notebook_path, sizeof a->notebook_path, "%s/notebook.ipynb", a->dir);
-    snprintf(a->snapshot_path, sizeof a->snapshot_path, "%s/snapshot.json", a->dir);
+    if (korch_path_join(a->files_dir, sizeof a->files_dir, a->dir, "files", err) ||
+        korch_path_join(a->figures_dir, sizeof a->figures_dir, a->dir, "figures", err) ||
+        korch_path_join(a->transcript_path, sizeof a->transcript_path, a->dir, "transcript.jsonl", err) ||
+        korch_path_join(a->notebook_path, sizeof a->notebook_path, a->dir, "notebook.ipynb", err) ||
+        korch_path_join(a->snapshot_path, sizeof a->snapshot_path, a->dir, "snapshot.json", err))
+        goto fail;
     if (s_mkdir(a->files_dir, err) || s_mkdir(a->figures_dir, err))
         goto fail;
     a->figures = s_count_figures(a->figures_dir);
@@ -1487,8 +1488,8 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
             char *data = s_wd_read(a, path, a->wd_in_kernel ? MAX_FIGURE_FILE / 4 : MAX_FIGURE_FILE, &len);
             char name[64], dst[PATH_MAX + 80];
             snprintf(name, sizeof name, "fig-%d.%s", a->figures + 1, ext);
-            snprintf(dst, sizeof dst, "%s/%s", a->figures_dir, name);
-            if (data && korch_write_file(dst, data, len, NULL) == KORCH_OK) {
+            if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
+                korch_write_file(dst, data, len, NULL) == KORCH_OK) {
                 a->figures++;
                 copied++;
                 json_array_append_new(figures, json_pack("{s:s, s:s}", "name", name, "source", path));
