@@ -968,8 +968,10 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
     k->opts.transport = NULL;
     if (o.kernel_id)
         snprintf(k->id, sizeof k->id, "%s", o.kernel_id);
-    else
-        korch_uuid(k->id);
+    else if (korch_uuid(k->id) != KORCH_OK) {
+        korch_err_set(err, KORCH_E_IO, "cannot make a kernel id: no random bytes");
+        goto fail;
+    }
     if (!k->pending || !k->env || (o.cwd && !k->cwd)) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
