@@ -34,4 +34,11 @@ bool korch_jsonstr_decode(const char **p, const char *end, char *out, size_t cap
    length. */
 size_t korch_jsonstr_escape(const char *q, const char *end, size_t *elen);
 
+/* The UTF-8 encoding of code point cp (at most U+10FFFF) into out[4]; its
+   length (1-4). */
+size_t korch_utf8_put(unsigned cp, char out[4]);
+
+/* The value of hex digit c, or -1. */
+int korch_hexval(char c);
+
 #endif

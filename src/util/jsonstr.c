@@ -10,22 +10,51 @@ typedef struct {
 
 static bool s_decode(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *dropped);
 
+int korch_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 static int s_hex4(const char *p)
 {
     int v = 0;
     for (int i = 0; i < 4; i++) {
-        char ch = p[i];
-        v <<= 4;
-        if (ch >= '0' && ch <= '9')
-            v |= ch - '0';
-        else if (ch >= 'a' && ch <= 'f')
-            v |= ch - 'a' + 10;
-        else if (ch >= 'A' && ch <= 'F')
-            v |= ch - 'A' + 10;
-        else
+        int d = korch_hexval(p[i]);
+        if (d < 0)
             return -1;
+        v = v << 4 | d;
     }
     return v;
+}
+
+size_t korch_utf8_put(unsigned cp, char out[4])
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }
 
 /* Decode a JSON string at c->p (on the opening quote) into out (capacity
@@ -122,21 +151,7 @@ static bool s_decode(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *
         }
         default: return false;
         }
-        if (cp < 0x80)
-            enc[n++] = (char)cp;
-        else if (cp < 0x800) {
-            enc[n++] = (char)(0xC0 | cp >> 6);
-            enc[n++] = (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            enc[n++] = (char)(0xE0 | cp >> 12);
-            enc[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            enc[n++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            enc[n++] = (char)(0xF0 | cp >> 18);
-            enc[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            enc[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            enc[n++] = (char)(0x80 | (cp & 0x3F));
-        }
+        n = korch_utf8_put(cp, enc);
         if (!*dropped && *len + n <= cap) { /* once cut, the rest is dropped */
             memcpy(out + *len, enc, n);
             *len += n;
@@ -145,7 +160,6 @@ static bool s_decode(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *
     }
     return false;
 }
-
 
 const char *korch_jsonstr_end(const char *p, const char *end)
 {
