@@ -1,14 +1,28 @@
 // The chat panel: one agent session's conversation, its files and the box
 // to ask in. A component: mountChat(element, {baseUrl, token | fetch}) works
-// in this page and in a host such as a JupyterLab extension.
+// in this page and in a host such as a JupyterLab extension (the korch
+// agent panel, src/jupyterlab), which differs only by the options below.
 import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
-import { TurnView, el } from './turn';
+import { CellSink, TurnView, el } from './turn';
 
 export interface ChatOptions extends ApiOptions {
   /** the session to open at once */
   sessionId?: string;
   /** the session's state or tokens changed (a host may refresh its list) */
   onChange?: (session: any) => void;
+  /** no session open: the box still takes a question, and sending it first makes the
+   *  session this returns (its model, as POST /api/agent/sessions answers) */
+  createSession?: () => Promise<any>;
+  /** the host shows the code steps and outputs itself (a notebook's cells) */
+  cells?: CellSink;
+  /** a live turn starts (the question just sent, or a running one followed) */
+  onTurn?: (question: string) => void;
+  /** the title for a session (default "Session 1234abcd") */
+  title?: (session: any | null) => string;
+  /** the work dir's files beside the chat (default true) */
+  files?: boolean;
+  /** the "Download notebook" button (default true) */
+  notebookButton?: boolean;
 }
 
 export interface ChatHandle {
@@ -19,6 +33,8 @@ export interface ChatHandle {
   update(session: any): void;
   stop(): Promise<void>;
   destroy(): void;
+  /** the open session's id (null: none) */
+  readonly sessionId: string | null;
 }
 
 /** The latency from an event's arrival to its rendering (ms), the last 500. */
@@ -28,16 +44,21 @@ const sessionPath = (id: string) => `/api/agent/sessions/${encodeURIComponent(id
 
 export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle {
   const api = new Api(opts);
-  const root = el('section', 'k-chat');
+  const showFiles = opts.files !== false;
+  host.classList.add('k-chat-host');
+  const root = el('section', 'k-chat' + (showFiles ? '' : ' k-no-files'));
   root.setAttribute('aria-label', 'Agent chat');
   const bar = el('header', 'k-chat-bar');
   const title = el('h2', 'k-chat-title', 'No session');
   const badge = el('span', 'k-badge');
+  const model = el('span', 'k-model');
+  model.title = 'The model this session runs';
   const tokens = el('span', 'k-tokens');
   const nbBtn = el('button', 'k-btn', 'Download notebook');
   nbBtn.type = 'button';
   nbBtn.setAttribute('aria-label', 'Download the session as a Jupyter notebook (.ipynb)');
-  bar.append(title, badge, tokens, nbBtn);
+  bar.append(title, badge, model, tokens);
+  if (opts.notebookButton !== false) bar.appendChild(nbBtn);
 
   const files = el('section', 'k-files');
   files.setAttribute('aria-label', 'Files');
@@ -69,7 +90,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   input.title = 'Enter sends, Shift+Enter starts a new line';
   input.setAttribute('aria-label', 'Message');
   input.setAttribute('aria-description', 'Enter sends, Shift+Enter starts a new line');
-  const send = el('button', 'k-btn k-primary', 'Send');
+  const send = el('button', 'k-btn k-primary k-send', 'Send');
   send.type = 'submit';
   const stopBtn = el('button', 'k-btn k-stop', 'Stop');
   stopBtn.type = 'button';
@@ -79,7 +100,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 
   const main = el('div', 'k-chat-main');
   main.append(log, form);
-  root.append(bar, main, files);
+  root.append(bar, main);
+  if (showFiles) root.appendChild(files);
   host.replaceChildren(root);
 
   let sid: string | null = null;
@@ -91,6 +113,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   const known = new Map<string, any>();
 
   const hooks = {
+    cells: opts.cells ?? null,
     save: saveBlob,
     nextFigure: () => ++figures,
     onFiles: (fs: any[]) => { for (const f of fs) { if (f.change === 'deleted') known.delete(f.path); else known.set(f.path, f); } renderFiles(); },
@@ -122,12 +145,14 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 
   function showSession(m: any): void {
 
-    title.textContent = m ? `Session ${String(m.id).slice(0, 8)}` : 'No session';
+    title.textContent = opts.title ? opts.title(m ?? null) : m ? `Session ${String(m.id).slice(0, 8)}` : 'No session';
     badge.textContent = m ? m.state : '';
     badge.className = `k-badge k-state-${m?.state ?? 'none'}`;
+    model.textContent = m && m.llm ? String(m.llm) : '';
     tokens.textContent = m && m.tokens ? `${Number(m.tokens).toLocaleString()} tokens` : '';
     nbBtn.disabled = !m;
-    input.disabled = !m;
+    input.disabled = !m && !opts.createSession;
+    send.disabled = (!m && !opts.createSession) || root.dataset.busy === '1';
     pick.disabled = !m;
     opts.onChange?.(m);
   }
@@ -288,6 +313,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     if (!turn || after === 0) {
       turn = new TurnView(question, hooks, true);
       log.appendChild(turn.root);
+      opts.onTurn?.(question);
     }
     setBusy(true);
     try {
@@ -327,12 +353,23 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   }
 
   async function ask(text: string): Promise<void> {
-    if (!sid || !text.trim() || turn?.status === 'running') return;
+    if (!text.trim() || turn?.status === 'running') return;
+    if (!sid && opts.createSession) {
+      setBusy(true);
+      try {
+        const m = await opts.createSession();
+        if (!m || typeof m.id !== 'string') throw new Error('no session made');
+        sid = m.id;
+        showSession(m);
+      } catch (e) { setBusy(false); notice(`cannot start the agent: ${(e as Error).message}`); return; }
+    }
+    if (!sid) return;
     const my = sid;
     follow?.abort();
     follow = new AbortController();
     turn = new TurnView(text, hooks, true);
     log.appendChild(turn.root);
+    opts.onTurn?.(text);
     log.scrollTop = log.scrollHeight;
     setBusy(true);
     badge.textContent = 'running';
@@ -384,6 +421,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
       if (m && m.id === sid && turn?.status !== 'running' && badge.textContent !== m.state) showSession(m);
     },
     destroy() { follow?.abort(); root.remove(); },
+    get sessionId() { return sid; },
   };
   showSession(null);
   renderFiles();

@@ -14,7 +14,21 @@ export { el };
 
 const fmtMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`);
 
+/** Where a host (a JupyterLab notebook) puts the agent's code steps, live:
+ *  step n's call k (0, 1 ... when a model makes several calls in one step). */
+export interface CellSink {
+  /** the call's code is complete and about to run */
+  code(step: number, call: number, code: string, language: string): void;
+  /** an nbformat output of the call; append: a stream's text to add to output `index` */
+  output(step: number, call: number, index: number, append: boolean, output: any): void;
+  /** the call's execute_reply (status, execution_count, elapsed_ms) */
+  result(step: number, call: number, result: any): void;
+}
+
 export interface TurnHooks extends RenderHooks {
+  /** the host shows code steps and their outputs itself (live events only); the chat then shows
+   *  the code folded, and the outputs only as a line saying where they are */
+  cells?: CellSink | null;
   /** files the code wrote (a `files` event) */
   onFiles(files: any[]): void;
   /** download a session file */
@@ -39,7 +53,7 @@ class CellView {
   private ensureCode(): void {
     if (this.box) return;
     const d = el('details', 'k-code') as HTMLDetailsElement;
-    d.open = true;
+    d.open = !this.hooks.cells; // a host showing the code itself: folded here
     const sum = el('summary', 'k-code-summary', 'Code');
     const copy = el('button', 'k-btn k-small k-copy', 'Copy');
     copy.type = 'button';
@@ -80,6 +94,10 @@ class CellView {
   }
 
   output(index: number, append: boolean, out: any): void {
+    if (this.hooks.cells) { // rendered by the host: one line here says so
+      if (!this.outs.firstChild) this.outs.appendChild(el('div', 'k-muted k-elsewhere', 'Output: in the notebook cell'));
+      return;
+    }
     const o = this.outputs[index];
     if (append && o && o.model.output_type === 'stream') {
       o.model.text = (Array.isArray(o.model.text) ? o.model.text.join('') : o.model.text) + (Array.isArray(out.text) ? out.text.join('') : out.text);
@@ -110,7 +128,7 @@ class StepView {
   /** its tool calls, in order (a model may make several in one step) */
   cells: CellView[] = [];
   private codes = 0;      // code events so far: the k-th is call k
-  private current = 0;    // the call whose outputs come now
+  current = 0;            // the call whose outputs come now
   t0 = performance.now();
   done = false;
   private pending = false;
@@ -293,10 +311,21 @@ export class TurnView {
         const s = this.step(st ?? 1);
         s.setCode(String(d.code ?? d.text ?? ''), d.language);
         s.setPhase('running…', 'k-busy');
+        this.hooks.cells?.code(s.n, s.current, String(d.code ?? d.text ?? ''), String(d.language ?? 'python'));
         break;
       }
-      case 'output': this.step(st ?? 1).output(Number(d.index ?? 0), !!d.append, d.output); break;
-      case 'result': this.step(st ?? 1).result(d); break;
+      case 'output': {
+        const s = this.step(st ?? 1);
+        s.output(Number(d.index ?? 0), !!d.append, d.output);
+        if (d.output) this.hooks.cells?.output(s.n, s.current, Number(d.index ?? 0), !!d.append, d.output);
+        break;
+      }
+      case 'result': {
+        const s = this.step(st ?? 1);
+        s.result(d);
+        this.hooks.cells?.result(s.n, s.current, d);
+        break;
+      }
       case 'status': if (st !== null) this.step(st).status(d); break;
       case 'files': this.files(st, Array.isArray(d.files) ? d.files : []); break;
       case 'notice': this.notice(String(d.text ?? ''), st); break;
