@@ -97,9 +97,9 @@ function buildExtension(host, inside) {
   details.chat_build_s = (Date.now() - t) / 1000;
   const t2 = Date.now();
   const sh = `set -e; cd ${inside}/ext
-    python3 -m pip wheel -q --no-build-isolation --no-deps --no-index . -w ${inside}/wheel || { tail -30 build.log; exit 1; }
+    python3 -m pip wheel -q --root-user-action=ignore --no-build-isolation --no-deps --no-index . -w ${inside}/wheel || { tail -30 build.log; exit 1; }
     sed -n 's/^korch-jupyterlab: labextension built in //p' build.log >&2
-    python3 -m pip install -q --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
+    python3 -m pip install -q --root-user-action=ignore --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
     # where this pip put them (Debian's pip adds local/ under a prefix)
     dirname "$(find ${inside}/prefix -path '*-packages/korch_jupyterlab' -type d)"
     dirname "$(find ${inside}/prefix -path '*/share/jupyter/labextensions' -type d)"
@@ -389,7 +389,8 @@ async function main() {
       check(mine.length === 2 && mine[0].i === active + 1 && mine[1].i === active + 2,
         `the agent's cells (the active cell was ${active}): ${JSON.stringify(details.agent_cells)}`);
       check(mine.length > 0 && /TOTAL=4242/.test(mine[0].out), 'the first agent cell lacks its output TOTAL=4242');
-      check(mine.length > 0 && mine[0].korch.step === 1 && typeof mine[0].korch.session === 'string', `the first cell's metadata ${JSON.stringify(mine[0] && mine[0].korch)}`);
+      check(mine.length > 1 && mine[0].korch.turn === 1 && mine[0].korch.step === 1 && mine[1].korch.step === 2 &&
+        typeof mine[0].korch.session === 'string', `the first cell's metadata ${JSON.stringify(mine[0] && mine[0].korch)}`);
       check(mine.length > 1 && mine[1].img.length === 1 && mine[1].img[0] > 100, 'the chart is not rendered in the second agent cell');
       // the chat does not render the outputs itself: JupyterLab does, in the cells
       const inPanel = await page.locator(`${P} .k-outputs img, ${P} .k-outputs pre`).count();
@@ -422,7 +423,10 @@ async function main() {
       details.hostile_panel = dom;
       check(dom.scripts === 0 && dom.handlers === 0 && dom.jsLinks === 0, `the panel's DOM keeps script: ${JSON.stringify(dom)}`);
       check(/HOSTILE done/.test(dom.final) && /bold/.test(dom.narration), `the hostile turn's text is not shown: ${JSON.stringify(dom)}`);
-      const cell = (await agentCells()).filter(c => /XSS-SENT/.test(c.out)).pop();
+      const all = await agentCells();
+      check(all.length === 3 && all.some(c => /TOTAL=4242/.test(c.out) && c.korch.turn === 1),
+        `the first turn's cells are not kept beside the new one: ${JSON.stringify(all.map(c => ({ i: c.i, korch: c.korch, out: c.out.slice(0, 40) })))}`);
+      const cell = all.filter(c => /XSS-SENT/.test(c.out)).pop();
       check(!!cell, 'no agent cell with the hostile outputs');
       if (cell) {
         check(/html ok/.test(cell.html) && !/<script/i.test(cell.html) && !/onerror=|onload=|javascript:/i.test(cell.html),
@@ -487,6 +491,10 @@ async function main() {
     await step('agent_phone', async () => {
       await page.setViewportSize({ width: 390, height: 844 });
       await sleep(800);
+      // as a user on a phone does: the file browser closed, the room for the panel
+      const left = page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current');
+      if (await left.count()) await left.first().click();
+      await sleep(500);
       const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
       if (!(await page.locator(`${P} .k-input`).isVisible())) await tab.click().catch(() => {});
       await sleep(500);

@@ -8,8 +8,8 @@
 // turn's tokens, Stop, and the history rebuilt from the session's transcript
 // after a reload. What differs from korch's page are its options: the code
 // steps go to the notebook (CellSink below) as new cells below the active
-// one, marked in their metadata {"korch": {"agent": true, "session", "step",
-// "call"}}, their outputs rendered by JupyterLab itself; the session is made
+// one, marked in their metadata {"korch": {"agent": true, "session", "turn",
+// "step", "call"}}, their outputs rendered by JupyterLab itself; the session is made
 // on the first question, for this kernel.
 //
 // All calls go to this Jupyter server's /api/agent/... (ServerConnection:
@@ -25,7 +25,7 @@ import { mountChat, ChatHandle, CellSink } from '../chat';
 /** kernel_id -> agent session id, so a reload shows the same session's history */
 const STORE = 'korch-agent:sessions';
 
-interface Marked { agent?: boolean; session?: string; step?: number; call?: number }
+interface Marked { agent?: boolean; session?: string; turn?: number; step?: number; call?: number }
 
 function sessionsOf(): Record<string, string> {
   try { return JSON.parse(localStorage.getItem(STORE) || '{}') || {}; } catch { return {}; }
@@ -42,11 +42,12 @@ function remember(kernelId: string, sessionId: string): void {
  *  metadata (a turn followed again after a reload does not add them twice). */
 class NotebookCells implements CellSink {
   private last: any = null;  // the cell model inserted last in this turn
+  private n = 0;             // the session's turn (its steps count from 1 again)
 
   constructor(private panel: () => NotebookPanel | null, private session: () => string | null) {}
 
-  /** a new turn: its first cell goes below the active one */
-  turn(): void { this.last = null; }
+  /** the session's n-th turn starts: its first cell goes below the active one */
+  turn(n: number): void { this.last = null; this.n = n; }
 
   private find(step: number, call: number): any {
     const nb = this.panel()?.content;
@@ -54,7 +55,7 @@ class NotebookCells implements CellSink {
     if (!nb || !nb.model) return null;
     for (const w of nb.widgets) {
       const k = w.model.getMetadata('korch') as Marked | undefined;
-      if (k && k.agent && k.session === sid && k.step === step && (k.call ?? 0) === call) return w.model;
+      if (k && k.agent && k.session === sid && k.turn === this.n && k.step === step && (k.call ?? 0) === call) return w.model;
     }
     return null;
   }
@@ -74,7 +75,7 @@ class NotebookCells implements CellSink {
     const at = after >= 0 ? after + 1 : Math.min(nb.activeCellIndex + 1, models.length);
     nb.model.sharedModel.insertCell(at, {
       cell_type: 'code', source: code, outputs: [], execution_count: null,
-      metadata: { korch: { agent: true, session: this.session(), step, call } },
+      metadata: { korch: { agent: true, session: this.session(), turn: this.n, step, call } },
     });
     this.last = nb.widgets[at]?.model ?? null;
   }
@@ -120,7 +121,7 @@ class AgentPanel extends Widget {
       files: false,
       notebookButton: false,
       cells: this.cells,
-      onTurn: () => this.cells.turn(),
+      onTurn: (_q, n) => this.cells.turn(n),
       title: () => 'korch agent',
       createSession: () => this.createSession(),
     });

@@ -15,8 +15,9 @@ export interface ChatOptions extends ApiOptions {
   createSession?: () => Promise<any>;
   /** the host shows the code steps and outputs itself (a notebook's cells) */
   cells?: CellSink;
-  /** a live turn starts (the question just sent, or a running one followed) */
-  onTurn?: (question: string) => void;
+  /** a live turn starts (the question just sent, or a running one followed): the
+   *  session's n-th turn (1, 2 ...; the same n when a reload follows it again) */
+  onTurn?: (question: string, n: number) => void;
   /** the title for a session (default "Session 1234abcd") */
   title?: (session: any | null) => string;
   /** the work dir's files beside the chat (default true) */
@@ -109,6 +110,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   let turn: TurnView | null = null;
   let follow: AbortController | null = null;
   let figures = 0;
+  let turns = 0; // the turns shown (the transcript's, then each live one)
 
   const known = new Map<string, any>();
 
@@ -244,6 +246,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   /** The transcript's records as turns (a finished turn, or the start of the running one). */
   function rebuild(records: any[], running: boolean): string | null {
     log.replaceChildren();
+    turns = 0;
     let t: TurnView | null = null;
     let n = 0;
     const byCall = new Map<string, [number, number]>();
@@ -256,6 +259,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
           if (r.korch) { t?.notice(String(r.content).replace(/^\[|\]$/g, '')); break; }
           if (t) t.end(t.finalEl ? 'ok' : t.status === 'running' ? 'interrupted' : t.status);
           t = new TurnView(String(r.content ?? ''), hooks, false);
+          turns++;
           log.appendChild(t.root);
           n = 0;
           break;
@@ -313,7 +317,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     if (!turn || after === 0) {
       turn = new TurnView(question, hooks, true);
       log.appendChild(turn.root);
-      opts.onTurn?.(question);
+      opts.onTurn?.(question, ++turns);
     }
     setBusy(true);
     try {
@@ -333,6 +337,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     sid = id;
     known.clear();
     figures = 0;
+    turns = 0;
     log.replaceChildren();
     uploads.replaceChildren();
     setBusy(false);
@@ -369,7 +374,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     follow = new AbortController();
     turn = new TurnView(text, hooks, true);
     log.appendChild(turn.root);
-    opts.onTurn?.(text);
+    opts.onTurn?.(text, ++turns);
     log.scrollTop = log.scrollHeight;
     setBusy(true);
     badge.textContent = 'running';
