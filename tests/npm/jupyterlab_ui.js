@@ -97,7 +97,7 @@ function buildExtension(host, inside) {
   details.chat_build_s = (Date.now() - t) / 1000;
   const t2 = Date.now();
   const sh = `set -e; cd ${inside}/ext
-    python3 -m pip wheel -q --root-user-action=ignore --no-build-isolation --no-deps --no-index . -w ${inside}/wheel || { tail -30 build.log; exit 1; }
+    python3 -m pip wheel -q --no-build-isolation --no-deps --no-index . -w ${inside}/wheel || { tail -30 build.log; exit 1; }
     sed -n 's/^korch-jupyterlab: labextension built in //p' build.log >&2
     python3 -m pip install -q --root-user-action=ignore --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
     # where this pip put them (Debian's pip adds local/ under a prefix)
