@@ -456,6 +456,12 @@ async function main() {
       check((await page.evaluate(() => window.__xss)) === undefined, 'a payload ran after the reload');
       const n = (await agentCells()).length;
       check(n === 3, `${n} agent cells after the reload`);
+      // the rebuilt history's "Output: in the notebook cell" shows that cell (turn 1, step 2: the chart)
+      await page.locator(`${P} .k-turn >> nth=0`).locator('.k-step[data-step="2"] .k-elsewhere').click();
+      await sleep(300);
+      const act = await page.evaluate(nbExpr => { const nb = eval(nbExpr).content; const c = nb.widgets[nb.activeCellIndex];
+        return c.model.getMetadata('korch') || null; }, NB);
+      check(act && act.turn === 1 && act.step === 2, `the revealed cell: ${JSON.stringify(act)}`);
       await shot(page, 'agent-reload');
     });
 

@@ -49,15 +49,29 @@ class NotebookCells implements CellSink {
   /** the session's n-th turn starts: its first cell goes below the active one */
   turn(n: number): void { this.last = null; this.n = n; }
 
-  private find(step: number, call: number): any {
+  private index(turn: number, step: number, call: number): number {
     const nb = this.panel()?.content;
     const sid = this.session();
-    if (!nb || !nb.model) return null;
-    for (const w of nb.widgets) {
+    if (!nb || !nb.model) return -1;
+    return nb.widgets.findIndex((w) => {
       const k = w.model.getMetadata('korch') as Marked | undefined;
-      if (k && k.agent && k.session === sid && k.turn === this.n && k.step === step && (k.call ?? 0) === call) return w.model;
-    }
-    return null;
+      return !!k && !!k.agent && k.session === sid && k.turn === turn && k.step === step && (k.call ?? 0) === call;
+    });
+  }
+
+  private find(step: number, call: number): any {
+    const i = this.index(this.n, step, call);
+    return i >= 0 ? this.panel()!.content.widgets[i].model : null;
+  }
+
+  /** the chat's "Output: in the notebook cell": that cell made active and scrolled to */
+  reveal(turn: number, step: number, call: number): boolean {
+    const i = this.index(turn, step, call);
+    const nb = this.panel()?.content;
+    if (!nb || i < 0) return false;
+    nb.activeCellIndex = i;
+    void nb.scrollToCell(nb.widgets[i], 'center');
+    return true;
   }
 
   code(step: number, call: number, code: string): void {

@@ -259,7 +259,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
           if (r.korch) { t?.notice(String(r.content).replace(/^\[|\]$/g, '')); break; }
           if (t) t.end(t.finalEl ? 'ok' : t.status === 'running' ? 'interrupted' : t.status);
           t = new TurnView(String(r.content ?? ''), hooks, false);
-          turns++;
+          t.n = ++turns;
           log.appendChild(t.root);
           n = 0;
           break;
@@ -317,7 +317,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     if (!turn || after === 0) {
       turn = new TurnView(question, hooks, true);
       log.appendChild(turn.root);
-      opts.onTurn?.(question, ++turns);
+      turn.n = ++turns;
+      opts.onTurn?.(question, turn.n);
     }
     setBusy(true);
     try {
@@ -374,7 +375,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     follow = new AbortController();
     turn = new TurnView(text, hooks, true);
     log.appendChild(turn.root);
-    opts.onTurn?.(text, ++turns);
+    turn.n = ++turns;
+    opts.onTurn?.(text, turn.n);
     log.scrollTop = log.scrollHeight;
     setBusy(true);
     badge.textContent = 'running';

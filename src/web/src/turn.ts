@@ -23,6 +23,8 @@ export interface CellSink {
   output(step: number, call: number, index: number, append: boolean, output: any): void;
   /** the call's execute_reply (status, execution_count, elapsed_ms) */
   result(step: number, call: number, result: any): void;
+  /** show the cell of the session's turn n, step, call (live or rebuilt); false: no such cell */
+  reveal?(turn: number, step: number, call: number): boolean;
 }
 
 export interface TurnHooks extends RenderHooks {
@@ -48,7 +50,10 @@ class CellView {
   outputs: { model: any; node: HTMLElement }[] = [];
   private pending = false;
 
-  constructor(private label: string, private hooks: TurnHooks) { this.root.appendChild(this.outs); }
+  /** where: [turn, step, call] of this cell (a host's cell is found by it) */
+  constructor(private label: string, private hooks: TurnHooks, private where: () => [number, number, number]) {
+    this.root.appendChild(this.outs);
+  }
 
   private ensureCode(): void {
     if (this.box) return;
@@ -95,7 +100,16 @@ class CellView {
 
   output(index: number, append: boolean, out: any): void {
     if (this.hooks.cells) { // rendered by the host: one line here says so
-      if (!this.outs.firstChild) this.outs.appendChild(el('div', 'k-muted k-elsewhere', 'Output: in the notebook cell'));
+      if (this.outs.firstChild) return;
+      const cells = this.hooks.cells;
+      if (!cells.reveal) { this.outs.appendChild(el('div', 'k-muted k-elsewhere', 'Output: in the notebook cell')); return; }
+      const b = el('button', 'k-link k-elsewhere', 'Output: in the notebook cell');
+      b.type = 'button';
+      b.setAttribute('aria-label', `Show the notebook cell of ${this.label}`);
+      b.addEventListener('click', () => {
+        if (!cells.reveal!(...this.where())) { b.disabled = true; b.textContent = 'Output: its cell is no longer in the notebook'; }
+      });
+      this.outs.appendChild(b);
       return;
     }
     const o = this.outputs[index];
@@ -133,7 +147,7 @@ class StepView {
   done = false;
   private pending = false;
 
-  constructor(public n: number, private hooks: TurnHooks) {
+  constructor(public n: number, private hooks: TurnHooks, private turnNo: () => number = () => 0) {
     this.root.dataset.step = String(n);
     this.label.textContent = `Step ${n}`;
     this.head.append(this.label, this.phase, this.clock);
@@ -142,7 +156,8 @@ class StepView {
 
   cell(k: number): CellView {
     while (this.cells.length <= k) {
-      const c = new CellView(`step ${this.n}${this.cells.length ? ` call ${this.cells.length + 1}` : ''}`, this.hooks);
+      const k = this.cells.length;
+      const c = new CellView(`step ${this.n}${k ? ` call ${k + 1}` : ''}`, this.hooks, () => [this.turnNo(), this.n, k]);
       this.cells.push(c);
       this.root.appendChild(c.root);
     }
@@ -223,6 +238,8 @@ export class TurnView {
   status: 'running' | 'ok' | 'error' | 'interrupted' = 'running';
   tokens = { input: 0, output: 0 };
   lastId = 0;
+  /** the session's turn this is (1, 2 ...), set by the chat */
+  n = 0;
 
   constructor(question: string, private hooks: TurnHooks, live: boolean) {
     const q = el('div', 'k-user');
@@ -239,7 +256,7 @@ export class TurnView {
     let s = this.steps.get(n);
     if (!s) {
       this.current?.finish();
-      s = new StepView(n, this.hooks);
+      s = new StepView(n, this.hooks, () => this.n);
       this.steps.set(n, s);
       this.root.insertBefore(s.root, this.finalEl ?? this.foot);
       this.current = s;
