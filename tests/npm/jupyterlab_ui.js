@@ -32,7 +32,8 @@ const { result, log, sleep, check, failures, details, shot, step } = uiRun(`jupy
 
 // jupyter-lab in the chroot, as a user starts it with --gateway-url. Its dirs
 // live under CHROOT/tmp; `inside` is the same path as jupyter-lab sees it.
-async function startLab(korch) {
+// korch null: no gateway (local kernels); ext: the extension installed by a first startLab.
+async function startLab(korch, extEnv = null) {
   const host = fs.mkdtempSync(path.join(chrootDir, 'tmp', 'korch-jlab-'));
   const inside = '/' + path.relative(chrootDir, host);
   const dirs = {};
@@ -45,7 +46,7 @@ async function startLab(korch) {
   fs.mkdirSync(notif, { recursive: true });
   fs.writeFileSync(path.join(notif, 'notification.jupyterlab-settings'),
     JSON.stringify({ fetchNews: 'false', checkForUpdates: false }));
-  const ext = EXT_SRC ? buildExtension(host, inside) : null;
+  const ext = extEnv || (EXT_SRC ? buildExtension(host, inside) : null);
   const port = await freePort();
   const token = crypto.randomBytes(16).toString('hex');
   const args = [chrootDir, '/usr/bin/env', `HOME=${inside}`, 'PATH=/usr/local/bin:/usr/bin:/bin',
@@ -56,8 +57,8 @@ async function startLab(korch) {
     'jupyter-lab', '--no-browser', '--allow-root', '--ip=127.0.0.1', `--port=${port}`,
     '--port-retries=0', `--ServerApp.token=${token}`, `--ServerApp.root_dir=${dirs.notebooks}`,
     '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
-    `--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
-    '--GatewayClient.request_timeout=120'];
+    ...(korch ? [`--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
+      '--GatewayClient.request_timeout=120'] : [])];
   const logFile = path.join(host, 'jupyterlab.log');
   const out = fs.openSync(logFile, 'w');
   const proc = spawn('/usr/sbin/chroot', args, { stdio: ['ignore', out, out] });
@@ -68,7 +69,7 @@ async function startLab(korch) {
       const r = await fetch(`${url}api/status?token=${token}`);
       if (r.ok) {
         details.server_start_s = (Date.now() - tStart) / 1000;
-        return { proc, url, token, host, logFile };
+        return { proc, url, token, host, logFile, ext };
       }
     } catch (e) { /* not up yet */ }
     if (proc.exitCode !== null) break;
@@ -548,6 +549,34 @@ async function main() {
         `the page does not say the kernel is gone: ${JSON.stringify(d)}`);
       await shot(page, 'culled');
     });
+    // 8. the panel without a gateway (jupyter-lab on its own local kernels): it says
+    //    what to configure (the server extension's 503, shown in the status line)
+    if (EXT_SRC) {
+      await step('agent_no_gateway', async () => {
+        const plain = await startLab(null, lab.ext);
+        try {
+          await page.goto(`${plain.url}lab?token=${plain.token}`);
+          const card = page.locator('.jp-LauncherCard[data-category="Notebook"]').first();
+          await card.waitFor({ timeout: 60000 });
+          await card.click();
+          await waitNotebook(page, 90000);
+          const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+          if (!(await page.locator('.korch-agent .k-input').isVisible())) await tab.click();
+          await page.waitForFunction(() => /gateway/.test((document.querySelector('.korch-agent-status') || {}).textContent || ''),
+            null, { timeout: 20000 });
+          details.no_gateway_status = (await page.locator('.korch-agent-status').innerText()).trim();
+          check(/--gateway-url=http:\/\/HOST:PORT/.test(details.no_gateway_status) && /auth_token/.test(details.no_gateway_status),
+            `without a gateway the panel says ${JSON.stringify(details.no_gateway_status)}`);
+          check(await page.locator('.korch-agent .k-input').isDisabled() && await page.locator('.korch-agent .k-send').isDisabled(),
+            'without a gateway the panel still takes a question');
+          await shot(page, 'no-gateway');
+        } finally {
+          plain.proc.kill('SIGTERM');
+          await new Promise(r => { if (plain.proc.exitCode !== null) r(); else { plain.proc.on('exit', r); setTimeout(r, 8000); } });
+          fs.rmSync(plain.host, { recursive: true, force: true });
+        }
+      });
+    }
   } catch (e) {
     failures.push(`${e.message.split('\n').slice(0, 6).join(' | ')}`);
     if (page) await shot(page, 'failure').catch(() => {});

@@ -174,6 +174,7 @@ class AgentPanel extends Widget {
     const nb = this.notebook();
     if (!kid || !nb) {
       this.say('Open a notebook with a running kernel: the agent works in it.');
+      this.chat.block(true);
       await this.chat.open(null);
       return;
     }
@@ -182,10 +183,15 @@ class AgentPanel extends Widget {
     try {
       sessions = (await this.chat.api.json<any[]>('GET', '/api/agent/sessions')) ?? [];
     } catch (e) {
-      if (this.bound === kid) this.say((e as Error).message, true);  // e.g. no gateway: what to configure
+      if (this.bound === kid) {  // e.g. no gateway: what to configure
+        this.say((e as Error).message, true);
+        this.chat.block(true);
+        this.bound = undefined;  // asked again when the panel binds next
+      }
       return;
     }
     if (this.bound !== kid) return;
+    this.chat.block(false);
     const want = sessionsOf()[kid];
     const s = sessions.find((x) => x.id === want) ?? sessions.find((x) => x.kernel_id === kid);
     await this.chat.open(s ? s.id : null);

@@ -36,6 +36,8 @@ export interface ChatHandle {
   destroy(): void;
   /** the open session's id (null: none) */
   readonly sessionId: string | null;
+  /** nothing can be asked now (a host's reason, e.g. no agent API behind it): the box disabled */
+  block(blocked: boolean): void;
 }
 
 /** The latency from an event's arrival to its rendering (ms), the last 500. */
@@ -111,6 +113,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   let follow: AbortController | null = null;
   let figures = 0;
   let turns = 0; // the turns shown (the transcript's, then each live one)
+  let blocked = false;
+  let shown: any = null; // the session model shown
 
   const known = new Map<string, any>();
 
@@ -141,7 +145,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 
   function setBusy(busy: boolean): void {
     stopBtn.disabled = !busy;
-    send.disabled = busy;
+    send.disabled = busy || blocked;
     root.dataset.busy = busy ? '1' : '';
   }
 
@@ -152,9 +156,10 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     badge.className = `k-badge k-state-${m?.state ?? 'none'}`;
     model.textContent = m && m.llm ? String(m.llm) : '';
     tokens.textContent = m && m.tokens ? `${Number(m.tokens).toLocaleString()} tokens` : '';
+    shown = m;
     nbBtn.disabled = !m;
-    input.disabled = !m && !opts.createSession;
-    send.disabled = (!m && !opts.createSession) || root.dataset.busy === '1';
+    input.disabled = blocked || (!m && !opts.createSession);
+    send.disabled = blocked || (!m && !opts.createSession) || root.dataset.busy === '1';
     pick.disabled = !m;
     opts.onChange?.(m);
   }
@@ -429,6 +434,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     },
     destroy() { follow?.abort(); root.remove(); },
     get sessionId() { return sid; },
+    block(b: boolean) { blocked = b; showSession(shown); },
   };
   showSession(null);
   renderFiles();
