@@ -466,18 +466,43 @@ async function main() {
       await shot(page, 'agent-reload');
     });
 
-    // D. Stop during a long step: the step's cell shows the interrupt, the turn
-    //    ends "Stopped", the kernel keeps the user's DataFrame
+    // D. A reload in the middle of a long step (the notebook saved with the step's
+    //    cell): the panel follows the running turn again (GET .../events) and finds
+    //    that cell by its metadata instead of adding it twice; then Stop: the
+    //    step's cell shows the interrupt, the turn ends "Stopped", the kernel
+    //    keeps the user's DataFrame
     await step('agent_stop', async () => {
       await page.locator(`${P} .k-input`).fill('Now sleep for a minute.');
       await page.click(`${P} .k-send`);
-      await page.waitForFunction(nbExpr => eval(nbExpr).content.widgets.some(c =>
+      const sleeping = () => page.waitForFunction(nbExpr => eval(nbExpr).content.widgets.some(c =>
         (c.model.getMetadata('korch') || {}).agent && c.node.innerText.includes('SLEEPING')), NB, { timeout: 30000, polling: 100 });
+      await sleeping();
+      await page.keyboard.press('Control+s');
+      await page.waitForFunction(nbExpr => !eval(nbExpr).context.model.dirty, NB, { timeout: 15000 });
+      const tr = Date.now();
+      await page.reload();
+      await page.waitForFunction(nbExpr => { const p = eval(nbExpr);  // the kernel is busy: not idle
+        return p && p.context.isReady && p.sessionContext.session && p.sessionContext.session.kernel; }, NB, { timeout: 60000, polling: 100 });
+      const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+      await tab.waitFor({ timeout: 20000 });
+      if (!(await page.locator(`${P} .k-input`).isVisible())) await tab.click();
+      await page.waitForFunction(p => document.querySelector(p + ' .k-chat').dataset.busy === '1', P, { timeout: 20000, polling: 100 });
+      await sleeping();
+      details.agent_follow_after_reload_s = (Date.now() - tr) / 1000;
+      await sleep(300);
+      const gap = await page.evaluate(p => { const l = document.querySelector(p + ' .k-log'); return l.scrollHeight - l.scrollTop - l.clientHeight; }, P);
+      check(gap < 5, `the panel opened after the reload is not at the running turn (${gap} px above the end)`);
+      const sl = (await agentCells()).filter(c => /SLEEPING/.test(c.src));
+      check(sl.length === 1, `after the reload mid-step ${sl.length} agent cells hold the step: ${JSON.stringify(sl.map(c => c.korch))}`);
       await sleep(500);
       const t = Date.now();
       await page.click(`${P} .k-stop`);
       await idle();
       details.agent_stop_s = (Date.now() - t) / 1000;
+      await page.waitForFunction(p => document.querySelector(p + ' .k-chat-bar .k-badge').textContent !== 'running', P, { timeout: 5000 })
+        .catch(() => {});
+      details.agent_stop_badge = await page.locator(`${P} .k-chat-bar .k-badge`).innerText();
+      check(details.agent_stop_badge !== 'running', 'the panel still says running after the Stop');
       const last = page.locator(`${P} .k-turn`).last();
       details.agent_stop_turn = { status: await last.getAttribute('data-status'), foot: (await last.locator('.k-turn-foot').innerText()).trim() };
       check(details.agent_stop_turn.status === 'interrupted' && /Stopped/.test(details.agent_stop_turn.foot),

@@ -142,6 +142,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     // follow the bottom unless the user scrolled up
     if (log.scrollHeight - log.scrollTop - log.clientHeight < 200) log.scrollTop = log.scrollHeight;
   }
+  // shown again (a host's side panel opened, a window resized): still at the end if it was there
+  let atEnd = true;
+  log.addEventListener('scroll', () => { if (log.clientHeight) atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 200; });
+  const resized = typeof ResizeObserver === 'function' ? new ResizeObserver(() => { if (atEnd && log.clientHeight) log.scrollTop = log.scrollHeight; }) : null;
+  resized?.observe(log);
 
   function setBusy(busy: boolean): void {
     stopBtn.disabled = !busy;
@@ -228,7 +233,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     if (e.event === 'done') {
       setBusy(false);
       const t = turn, hasTokens = e.data?.tokens && typeof e.data.tokens === 'object';
-      void refresh().then((m) => { if (!hasTokens && m && t) t.end(t.status, turnTokens(m.transcript)); });
+      void refresh().then((m) => { if (!hasTokens && m && t) t.end(t.status, turnTokens(m.transcript)); settle(m, 5); });
     }
     scroll();
     requestAnimationFrame(() => {
@@ -236,6 +241,13 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
       if (stats.latency.length > 500) stats.latency.shift();
       if (stats.events.length > 2000) stats.events.splice(0, 1000);
     });
+  }
+
+  /** After a turn's done the session may still say running for a moment: asked again, a few times. */
+  function settle(m: any, tries: number): void {
+    const my = sid;
+    if (!m || tries <= 0 || (m.state !== 'running' && m.state !== 'starting')) return;
+    setTimeout(() => { if (sid === my && turn?.status !== 'running') void refresh().then((n) => settle(n, tries - 1)); }, 400);
   }
 
   async function refresh(): Promise<any> {
@@ -344,6 +356,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     known.clear();
     figures = 0;
     turns = 0;
+    atEnd = true;
     log.replaceChildren();
     uploads.replaceChildren();
     setBusy(false);
@@ -432,7 +445,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     update(m: any) {
       if (m && m.id === sid && turn?.status !== 'running' && badge.textContent !== m.state) showSession(m);
     },
-    destroy() { follow?.abort(); root.remove(); },
+    destroy() { follow?.abort(); resized?.disconnect(); root.remove(); },
     get sessionId() { return sid; },
     block(b: boolean) { blocked = b; showSession(shown); },
   };
