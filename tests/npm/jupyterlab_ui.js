@@ -504,8 +504,9 @@ async function main() {
       details.agent_stop_badge = await page.locator(`${P} .k-chat-bar .k-badge`).innerText();
       check(details.agent_stop_badge !== 'running', 'the panel still says running after the Stop');
       const last = page.locator(`${P} .k-turn`).last();
-      details.agent_stop_turn = { status: await last.getAttribute('data-status'), foot: (await last.locator('.k-turn-foot').innerText()).trim() };
-      check(details.agent_stop_turn.status === 'interrupted' && /Stopped/.test(details.agent_stop_turn.foot),
+      details.agent_stop_turn = { status: await last.getAttribute('data-status'), foot: (await last.locator('.k-turn-foot').innerText()).trim(),
+        phase: (await last.locator('.k-step-phase').last().innerText()).trim() };
+      check(details.agent_stop_turn.status === 'interrupted' && /Stopped/.test(details.agent_stop_turn.foot) && details.agent_stop_turn.phase === 'stopped',
         `after Stop the turn: ${JSON.stringify(details.agent_stop_turn)}`);
       const out = await page.evaluate(nbExpr => {
         const c = eval(nbExpr).content.widgets.filter(c => c.node.innerText.includes('SLEEPING')).pop();

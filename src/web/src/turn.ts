@@ -310,6 +310,9 @@ export class TurnView {
     for (const s of this.steps.values()) s.finish();
     this.status = (['ok', 'error', 'interrupted'].includes(status) ? status : 'error') as any;
     this.root.dataset.status = this.status;
+    // the step Stop interrupted failed with KeyboardInterrupt: say what happened
+    const last = this.current;
+    if (this.status === 'interrupted' && last && last.root.dataset.status === 'error') last.setPhase('stopped', 'k-warn');
     if (tokens) this.tokens = tokens;
     const parts: string[] = [];
     if (this.status !== 'ok') parts.push(this.status === 'interrupted' ? 'Stopped' : 'Failed' + (message ? `: ${message}` : ''));
