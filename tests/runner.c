@@ -115,7 +115,7 @@ const char *korch_test_root(void)
 
 const char *korch_test_korch_bin(void)
 {
-    static char path[PATH_MAX];
+    static char path[PATH_MAX + 8];
     if (!path[0]) {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

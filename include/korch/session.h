@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <czmq.h>
+#include "korch/uuid.h" /* korch_uuid, korch_iso8601_now: util now, for the headers made here */
 #include "korch/error.h"
 #include "korch/msg.h"
 
