@@ -47,7 +47,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -164,13 +163,6 @@ static void s_save(srv_agent_t *sa)
     json_decref(j);
 }
 
-static int s_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    if (remove(path) != 0)
-        korch_warn("cannot remove '%s': %s", path, strerror(errno));
-    return 0;
-}
-
 static void s_followers_end(srv_agent_t *sa);
 static void s_log_clear(srv_agent_t *sa);
 
@@ -204,7 +196,7 @@ static void s_free(srv_agent_t **psa)
     s_log_clear(sa);
     zlistx_destroy(&sa->log);
     if (sa->doomed && sa->cfg.dir[0]) /* DELETE: the session's files go with it */
-        nftw(sa->cfg.dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        korch_fs_rm_tree(sa->cfg.dir); /* never through the kernel's links */
     json_decref(sa->files);
     json_decref(sa->pending_files);
     free(sa->pending_question);
@@ -825,7 +817,7 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
 static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
 {
     const korch_server_opts_t *o = s_opts(s);
-    char why[512];
+    char why[sizeof ((korch_err_t *)0)->msg + 256]; /* an error's message and more: never cut */
     if (o->max_agent_sessions > 0 && (int)zhashx_size(s_all(s)) >= o->max_agent_sessions) {
         srv_respond_error(req, 403, "the agent session limit (%d) is reached", o->max_agent_sessions);
         return;
@@ -983,7 +975,7 @@ static void s_resume(srv_agent_t *sa, const char *question)
             free(data);
         }
     }
-    char why[512];
+    char why[sizeof ((korch_err_t *)0)->msg + 256]; /* an error's message and more: never cut */
     int status = s_begin(sa, sa->cfg.kernel_name, NULL, why, sizeof why);
     if (status)
         s_fail(sa, status, "%s", why);

@@ -16,6 +16,7 @@
  *  live kernels) are computed here, when asked.
  */
 #include "server_int.h"
+#include "korch/buf.h"
 #include "korch/session.h"
 
 #include <stdarg.h>
@@ -73,10 +74,11 @@ void srv_metrics_launch_time(srv_metrics_t *m, int64_t t0_us)
 /* ------------------------------------------------------------ rendering */
 
 typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
+    korch_buf_t buf;            /* util's bounded buffer */
+    bool oom;                   /* sticky: an add failed */
 } s_text_t;
+
+#define MAX_TEXT (64u << 20)    /* the whole exposition: far beyond any server's */
 
 static void s_printf(s_text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -84,30 +86,11 @@ static void s_printf(s_text_t *t, const char *fmt, ...)
 {
     if (t->oom)
         return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->oom = true;
-            return;
-        }
-        if (t->p && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        while (cap <= t->len + (size_t)n)
-            cap *= 2;
-        char *np = realloc(t->p, cap);
-        if (!np) {
-            t->oom = true;
-            return;
-        }
-        t->p = np;
-        t->cap = cap;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (korch_buf_vaddf(&t->buf, "metrics text", NULL, fmt, ap) != KORCH_OK)
+        t->oom = true;
+    va_end(ap);
 }
 
 static void s_head(s_text_t *t, const char *name, const char *type, const char *help)
@@ -234,7 +217,7 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
         return;
     }
     const srv_metrics_t *m = srv_parts(s)->metrics;
-    s_text_t t = {0};
+    s_text_t t = {.buf = KORCH_BUF_INIT(MAX_TEXT)};
     s_kernels_by_state(s, &t);
     s_counter(&t, "korch_executions_total",
               "Executions in korch's kernels (execute_input seen on IOPub): websocket clients' and agent "
@@ -255,10 +238,10 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
     s_launches(s, &t);
     s_agents(s, &t);
     if (t.oom) {
-        free(t.p);
+        korch_buf_free(&t.buf);
         srv_respond_error(req, 500, "out of memory");
         return;
     }
-    srv_respond_raw(req, 200, CONTENT_TYPE, t.p, t.len);
-    free(t.p);
+    srv_respond_raw(req, 200, CONTENT_TYPE, t.buf.p, t.buf.len);
+    korch_buf_free(&t.buf);
 }

@@ -30,6 +30,8 @@
  *  that lets it overflow is dropped.
  */
 #include "server_int.h"
+#include "korch/path.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/session.h"
 #include "korch/uuid.h"
@@ -431,8 +433,9 @@ static int s_spool_dir(korch_server_t *s, korch_err_t *err)
         return s->spool_fd;
     const char *base = s->opts.agent_dir && *s->opts.agent_dir ? s->opts.agent_dir : "korch-sessions";
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/.uploads", base);
-    if ((mkdir(base, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0700) != 0 && errno != EEXIST)) {
+    if (korch_path_join(dir, sizeof dir, base, ".uploads", err) != KORCH_OK || korch_mkdirs(base, 0755, err) != KORCH_OK)
+        return -1;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         korch_err_set(err, KORCH_E_IO, "cannot create '%s' for uploads: %s", dir, strerror(errno));
         return -1;
     }

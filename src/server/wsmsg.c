@@ -1,6 +1,7 @@
 /*  Jupyter kernel messages on a websocket: the legacy JSON / binary formats
  *  and the v1.kernel.websocket.jupyter.org subprotocol (see wsmsg.h). */
 #include "korch/wsmsg.h"
+#include "korch/buf.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -339,34 +340,16 @@ static void s_put_le64(unsigned char *p, uint64_t v)
 /* A growing buffer for what korch itself serializes (its size follows
    from a message that is already in memory and bounded). */
 typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
+    korch_buf_t buf;            /* util's bounded buffer (unbounded here: the input is) */
+    bool oom;                   /* sticky: an add failed */
 } s_buf_t;
+
+#define S_BUF_INIT {.buf = KORCH_BUF_INIT(SIZE_MAX / 2)}
 
 static void s_put(s_buf_t *b, const void *data, size_t n)
 {
-    if (b->oom || n == 0)
-        return;
-    if (n > SIZE_MAX / 2 - b->len) {
+    if (!b->oom && n && korch_buf_add(&b->buf, data, n, "message", NULL) != KORCH_OK)
         b->oom = true;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = 0;
 }
 
 /* A JSON string (RFC 8259 section 7: '"', '\' and controls escaped, the
@@ -448,17 +431,17 @@ static void s_put_value(s_buf_t *b, const json_t *v)
    than a character at a time. */
 static char *s_dump(const json_t *value, size_t *len)
 {
-    s_buf_t b = {0};
+    s_buf_t b = S_BUF_INIT;
     if (!value)
         return NULL;
     s_put_value(&b, value);
-    if (b.oom || !b.p) {
-        free(b.p);
+    if (b.oom || !b.buf.p) {
+        korch_buf_free(&b.buf);
         return NULL;
     }
     if (len)
-        *len = b.len;
-    return b.p;
+        *len = b.buf.len;
+    return b.buf.p;
 }
 
 /* Part i as given, "{}" when empty; the content may be a blob. */
@@ -521,7 +504,7 @@ static korch_wsframe_t *s_ser_legacy(korch_channel_t ch, const korch_wsparts_t *
 {
     static const char *const keys[4] = {"{\"header\":", ",\"parent_header\":", ",\"metadata\":", ",\"content\":"};
     size_t nbuf, btotal = s_buffers_total(p->buffers, &nbuf);
-    s_buf_t tail = {0};
+    s_buf_t tail = S_BUF_INIT;
     s_put(&tail, ",\"channel\":", 11);
     const char *chname = korch_channel_name(ch);
     s_put_string(&tail, chname, strlen(chname));
@@ -533,10 +516,10 @@ static korch_wsframe_t *s_ser_legacy(korch_channel_t ch, const korch_wsparts_t *
         s_put(&tail, ",\"buffers\":[]", 13);
     s_put(&tail, "}", 1);
     if (tail.oom) {
-        free(tail.p);
+        korch_buf_free(&tail.buf);
         return NULL;
     }
-    size_t jlen = tail.len;
+    size_t jlen = tail.buf.len;
     for (int i = 0; i < 4; i++)
         jlen += strlen(keys[i]) + s_part_len(p, i);
     /* nbufs counts the JSON as part 0 */
@@ -561,11 +544,11 @@ static korch_wsframe_t *s_ser_legacy(korch_channel_t ch, const korch_wsparts_t *
             s_emit(&e, keys[i], strlen(keys[i]));
             s_emit_part(&e, p, i);
         }
-        s_emit(&e, tail.p, tail.len);
+        s_emit(&e, tail.buf.p, tail.buf.len);
         for (zframe_t *fr = nbuf ? zmsg_first(p->buffers) : NULL; fr; fr = zmsg_next(p->buffers))
             s_emit(&e, zframe_data(fr), zframe_size(fr));
     }
-    free(tail.p);
+    korch_buf_free(&tail.buf);
     return f;
 }
 
