@@ -366,3 +366,14 @@ TEST_T(util_log_sink_and_levels, 10)
     CHECK_EQ(s.n, 2);
     korch_log_set_sink(NULL, NULL);
 }
+
+TEST_T(util_rc_http_status, 10)
+{
+    CHECK_EQ(korch_rc_http_status(KORCH_OK), 200);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_INVALID), 400);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_NOTFOUND), 404);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_TOOBIG), 413);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_NOMEM), 503);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_IO), 500);
+    CHECK_EQ(korch_rc_http_status(KORCH_E__COUNT), 500);
+}
