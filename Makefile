@@ -119,6 +119,7 @@ bench: setup image
 	@scripts/bench-sandbox.sh $(BUILD)
 	@scripts/bench-agent.sh $(BUILD)
 	@scripts/bench-server.sh $(BUILD)
+	@scripts/bench-loop.sh $(BUILD)
 
 install: $(BUILD)/korch
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/korch/kernelspec
