@@ -34,31 +34,39 @@ static inline bool fx_sandbox(void)
 /* Does the kernel have pids of its own (kill(2) from here cannot use them)? */
 static inline bool fx_own_pids(void) { return fx_docker() || fx_sandbox(); }
 
-/* A kernel on a new loop: local, in a container for docker: runs (the
+/* The loop of this test (each test is a forked child, so one per
+   process): launchers a test makes run on it, so kernels can use them. */
+static inline korch_loop_t *fx_loop(void)
+{
+    static korch_loop_t *loop;
+    if (!loop)
+        loop = korch_loop_new();
+    return loop;
+}
+
+/* A kernel on the test's loop: local, in a container for docker: runs (the
    python3 kernel image serves every python kernelspec the tests make), in
    bubblewrap for sandbox: runs. */
 static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
 {
     memset(f, 0, sizeof *f);
-    f->loop = korch_loop_new();
+    f->loop = fx_loop();
     korch_err_t err = {0};
     korch_kernel_opts_t ko = o ? *o : (korch_kernel_opts_t){0};
     if (fx_docker() && !ko.existing && !ko.launcher) {
         korch_docker_opts_t d;
         korch_docker_opts_init(&d);
         d.image = "korch-kernel-python3:latest";
-        f->launcher = korch_launcher_docker_new(&d, &err);
+        f->launcher = korch_launcher_docker_new(f->loop, &d, &err);
         if (!CHECK(f->launcher)) {
             fprintf(stderr, "  docker launcher: %s\n", err.msg);
-            korch_loop_destroy(&f->loop);
             return false;
         }
         ko.launcher = f->launcher;
     } else if (fx_sandbox() && !ko.existing && !ko.launcher) {
-        f->launcher = korch_launcher_sandbox_new(NULL, &err);
+        f->launcher = korch_launcher_sandbox_new(f->loop, NULL, &err);
         if (!CHECK(f->launcher)) {
             fprintf(stderr, "  sandbox launcher: %s\n", err.msg);
-            korch_loop_destroy(&f->loop);
             return false;
         }
         ko.launcher = f->launcher;
@@ -70,7 +78,6 @@ static inline bool fx_start(fx_t *f, const korch_kernel_opts_t *o)
         fprintf(stderr, "  kernel did not start: %s\n", err.msg);
         korch_kernel_destroy(&f->k);
         korch_launcher_destroy(&f->launcher);
-        korch_loop_destroy(&f->loop);
         return false;
     }
     return true;
@@ -80,7 +87,7 @@ static inline void fx_stop(fx_t *f)
 {
     korch_kernel_destroy(&f->k);
     korch_launcher_destroy(&f->launcher);
-    korch_loop_destroy(&f->loop);
+    f->loop = NULL; /* fx_loop's, for the rest of the test */
 }
 
 /* Execute and wait; timeout_ms 0 = none. Never NULL (the test fails instead). */

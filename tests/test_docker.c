@@ -6,6 +6,7 @@
  *  machine without a Docker engine (a test that cannot run has not passed).
  */
 #include "test.h"
+#include "kernel_fixture.h"
 
 #include "korch/conn.h"
 #include "korch/docker.h"
@@ -87,7 +88,7 @@ static bool s_wait_sockets(const korch_conn_t *conn, int timeout_ms)
 static json_t *s_inspect(const char *id, long *status)
 {
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(NULL, &err);
+    korch_docker_t *d = korch_docker_new(NULL, NULL, &err);
     if (!d)
         return NULL;
     char path[160];
@@ -105,15 +106,12 @@ static json_t *s_inspect(const char *id, long *status)
     return j;
 }
 
+/* Run the loop until the end of p is seen; why it ended into why. */
 static bool s_wait_dead(korch_proc_t *p, char *why, size_t whylen, int timeout_ms)
 {
-    double end = s_now_ms() + timeout_ms;
-    while (s_now_ms() < end) {
-        if (!korch_proc_is_alive(p, why, whylen))
-            return true;
-        usleep(50 * 1000);
-    }
-    return false;
+    bool dead = korch_proc_wait_exit(p, timeout_ms);
+    snprintf(why, whylen, "%s", korch_proc_exit_why(p));
+    return dead;
 }
 
 /* A kernelspec whose argv is a python one-liner, for signal and OOM tests. */
@@ -136,7 +134,7 @@ TEST(docker_api_ping_version)
     if (s_skip())
         return;
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(NULL, &err);
+    korch_docker_t *d = korch_docker_new(NULL, NULL, &err);
     if (!CHECK(d))
         return;
     CHECK_EQ(korch_docker_ping(d, &err), KORCH_OK);
@@ -153,7 +151,7 @@ TEST(docker_api_ping_version)
 TEST(docker_api_missing_socket)
 {
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new("unix:///nonexistent/korch/docker.sock", &err);
+    korch_docker_t *d = korch_docker_new(NULL, "unix:///nonexistent/korch/docker.sock", &err);
     if (!CHECK(d))
         return;
     CHECK_EQ(korch_docker_ping(d, &err), KORCH_E_DOCKER);
@@ -175,7 +173,7 @@ TEST(docker_api_connection_refused)
     memcpy(sa.sun_path, path, strlen(path) + 1);
     CHECK_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(host, &err);
+    korch_docker_t *d = korch_docker_new(NULL, host, &err);
     if (CHECK(d)) {
         CHECK_EQ(korch_docker_ping(d, &err), KORCH_E_DOCKER);
         char want[PATH_MAX + 100];
@@ -191,7 +189,7 @@ TEST(docker_api_connection_refused)
 TEST(docker_api_bad_host)
 {
     korch_err_t err = {0};
-    CHECK(korch_docker_new("ssh://user@host", &err) == NULL);
+    CHECK(korch_docker_new(NULL, "ssh://user@host", &err) == NULL);
     CHECK_EQ(err.rc, KORCH_E_INVALID);
     CHECK_CONTAINS(err.msg, "'ssh://user@host' is not supported");
 }
@@ -201,7 +199,7 @@ TEST(docker_api_image_missing)
     if (s_skip())
         return;
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(NULL, &err);
+    korch_docker_t *d = korch_docker_new(NULL, NULL, &err);
     if (!CHECK(d))
         return;
     CHECK(korch_docker_image_inspect(d, "korch-no-such-image:nope", &err) == NULL);
@@ -221,7 +219,7 @@ TEST(docker_launcher_unreachable)
     korch_docker_opts_init(&o);
     o.host = "unix:///nonexistent/korch/docker.sock";
     korch_err_t err = {0};
-    CHECK(korch_launcher_docker_new(&o, &err) == NULL);
+    CHECK(korch_launcher_docker_new(fx_loop(), &o, &err) == NULL);
     CHECK_EQ(err.rc, KORCH_E_DOCKER);
     CHECK_CONTAINS(err.msg, "cannot reach docker at '/nonexistent/korch/docker.sock'");
 }
@@ -234,7 +232,7 @@ TEST(docker_launcher_image_missing)
     korch_docker_opts_init(&o);
     o.image = "korch-no-such-image:nope";
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l))
         return;
     char dir[PATH_MAX];
@@ -244,7 +242,7 @@ TEST(docker_launcher_image_missing)
     CHECK(spec);
     korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = "test-missing-image"};
     korch_proc_t *p = NULL;
-    CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_E_NOTFOUND);
     CHECK_STREQ(err.msg, "image 'korch-no-such-image:nope' not found (build it with: make image)");
     CHECK(p == NULL);
     struct stat st;
@@ -265,12 +263,12 @@ TEST_T(docker_launcher_kernel, 90)
     char instance[64];
     snprintf(instance, sizeof instance, "korch-test-%d", (int)getpid());
     o.instance = instance;
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l)) {
         fprintf(stderr, "  %s\n", err.msg);
         return;
     }
-    CHECK_STREQ(l->ops->transport(l), "ipc");
+    CHECK_STREQ(korch_launcher_transport(l), "ipc");
     char dir[PATH_MAX];
     korch_conn_t conn;
     CHECK(s_runtime(dir, sizeof dir, &conn));
@@ -283,7 +281,7 @@ TEST_T(docker_launcher_kernel, 90)
     korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .env = env, .kernel_id = kid};
     korch_proc_t *p = NULL;
     double t0 = s_now_ms();
-    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
         fprintf(stderr, "  %s\n", err.msg);
         goto out;
     }
@@ -294,13 +292,7 @@ TEST_T(docker_launcher_kernel, 90)
         fprintf(stderr, "  kernel log:\n%s\n", korch_proc_log_tail(p));
     printf("  container start %.0f ms, sockets after %.0f ms\n", t_started - t0, t_up - t0);
     char why[256] = "";
-    CHECK(korch_proc_is_alive(p, why, sizeof why));
-    int efd = korch_proc_exit_fd(p);
-    CHECK_GE(efd, 0);
-    if (efd >= 0) {
-        struct pollfd pfd = {efd, POLLIN, 0};
-        CHECK_EQ(poll(&pfd, 1, 0), 0); /* not readable while the kernel runs */
-    }
+    CHECK(!s_wait_dead(p, why, sizeof why, 200)); /* no end while the kernel runs */
 
     /* The connection file the kernel read: our key, the in-container path. */
     char cf[PATH_MAX + 16];
@@ -369,14 +361,20 @@ TEST_T(docker_launcher_kernel, 90)
     json_decref(list);
 
     /* An idle ipykernel ignores SIGINT: delivered, and the kernel lives on. */
-    CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_OK);
-    usleep(300 * 1000);
-    CHECK(korch_proc_is_alive(p, why, sizeof why));
+    CHECK_EQ(korch_proc_signal_wait(p, SIGINT, &err), KORCH_OK);
+    CHECK(!s_wait_dead(p, why, sizeof why, 300));
 
     char idcopy[80];
     snprintf(idcopy, sizeof idcopy, "%s", id ? id : "none");
     korch_proc_destroy(&p);
     CHECK(p == NULL);
+    /* removed in the background, on the loop */
+    for (int64_t end = korch_now_ms() + 10000; korch_now_ms() < end;) {
+        json_decref(s_inspect(idcopy, &status));
+        if (status == 404)
+            break;
+        korch_loop_run(fx_loop(), NULL, NULL, 50);
+    }
     c = s_inspect(idcopy, &status);
     CHECK(c == NULL);
     CHECK_EQ(status, 404);
@@ -402,7 +400,7 @@ TEST_T(docker_launcher_signal_and_exit, 60)
     if (s_skip())
         return;
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(NULL, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), NULL, &err);
     if (!CHECK(l))
         return;
     char dir[PATH_MAX];
@@ -418,7 +416,7 @@ TEST_T(docker_launcher_signal_and_exit, 60)
         "time.sleep(60)\n");
     korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = NULL};
     korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
         fprintf(stderr, "  %s\n", err.msg);
         goto out;
     }
@@ -431,21 +429,16 @@ TEST_T(docker_launcher_signal_and_exit, 60)
     /* the engine's log pipeline is asynchronous: the line may follow the file */
     end = s_now_ms() + 5000;
     while (!strstr(korch_proc_log_tail(p), "ready") && s_now_ms() < end)
-        usleep(50 * 1000);
+        korch_loop_run(fx_loop(), NULL, NULL, 50); /* each look asks again in the background */
     CHECK_CONTAINS(korch_proc_log_tail(p), "ready");
-    CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_OK);
-    int efd = korch_proc_exit_fd(p);
-    if (CHECK_GE(efd, 0)) {
-        struct pollfd pfd = {efd, POLLIN, 0};
-        CHECK_EQ(poll(&pfd, 1, 10000), 1);
-    }
+    CHECK_EQ(korch_proc_signal_wait(p, SIGINT, &err), KORCH_OK);
     char why[256] = "";
     CHECK(s_wait_dead(p, why, sizeof why, 10000));
     CHECK_STREQ(why, "exited 3");
     const char *tail = korch_proc_log_tail(p);
     CHECK_CONTAINS(tail, "ready\n");
     CHECK_CONTAINS(tail, "got SIGINT in pid");
-    CHECK_EQ(korch_proc_signal(p, SIGINT, &err), KORCH_E_DIED);
+    CHECK_EQ(korch_proc_signal_wait(p, SIGINT, &err), KORCH_E_DIED);
     korch_proc_destroy(&p);
 out:
     korch_kernelspec_destroy(&spec);
@@ -461,7 +454,7 @@ TEST_T(docker_launcher_oom, 60)
     korch_docker_opts_t o;
     korch_docker_opts_init(&o);
     o.memory = 64LL << 20;
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l))
         return;
     char dir[PATH_MAX];
@@ -470,14 +463,14 @@ TEST_T(docker_launcher_oom, 60)
     korch_kernelspec_t *spec = s_script_spec("b = b'x' * (512 << 20)\n");
     korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
     korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
         fprintf(stderr, "  %s\n", err.msg);
         goto out;
     }
     char why[256] = "";
     CHECK(s_wait_dead(p, why, sizeof why, 20000));
     CHECK_STREQ(why, "out of memory (limit 64 MiB)");
-    korch_proc_kill(p); /* already dead: a no-op */
+    CHECK_EQ(korch_proc_kill_wait(p, &err), KORCH_OK); /* already dead: a no-op */
     korch_proc_destroy(&p);
 out:
     korch_kernelspec_destroy(&spec);
@@ -490,7 +483,7 @@ TEST_T(docker_launcher_kill, 60)
     if (s_skip())
         return;
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(NULL, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), NULL, &err);
     if (!CHECK(l))
         return;
     char dir[PATH_MAX];
@@ -499,17 +492,17 @@ TEST_T(docker_launcher_kill, 60)
     korch_kernelspec_t *spec = s_script_spec("import time; time.sleep(60)\n");
     korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
     korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
         fprintf(stderr, "  %s\n", err.msg);
         goto out;
     }
     char why[256] = "";
-    CHECK(korch_proc_is_alive(p, why, sizeof why));
+    CHECK(!s_wait_dead(p, why, sizeof why, 100));
     double t0 = s_now_ms();
-    korch_proc_kill(p);
+    CHECK_EQ(korch_proc_kill_wait(p, &err), KORCH_OK);
     printf("  kill took %.0f ms\n", s_now_ms() - t0);
-    CHECK(!korch_proc_is_alive(p, why, sizeof why));
-    CHECK_STREQ(why, "killed by signal 9 (Killed)");
+    CHECK(korch_proc_exited(p));
+    CHECK_STREQ(korch_proc_exit_why(p), "killed by signal 9 (Killed)");
     korch_proc_destroy(&p);
 out:
     korch_kernelspec_destroy(&spec);
@@ -539,7 +532,7 @@ TEST_T(docker_launcher_workdir, 60)
     korch_docker_opts_t o;
     korch_docker_opts_init(&o);
     o.workdir = work;
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l))
         return;
     char dir[PATH_MAX];
@@ -550,7 +543,7 @@ TEST_T(docker_launcher_workdir, 60)
                                              "open('out.txt', 'w').write(data + ' from ' + os.getcwd())\n");
     korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
     korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start(l, &req, &p, &err), KORCH_OK)) {
+    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
         fprintf(stderr, "  %s\n", err.msg);
         goto out;
     }
@@ -572,4 +565,88 @@ out:
     korch_launcher_destroy(&l);
     s_rmrf(dir);
     s_rmrf(work);
+}
+
+/* The asynchronous client: requests run on the loop, concurrently, done
+   once and never from inside the call; a held POST /wait is an ordinary
+   request with no timeout, and cancelling it calls nothing. */
+typedef struct {
+    int done;
+    bool in_call, early;
+    long status[8];
+    korch_rc_t rc;
+} s_async_t;
+
+static void s_on_async(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *reply, void *arg)
+{
+    s_async_t *a = arg;
+    a->early |= a->in_call;
+    if (a->done < 8)
+        a->status[a->done] = reply->status;
+    a->rc = rc ? rc : a->rc;
+    a->done++;
+}
+
+static bool s_async_n(void *arg) { return ((s_async_t *)arg)->done >= 4; }
+
+TEST(docker_api_async_requests_on_the_loop)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_loop_t *loop = korch_loop_new();
+    korch_docker_t *d = korch_docker_new(loop, NULL, &err);
+    if (!CHECK(d))
+        return;
+    s_async_t a = {.in_call = true};
+    korch_op_t *ops[4];
+    for (int i = 0; i < 4; i++)
+        ops[i] = korch_docker_request_async(d, "GET", i % 2 ? "/version" : "/_ping", NULL, NULL, s_on_async, &a, &err);
+    a.in_call = false;
+    for (int i = 0; i < 4; i++)
+        CHECK(ops[i]);
+    CHECK_EQ(a.done, 0);
+    CHECK_EQ(korch_docker_pending(d), 4);
+    CHECK(korch_loop_run(loop, s_async_n, &a, 10000));
+    CHECK(!a.early);
+    CHECK_EQ(a.rc, KORCH_OK);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(a.status[i], 200);
+    CHECK_EQ(korch_docker_pending(d), 0);
+
+    /* A wait on a container that never stops: held without a timeout, the
+       loop stays free; cancelled, its done is never called. */
+    s_async_t w = {0};
+    korch_docker_async_opts_t forever = {.timeout_ms = 0};
+    char path[200];
+    snprintf(path, sizeof path, "/containers/korch-test-no-such-%d/wait", (int)getpid());
+    korch_op_t *wait = korch_docker_request_async(d, "POST", path, NULL, &forever, s_on_async, &w, &err);
+    CHECK(wait);
+    korch_loop_run(loop, s_async_n, &w, 300); /* 404 at once: done once */
+    CHECK_EQ(w.done, 1);
+    CHECK_EQ(w.status[0], 404);
+    s_async_t c = {0};
+    korch_op_t *slow = korch_docker_request_async(d, "GET", "/version", NULL, NULL, s_on_async, &c, &err);
+    korch_op_cancel(&slow);
+    CHECK(slow == NULL);
+    korch_loop_run(loop, NULL, NULL, 200);
+    CHECK_EQ(c.done, 0);
+    /* raw bodies are copied: the caller's buffer may go at once */
+    char *junk = strdup("not a tar");
+    s_async_t r = {0};
+    snprintf(path, sizeof path, "/containers/korch-test-no-such-%d/archive?path=/", (int)getpid());
+    CHECK(korch_docker_request_raw_async(d, "PUT", path, "application/x-tar", junk, strlen(junk), NULL, s_on_async,
+                                         &r, &err));
+    free(junk);
+    korch_loop_run(loop, s_async_n, &r, 300);
+    CHECK_EQ(r.done, 1);
+    CHECK_EQ(r.status[0], 404);
+    /* a client without a loop refuses asynchronous requests */
+    korch_docker_t *sync = korch_docker_new(NULL, NULL, &err);
+    korch_err_clear(&err);
+    CHECK(korch_docker_request_async(sync, "GET", "/_ping", NULL, NULL, s_on_async, &r, &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_STATE);
+    korch_docker_destroy(&sync);
+    korch_docker_destroy(&d);
+    korch_loop_destroy(&loop);
 }

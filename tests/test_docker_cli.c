@@ -5,6 +5,7 @@
  *  validated by Debian's docker-compose.
  */
 #include "test.h"
+#include "kernel_fixture.h"
 
 #include "korch/docker.h"
 
@@ -150,7 +151,7 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     snprintf(berr, sizeof berr, "%s/busy.err", dir);
     const char *korch = korch_test_korch_bin();
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(NULL, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), NULL, &err);
     pid_t k1 = -1, k2 = -1, busy = -1;
     json_t *list = NULL;
     char rdir[PATH_MAX] = "", rdir_a[PATH_MAX] = "";

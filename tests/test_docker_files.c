@@ -21,7 +21,7 @@ static korch_launcher_t *s_docker(const char *instance, const char *workdir)
     o.instance = instance;
     o.workdir = workdir;
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l))
         fprintf(stderr, "  %s\n", err.msg);
     return l;
@@ -64,7 +64,7 @@ TEST_T(docker_files_csv_in_png_out, 120)
 
     /* A CSV in a directory that does not exist yet, read by pandas. */
     const char csv[] = "a,b\n1,2\n3,4\n5,6\n";
-    if (!CHECK_EQ(korch_proc_put_file(p, "data/in.csv", csv, strlen(csv), &err), KORCH_OK))
+    if (!CHECK_EQ(korch_proc_put_file_wait(p, "data/in.csv", csv, strlen(csv), &err), KORCH_OK))
         fprintf(stderr, "  %s\n", err.msg);
     const char *out = s_ok(&f, "import os, pandas as pd\n"
                                "df = pd.read_csv('data/in.csv')\n"
@@ -79,7 +79,7 @@ TEST_T(docker_files_csv_in_png_out, 120)
 
     /* Overwrite: the new content replaces the old. */
     const char csv2[] = "a,b\n10,20\n";
-    CHECK_EQ(korch_proc_put_file(p, "data/in.csv", csv2, strlen(csv2), &err), KORCH_OK);
+    CHECK_EQ(korch_proc_put_file_wait(p, "data/in.csv", csv2, strlen(csv2), &err), KORCH_OK);
     out = s_ok(&f, "print('sum', int(pd.read_csv('data/in.csv').a.sum()))");
     CHECK_STREQ(out, "sum 10\n");
 
@@ -94,7 +94,7 @@ TEST_T(docker_files_csv_in_png_out, 120)
     char want[65] = "", got[65] = "";
     long want_len = 0;
     CHECK_EQ(sscanf(out, "%64s %ld", want, &want_len), 2);
-    if (CHECK_EQ(korch_proc_get_file(p, "out/plot.png", 10 << 20, &data, &len, &err), KORCH_OK)) {
+    if (CHECK_EQ(korch_proc_get_file_wait(p, "out/plot.png", 10 << 20, &data, &len, &err), KORCH_OK)) {
         s_sha256_hex(data, len, got);
         CHECK_EQ(len, want_len);
         CHECK_STREQ(got, want);
@@ -107,16 +107,16 @@ TEST_T(docker_files_csv_in_png_out, 120)
 
     /* Bounded: a file larger than max is refused, not truncated. */
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "out/plot.png", 100, &data, &len, &err), KORCH_E_TOOBIG);
+    CHECK_EQ(korch_proc_get_file_wait(p, "out/plot.png", 100, &data, &len, &err), KORCH_E_TOOBIG);
     CHECK_STREQ(err.msg, "file 'out/plot.png' in the kernel's work dir is larger than 100 bytes");
     CHECK(data == NULL);
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "out/nope.png", 100, &data, &len, &err), KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_proc_get_file_wait(p, "out/nope.png", 100, &data, &len, &err), KORCH_E_NOTFOUND);
     CHECK_STREQ(err.msg, "no file 'out/nope.png' in the kernel's work dir");
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "nodir/nope.png", 100, &data, &len, &err), KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_proc_get_file_wait(p, "nodir/nope.png", 100, &data, &len, &err), KORCH_E_NOTFOUND);
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "out", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "out", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
     CHECK_STREQ(err.msg, "'out' in the kernel's work dir is not a regular file");
 
     /* Binary with NULs and a name longer than ustar's 100 bytes (pax). */
@@ -127,13 +127,13 @@ TEST_T(docker_files_csv_in_png_out, 120)
     char longname[300];
     snprintf(longname, sizeof longname, "deep/%0150d/file.bin", 7);
     korch_err_clear(&err);
-    if (!CHECK_EQ(korch_proc_put_file(p, longname, bin, blen, &err), KORCH_OK))
+    if (!CHECK_EQ(korch_proc_put_file_wait(p, longname, bin, blen, &err), KORCH_OK))
         fprintf(stderr, "  %s\n", err.msg);
     char code[600];
     snprintf(code, sizeof code, "print(os.path.getsize('%s'))", longname);
     out = s_ok(&f, code);
     CHECK_EQ(strtol(out, NULL, 10), (long)blen);
-    if (CHECK_EQ(korch_proc_get_file(p, longname, blen, &data, &len, &err), KORCH_OK)) {
+    if (CHECK_EQ(korch_proc_get_file_wait(p, longname, blen, &data, &len, &err), KORCH_OK)) {
         CHECK_EQ(len, blen);
         CHECK(len == blen && memcmp(data, bin, blen) == 0);
     }
@@ -143,28 +143,28 @@ TEST_T(docker_files_csv_in_png_out, 120)
     /* Names that leave the work dir, directly or through a symlink the
        kernel planted, are refused. */
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_put_file(p, "../escape", "x", 1, &err), KORCH_E_INVALID);
-    CHECK_EQ(korch_proc_get_file(p, "/etc/passwd", 100, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_put_file_wait(p, "../escape", "x", 1, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "/etc/passwd", 100, &data, &len, &err), KORCH_E_INVALID);
     s_ok(&f, "os.symlink('/etc', 'etc_link'); os.symlink('/etc/passwd', 'pw'); os.symlink('/etc', 'data/up')");
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "etc_link/passwd", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "etc_link/passwd", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
     CHECK_STREQ(err.msg, "'etc_link' in the kernel's work dir is a symbolic link: refusing to follow it");
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "data/up/shadow", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "data/up/shadow", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
     CHECK_STREQ(err.msg, "'data/up' in the kernel's work dir is a symbolic link: refusing to follow it");
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_get_file(p, "pw", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "pw", 1 << 20, &data, &len, &err), KORCH_E_INVALID);
     CHECK_STREQ(err.msg, "'pw' in the kernel's work dir is a link: refusing to follow it");
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_put_file(p, "etc_link/evil", "x", 1, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_put_file_wait(p, "etc_link/evil", "x", 1, &err), KORCH_E_INVALID);
     /* Putting onto a symlink replaces the link, never writes through it. */
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_put_file(p, "pw", "mine\n", 5, &err), KORCH_OK);
+    CHECK_EQ(korch_proc_put_file_wait(p, "pw", "mine\n", 5, &err), KORCH_OK);
     out = s_ok(&f, "print(os.path.islink('pw'), open('pw').read().strip(), open('/etc/passwd').read().count('mine'))");
     CHECK_STREQ(out, "False mine 0\n");
     /* A directory is not replaced by a file. */
     korch_err_clear(&err);
-    CHECK_EQ(korch_proc_put_file(p, "out", "x", 1, &err), KORCH_E_DOCKER);
+    CHECK_EQ(korch_proc_put_file_wait(p, "out", "x", 1, &err), KORCH_E_DOCKER);
     out = s_ok(&f, "print(os.path.isdir('out'), os.listdir('out'))");
     CHECK_STREQ(out, "True ['plot.png']\n");
     free(data);
@@ -189,7 +189,7 @@ TEST_T(docker_files_host_workdir, 90)
     }
     korch_proc_t *p = korch_kernel_proc(f.k);
     korch_err_t err = {0};
-    CHECK_EQ(korch_proc_put_file(p, "sub/hello.txt", "hello\n", 6, &err), KORCH_OK);
+    CHECK_EQ(korch_proc_put_file_wait(p, "sub/hello.txt", "hello\n", 6, &err), KORCH_OK);
     char host[PATH_MAX + 32];
     snprintf(host, sizeof host, "%s/sub/hello.txt", work);
     struct stat st;
@@ -202,7 +202,7 @@ TEST_T(docker_files_host_workdir, 90)
     CHECK_STREQ(out, "");
     char *data = NULL;
     size_t len = 0;
-    CHECK_EQ(korch_proc_get_file(p, "sub/back.txt", 100, &data, &len, &err), KORCH_OK);
+    CHECK_EQ(korch_proc_get_file_wait(p, "sub/back.txt", 100, &data, &len, &err), KORCH_OK);
     CHECK_STREQ(data, "hello\n");
     free(data);
     fx_stop(&f);
@@ -251,17 +251,15 @@ TEST_T(docker_adopt_after_korch_died, 120)
     if (!l || !other)
         goto out;
     korch_err_t err = {0};
-    korch_conn_t conn;
-    char rdir[PATH_MAX];
     korch_proc_t *p = NULL;
-    CHECK_EQ(korch_launcher_adopt(other, kid, &conn, rdir, sizeof rdir, &p, &err), KORCH_E_STATE);
+    CHECK_EQ(korch_launcher_adopt_wait(other, kid, &p, &err), KORCH_E_STATE);
     CHECK_CONTAINS(err.msg, "belongs to korch instance 'korch-test-adopt-");
     CHECK(p == NULL);
     korch_err_clear(&err);
-    CHECK_EQ(korch_launcher_adopt(l, "no-such-kernel", &conn, rdir, sizeof rdir, &p, &err), KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_launcher_adopt_wait(l, "no-such-kernel", &p, &err), KORCH_E_NOTFOUND);
     CHECK_STREQ(err.msg, "cannot re-adopt kernel 'no-such-kernel': no container has it");
     korch_err_clear(&err);
-    CHECK_EQ(korch_launcher_adopt(l, "bad/id", &conn, rdir, sizeof rdir, &p, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_launcher_adopt_wait(l, "bad/id", &p, &err), KORCH_E_INVALID);
 
     fx_t f;
     if (fx_start(&f, &(korch_kernel_opts_t){.launcher = l, .kernel_id = kid, .adopt = true})) {
@@ -273,18 +271,17 @@ TEST_T(docker_adopt_after_korch_died, 120)
         korch_proc_t *ap = korch_kernel_proc(f.k);
         const char *cid = korch_docker_proc_container(ap);
         CHECK(cid && strlen(cid) == 64);
-        CHECK_GE(korch_proc_exit_fd(ap), 0);
-        CHECK(korch_proc_is_alive(ap, NULL, 0));
+        CHECK(!korch_proc_exited(ap));
         korch_exec_t *ex = fx_run(&f, "print(x, open('note.txt').read())", 30000);
         CHECK_STREQ(fx_stream(ex, "stdout"), "42 kept\n");
         korch_exec_destroy(&ex);
         /* Files work on the adopted proc (the user comes from the container). */
         char *data = NULL;
         size_t len = 0;
-        CHECK_EQ(korch_proc_get_file(ap, "note.txt", 100, &data, &len, &err), KORCH_OK);
+        CHECK_EQ(korch_proc_get_file_wait(ap, "note.txt", 100, &data, &len, &err), KORCH_OK);
         CHECK_STREQ(data, "kept");
         free(data);
-        CHECK_EQ(korch_proc_put_file(ap, "again.txt", "yes", 3, &err), KORCH_OK);
+        CHECK_EQ(korch_proc_put_file_wait(ap, "again.txt", "yes", 3, &err), KORCH_OK);
         ex = fx_run(&f, "print(open('again.txt').read(), os.stat('again.txt').st_uid)", 30000);
         CHECK_STREQ(fx_stream(ex, "stdout"), "yes 1000\n");
         korch_exec_destroy(&ex);

@@ -30,7 +30,7 @@
 static korch_launcher_t *s_docker(void)
 {
     korch_err_t err = {0};
-    korch_launcher_t *l = fx_sandbox() ? korch_launcher_sandbox_new(NULL, &err) : korch_launcher_docker_new(NULL, &err);
+    korch_launcher_t *l = fx_sandbox() ? korch_launcher_sandbox_new(fx_loop(), NULL, &err) : korch_launcher_docker_new(fx_loop(), NULL, &err);
     if (!CHECK(l))
         fprintf(stderr, "  %s\n", err.msg);
     return l;
@@ -54,7 +54,7 @@ static void s_gateway(char *buf, size_t len)
 {
     snprintf(buf, len, "172.17.0.1");
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(NULL, &err);
+    korch_docker_t *d = korch_docker_new(NULL, NULL, &err);
     korch_docker_reply_t r;
     if (d && korch_docker_request(d, "GET", "/networks/bridge", NULL, &r, &err) == KORCH_OK) {
         json_t *cfg = json_array_get(json_object_get(json_object_get(r.json, "IPAM"), "Config"), 0);

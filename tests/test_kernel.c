@@ -210,7 +210,7 @@ static void s_kill_on_pid(korch_exec_t *ex, korch_output_event_t ev, json_t *out
     int pid = text ? atoi(text) : 0;
     if (pid > 1 && !kc->killed_at) {
         if (fx_own_pids())
-            korch_proc_signal(korch_kernel_proc(kc->k), SIGKILL, NULL);
+            korch_proc_signal(korch_kernel_proc(kc->k), SIGKILL, NULL, NULL, NULL); /* inside a handler: no wait */
         else
             kill(pid, SIGKILL);
         kc->killed_at = korch_now_ms();

@@ -10,7 +10,7 @@ static korch_launcher_t *s_docker(int64_t memory)
     if (memory)
         o.memory = memory;
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l))
         fprintf(stderr, "  %s\n", err.msg);
     return l;

@@ -19,7 +19,7 @@
 static korch_launcher_t *s_sandbox(const korch_sandbox_opts_t *o)
 {
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_sandbox_new(o, &err);
+    korch_launcher_t *l = korch_launcher_sandbox_new(fx_loop(), o, &err);
     if (!CHECK(l))
         fprintf(stderr, "  %s\n", err.msg);
     return l;
@@ -148,7 +148,7 @@ TEST_T(sandbox_work_dir_files_and_planted_links, 90)
     }
     korch_proc_t *p = korch_kernel_proc(f.k);
     korch_err_t err = {0};
-    CHECK_EQ(korch_proc_put_file(p, "in/data.csv", "a,b\n1,2\n", 8, &err), KORCH_OK);
+    CHECK_EQ(korch_proc_put_file_wait(p, "in/data.csv", "a,b\n1,2\n", 8, &err), KORCH_OK);
     const char *out = s_out(&f,
                             "import os\n"
                             "print(open('in/data.csv').read().splitlines()[1], os.stat('in/data.csv').st_uid,\n"
@@ -164,22 +164,22 @@ TEST_T(sandbox_work_dir_files_and_planted_links, 90)
     char *data = NULL;
     size_t len = 0;
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_get_file(p, "out/result.txt", 1000, &data, &len, &err), KORCH_OK);
+    CHECK_EQ(korch_proc_get_file_wait(p, "out/result.txt", 1000, &data, &len, &err), KORCH_OK);
     CHECK_STREQ(data, "forty-two");
     free(data);
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_get_file(p, "shadow-link", 1000, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "shadow-link", 1000, &data, &len, &err), KORCH_E_INVALID);
     CHECK_CONTAINS(err.msg, "'shadow-link' in the kernel's work dir is a link: refusing to follow it");
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_get_file(p, "etc-dir/passwd", 100000, &data, &len, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_get_file_wait(p, "etc-dir/passwd", 100000, &data, &len, &err), KORCH_E_INVALID);
     CHECK_CONTAINS(err.msg, "refusing to follow it");
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_put_file(p, "etc-dir/korch-probe", "x", 1, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_put_file_wait(p, "etc-dir/korch-probe", "x", 1, &err), KORCH_E_INVALID);
     CHECK(access("/etc/korch-probe", F_OK) != 0);
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_put_file(p, "shadow-link", "x", 1, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_proc_put_file_wait(p, "shadow-link", "x", 1, &err), KORCH_E_INVALID);
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_get_file(p, "fifo", 100, &data, &len, &err), KORCH_E_INVALID); /* and does not hang */
+    CHECK_EQ(korch_proc_get_file_wait(p, "fifo", 100, &data, &len, &err), KORCH_E_INVALID); /* and does not hang */
     CHECK_CONTAINS(err.msg, "not a plain file");
     /* The work dir is also {runtime dir}/work, which the kernel can rename
        and replace with a link: korch keeps using the dir it opened. */
@@ -188,14 +188,14 @@ TEST_T(sandbox_work_dir_files_and_planted_links, 90)
                 "print('swapped', os.path.islink('/run/korch/work'))\n");
     CHECK_CONTAINS(out, "swapped True\n");
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_put_file(p, "korch-probe-etc", "x", 1, &err), KORCH_OK);
+    CHECK_EQ(korch_proc_put_file_wait(p, "korch-probe-etc", "x", 1, &err), KORCH_OK);
     CHECK(access("/etc/korch-probe-etc", F_OK) != 0);
     CHECK_CONTAINS(s_out(&f, "print(open('korch-probe-etc').read(), os.path.exists('/run/korch/work-moved/korch-probe-etc'))"),
                    "x True\n");
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_get_file(p, "out/result.txt", 3, &data, &len, &err), KORCH_E_TOOBIG);
+    CHECK_EQ(korch_proc_get_file_wait(p, "out/result.txt", 3, &data, &len, &err), KORCH_E_TOOBIG);
     err = (korch_err_t){0};
-    CHECK_EQ(korch_proc_get_file(p, "out/none", 3, &data, &len, &err), KORCH_E_NOTFOUND);
+    CHECK_EQ(korch_proc_get_file_wait(p, "out/none", 3, &data, &len, &err), KORCH_E_NOTFOUND);
     CHECK_STREQ(err.msg, "no file 'out/none' in the kernel's work dir");
     fx_stop(&f);
     korch_launcher_destroy(&l);
@@ -250,7 +250,7 @@ TEST(sandbox_unavailable_says_why)
     korch_sandbox_opts_init(&o);
     o.bwrap = "/nonexistent/bwrap";
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_sandbox_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_sandbox_new(fx_loop(), &o, &err);
     CHECK(l == NULL);
     CHECK_CONTAINS(err.msg, "sandbox unavailable: cannot run '/nonexistent/bwrap': No such file or directory");
     CHECK_CONTAINS(err.msg, "apt-get install bubblewrap");
@@ -270,7 +270,7 @@ TEST(sandbox_unavailable_says_why)
     chmod(path, 0755);
     setenv("KORCH_BWRAP", path, 1);
     err = (korch_err_t){0};
-    l = korch_launcher_sandbox_new(NULL, &err);
+    l = korch_launcher_sandbox_new(fx_loop(), NULL, &err);
     CHECK(l == NULL);
     CHECK_CONTAINS(err.msg, "sandbox unavailable: bwrap: No permissions to create a new namespace");
     CHECK_CONTAINS(err.msg, "are unprivileged user namespaces turned off?");

@@ -63,7 +63,7 @@ static korch_launcher_t *s_docker(const char *instance, const char *workdir, boo
     o.workdir = workdir;
     o.workdir_give = give;
     korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
     if (!CHECK(l))
         fprintf(stderr, "  %s\n", err.msg);
     return l;
@@ -171,7 +171,7 @@ TEST_T(secfiles_docker_conn_symlink_then_restart, 240)
         if (!bounded)
             o.runtime_size = 0;
         korch_err_t err = {0};
-        korch_launcher_t *l = korch_launcher_docker_new(&o, &err);
+        korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
         fx_t f;
         if (!CHECK(l) || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
             korch_launcher_destroy(&l);
@@ -376,11 +376,9 @@ TEST_T(secfiles_docker_fifo_kernel_json_never_blocks, 240)
     if (!l)
         return;
     korch_err_t err = {0};
-    korch_conn_t conn;
-    char rdir[PATH_MAX];
     korch_proc_t *p = NULL;
     int64_t t0 = korch_now_ms();
-    CHECK_EQ(korch_launcher_adopt(l, kid, &conn, rdir, sizeof rdir, &p, &err), KORCH_E_INVALID);
+    CHECK_EQ(korch_launcher_adopt_wait(l, kid, &p, &err), KORCH_E_INVALID);
     CHECK_LT(korch_now_ms() - t0, 5000);
     CHECK_CONTAINS(err.msg, "is not a regular file");
     CHECK(p == NULL);

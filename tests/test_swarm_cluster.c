@@ -323,7 +323,7 @@ static bool s_delete(korch_docker_t *d, const char *what, const char *id, int ti
 static long s_containers(const char *host)
 {
     korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(host, &err);
+    korch_docker_t *d = korch_docker_new(NULL, host, &err);
     json_t *j = d ? s_api(d, "GET", "/containers/json?all=1", NULL, 200) : NULL;
     long n = json_is_array(j) ? (long)json_array_size(j) : -1;
     json_decref(j);
@@ -434,7 +434,7 @@ TEST_T(swarm_cluster, 900)
     fprintf(stderr, "swarm: up %.1f s, up again %.1f s\n", up_ms / 1e3, up2_ms / 1e3);
     if (!CHECK(s_env("DOCKER_HOST", host, sizeof host)) || !CHECK(s_env("KORCH_SWARM_IMAGE", image, sizeof image)))
         goto down;
-    d = korch_docker_new(host, &err);
+    d = korch_docker_new(NULL, host, &err);
     if (!CHECK(d))
         goto down;
 

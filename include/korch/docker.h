@@ -96,7 +96,10 @@ void korch_docker_opts_init(korch_docker_opts_t *opts);
 
 /* A Docker launcher (opts NULL = defaults). Pings the engine, so a stopped
    dockerd is reported here: NULL + err ("cannot reach docker at ..."). */
-korch_launcher_t *korch_launcher_docker_new(const korch_docker_opts_t *opts, korch_err_t *err);
+korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_docker_opts_t *opts, korch_err_t *err);
+
+/* Is l the docker backend (for its listing and cleanup calls below)? */
+bool korch_launcher_is_docker(const korch_launcher_t *l);
 
 /* The container id of a proc started by a docker launcher (borrowed), or NULL
    when p comes from another backend. */

@@ -10,8 +10,17 @@
  *  Paths are unversioned ("/containers/json"): the engine answers with its
  *  own API version, and korch only uses fields that exist since API 1.25.
  *
- *  A korch_docker_t keeps one curl handle (so the connection is reused) and
- *  is not thread-safe: one per thread. Calls block for at most the timeout.
+ *  Two ways to call, one client:
+ *  - korch_docker_request*: blocking, for the CLI's one-shot use and tests
+ *    (never from a loop handler). One curl easy handle, so the connection is
+ *    reused. Blocks for at most the timeout.
+ *  - korch_docker_request*_async: on one libcurl multi handle whose sockets
+ *    and timer live on the korch_loop given to korch_docker_new. Nothing
+ *    blocks; done is called once, on the loop, never from inside the call
+ *    that started the request and never after korch_op_cancel. Long waits
+ *    (POST /containers/{id}/wait) are ordinary requests: timeout_ms 0 in
+ *    korch_docker_async_opts_t means none.
+ *  Not thread-safe: a client belongs to the thread running its loop.
  */
 #ifndef KORCH_DOCKER_API_H
 #define KORCH_DOCKER_API_H
@@ -20,6 +29,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "korch/error.h"
+#include "korch/op.h"
+#include "korch/loop.h"
 
 typedef struct korch_docker korch_docker_t;
 
@@ -38,9 +49,11 @@ typedef struct {
 #define KORCH_DOCKER_DEFAULT_HOST "unix:///var/run/docker.sock"
 #define KORCH_DOCKER_MAX_REPLY (8u << 20)   /* default reply bound, bytes */
 
-/* A client for host (NULL = $DOCKER_HOST, else the default socket). Does not
-   connect yet. NULL + err for an unsupported or malformed host (ssh://). */
-korch_docker_t *korch_docker_new(const char *host, korch_err_t *err);
+/* A client for host (NULL = $DOCKER_HOST, else the default socket) whose
+   asynchronous requests run on loop (NULL: blocking requests only). Does not
+   connect yet. NULL + err for an unsupported or malformed host (ssh://).
+   Destroying it cancels its pending requests (their done is not called). */
+korch_docker_t *korch_docker_new(korch_loop_t *loop, const char *host, korch_err_t *err);
 
 void korch_docker_destroy(korch_docker_t **d);
 
@@ -73,6 +86,41 @@ korch_rc_t korch_docker_request_raw(korch_docker_t *d, const char *method, const
                                     korch_docker_reply_t *reply, korch_err_t *err);
 
 void korch_docker_reply_clear(korch_docker_reply_t *reply);
+
+/* ------------------------------------------------------------ asynchronous */
+
+/* The engine answered (rc KORCH_OK, whatever the HTTP status: look at
+   reply->status) or not (KORCH_E_DOCKER, KORCH_E_TIMEOUT, KORCH_E_TOOBIG;
+   reply empty). reply is the callee's: it is cleared after done returns
+   (take reply->json with json_incref, or steal reply->body and set it NULL). */
+typedef void(korch_docker_done_fn)(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *reply, void *arg);
+
+typedef struct {
+    long timeout_ms;            /* whole request; 0 = none (POST /wait), < 0 = the client's default */
+    size_t max_reply;           /* 0 = the client's bound */
+    bool take;                  /* raw: data is malloc'd and becomes the request's, even when the
+                                   call fails (no copy of a 64 MiB archive) */
+} korch_docker_async_opts_t;
+
+/* Send method path with a JSON body (copied; NULL = none). NULL + err when
+   it cannot even be started (no loop, out of memory). opts may be NULL. */
+korch_op_t *korch_docker_request_async(korch_docker_t *d, const char *method, const char *path, const json_t *body,
+                                       const korch_docker_async_opts_t *opts, korch_docker_done_fn *done, void *arg,
+                                       korch_err_t *err);
+
+/* The same with a raw body of len bytes (copied, then streamed: archive
+   uploads up to 64 MiB never stall the loop) sent as content_type; method
+   "HEAD" asks for the headers only. */
+korch_op_t *korch_docker_request_raw_async(korch_docker_t *d, const char *method, const char *path,
+                                           const char *content_type, const void *data, size_t len,
+                                           const korch_docker_async_opts_t *opts, korch_docker_done_fn *done,
+                                           void *arg, korch_err_t *err);
+
+/* Never destroy the client from inside a done callback (korch_docker_destroy
+   cancels what is pending: call it outside handlers, at exit). */
+
+/* How many asynchronous requests are in flight (for tests and metrics). */
+size_t korch_docker_pending(const korch_docker_t *d);
 
 /* The engine's own error text for a failed reply ({"message": ...}), else
    the body, else "HTTP <status>". Borrowed from reply. */

@@ -1,29 +1,62 @@
 /*  Launchers start kernel processes; the kernel client talks to them.
  *
- *  One small function table, one file per backend (src/launcher/local.c,
- *  src/launcher/docker.c, ...), the way curl keeps its TLS backends behind
- *  struct Curl_ssl. The client never knows which backend it has.
+ *  Every backend (src/launcher/local.c, sandbox.c, docker.c, swarm.c) sits
+ *  behind one private function table (src/launcher/backend.h); callers see
+ *  opaque handles and ask what a backend can do through its caps, never its
+ *  name.
  *
- *  Ownership: korch_launcher_start returns a korch_proc_t the caller owns and
- *  releases with korch_proc_destroy, which also removes what the backend made
- *  for it (a container, a log pipe). A launcher outlives its procs.
+ *  Asynchronous, with libuv's promises. Each operation takes a completion
+ *  callback and returns a korch_op_t handle:
+ *  - NULL + err when it fails at once; then done is NEVER called;
+ *  - otherwise done is called exactly once, on the launcher's loop, never
+ *    from inside the call that started the op (at least one loop round
+ *    later), and never after korch_op_cancel(&op);
+ *  - the handle is invalid once done ran (done receives nothing to free):
+ *    callers NULL their stored handle inside done. Cancelling from inside
+ *    any handler is safe.
+ *  - No op blocks the loop (no synchronous Engine API call, no waitpid
+ *    without WNOHANG, no sleep). Fork/exec (local, sandbox) is immediate.
  *
- *  Liveness: a backend either offers an exit_fd that becomes readable when the
- *  kernel ends (pidfd for local processes) or the client polls is_alive.
+ *  Ownership: a started (or adopted) proc is the caller's, released with
+ *  korch_proc_destroy, which never blocks and never runs the loop: it
+ *  cancels the proc's pending ops (their done is not called), kills the
+ *  kernel if it still runs and hands what must still be removed (a
+ *  container, a cgroup, mounts, the runtime dir's bounded tmpfs) to the
+ *  launcher, which finishes it in the background on the loop. A launcher
+ *  outlives its procs; korch_launcher_destroy finishes what is left (it may
+ *  block: call it at exit, outside handlers) and leaks nothing.
+ *
+ *  Threading: a launcher, its procs and ops belong to the thread running
+ *  their loop.
  */
 #ifndef KORCH_LAUNCHER_H
 #define KORCH_LAUNCHER_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include "korch/conn.h"
+#include "korch/conn.h"       /* plain data: endpoints and key */
 #include "korch/error.h"
-#include "korch/kernelspec.h"
+#include "korch/kernelspec.h" /* plain data: argv, env, metadata */
+#include "korch/loop.h"
+#include "korch/op.h"
 
-typedef struct korch_launcher korch_launcher_t;
-typedef struct korch_proc korch_proc_t;
+typedef struct korch_launcher korch_launcher_t; /* opaque outside src/launcher */
+typedef struct korch_proc korch_proc_t;         /* opaque outside src/launcher */
 
-/* What to start. Everything is borrowed for the duration of start(). */
+/* What a backend can do, so callers never test its name. */
+enum {
+    KORCH_LAUNCHER_CONFINED = 1 << 0,   /* model code does not run as a host process with the user's rights */
+    KORCH_LAUNCHER_ADOPTS = 1 << 1,     /* kernels outlive korch and can be re-adopted */
+    KORCH_LAUNCHER_HOST_FILES = 1 << 2, /* the work dir is a host directory korch can read (local, sandbox,
+                                           docker with a bind-mounted work dir) */
+};
+unsigned korch_launcher_caps(const korch_launcher_t *l);
+const char *korch_launcher_name(const korch_launcher_t *l); /* "local", "docker", ...: for messages only */
+korch_loop_t *korch_launcher_loop(const korch_launcher_t *l);
+/* The transport the backend needs for its kernels' channels: "ipc" or "tcp". */
+const char *korch_launcher_transport(korch_launcher_t *l);
+
+/* What to start. Copied by korch_launcher_start (strings and the conn). */
 typedef struct {
     const korch_kernelspec_t *spec;
     const korch_conn_t *conn;       /* endpoints as korch will connect to them; with ipc the
@@ -34,68 +67,128 @@ typedef struct {
     const char *kernel_id;          /* korch's id for the kernel (a uuid) */
 } korch_launch_t;
 
-typedef struct {
-    const char *name;               /* "local", "docker" */
-    /* transport the backend needs: "tcp" or "ipc" (docker uses ipc over a bind mount) */
-    const char *(*transport)(korch_launcher_t *self);
-    /* Start the kernel. Writes the connection file as the kernel must see it. */
-    korch_rc_t (*start)(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err);
-    /* fd readable when the kernel ends, or -1 if the client must poll is_alive. */
-    int (*exit_fd)(korch_proc_t *proc);
-    /* true while the kernel runs; when it ended, why (e.g. "exited 1",
-       "killed by signal 9", "out of memory (limit 1 GiB)") goes into why. */
-    bool (*is_alive)(korch_proc_t *proc, char *why, size_t whylen);
-    /* Deliver a signal to the kernel (its process group for local kernels). */
-    korch_rc_t (*signal)(korch_proc_t *proc, int sig, korch_err_t *err);
-    /* End the kernel now (SIGKILL) and wait until it is gone. */
-    void (*kill)(korch_proc_t *proc);
-    /* Last lines the kernel process printed outside the protocol (its stderr), or "". */
-    const char *(*log_tail)(korch_proc_t *proc);
-    /* Release the proc and what the backend made for it (kills it if still alive). */
-    void (*proc_free)(korch_proc_t *proc);
-    /* Release the launcher itself. */
-    void (*free)(korch_launcher_t *self);
-    /* Re-attach to a kernel this backend started for an earlier korch that
-       is gone, found by kernel id: fills conn (as korch connects to it) and
-       runtime_dir. NULL when the backend cannot (local kernels end with korch). */
-    korch_rc_t (*adopt)(korch_launcher_t *self, const char *kernel_id, korch_conn_t *conn, char *runtime_dir,
-                        size_t runtime_dir_len, korch_proc_t **out, korch_err_t *err);
-    /* Write a file into the kernel's working directory (name already checked
-       by korch_safe_relpath; parent directories are created). */
-    korch_rc_t (*put_file)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err);
-    /* Read a file from the kernel's working directory, at most max bytes:
-       *data is new (malloc) and NUL-terminated. */
-    korch_rc_t (*get_file)(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
-                           korch_err_t *err);
-} korch_launcher_ops_t;
+/* proc is the caller's on KORCH_OK (NULL otherwise). */
+typedef void(korch_proc_done_fn)(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg);
+typedef void(korch_op_done_fn)(korch_rc_t rc, const korch_err_t *err, void *arg);
+/* data (NUL-terminated, len bytes) is done's to free (free()); NULL on failure. */
+typedef void(korch_file_done_fn)(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg);
+/* why: "exited 1", "killed by signal 9", "out of memory (limit 1 GiB)", "node n2 is down". */
+typedef void(korch_exit_fn)(korch_proc_t *proc, const char *why, void *arg);
 
-/* Backends embed this as their first member. */
-struct korch_launcher {
-    const korch_launcher_ops_t *ops;
-};
+/* The backends. Constructors take the loop everything runs on. */
+korch_launcher_t *korch_launcher_local_new(korch_loop_t *loop, korch_err_t *err);
+/* docker.h: korch_launcher_docker_new(loop, opts, err); sandbox.h: korch_launcher_sandbox_new(loop, opts, err) */
 
-/* Backends embed this as their first member. */
-struct korch_proc {
-    korch_launcher_t *launcher;
-};
+/* Start a kernel: writes its connection file (as the kernel must see it)
+   and starts it; done gets the proc once the backend has it running (the
+   Jupyter handshake is the caller's). */
+korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req, korch_proc_done_fn *done, void *arg,
+                                 korch_err_t *err);
 
-/* The local backend: fork/exec of the kernelspec argv in its own process group. */
-korch_launcher_t *korch_launcher_local_new(void);
+/* Re-attach to a kernel this backend started for an earlier korch that is
+   gone, found by kernel id (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
+   KORCH_E_STATE). The conn (as korch connects to it) and the runtime dir are
+   read from the proc afterwards. */
+korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
+                                 korch_err_t *err);
 
-/* Convenience wrappers over ops. */
-korch_rc_t korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err);
-korch_rc_t korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_conn_t *conn, char *runtime_dir,
-                                size_t runtime_dir_len, korch_proc_t **out, korch_err_t *err);
-void korch_launcher_destroy(korch_launcher_t **l);
-int korch_proc_exit_fd(korch_proc_t *p);
-bool korch_proc_is_alive(korch_proc_t *p, char *why, size_t whylen);
-korch_rc_t korch_proc_signal(korch_proc_t *p, int sig, korch_err_t *err);
-void korch_proc_kill(korch_proc_t *p);
+/* What korch connects to (borrowed from p): for a started proc the conn of
+   the request, for an adopted one what the backend found. */
+const korch_conn_t *korch_proc_conn(const korch_proc_t *p);
+const char *korch_proc_runtime_dir(const korch_proc_t *p);
+korch_launcher_t *korch_proc_launcher(const korch_proc_t *p);
+
+/* Exit notification (pidfd poller, docker wait, swarm task state): fn is
+   called once when the kernel ends, on the loop, never from inside this
+   call. A later call replaces fn; fn NULL stops the notification. */
+void korch_proc_on_exit(korch_proc_t *p, korch_exit_fn *fn, void *arg);
+/* Has the end been seen (and why, borrowed, "" while alive)? */
+bool korch_proc_exited(const korch_proc_t *p);
+const char *korch_proc_exit_why(const korch_proc_t *p);
+
+/* Deliver a signal (the kernel's process group for local kernels). A kernel
+   already gone is KORCH_E_DIED (at once or through done). */
+/* done may be NULL in every op below: fire and forget (the op still ends
+   with its proc). */
+korch_op_t *korch_proc_signal(korch_proc_t *p, int sig, korch_op_done_fn *done, void *arg, korch_err_t *err);
+/* End the kernel now (SIGKILL); done once it is gone (its exit fn runs
+   before done). A kernel already gone: done with KORCH_OK. */
+korch_op_t *korch_proc_kill(korch_proc_t *p, korch_op_done_fn *done, void *arg, korch_err_t *err);
+/* Write a file into the kernel's working directory (name must pass
+   korch_safe_relpath; parent directories are created; data is copied). */
+korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                korch_op_done_fn *done, void *arg, korch_err_t *err);
+/* Read a file from the kernel's working directory, at most max bytes. */
+korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
+                                korch_err_t *err);
+/* Last lines the kernel printed outside the protocol (its stderr), or "".
+   Never blocks: docker's is what the log stream delivered so far. */
 const char *korch_proc_log_tail(korch_proc_t *p);
+
+/* korch_op_cancel(&op) (korch/op.h): its done is never called. */
+
 void korch_proc_destroy(korch_proc_t **p);
-korch_rc_t korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len, korch_err_t *err);
-korch_rc_t korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
-                               korch_err_t *err);
+void korch_launcher_destroy(korch_launcher_t **l);
+
+/* Work of a caller that must end before the launcher does (a kernel that
+   korch_kernel_destroy detached, tearing itself down on the loop): at
+   korch_launcher_destroy, finish(arg) is called for each one still there
+   (it may run the loop). Returns a handle for korch_launcher_undefer (call
+   it when the work ended by itself), NULL when out of memory. */
+void *korch_launcher_defer(korch_launcher_t *l, void (*finish)(void *arg), void *arg);
+void korch_launcher_undefer(korch_launcher_t *l, void *handle);
+
+/* Blocking conveniences for the CLI and tests only (never from a handler:
+   they run the loop until their op is done). */
+korch_rc_t korch_launcher_start_wait(korch_launcher_t *l, const korch_launch_t *req, korch_proc_t **out,
+                                     korch_err_t *err);
+korch_rc_t korch_launcher_adopt_wait(korch_launcher_t *l, const char *kernel_id, korch_proc_t **out,
+                                     korch_err_t *err);
+korch_rc_t korch_proc_signal_wait(korch_proc_t *p, int sig, korch_err_t *err);
+korch_rc_t korch_proc_kill_wait(korch_proc_t *p, korch_err_t *err);
+korch_rc_t korch_proc_put_file_wait(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                    korch_err_t *err);
+/* *data is new (malloc), NUL-terminated. */
+korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
+                                    korch_err_t *err);
+/* TRANSITIONAL, for src/server/agents.c until it uses the ops above: the
+   old blocking file calls. They never run the loop (so they work inside a
+   handler) but the docker backend blocks on the Engine API meanwhile. */
+korch_rc_t korch_proc_put_file_sync(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                    korch_err_t *err);
+korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
+                                    korch_err_t *err);
+
+/* Run the loop until p's end is seen or timeout_ms passes (-1 = never). */
+bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms);
+
+/* Choosing a launcher (the CLI's --launcher and its knobs). */
+typedef struct {
+    const char *name;       /* auto | docker | sandbox | local (NULL = auto: docker when the engine
+                               answers and the image is there, else sandbox, else refuse) */
+    const char *kernel;     /* kernelspec, for the default image korch-kernel-<kernel>:latest */
+    const char *image;      /* overrides the default image */
+    double memory_mb, cpus; /* 0 = the launcher's defaults */
+    long pids;
+    const char *workdir;    /* host dir mounted as the kernel's cwd (docker, sandbox) */
+    bool workdir_from_cwd;  /* mount the kernel's cwd (the request's) */
+    bool give_workdir;      /* that dir is korch's own: hand it to the kernel's uid */
+    double workdir_mb;      /* size bound of the kernel's work dir (0 = the launcher's 512 MiB) */
+    const char *instance;   /* korch instance label */
+    bool quiet;             /* do not say what auto picked (local's note is said anyway) */
+} korch_launcher_choice_t;
+
+/* The launcher c asks for, or NULL + err: an unknown name, the named one
+   not working here, or auto finding neither docker nor the sandbox (the
+   message says how to get either: auto never falls back to an unconfined
+   kernel). "local" says once on stderr what it means. */
+korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher_choice_t *c, korch_err_t *err);
+
+/* Remove what korch instances that are gone (their runtime dirs are in our
+   runtime base, their lock is free) left behind: containers (docker) and
+   sandbox cgroups, so a korch killed with -9 leaks nothing past the next
+   start. mine is this korch's instance. Blocking: call it at start-up. */
+void korch_launcher_sweep(korch_launcher_t *l, const char *mine);
 
 /* Is name a relative path that stays inside a directory (no "..", no
    leading "/", no empty or "." parts, no NUL, at most 1024 bytes)? */

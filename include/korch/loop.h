@@ -13,8 +13,15 @@
  *  deadlines and everything may be cancelled from inside any handler.
  *
  *  Handlers return 0, or -1 to make the current korch_loop_run return (as
- *  korch_loop_break does). korch_loop_run is not reentrant: do not call a
- *  *_wait function from inside a handler.
+ *  korch_loop_break does). korch_loop_run is not reentrant: calling it (or
+ *  a *_wait function, which does) from inside a handler aborts the process
+ *  with a message naming the mistake, since a nested round would run
+ *  handlers of the outer one again under its feet.
+ *
+ *  Guarantees, tested in tests/test_loop.c: any handler may add or remove
+ *  any reader, poller or timer (itself and others, during a round too); a
+ *  removed entry's handler is never called after its removal; timers keep
+ *  absolute deadlines whatever the rest of the loop does.
  */
 #ifndef KORCH_LOOP_H
 #define KORCH_LOOP_H
@@ -28,6 +35,10 @@ typedef struct korch_loop korch_loop_t;
 typedef int (korch_reader_fn)(korch_loop_t *loop, zsock_t *sock, void *arg);
 typedef int (korch_poller_fn)(korch_loop_t *loop, int fd, void *arg);
 typedef int (korch_timer_fn)(korch_loop_t *loop, int timer_id, void *arg);
+/* revents: what fd is ready for (KORCH_POLL_* bits). */
+typedef int (korch_poller_ev_fn)(korch_loop_t *loop, int fd, unsigned revents, void *arg);
+
+enum { KORCH_POLL_IN = 1u << 0, KORCH_POLL_OUT = 1u << 1, KORCH_POLL_ERR = 1u << 2 };
 
 korch_loop_t *korch_loop_new(void);
 void korch_loop_destroy(korch_loop_t **loop);
@@ -39,6 +50,12 @@ void korch_loop_reader_end(korch_loop_t *loop, zsock_t *sock);
 /* Call handler when fd is readable. One registration per fd. */
 int korch_loop_poller(korch_loop_t *loop, int fd, korch_poller_fn *handler, void *arg);
 void korch_loop_poller_end(korch_loop_t *loop, int fd);
+
+/* Call handler when fd is ready for events (KORCH_POLL_IN and/or
+   KORCH_POLL_OUT; errors are always reported, as KORCH_POLL_ERR). Calling
+   it again for the same fd replaces the interest and the handler (what
+   libcurl's socket callback needs); korch_loop_poller_end removes it. */
+int korch_loop_poller_ev(korch_loop_t *loop, int fd, unsigned events, korch_poller_ev_fn *handler, void *arg);
 
 /* Call handler every delay_ms, times times (0 = until cancelled). Returns a
    timer id (> 0). Cancelling an unknown or finished id is harmless. */
@@ -56,6 +73,9 @@ int korch_loop_rc(korch_loop_t *loop);
    handlers), timeout_ms passes (-1 = never) or, with done NULL, until a
    handler breaks. Returns true when done(arg) held. */
 bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms);
+
+/* Is korch_loop_run running on this loop (so the caller is a handler)? */
+bool korch_loop_running(const korch_loop_t *loop);
 
 /* Monotonic milliseconds. */
 int64_t korch_now_ms(void);

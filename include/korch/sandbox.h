@@ -71,7 +71,7 @@ void korch_sandbox_opts_init(korch_sandbox_opts_t *opts);
    bwrap is there, cgroups can be made, and a trivial sandbox starts (user
    namespaces may be off): else NULL with the reason in err, e.g. "sandbox
    unavailable: bwrap: No permissions to create a new namespace ...". */
-korch_launcher_t *korch_launcher_sandbox_new(const korch_sandbox_opts_t *opts, korch_err_t *err);
+korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_sandbox_opts_t *opts, korch_err_t *err);
 
 /* Kill and remove what korch instances that are gone left in their
    cgroups (alive: e.g. korch_instance_alive; gone, may be NULL, is told of

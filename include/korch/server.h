@@ -77,7 +77,8 @@ typedef struct {
 /* Listen and serve on loop. NULL + err when it cannot listen. */
 korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *opts, korch_err_t *err);
 
-/* Close every connection and shut every kernel down (runs the loop for that). */
+/* Close every connection and shut every kernel down (runs the loop for
+   that: call it outside the loop's handlers). */
 void korch_server_destroy(korch_server_t **s);
 
 /* The port it listens on (the real one when opts.port was 0). */
@@ -87,8 +88,8 @@ int korch_server_port(const korch_server_t *s);
 const char *korch_server_token(const korch_server_t *s);
 
 /* Run the loop until quit(arg) holds (checked after every round; a handler
-   that breaks the loop makes it check). Deferred work - kernels being shut
-   down, which runs the loop itself - happens here, between rounds. */
+   that breaks the loop makes it check). Nothing waits for between rounds:
+   kernels are shut down on the loop without blocking it. */
 void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg);
 
 #endif

@@ -565,27 +565,29 @@ static int s_main(const char *cmd, int argc, char **argv)
         }
     } else
         s_default_session(session, sizeof session);
+    loop = korch_loop_new();
+    if (!loop)
+        goto out;
     if (strcmp(c.launcher_name, "local") != 0) {
         inst = korch_instance_new(NULL, &err);
         if (!inst) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
-        korch_cli_launcher_opts_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
-                                         .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids,
-                                         .workdir_from_cwd = true,
-                                         .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json,
-                                         .workdir_mb = c.workdir_mb};
-        launcher = korch_cli_launcher(&clo, &err);
-        if (!launcher && err.rc) {
+        korch_launcher_choice_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
+                                       .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids,
+                                       .workdir_from_cwd = true,
+                                       .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json,
+                                       .workdir_mb = c.workdir_mb};
+        launcher = korch_launcher_choose(loop, &clo, &err);
+        if (!launcher) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
-        korch_cli_sweep(launcher, korch_instance_name(inst));
+        korch_launcher_sweep(launcher, korch_instance_name(inst));
     } else {
-        korch_cli_launcher(&(korch_cli_launcher_opts_t){.name = "local"}, &err); /* says what local means */
+        launcher = korch_launcher_choose(loop, &(korch_launcher_choice_t){.name = "local"}, &err); /* says what local means */
     }
-    loop = korch_loop_new();
     int sigfd = korch_cli_signal_pipe();
     korch_loop_poller(loop, sigfd, s_on_signal, &c);
     korch_agent_opts_t ao = {

@@ -28,25 +28,7 @@ bool korch_cli_stop_on_signal(korch_loop_t *loop, bool *quit);
 /* A korch_loop_run condition: the bool that flag points to. */
 bool korch_cli_flag_set(void *flag);
 
-typedef struct {
-    const char *name;       /* auto | docker | sandbox | local (NULL = auto) */
-    const char *kernel;     /* kernelspec, for the default image korch-kernel-<kernel>:latest */
-    const char *image;      /* overrides the default image */
-    double memory_mb, cpus; /* 0 = the launcher's defaults */
-    long pids;
-    const char *workdir;    /* host dir mounted as the kernel's cwd (docker, sandbox) */
-    bool workdir_from_cwd;  /* mount the kernel's cwd (the request's) */
-    bool give_workdir;      /* that dir is korch's own: hand it to the kernel's uid */
-    double workdir_mb;      /* size bound of the kernel's work dir (0 = the launcher's 512 MiB) */
-    const char *instance;   /* korch instance label */
-    bool quiet;             /* do not say what auto picked (local's note is said anyway) */
-} korch_cli_launcher_opts_t;
-
-/* The launcher the options ask for. NULL with err unset means local (the
-   kernel makes its own; stderr says once that it runs unconfined); NULL
-   with err set is a failure to report (auto: neither docker nor the
-   sandbox works here, and how to get one). */
-korch_launcher_t *korch_cli_launcher(const korch_cli_launcher_opts_t *o, korch_err_t *err);
+/* Choosing a launcher: korch_launcher_choose and korch_launcher_sweep (launcher.h). */
 
 /* --env NAME / --env NAME=VALUE: a variable every kernel gets (env.h;
    kernels never inherit korch's whole environment). The option's code in
@@ -65,13 +47,5 @@ bool korch_cli_env_opt(const char *cmd, const char *arg);
    '#' comments and quoted values are understood. Returns how many were set;
    a missing file is 0, a line it cannot read is warned about and skipped. */
 int korch_cli_load_dotenv(const char *path);
-
-/* "docker", "sandbox" or "local" (l NULL). */
-const char *korch_cli_launcher_name(const korch_launcher_t *l);
-
-/* Remove the containers (docker) or cgroups (sandbox) of korch instances
-   (in our runtime base) that are gone, so a korch killed with -9 leaks
-   nothing past the next start. */
-void korch_cli_sweep(korch_launcher_t *l, const char *mine);
 
 #endif

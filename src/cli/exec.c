@@ -377,15 +377,15 @@ int korch_cmd_exec(int argc, char **argv)
             fprintf(stderr, "korch exec: %s\n", err.msg);
             goto out;
         }
-        korch_cli_launcher_opts_t lo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
-                                        .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids, .workdir = c.cwd,
-                                        .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
-        launcher = korch_cli_launcher(&lo, &err);
-        if (!launcher && err.rc) {
+        korch_launcher_choice_t lo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
+                                      .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids, .workdir = c.cwd,
+                                      .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
+        launcher = korch_launcher_choose(c.loop, &lo, &err);
+        if (!launcher) {
             fprintf(stderr, "korch exec: %s\n", err.msg);
             goto out;
         }
-        korch_cli_sweep(launcher, korch_instance_name(inst));
+        korch_launcher_sweep(launcher, korch_instance_name(inst));
     }
     korch_kernel_opts_t ko = {
         .launcher = launcher,

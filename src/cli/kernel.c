@@ -97,16 +97,19 @@ int korch_cmd_kernel(int argc, char **argv)
         fprintf(stderr, "korch kernel: %s\n", err.msg);
         goto out;
     }
-    korch_cli_launcher_opts_t lo = {.name = launcher_name, .kernel = kernel_name, .image = image,
-                                    .memory_mb = memory_mb, .cpus = cpus, .pids = pids, .workdir = cwd,
-                                    .instance = korch_instance_name(inst)};
-    launcher = korch_cli_launcher(&lo, &err);
-    if (!launcher && err.rc) {
+    loop = korch_loop_new();
+    if (!loop)
+        goto out;
+    korch_launcher_choice_t lo = {.name = launcher_name, .kernel = kernel_name, .image = image,
+                                  .memory_mb = memory_mb, .cpus = cpus, .pids = pids, .workdir = cwd,
+                                  .instance = korch_instance_name(inst)};
+    launcher = korch_launcher_choose(loop, &lo, &err);
+    if (!launcher) {
         fprintf(stderr, "korch kernel: %s\n", err.msg);
         goto out;
     }
-    if (launcher) {
-        korch_cli_sweep(launcher, korch_instance_name(inst));
+    korch_launcher_sweep(launcher, korch_instance_name(inst));
+    if (korch_launcher_is_docker(launcher)) {
         /* Our own kernel from a previous life of this instance? */
         mine = korch_docker_list(launcher, korch_instance_name(inst), &err);
         size_t i;
@@ -118,7 +121,6 @@ int korch_cmd_kernel(int argc, char **argv)
                 snprintf(kid, sizeof kid, "%s", id);
         }
     }
-    loop = korch_loop_new();
     korch_cli_stop_on_signal(loop, &quit);
     korch_kernel_opts_t ko = {.kernelspec = kernel_name, .launcher = launcher, .cwd = cwd};
     if (kid[0]) {
@@ -161,7 +163,7 @@ int korch_cmd_kernel(int argc, char **argv)
     }
     korch_kernel_set_callbacks(k, &(korch_kernel_cb_t){.on_state = s_on_state});
     fprintf(stderr, "korch: kernel %s %s (%s launcher, instance '%s')\n", korch_kernel_id(k),
-            adopted ? "re-adopted: its variables are kept" : "started", korch_cli_launcher_name(launcher),
+            adopted ? "re-adopted: its variables are kept" : "started", korch_launcher_name(launcher),
             korch_instance_name(inst));
     printf("%s\n", conn_path);
     fflush(stdout);

@@ -205,18 +205,17 @@ int korch_cmd_serve(int argc, char **argv)
         fprintf(stderr, "korch serve: %s\n", err.msg);
         goto out;
     }
-    korch_cli_launcher_opts_t lo = {.name = launcher_name, .kernel = kernel, .image = image, .memory_mb = memory_mb,
-                                    .cpus = cpus, .pids = pids, .instance = korch_instance_name(inst)};
-    launcher = korch_cli_launcher(&lo, &err);
-    if (!launcher && err.rc) {
-        fprintf(stderr, "korch serve: %s\n", err.msg);
-        goto out;
-    }
-    if (launcher)
-        korch_cli_sweep(launcher, korch_instance_name(inst));
     loop = korch_loop_new();
     if (!loop)
         goto out;
+    korch_launcher_choice_t lo = {.name = launcher_name, .kernel = kernel, .image = image, .memory_mb = memory_mb,
+                                  .cpus = cpus, .pids = pids, .instance = korch_instance_name(inst)};
+    launcher = korch_launcher_choose(loop, &lo, &err);
+    if (!launcher) {
+        fprintf(stderr, "korch serve: %s\n", err.msg);
+        goto out;
+    }
+    korch_launcher_sweep(launcher, korch_instance_name(inst));
     korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .launcher = launcher, .kernel = kernel,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
                               .max_upload = max_upload, .max_body_total = max_body_total,
@@ -238,7 +237,7 @@ int korch_cmd_serve(int argc, char **argv)
     printf("http://%s:%d/%s%s\n", host, korch_server_port(srv), *tok ? "?token=" : "", tok);
     fflush(stdout);
     fprintf(stderr, "korch: serving the Jupyter kernel API on http://%s:%d/ (%s launcher)%s\n", host,
-            korch_server_port(srv), korch_cli_launcher_name(launcher),
+            korch_server_port(srv), korch_launcher_name(launcher),
             *tok ? "" : "; authentication is OFF: anyone who can connect can run code");
     korch_server_run(srv, korch_cli_flag_set, &quit);
     fprintf(stderr, "korch: shutting down\n");

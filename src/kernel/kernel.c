@@ -71,10 +71,10 @@ struct korch_kernel {
     int ready_timer;
     json_t *info;
     korch_err_t start_err;
+    /* the launcher's pending start or adopt */
+    korch_op_t *launch_op;
+    bool launched;                  /* korch starts (or adopted) it: not attached with opts.existing */
     /* liveness */
-    int exit_fd;
-    bool exit_polled;
-    int alive_timer;
     int hb_timer;
     bool hb_waiting;
     int hb_missed;
@@ -84,13 +84,18 @@ struct korch_kernel {
     int stop_timer;
     char stop_reason[256];
     int restarts;
+    bool detached;                  /* destroyed from a handler: tears down, then frees itself */
+    void *deferred;                 /* korch_launcher_defer handle while detached (borrowed launcher) */
+    int free_timer;
     /* executions */
     zlistx_t *pending;              /* korch_exec_t*, not owned */
 };
 
 #define RESTART_BUSY_WAIT_MS 1000 /* see s_stop_begin */
+#define S_KILL_WAIT_MS 10000      /* after SIGKILL, for the exit notification */
 
 static void s_launch(korch_kernel_t *k);
+static void s_free(korch_kernel_t *k);
 static void s_on_death(korch_kernel_t *k, const char *why);
 static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason);
 
@@ -108,6 +113,15 @@ const char *korch_exec_status_name(korch_exec_status_t s)
     return (unsigned)s <= KORCH_EXEC_DIED ? names[s] : "unknown";
 }
 
+/* A detached kernel whose teardown is over. */
+static int s_on_free_timer(korch_loop_t *z, int timer_id, void *arg)
+{
+    korch_kernel_t *k = arg;
+    k->free_timer = -1;
+    s_free(k);
+    return 0;
+}
+
 static void s_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail)
 {
     if (k->state == st)
@@ -117,6 +131,8 @@ static void s_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *
     if (k->cb.on_state)
         k->cb.on_state(k, st, detail, k->cb.arg);
     korch_loop_break(k->loop);
+    if (k->detached && k->free_timer < 0 && (st == KORCH_KERNEL_STOPPED || st == KORCH_KERNEL_DEAD))
+        k->free_timer = korch_loop_timer(k->loop, 0, 1, s_on_free_timer, k);
 }
 
 /* ------------------------------------------------------------- executions */
@@ -279,6 +295,10 @@ static void s_flush_unsent(korch_kernel_t *k)
 
 static void s_send(korch_kernel_t *k, korch_channel_t ch, const char *type, json_t *content)
 {
+    if (!k->session || !k->sock[ch]) { /* channels not open yet (adopting) */
+        json_decref(content);
+        return;
+    }
     korch_msg_t *msg = korch_msg_new(type, content);
     korch_err_t err = {0};
     if (msg && korch_session_send(k->session, k->sock[ch], &msg, &err) != KORCH_OK)
@@ -612,62 +632,40 @@ static int s_on_hb_timer(korch_loop_t *z, int timer_id, void *arg)
 
 /* --------------------------------------------------------------- liveness */
 
+static void s_on_proc_exit(korch_proc_t *proc, const char *why, void *arg)
+{
+    korch_kernel_t *k = arg;
+    if (proc == k->proc)
+        s_on_death(k, why);
+}
+
+static void s_watch(korch_kernel_t *k) { korch_proc_on_exit(k->proc, s_on_proc_exit, k); }
+
 static void s_unwatch(korch_kernel_t *k)
 {
-    if (k->exit_polled) {
-        korch_loop_poller_end(k->loop, k->exit_fd);
-        k->exit_polled = false;
-    }
-    if (k->alive_timer >= 0)
-        korch_loop_timer_end(k->loop, k->alive_timer);
-    k->alive_timer = -1;
+    if (k->proc)
+        korch_proc_on_exit(k->proc, NULL, NULL);
 }
 
-/* true while the kernel lives; on death, handles it. */
-static bool s_check_alive(korch_kernel_t *k)
+/* Signals and kills whose outcome only matters to the log. */
+static void s_on_signal_done(korch_rc_t rc, const korch_err_t *err, void *arg)
 {
-    char why[256];
-    if (k->proc && !korch_proc_is_alive(k->proc, why, sizeof why)) {
-        s_on_death(k, why);
-        return false;
-    }
-    return true;
+    if (rc)
+        korch_debug("kernel signal: %s", err ? err->msg : korch_strerror(rc));
 }
 
-static int s_on_alive_timer(korch_loop_t *z, int timer_id, void *arg);
-
-static int s_on_exit_fd(korch_loop_t *z, int fd, void *arg)
+static void s_signal(korch_kernel_t *k, int sig)
 {
-    korch_kernel_t *k = arg;
-    if (s_check_alive(k)) {
-        /* Readable but alive (e.g. dockerd restarted under its wait call):
-           a level-triggered fd would spin, so poll from now on. */
-        korch_loop_poller_end(z, k->exit_fd);
-        k->exit_polled = false;
-        k->alive_timer = korch_loop_timer(z, k->opts.hb_interval_ms, 0, s_on_alive_timer, k);
-    }
-    return korch_loop_rc(k->loop);
+    korch_err_t err = {0};
+    if (k->proc && !korch_proc_signal(k->proc, sig, s_on_signal_done, NULL, &err))
+        korch_debug("kernel %.8s: signal %d: %s", k->id, sig, err.msg);
 }
 
-static int s_on_alive_timer(korch_loop_t *z, int timer_id, void *arg)
+static void s_kill(korch_kernel_t *k)
 {
-    korch_kernel_t *k = arg;
-    s_check_alive(k);
-    return korch_loop_rc(k->loop);
-}
-
-static void s_watch(korch_kernel_t *k)
-{
-    s_unwatch(k);
-    k->exit_fd = korch_proc_exit_fd(k->proc);
-    if (k->exit_fd >= 0) {
-        if (korch_loop_poller(k->loop, k->exit_fd, s_on_exit_fd, k) == 0) {
-            k->exit_polled = true;
-            return;
-        }
-    }
-    int period = k->stop_phase != STOP_NONE ? 100 : k->opts.hb_interval_ms;
-    k->alive_timer = korch_loop_timer(k->loop, period, 0, s_on_alive_timer, k);
+    korch_err_t err = {0};
+    if (k->proc && !korch_proc_kill(k->proc, s_on_signal_done, NULL, &err))
+        korch_warn("kernel %.8s: cannot kill it: %s", k->id, err.msg);
 }
 
 /* ------------------------------------------------------------- start, ready */
@@ -724,7 +722,11 @@ static int s_on_ready_timer(korch_loop_t *z, int timer_id, void *arg)
         snprintf(why, sizeof why, "did not become ready within %d s", k->opts.start_timeout_ms / 1000);
         if (k->proc) {
             s_start_failed(k, why);
-            korch_proc_kill(k->proc);
+            s_kill(k);
+        } else if (k->launch_op) {
+            korch_op_cancel(&k->launch_op);
+            korch_err_set(&k->start_err, KORCH_E_TIMEOUT, "cannot start kernel '%s': the launcher did not start it within %d s",
+                          k->spec ? k->spec->name : "?", k->opts.start_timeout_ms / 1000);
         } else
             korch_err_set(&k->start_err, KORCH_E_TIMEOUT, "kernel at '%s' did not answer within %d s", k->conn.ip,
                           k->opts.start_timeout_ms / 1000);
@@ -733,6 +735,8 @@ static int s_on_ready_timer(korch_loop_t *z, int timer_id, void *arg)
         s_set_state(k, KORCH_KERNEL_DEAD, k->start_err.msg);
         return korch_loop_rc(k->loop);
     }
+    if (!k->session)
+        return korch_loop_rc(k->loop); /* adopting: the channels open with the proc */
     /* No reply yet: ask again each second (the first may predate the
        kernel's sockets). Replied but iopub silent: each request makes the
        kernel publish busy/idle, so ask until the subscription catches one. */
@@ -755,6 +759,24 @@ static void s_begin_ready(korch_kernel_t *k)
     k->ready_timer = korch_loop_timer(k->loop, 50, 0, s_on_ready_timer, k);
 }
 
+static void s_on_started(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    korch_kernel_t *k = arg;
+    k->launch_op = NULL;
+    if (rc) {
+        const char *msg = err ? err->msg : korch_strerror(rc);
+        korch_err_set(&k->start_err, rc, "%s", msg);
+        if (k->ready_timer >= 0)
+            korch_loop_timer_end(k->loop, k->ready_timer);
+        k->ready_timer = -1;
+        s_fail_pending(k, msg, false);
+        s_set_state(k, KORCH_KERNEL_DEAD, msg);
+        return;
+    }
+    k->proc = proc;
+    s_watch(k);
+}
+
 static void s_launch(korch_kernel_t *k)
 {
     korch_launch_t req = {
@@ -766,14 +788,17 @@ static void s_launch(korch_kernel_t *k)
         .kernel_id = k->id,
     };
     korch_err_t err = {0};
+    s_unwatch(k);
     korch_proc_destroy(&k->proc);
-    if (korch_launcher_start(k->launcher, &req, &k->proc, &err) != KORCH_OK) {
+    korch_op_cancel(&k->launch_op);
+    k->launch_op = korch_launcher_start(k->launcher, &req, s_on_started, k, &err);
+    if (!k->launch_op) {
         korch_err_set(&k->start_err, err.rc, "%s", err.msg);
         s_fail_pending(k, err.msg, false);
         s_set_state(k, KORCH_KERNEL_DEAD, err.msg);
         return;
     }
-    s_watch(k);
+    /* kernel_info goes out now: zeromq keeps it until the kernel binds */
     s_begin_ready(k);
 }
 
@@ -803,7 +828,7 @@ static void s_on_death(korch_kernel_t *k, const char *why)
         s_stop_timers(k);
         k->stop_phase = STOP_NONE;
         s_fail_pending(k, k->stop_reason, restart);
-        if (restart && k->proc) {
+        if (restart && k->launched) {
             k->restarts++;
             s_set_state(k, KORCH_KERNEL_RESTARTING, k->stop_reason);
             s_launch(k);
@@ -811,7 +836,7 @@ static void s_on_death(korch_kernel_t *k, const char *why)
             s_set_state(k, KORCH_KERNEL_STOPPED, k->stop_reason);
         return;
     }
-    if (!k->ever_ready && k->proc) {
+    if (!k->ever_ready && k->launched) {
         s_start_failed(k, why);
         s_fail_pending(k, k->start_err.msg, false);
         s_set_state(k, KORCH_KERNEL_DEAD, k->start_err.msg);
@@ -825,7 +850,7 @@ static void s_on_death(korch_kernel_t *k, const char *why)
         korch_info("kernel %.8s: %s", k->id, detail);
     else
         korch_warn("kernel %.8s: %s", k->id, detail);
-    bool restart = k->proc && !k->opts.no_auto_restart;
+    bool restart = k->launched && !k->opts.no_auto_restart;
     s_fail_pending(k, detail, restart);
     if (restart) {
         k->restarts++;
@@ -843,19 +868,24 @@ static int s_on_stop_timer(korch_loop_t *z, int timer_id, void *arg)
     k->stop_timer = -1;
     int half = k->opts.shutdown_grace_ms / 2;
     if (!k->proc) {
-        s_on_death(k, "shut down (no reply)");
+        s_on_death(k, k->launched ? "shut down (before it ran)" : "shut down (no reply)");
         return korch_loop_rc(k->loop);
     }
     if (k->stop_phase == STOP_SHUTDOWN) {
         k->stop_phase = STOP_TERM;
         korch_debug("kernel %.8s: no exit after shutdown_request; SIGTERM", k->id);
-        korch_proc_signal(k->proc, SIGTERM, NULL);
+        s_signal(k, SIGTERM);
         k->stop_timer = korch_loop_timer(z, half, 1, s_on_stop_timer, k);
-    } else {
+    } else if (k->stop_phase == STOP_TERM) {
         k->stop_phase = STOP_KILL;
         korch_debug("kernel %.8s: still there after SIGTERM; SIGKILL", k->id);
-        korch_proc_kill(k->proc);
-        s_check_alive(k);
+        s_kill(k);
+        /* the end comes through the exit notification; if even that fails
+           (the engine is gone), give up on it after a while */
+        k->stop_timer = korch_loop_timer(z, S_KILL_WAIT_MS, 1, s_on_stop_timer, k);
+    } else {
+        korch_warn("kernel %.8s: no end seen %d s after SIGKILL", k->id, S_KILL_WAIT_MS / 1000);
+        s_on_death(k, "killed");
     }
     return korch_loop_rc(k->loop);
 }
@@ -888,15 +918,8 @@ static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason)
     if (restart && busy && wait > RESTART_BUSY_WAIT_MS)
         wait = RESTART_BUSY_WAIT_MS;
     k->stop_timer = korch_loop_timer(k->loop, wait, 1, s_on_stop_timer, k);
-    if (k->proc) {
-        char why[256];
-        if (!korch_proc_is_alive(k->proc, why, sizeof why))
-            s_on_death(k, why);
-        else if (!k->exit_polled) {
-            s_unwatch(k);
-            k->alive_timer = korch_loop_timer(k->loop, 100, 0, s_on_alive_timer, k);
-        }
-    }
+    if (k->proc && korch_proc_exited(k->proc))
+        s_on_death(k, korch_proc_exit_why(k->proc));
 }
 
 /* ------------------------------------------------------------ public API */
@@ -927,6 +950,48 @@ static korch_rc_t s_make_runtime_dir(korch_kernel_t *k, korch_err_t *err)
     return KORCH_OK;
 }
 
+/* The session (the key) and the channels, once the connection is known. */
+static korch_rc_t s_open(korch_kernel_t *k, korch_err_t *err)
+{
+    /* The wire layer leaves out what outputs.c would drop anyway. */
+    korch_session_limits_t lim = {.max_stream_text = k->opts.max_stream_bytes,
+                                  .max_rich_content = k->opts.max_rich_bytes};
+    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
+    if (!k->session)
+        return korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
+    for (int ch = 0; ch < KORCH_CH_HB; ch++)
+        if (s_connect(k, (korch_channel_t)ch, err) != KORCH_OK)
+            return err ? err->rc : KORCH_E_IO;
+    return KORCH_OK;
+}
+
+/* Someone's running kernel, state and all: watch it and handshake. */
+static void s_on_adopted(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    korch_kernel_t *k = arg;
+    korch_err_t e = {0};
+    k->launch_op = NULL;
+    if (rc == KORCH_OK) {
+        k->proc = proc;
+        k->conn = *korch_proc_conn(proc);
+        snprintf(k->runtime_dir, sizeof k->runtime_dir, "%s", korch_proc_runtime_dir(proc));
+        rc = s_open(k, &e);
+        err = &e;
+    }
+    if (rc) {
+        const char *msg = err && err->rc ? err->msg : korch_strerror(rc);
+        korch_err_set(&k->start_err, rc, "%s", msg);
+        if (k->ready_timer >= 0)
+            korch_loop_timer_end(k->loop, k->ready_timer);
+        k->ready_timer = -1;
+        s_fail_pending(k, msg, false);
+        s_set_state(k, KORCH_KERNEL_DEAD, msg);
+        return;
+    }
+    s_watch(k);
+    s_begin_ready(k);
+}
+
 korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *opts, korch_err_t *err)
 {
     korch_kernel_t *k = calloc(1, sizeof *k);
@@ -954,8 +1019,7 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         o.max_session_rich_bytes = o.max_rich_bytes > (32u << 20) ? 4 * o.max_rich_bytes : 128u << 20;
     k->opts = o;
     k->loop = loop;
-    k->ready_timer = k->alive_timer = k->hb_timer = k->stop_timer = -1;
-    k->exit_fd = -1;
+    k->ready_timer = k->hb_timer = k->stop_timer = k->free_timer = -1;
     k->state = KORCH_KERNEL_STARTING;
     k->pending = zlistx_new();
     k->env = s_copy_strv(o.env);
@@ -986,28 +1050,30 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         if (o.launcher)
             k->launcher = o.launcher;
         else {
-            k->launcher = korch_launcher_local_new();
+            k->launcher = korch_launcher_local_new(loop, err);
             k->own_launcher = true;
         }
-        if (!k->launcher) {
-            korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        if (!k->launcher)
             goto fail;
-        }
+        k->launched = true;
         if (o.adopt) {
             if (!o.kernel_id) {
                 korch_err_set(err, KORCH_E_INVALID, "adopting a kernel needs its kernel id");
                 goto fail;
             }
-            if (korch_launcher_adopt(k->launcher, k->id, &k->conn, k->runtime_dir, sizeof k->runtime_dir, &k->proc,
-                                     err) != KORCH_OK)
+            /* the connection comes with the proc: channels open then */
+            k->launch_op = korch_launcher_adopt(k->launcher, k->id, s_on_adopted, k, err);
+            if (!k->launch_op)
                 goto fail;
-        } else if (s_make_runtime_dir(k, err) != KORCH_OK)
+            k->start_began = korch_now_ms();
+            k->ready_timer = korch_loop_timer(k->loop, 50, 0, s_on_ready_timer, k);
+            return k;
+        }
+        if (s_make_runtime_dir(k, err) != KORCH_OK)
             goto fail;
-        const char *transport = o.transport ? o.transport : k->launcher->ops->transport(k->launcher);
+        const char *transport = o.transport ? o.transport : korch_launcher_transport(k->launcher);
         korch_rc_t rc = KORCH_OK;
-        if (o.adopt)
-            ; /* the launcher gave us the connection */
-        else if (strcmp(transport, "ipc") == 0) {
+        if (strcmp(transport, "ipc") == 0) {
             char prefix[PATH_MAX];
             rc = korch_path_fmt(prefix, sizeof prefix, err, "%s/k", k->runtime_dir);
             if (!rc)
@@ -1016,26 +1082,13 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             rc = korch_conn_init_tcp(&k->conn, "127.0.0.1", err);
         if (rc)
             goto fail;
-        if (!o.adopt)
-            snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
+        snprintf(k->conn.kernel_name, sizeof k->conn.kernel_name, "%s", k->spec->name);
     }
-    /* The wire layer leaves out what outputs.c would drop anyway. */
-    korch_session_limits_t lim = {.max_stream_text = o.max_stream_bytes, .max_rich_content = o.max_rich_bytes};
-    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
-    if (!k->session) {
-        korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
+    if (s_open(k, err) != KORCH_OK)
         goto fail;
-    }
-    for (int ch = 0; ch < KORCH_CH_HB; ch++)
-        if (s_connect(k, (korch_channel_t)ch, err) != KORCH_OK)
-            goto fail;
     if (o.existing) {
         /* No process to watch: the heartbeat tells us when it is gone. */
         k->hb_timer = korch_loop_timer(k->loop, o.hb_interval_ms, 0, s_on_hb_timer, k);
-        s_begin_ready(k);
-    } else if (o.adopt) {
-        /* It is someone's running kernel, state and all: watch and handshake. */
-        s_watch(k);
         s_begin_ready(k);
     } else {
         s_launch(k);
@@ -1079,8 +1132,10 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
     s_stop_begin(k, false, "kernel shut down");
     korch_loop_run(k->loop, s_stopped, k, k->opts.shutdown_grace_ms + 2000);
     if (!s_stopped(k)) {
-        if (k->proc)
-            korch_proc_kill(k->proc);
+        if (k->proc) {
+            s_kill(k);
+            korch_proc_wait_exit(k->proc, S_KILL_WAIT_MS);
+        }
         s_on_death(k, "killed");
     }
     return KORCH_OK;
@@ -1088,7 +1143,7 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
 
 korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err)
 {
-    if (!k->proc)
+    if (!k->launched)
         return korch_err_set(err, KORCH_E_STATE,
                              "cannot restart kernel %.8s: korch did not start it (attached with --existing)", k->id);
     if (k->state == KORCH_KERNEL_STOPPED)
@@ -1108,11 +1163,13 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err)
     if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
         return korch_err_set(err, KORCH_E_DIED, "cannot interrupt kernel %.8s: it is %s", k->id,
                              korch_kernel_state_name(k->state));
-    if (!k->proc || (k->spec && k->spec->interrupt_message)) {
+    if (!k->launched || (k->spec && k->spec->interrupt_message)) {
         s_send(k, KORCH_CH_CONTROL, "interrupt_request", NULL);
         return KORCH_OK;
     }
-    return korch_proc_signal(k->proc, SIGINT, err);
+    if (!k->proc)
+        return korch_err_set(err, KORCH_E_STATE, "cannot interrupt kernel %.8s: it is still being started", k->id);
+    return korch_proc_signal(k->proc, SIGINT, s_on_signal_done, NULL, err) ? KORCH_OK : err ? err->rc : KORCH_E_IO;
 }
 
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err)
@@ -1131,6 +1188,11 @@ korch_exec_t *korch_kernel_execute(korch_kernel_t *k, const char *code, const ko
         korch_err_set(err, KORCH_E_DIED, "cannot execute: kernel %.8s is %s%s%s", k->id,
                       korch_kernel_state_name(k->state), k->start_err.rc ? ": " : "",
                       k->start_err.rc ? k->start_err.msg : "");
+        return NULL;
+    }
+    if (!k->session) {
+        korch_err_set(err, KORCH_E_STATE, "cannot execute yet: kernel %.8s is being re-adopted (wait until it is ready)",
+                      k->id);
         return NULL;
     }
     korch_exec_t *ex = calloc(1, sizeof *ex);
@@ -1198,39 +1260,44 @@ korch_exec_t *korch_kernel_execute_wait(korch_kernel_t *k, const char *code, con
     return ex;
 }
 
-void korch_kernel_destroy(korch_kernel_t **pk)
+/* Pending executions end with the kernel: they hear "kernel was closed". */
+static void s_detach_execs(korch_kernel_t *k)
 {
-    if (!pk || !*pk)
+    if (!k->pending)
         return;
-    korch_kernel_t *k = *pk;
-    *pk = NULL;
-    if (k->proc && k->session && k->state != KORCH_KERNEL_STOPPED && k->state != KORCH_KERNEL_DEAD) {
-        k->cb = (korch_kernel_cb_t){0};
-        korch_kernel_shutdown(k, NULL);
-    }
-    if (k->pending) {
-        korch_exec_t *ex;
-        while ((ex = zlistx_first(k->pending))) {
-            zlistx_delete(k->pending, zlistx_cursor(k->pending));
-            s_exec_stop_timer(ex);
-            ex->k = NULL;
-            if (!ex->done) {
-                ex->done = true;
-                ex->result.status = KORCH_EXEC_DIED;
-                ex->result.outputs = korch_outputs_json(ex->outputs);
-                snprintf(ex->result.detail, sizeof ex->result.detail, "kernel was closed");
-            }
+    korch_exec_t *ex;
+    while ((ex = zlistx_first(k->pending))) {
+        zlistx_delete(k->pending, zlistx_cursor(k->pending));
+        s_exec_stop_timer(ex);
+        ex->k = NULL;
+        if (!ex->done) {
+            ex->done = true;
+            ex->result.status = KORCH_EXEC_DIED;
+            ex->result.outputs = korch_outputs_json(ex->outputs);
+            snprintf(ex->result.detail, sizeof ex->result.detail, "kernel was closed");
         }
-        zlistx_destroy(&k->pending);
     }
+}
+
+static void s_free(korch_kernel_t *k)
+{
+    if (k->deferred)
+        korch_launcher_undefer(k->launcher, k->deferred);
+    k->deferred = NULL;
+    s_detach_execs(k);
+    zlistx_destroy(&k->pending);
+    korch_op_cancel(&k->launch_op);
     s_unwatch(k);
     s_stop_timers(k);
     if (k->ready_timer >= 0)
         korch_loop_timer_end(k->loop, k->ready_timer);
     if (k->hb_timer >= 0)
         korch_loop_timer_end(k->loop, k->hb_timer);
+    if (k->free_timer >= 0)
+        korch_loop_timer_end(k->loop, k->free_timer);
     for (int ch = 0; ch < KORCH_CH__COUNT; ch++)
         s_close(k, (korch_channel_t)ch);
+    /* never blocks: what is left of a container goes on in the launcher */
     korch_proc_destroy(&k->proc);
     if (k->runtime_dir[0])
         korch_fs_rm_tree(k->runtime_dir); /* the kernel's files too: never through its links */
@@ -1245,6 +1312,51 @@ void korch_kernel_destroy(korch_kernel_t **pk)
     free(k->env);
     free(k->cwd);
     free(k);
+}
+
+/* The launcher goes away before a detached kernel's teardown ended (exit):
+   finish it now, running the loop (korch_launcher_destroy is not called
+   from handlers). */
+static void s_finish_detached(void *arg)
+{
+    korch_kernel_t *k = arg;
+    k->deferred = NULL;
+    if (k->free_timer >= 0)
+        korch_loop_timer_end(k->loop, k->free_timer);
+    k->free_timer = -1;
+    k->detached = false; /* s_set_state must not schedule a free now */
+    korch_kernel_shutdown(k, NULL);
+    s_free(k);
+}
+
+void korch_kernel_destroy(korch_kernel_t **pk)
+{
+    if (!pk || !*pk)
+        return;
+    korch_kernel_t *k = *pk;
+    *pk = NULL;
+    if (k->detached)
+        return;
+    k->cb = (korch_kernel_cb_t){0};
+    bool running = k->launched && k->session && k->state != KORCH_KERNEL_STOPPED && k->state != KORCH_KERNEL_DEAD;
+    if (running && korch_loop_running(k->loop)) {
+        /* From a handler: the loop must not run here. The kernel detaches
+           and tears itself down on the loop (shutdown_request, grace,
+           SIGTERM, SIGKILL), then frees itself. */
+        k->detached = true;
+        k->opts.no_auto_restart = true;
+        if (!k->own_launcher)
+            k->deferred = korch_launcher_defer(k->launcher, s_finish_detached, k);
+        s_detach_execs(k);
+        if (k->stop_phase == STOP_NONE)
+            s_stop_begin(k, false, "kernel shut down");
+        else
+            k->stop_restart = false;
+        return;
+    }
+    if (running)
+        korch_kernel_shutdown(k, NULL); /* outside handlers: may run the loop */
+    s_free(k);
 }
 
 void korch_kernel_set_callbacks(korch_kernel_t *k, const korch_kernel_cb_t *cb)

@@ -1,60 +1,600 @@
-/*  Dispatch to a launcher backend's function table. */
-#include "korch/launcher.h"
+/*  The launcher interface over the backends' function table: ops whose
+ *  done is called once, deferred to the loop, never after cancel; exit
+ *  notification; background jobs that freed procs leave behind.
+ */
+#include "backend.h"
+#include "korch/log.h"
 
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
-korch_rc_t korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
+typedef enum { OP_PROC, OP_PLAIN, OP_FILE, OP_KILL } op_kind_t;
+typedef struct s_lop lop_t;
+
+struct s_lop {
+    korch_op_t base;                /* first: the handle callers hold */
+    korch_launcher_t *l;
+    korch_proc_t *proc;             /* the proc it acts on; NULL for start/adopt */
+    op_kind_t kind;
+    korch_proc_done_fn *pdone;
+    korch_op_done_fn *odone;
+    korch_file_done_fn *fdone;
+    void *arg;
+    lop_t *prev, *next;             /* l->ops_head */
+    void (*cancel)(korch_op_t *op, void *arg);
+    void *cancel_arg;
+    bool finished;                  /* result in, done pending on the timer */
+    int timer;                      /* the deferred done, -1 none */
+    korch_rc_t rc;
+    korch_err_t err;
+    korch_proc_t *result;           /* OP_PROC: the proc, until done takes it */
+    char *data;                     /* OP_FILE */
+    size_t len;
+};
+
+struct korch_backend_job {
+    korch_launcher_t *l;
+    korch_backend_job_t *next;
+    bool (*step)(void *arg);
+    void (*finish)(void *arg);
+    void *arg;
+    int timer;
+};
+
+/* --------------------------------------------------------------- basics */
+
+void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t *ops, korch_loop_t *loop)
 {
-    *out = NULL;
-    korch_rc_t rc = l->ops->start(l, req, out, err);
-    if (rc == KORCH_OK && *out)
-        (*out)->launcher = l;
-    return rc;
+    l->ops = ops;
+    l->loop = loop;
+    l->caps = ops->caps;
 }
 
-korch_rc_t korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_conn_t *conn, char *runtime_dir,
-                                size_t runtime_dir_len, korch_proc_t **out, korch_err_t *err)
+void *korch_backend_proc_new(korch_launcher_t *l, size_t size, const korch_launch_t *req)
 {
-    *out = NULL;
-    if (!l->ops->adopt)
-        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot re-adopt kernels", l->ops->name);
-    korch_rc_t rc = l->ops->adopt(l, kernel_id, conn, runtime_dir, runtime_dir_len, out, err);
-    if (rc == KORCH_OK && *out)
-        (*out)->launcher = l;
-    return rc;
+    korch_proc_t *p = calloc(1, size);
+    if (!p)
+        return NULL;
+    p->launcher = l;
+    p->exit_timer = -1;
+    if (req && req->conn)
+        p->conn = *req->conn;
+    if (req && req->runtime_dir)
+        snprintf(p->runtime_dir, sizeof p->runtime_dir, "%s", req->runtime_dir);
+    return p;
 }
 
-void korch_launcher_destroy(korch_launcher_t **l)
+unsigned korch_launcher_caps(const korch_launcher_t *l) { return l ? l->caps : 0; }
+const char *korch_launcher_name(const korch_launcher_t *l) { return l ? l->ops->name : "local"; }
+korch_loop_t *korch_launcher_loop(const korch_launcher_t *l) { return l->loop; }
+const char *korch_launcher_transport(korch_launcher_t *l) { return l->ops->transport; }
+const korch_conn_t *korch_proc_conn(const korch_proc_t *p) { return &p->conn; }
+const char *korch_proc_runtime_dir(const korch_proc_t *p) { return p->runtime_dir; }
+korch_launcher_t *korch_proc_launcher(const korch_proc_t *p) { return p->launcher; }
+bool korch_proc_exited(const korch_proc_t *p) { return p->exited; }
+const char *korch_proc_exit_why(const korch_proc_t *p) { return p->exited ? p->why : ""; }
+korch_loop_t *korch_op_loop(const korch_op_t *op) { return ((const lop_t *)op)->l->loop; }
+
+const char *korch_proc_log_tail(korch_proc_t *p)
 {
-    if (l && *l) {
-        (*l)->ops->free(*l);
-        *l = NULL;
+    const char *t = p->launcher->ops->log_tail ? p->launcher->ops->log_tail(p) : NULL;
+    return t ? t : "";
+}
+
+/* ------------------------------------------------------------------ ops */
+
+static void s_op_cancel(korch_op_t *op);
+
+static lop_t *s_op_new(korch_launcher_t *l, korch_proc_t *proc, op_kind_t kind, void *arg, korch_err_t *err)
+{
+    lop_t *op = calloc(1, sizeof *op);
+    if (!op) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    op->base.cancel = s_op_cancel;
+    op->l = l;
+    op->proc = proc;
+    op->kind = kind;
+    op->arg = arg;
+    op->timer = -1;
+    op->next = l->ops_head;
+    if (l->ops_head)
+        l->ops_head->prev = op;
+    l->ops_head = op;
+    return op;
+}
+
+static void s_op_free(lop_t *op)
+{
+    korch_launcher_t *l = op->l;
+    if (op->prev)
+        op->prev->next = op->next;
+    else if (l->ops_head == op)
+        l->ops_head = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    if (op->timer >= 0)
+        korch_loop_timer_end(l->loop, op->timer);
+    korch_proc_destroy(&op->result);
+    free(op->data);
+    free(op);
+}
+
+static int s_on_op_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    lop_t *op = arg;
+    op->timer = -1;
+    /* Unlinked first: done may cancel anything, start anything. */
+    lop_t o = *op;
+    op->result = NULL;
+    op->data = NULL;
+    s_op_free(op);
+    const korch_err_t *err = o.rc ? &o.err : NULL;
+    switch (o.kind) {
+    case OP_PROC:
+        if (o.pdone)
+            o.pdone(o.result, o.rc, err, o.arg);
+        else
+            korch_proc_destroy(&o.result);
+        break;
+    case OP_FILE:
+        if (o.fdone)
+            o.fdone(o.rc, err, o.data, o.len, o.arg); /* data is done's now */
+        else
+            free(o.data);
+        break;
+    default:
+        if (o.odone)
+            o.odone(o.rc, err, o.arg);
+        break;
+    }
+    return 0;
+}
+
+static void s_finish(lop_t *op, korch_rc_t rc, const korch_err_t *err)
+{
+    if (op->finished)
+        return;
+    op->finished = true;
+    op->cancel = NULL;
+    op->rc = rc;
+    if (rc) {
+        if (err && err->rc)
+            op->err = *err;
+        else
+            korch_err_set(&op->err, rc, "%s", korch_strerror(rc));
+    }
+    op->timer = korch_loop_timer(op->l->loop, 0, 1, s_on_op_timer, op);
+}
+
+void korch_op_finish(korch_op_t *op, korch_rc_t rc, const korch_err_t *err) { s_finish((lop_t *)op, rc, err); }
+
+void korch_op_finish_proc(korch_op_t *o, korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err)
+{
+    lop_t *op = (lop_t *)o;
+    if (op->finished) {
+        korch_proc_destroy(&proc);
+        return;
+    }
+    if (rc)
+        korch_proc_destroy(&proc);
+    else if (!proc)
+        rc = KORCH_E_LAUNCH;
+    op->result = proc;
+    s_finish(op, rc, err);
+}
+
+void korch_op_finish_file(korch_op_t *o, char *data, size_t len, korch_rc_t rc, const korch_err_t *err)
+{
+    lop_t *op = (lop_t *)o;
+    if (op->finished || rc) {
+        free(data);
+        data = NULL;
+        len = 0;
+    }
+    if (!op->finished) {
+        op->data = data;
+        op->len = len;
+    }
+    s_finish(op, rc, err);
+}
+
+void korch_op_on_cancel(korch_op_t *o, void (*cancel)(korch_op_t *op, void *arg), void *arg)
+{
+    lop_t *op = (lop_t *)o;
+    op->cancel = cancel;
+    op->cancel_arg = arg;
+}
+
+static void s_op_cancel(korch_op_t *o)
+{
+    lop_t *op = (lop_t *)o;
+    if (!op->finished && op->cancel)
+        op->cancel(o, op->cancel_arg);
+    s_op_free(op);
+}
+
+void korch_op_cancel(korch_op_t **pop)
+{
+    if (!pop || !*pop)
+        return;
+    korch_op_t *op = *pop;
+    *pop = NULL;
+    op->cancel(op);
+}
+
+/* An op the backend refused at once: freed, done never called. */
+static korch_op_t *s_started(lop_t *op, korch_rc_t rc)
+{
+    if (rc == KORCH_OK)
+        return &op->base;
+    op->finished = true; /* a backend that finished and then failed: nothing is called */
+    s_op_free(op);
+    return NULL;
+}
+
+korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req, korch_proc_done_fn *done, void *arg,
+                                 korch_err_t *err)
+{
+    lop_t *op = s_op_new(l, NULL, OP_PROC, arg, err);
+    if (!op)
+        return NULL;
+    op->pdone = done;
+    return s_started(op, l->ops->start(l, req, &op->base, err));
+}
+
+korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
+                                 korch_err_t *err)
+{
+    if (!l->ops->adopt || !(l->caps & KORCH_LAUNCHER_ADOPTS)) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot re-adopt kernels", l->ops->name);
+        return NULL;
+    }
+    lop_t *op = s_op_new(l, NULL, OP_PROC, arg, err);
+    if (!op)
+        return NULL;
+    op->pdone = done;
+    return s_started(op, l->ops->adopt(l, kernel_id, &op->base, err));
+}
+
+korch_op_t *korch_proc_signal(korch_proc_t *p, int sig, korch_op_done_fn *done, void *arg, korch_err_t *err)
+{
+    if (p->exited) {
+        korch_err_set(err, KORCH_E_DIED, "the kernel is gone (%s)", p->why);
+        return NULL;
+    }
+    lop_t *op = s_op_new(p->launcher, p, OP_PLAIN, arg, err);
+    if (!op)
+        return NULL;
+    op->odone = done;
+    return s_started(op, p->launcher->ops->signal(p, sig, &op->base, err));
+}
+
+korch_op_t *korch_proc_kill(korch_proc_t *p, korch_op_done_fn *done, void *arg, korch_err_t *err)
+{
+    lop_t *op = s_op_new(p->launcher, p, OP_KILL, arg, err);
+    if (!op)
+        return NULL;
+    op->odone = done;
+    if (p->exited) {
+        s_finish(op, KORCH_OK, NULL);
+        return &op->base;
+    }
+    korch_op_t *o = s_started(op, p->launcher->ops->kill(p, &op->base, err));
+    /* the end may have been seen at once; kill ops finish in korch_backend_exited */
+    if (o && p->exited)
+        s_finish(op, KORCH_OK, NULL);
+    return o;
+}
+
+korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                korch_op_done_fn *done, void *arg, korch_err_t *err)
+{
+    if (!korch_safe_relpath(name)) {
+        korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
+        return NULL;
+    }
+    if (!p->launcher->ops->put_file) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot put files", p->launcher->ops->name);
+        return NULL;
+    }
+    lop_t *op = s_op_new(p->launcher, p, OP_PLAIN, arg, err);
+    if (!op)
+        return NULL;
+    op->odone = done;
+    return s_started(op, p->launcher->ops->put_file(p, name, data, len, &op->base, err));
+}
+
+korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
+                                korch_err_t *err)
+{
+    if (!korch_safe_relpath(name)) {
+        korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
+        return NULL;
+    }
+    if (!p->launcher->ops->get_file) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot get files", p->launcher->ops->name);
+        return NULL;
+    }
+    lop_t *op = s_op_new(p->launcher, p, OP_FILE, arg, err);
+    if (!op)
+        return NULL;
+    op->fdone = done;
+    return s_started(op, p->launcher->ops->get_file(p, name, max, &op->base, err));
+}
+
+/* ------------------------------------------------------------- the end */
+
+static int s_on_exit_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    korch_proc_t *p = arg;
+    p->exit_timer = -1;
+    korch_exit_fn *fn = p->on_exit;
+    p->on_exit = NULL;
+    if (fn)
+        fn(p, p->why, p->exit_arg);
+    return 0;
+}
+
+static void s_schedule_exit(korch_proc_t *p)
+{
+    if (p->exit_timer < 0 && p->on_exit)
+        p->exit_timer = korch_loop_timer(p->launcher->loop, 0, 1, s_on_exit_timer, p);
+}
+
+void korch_backend_exited(korch_proc_t *p, const char *why)
+{
+    if (p->exited)
+        return;
+    p->exited = true;
+    snprintf(p->why, sizeof p->why, "%s", why && *why ? why : "exited");
+    korch_debug("kernel process ended: %s", p->why);
+    s_schedule_exit(p);
+    for (lop_t *op = p->launcher->ops_head; op; op = op->next)
+        if (op->proc == p && op->kind == OP_KILL)
+            s_finish(op, KORCH_OK, NULL);
+}
+
+void korch_proc_on_exit(korch_proc_t *p, korch_exit_fn *fn, void *arg)
+{
+    p->on_exit = fn;
+    p->exit_arg = arg;
+    if (!fn && p->exit_timer >= 0) {
+        korch_loop_timer_end(p->launcher->loop, p->exit_timer);
+        p->exit_timer = -1;
+    }
+    if (p->exited)
+        s_schedule_exit(p);
+}
+
+void korch_proc_destroy(korch_proc_t **pp)
+{
+    if (!pp || !*pp)
+        return;
+    korch_proc_t *p = *pp;
+    *pp = NULL;
+    korch_launcher_t *l = p->launcher;
+    /* from the head each time: a backend's cancel hook may end other ops */
+    for (lop_t *op = l->ops_head; op;) {
+        if (op->proc == p) {
+            s_op_cancel(&op->base);
+            op = l->ops_head;
+        } else
+            op = op->next;
+    }
+    if (p->exit_timer >= 0)
+        korch_loop_timer_end(l->loop, p->exit_timer);
+    l->ops->proc_free(p);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+static void s_job_unlink(korch_backend_job_t *j)
+{
+    korch_launcher_t *l = j->l;
+    for (korch_backend_job_t **pj = &l->jobs; *pj; pj = &(*pj)->next)
+        if (*pj == j) {
+            *pj = j->next;
+            break;
+        }
+    if (j->timer >= 0)
+        korch_loop_timer_end(l->loop, j->timer);
+    free(j);
+}
+
+static int s_on_job_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    korch_backend_job_t *j = arg;
+    if (j->step(j->arg))
+        s_job_unlink(j);
+    return 0;
+}
+
+void korch_backend_job(korch_launcher_t *l, int period_ms, bool (*step)(void *arg), void (*finish)(void *arg),
+                       void *arg)
+{
+    korch_backend_job_t *j = calloc(1, sizeof *j);
+    if (!j) { /* no memory to wait in the background: finish now */
+        finish(arg);
+        return;
+    }
+    *j = (korch_backend_job_t){.l = l, .next = l->jobs, .step = step, .finish = finish, .arg = arg, .timer = -1};
+    l->jobs = j;
+    if (step)
+        j->timer = korch_loop_timer(l->loop, period_ms, 0, s_on_job_timer, j);
+}
+
+void *korch_launcher_defer(korch_launcher_t *l, void (*finish)(void *arg), void *arg)
+{
+    korch_backend_job_t *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    *j = (korch_backend_job_t){.l = l, .next = l->jobs, .finish = finish, .arg = arg, .timer = -1};
+    l->jobs = j;
+    return j;
+}
+
+void korch_launcher_undefer(korch_launcher_t *l, void *handle)
+{
+    for (korch_backend_job_t *j = l->jobs; j; j = j->next)
+        if (j == handle) {
+            s_job_unlink(j);
+            return;
+        }
+}
+
+static void s_finish_jobs(korch_launcher_t *l)
+{
+    while (l->jobs) {
+        korch_backend_job_t *j = l->jobs;
+        void (*finish)(void *) = j->finish;
+        void *arg = j->arg;
+        s_job_unlink(j);
+        finish(arg);
     }
 }
 
-int korch_proc_exit_fd(korch_proc_t *p) { return p->launcher->ops->exit_fd(p); }
-
-bool korch_proc_is_alive(korch_proc_t *p, char *why, size_t whylen)
+void korch_launcher_destroy(korch_launcher_t **pl)
 {
-    return p->launcher->ops->is_alive(p, why, whylen);
+    if (!pl || !*pl)
+        return;
+    korch_launcher_t *l = *pl;
+    *pl = NULL;
+    /* What callers deferred (kernels tearing down) may still need ops. */
+    s_finish_jobs(l);
+    while (l->ops_head)
+        s_op_cancel(&l->ops_head->base);
+    s_finish_jobs(l);
+    l->ops->free(l);
 }
 
-korch_rc_t korch_proc_signal(korch_proc_t *p, int sig, korch_err_t *err)
+/* -------------------------------------------------------- blocking calls */
+
+typedef struct {
+    bool done;
+    korch_rc_t rc;
+    korch_err_t err;
+    korch_proc_t *proc;
+    char *data;
+    size_t len;
+} s_wait_t;
+
+static bool s_wait_done(void *arg) { return ((s_wait_t *)arg)->done; }
+
+static void s_wait_proc(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
 {
-    return p->launcher->ops->signal(p, sig, err);
+    s_wait_t *w = arg;
+    w->done = true;
+    w->rc = rc;
+    w->proc = proc;
+    if (err)
+        w->err = *err;
 }
 
-void korch_proc_kill(korch_proc_t *p) { p->launcher->ops->kill(p); }
+static void s_wait_plain(korch_rc_t rc, const korch_err_t *err, void *arg) { s_wait_proc(NULL, rc, err, arg); }
 
-const char *korch_proc_log_tail(korch_proc_t *p) { return p->launcher->ops->log_tail(p); }
-
-void korch_proc_destroy(korch_proc_t **p)
+static void s_wait_file(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg)
 {
-    if (p && *p) {
-        (*p)->launcher->ops->proc_free(*p);
-        *p = NULL;
-    }
+    s_wait_t *w = arg;
+    s_wait_proc(NULL, rc, err, arg);
+    w->data = data;
+    w->len = len;
 }
+
+/* Run the loop until op is done; its result in w. */
+static korch_rc_t s_wait(korch_loop_t *loop, korch_op_t *op, s_wait_t *w, korch_err_t *err)
+{
+    if (!op)
+        return err && err->rc ? err->rc : KORCH_E_IO;
+    korch_loop_run(loop, s_wait_done, w, -1);
+    if (w->rc)
+        korch_err_set(err, w->rc, "%s", w->err.msg);
+    return w->rc;
+}
+
+korch_rc_t korch_launcher_start_wait(korch_launcher_t *l, const korch_launch_t *req, korch_proc_t **out,
+                                     korch_err_t *err)
+{
+    s_wait_t w = {0};
+    *out = NULL;
+    korch_rc_t rc = s_wait(l->loop, korch_launcher_start(l, req, s_wait_proc, &w, err), &w, err);
+    *out = w.proc;
+    return rc;
+}
+
+korch_rc_t korch_launcher_adopt_wait(korch_launcher_t *l, const char *kernel_id, korch_proc_t **out,
+                                     korch_err_t *err)
+{
+    s_wait_t w = {0};
+    *out = NULL;
+    korch_rc_t rc = s_wait(l->loop, korch_launcher_adopt(l, kernel_id, s_wait_proc, &w, err), &w, err);
+    *out = w.proc;
+    return rc;
+}
+
+korch_rc_t korch_proc_signal_wait(korch_proc_t *p, int sig, korch_err_t *err)
+{
+    s_wait_t w = {0};
+    return s_wait(p->launcher->loop, korch_proc_signal(p, sig, s_wait_plain, &w, err), &w, err);
+}
+
+korch_rc_t korch_proc_kill_wait(korch_proc_t *p, korch_err_t *err)
+{
+    s_wait_t w = {0};
+    return s_wait(p->launcher->loop, korch_proc_kill(p, s_wait_plain, &w, err), &w, err);
+}
+
+korch_rc_t korch_proc_put_file_wait(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                    korch_err_t *err)
+{
+    s_wait_t w = {0};
+    return s_wait(p->launcher->loop, korch_proc_put_file(p, name, data, len, s_wait_plain, &w, err), &w, err);
+}
+
+korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
+                                    korch_err_t *err)
+{
+    s_wait_t w = {0};
+    *data = NULL;
+    *len = 0;
+    korch_rc_t rc = s_wait(p->launcher->loop, korch_proc_get_file(p, name, max, s_wait_file, &w, err), &w, err);
+    *data = w.data;
+    *len = w.len;
+    return rc;
+}
+
+korch_rc_t korch_proc_put_file_sync(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                    korch_err_t *err)
+{
+    if (!korch_safe_relpath(name))
+        return korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
+    if (!p->launcher->ops->put_file_now)
+        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot put files", p->launcher->ops->name);
+    return p->launcher->ops->put_file_now(p, name, data, len, err);
+}
+
+korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
+                                    korch_err_t *err)
+{
+    *data = NULL;
+    *len = 0;
+    if (!korch_safe_relpath(name))
+        return korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
+    if (!p->launcher->ops->get_file_now)
+        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot get files", p->launcher->ops->name);
+    return p->launcher->ops->get_file_now(p, name, max, data, len, err);
+}
+
+static bool s_exited(void *arg) { return ((korch_proc_t *)arg)->exited; }
+
+bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms)
+{
+    return korch_loop_run(p->launcher->loop, s_exited, p, timeout_ms);
+}
+
+/* ----------------------------------------------------------------- paths */
 
 bool korch_safe_relpath(const char *name)
 {
@@ -70,24 +610,4 @@ bool korch_safe_relpath(const char *name)
             p++;
     }
     return name[strlen(name) - 1] != '/';
-}
-
-korch_rc_t korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len, korch_err_t *err)
-{
-    if (!korch_safe_relpath(name))
-        return korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
-    if (!p->launcher->ops->put_file)
-        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot put files", p->launcher->ops->name);
-    return p->launcher->ops->put_file(p, name, data, len, err);
-}
-
-korch_rc_t korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
-                               korch_err_t *err)
-{
-    *data = NULL;
-    if (!korch_safe_relpath(name))
-        return korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
-    if (!p->launcher->ops->get_file)
-        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot get files", p->launcher->ops->name);
-    return p->launcher->ops->get_file(p, name, max, data, len, err);
 }

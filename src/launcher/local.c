@@ -3,7 +3,7 @@
  *  stdout/stderr in runtime_dir/kernel.log, and a pidfd that becomes
  *  readable when it exits.
  */
-#include "korch/launcher.h"
+#include "backend.h"
 #include "korch/log.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
@@ -24,6 +24,8 @@ typedef struct {
     korch_proc_t base;
     pid_t pid;
     int pidfd;              /* -1 when the kernel has no pidfd support */
+    bool polled;            /* pidfd on the loop */
+    int poll_timer;         /* without a pidfd: WNOHANG every 100 ms; -1 none */
     bool reaped;
     int status;             /* waitpid status once reaped */
     char log_path[PATH_MAX];
@@ -34,8 +36,6 @@ typedef struct {
 /* ipc in the private runtime dir: no port can be raced for (ipykernel would
    silently bind another port and rewrite the file) and no other local user
    can reach the sockets. */
-static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
-
 /* The allow-listed part of korch's environment, never its secrets (env.h). */
 static char **s_build_env(const korch_launch_t *req)
 {
@@ -46,17 +46,66 @@ static char **s_build_env(const korch_launch_t *req)
     return korch_env_build(req, true, extra);
 }
 
-static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
+static bool s_reap(local_proc_t *p)
+{
+    if (!p->reaped) {
+        pid_t r = waitpid(p->pid, &p->status, WNOHANG);
+        if (r == 0)
+            return false;
+        if (r < 0 && errno == EINTR)
+            return false;
+        p->reaped = true;
+        if (r < 0)
+            p->status = 0;
+    }
+    return true;
+}
+
+static void s_unwatch(local_proc_t *p)
+{
+    korch_loop_t *loop = p->base.launcher->loop;
+    if (p->polled)
+        korch_loop_poller_end(loop, p->pidfd);
+    p->polled = false;
+    if (p->poll_timer >= 0)
+        korch_loop_timer_end(loop, p->poll_timer);
+    p->poll_timer = -1;
+}
+
+static void s_check(local_proc_t *p)
+{
+    if (!s_reap(p))
+        return;
+    s_unwatch(p);
+    char why[256];
+    korch_spawn_describe(p->status, why, sizeof why);
+    korch_backend_exited(&p->base, why);
+}
+
+static int s_on_pidfd(korch_loop_t *loop, int fd, void *arg)
+{
+    s_check(arg);
+    return 0;
+}
+
+static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_check(arg);
+    return 0;
+}
+
+static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
     korch_rc_t rc = KORCH_OK;
     char conn_file[PATH_MAX], what[300];
     snprintf(conn_file, sizeof conn_file, "%s/kernel.json", req->runtime_dir);
     char **argv = NULL, **env = NULL;
     int log_fd = -1;
-    local_proc_t *p = calloc(1, sizeof *p);
+    local_proc_t *p = korch_backend_proc_new(self, sizeof *p, req);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->pidfd = -1;
+    p->poll_timer = -1;
     rc = korch_conn_save(req->conn, conn_file, err);
     if (rc)
         goto out;
@@ -100,29 +149,15 @@ out:
         free(p);
         return rc;
     }
-    *out = &p->base;
+    if (p->pidfd >= 0 && korch_loop_poller(self->loop, p->pidfd, s_on_pidfd, p) == 0)
+        p->polled = true;
+    else
+        p->poll_timer = korch_loop_timer(self->loop, 100, 0, s_on_poll, p);
+    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
     return KORCH_OK;
 }
 
-static int s_exit_fd(korch_proc_t *proc) { return ((local_proc_t *)proc)->pidfd; }
-
-static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
-{
-    local_proc_t *p = (local_proc_t *)proc;
-    if (!p->reaped) {
-        pid_t r = waitpid(p->pid, &p->status, WNOHANG);
-        if (r == 0)
-            return true;
-        p->reaped = true;
-        if (r < 0)
-            p->status = 0;
-    }
-    if (why)
-        korch_spawn_describe(p->status, why, whylen);
-    return false;
-}
-
-static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
+static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
     if (p->reaped)
@@ -130,19 +165,19 @@ static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
     /* The whole group: the kernel and whatever it started, as jupyter_client does. */
     if (kill(-p->pid, sig) != 0 && kill(p->pid, sig) != 0)
         return korch_err_set(err, KORCH_E_IO, "cannot signal kernel process %d: %s", (int)p->pid, strerror(errno));
+    korch_op_finish(op, KORCH_OK, NULL);
     return KORCH_OK;
 }
 
-static void s_kill(korch_proc_t *proc)
+/* The end is seen by the pidfd poller (or the poll timer). */
+static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
-    if (p->reaped)
-        return;
-    kill(-p->pid, SIGKILL);
-    kill(p->pid, SIGKILL);
-    while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
-        ;
-    p->reaped = true;
+    if (!p->reaped) {
+        kill(-p->pid, SIGKILL);
+        kill(p->pid, SIGKILL);
+    }
+    return KORCH_OK;
 }
 
 static const char *s_log_tail(korch_proc_t *proc)
@@ -166,40 +201,81 @@ static const char *s_log_tail(korch_proc_t *proc)
     return p->tail;
 }
 
-static void s_proc_free(korch_proc_t *proc)
+/* A killed kernel's zombie, reaped in the background. */
+static bool s_zombie_step(void *arg)
 {
-    local_proc_t *p = (local_proc_t *)proc;
-    s_kill(proc);
+    local_proc_t *p = arg;
+    if (!s_reap(p))
+        return false;
     if (p->pidfd >= 0)
         close(p->pidfd);
     free(p);
+    return true;
+}
+
+static void s_zombie_finish(void *arg)
+{
+    local_proc_t *p = arg;
+    while (!p->reaped && waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+        ;
+    p->reaped = true;
+    s_zombie_step(p);
+}
+
+static void s_proc_free(korch_proc_t *proc)
+{
+    local_proc_t *p = (local_proc_t *)proc;
+    s_unwatch(p);
+    s_kill(proc, NULL, NULL);
+    if (!s_zombie_step(p))
+        korch_backend_job(proc->launcher, 20, s_zombie_step, s_zombie_finish, p);
 }
 
 static void s_free(korch_launcher_t *self) { free(self); }
 
 /* The work dir is the kernel's: every component of name is opened without
    following a symlink (fsutil.h). */
-static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err)
+static korch_rc_t s_put_file_now(korch_proc_t *proc, const char *name, const void *data, size_t len,
+                                 korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
     korch_fs_opts_t o = {.mode = 0644};
     return korch_fs_write_rel(p->workdir[0] ? p->workdir : ".", name, data, len, true, &o, err);
 }
 
-static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
-                             korch_err_t *err)
+static korch_rc_t s_get_file_now(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                                 korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
     *data = korch_fs_read_rel(p->workdir[0] ? p->workdir : ".", name, max, len, err);
-    return *data ? KORCH_OK : err ? err->rc : KORCH_E_IO;
+    return *data ? KORCH_OK : err && err->rc ? err->rc : KORCH_E_IO;
+}
+
+/* Local files: done at once. */
+static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
+                             korch_err_t *err)
+{
+    korch_err_t e = {0};
+    korch_rc_t rc = s_put_file_now(proc, name, data, len, &e);
+    korch_op_finish(op, rc, &e);
+    return KORCH_OK;
+}
+
+static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err)
+{
+    korch_err_t e = {0};
+    char *data = NULL;
+    size_t len = 0;
+    korch_rc_t rc = s_get_file_now(proc, name, max, &data, &len, &e);
+    korch_op_finish_file(op, data, len, rc, &e);
+    return KORCH_OK;
 }
 
 static const korch_launcher_ops_t s_ops = {
     .name = "local",
-    .transport = s_transport,
+    .caps = KORCH_LAUNCHER_HOST_FILES,
+    .transport = "ipc",
     .start = s_start,
-    .exit_fd = s_exit_fd,
-    .is_alive = s_is_alive,
     .signal = s_signal,
     .kill = s_kill,
     .log_tail = s_log_tail,
@@ -207,12 +283,17 @@ static const korch_launcher_ops_t s_ops = {
     .free = s_free,
     .put_file = s_put_file,
     .get_file = s_get_file,
+    .put_file_now = s_put_file_now,
+    .get_file_now = s_get_file_now,
 };
 
-korch_launcher_t *korch_launcher_local_new(void)
+korch_launcher_t *korch_launcher_local_new(korch_loop_t *loop, korch_err_t *err)
 {
     korch_launcher_t *self = calloc(1, sizeof *self);
-    if (self)
-        self->ops = &s_ops;
+    if (!self) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    korch_backend_launcher_init(self, &s_ops, loop);
     return self;
 }

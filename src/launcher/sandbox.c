@@ -26,6 +26,7 @@
 #include "korch/env.h"
 #include "korch/cgroup.h"
 #include "korch/log.h"
+#include "backend.h"
 #include "spawn.h"
 
 #include <errno.h>
@@ -65,6 +66,8 @@ typedef struct {
     sandbox_launcher_t *l;
     pid_t pid;                  /* the outer bwrap */
     int pidfd;
+    bool polled;                /* pidfd on the loop */
+    int poll_timer;             /* without a pidfd: WNOHANG every 100 ms; -1 none */
     bool reaped;
     int status;
     int info_fd;                /* bwrap's --info-fd, read end, until pid 1 is known */
@@ -318,7 +321,8 @@ static korch_rc_t s_check_plain(int fd, const char *name, korch_err_t *err)
     return KORCH_OK;
 }
 
-static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err)
+static korch_rc_t s_put_file_now(korch_proc_t *proc, const char *name, const void *data, size_t len,
+                                 korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
     const char *base;
@@ -353,8 +357,8 @@ out:
     return rc;
 }
 
-static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
-                             korch_err_t *err)
+static korch_rc_t s_get_file_now(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                                 korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
     const char *base;
@@ -405,9 +409,29 @@ out:
     return rc;
 }
 
+/* Local files: done at once. */
+static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
+                             korch_err_t *err)
+{
+    korch_err_t e = {0};
+    korch_rc_t rc = s_put_file_now(proc, name, data, len, &e);
+    korch_op_finish(op, rc, &e);
+    return KORCH_OK;
+}
+
+static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err)
+{
+    korch_err_t e = {0};
+    char *data = NULL;
+    size_t len = 0;
+    korch_rc_t rc = s_get_file_now(proc, name, max, &data, &len, &e);
+    korch_op_finish_file(op, data, len, rc, &e);
+    return KORCH_OK;
+}
+
 /* ---------------------------------------------------------------- start */
 
-static const char *s_transport(korch_launcher_t *self) { return "ipc"; }
+static void s_watch(sandbox_proc_t *p);
 
 /* A cgroup name from the kernel id: its safe characters and a sequence. */
 static void s_cgroup_name(sandbox_launcher_t *l, const char *kernel_id, char *buf, size_t len)
@@ -454,7 +478,7 @@ static korch_rc_t s_prepare_runtime(sandbox_launcher_t *l, sandbox_proc_t *p, co
     return rc;
 }
 
-static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out, korch_err_t *err)
+static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
     sandbox_launcher_t *l = (sandbox_launcher_t *)self;
     korch_rc_t rc = KORCH_OK;
@@ -465,11 +489,11 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     for (int i = 0; i <= F__COUNT; i++)
         fds[i] = -1;
     char buf[64], cgname[96], what[300];
-    sandbox_proc_t *p = calloc(1, sizeof *p);
+    sandbox_proc_t *p = korch_backend_proc_new(self, sizeof *p, req);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
-    p->pidfd = p->info_fd = p->log_fd = p->work_fd = -1;
+    p->pidfd = p->info_fd = p->log_fd = p->work_fd = p->poll_timer = -1;
     p->pid = -1;
 
     const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
@@ -614,13 +638,12 @@ out:
         free(p);
         return rc;
     }
-    *out = &p->base;
+    s_watch(p);
+    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
     return KORCH_OK;
 }
 
 /* ---------------------------------------------------------------- life */
-
-static int s_exit_fd(korch_proc_t *proc) { return ((sandbox_proc_t *)proc)->pidfd; }
 
 /* The sandbox's pid 1, from bwrap's info ("child-pid": N), waiting at most
    wait_ms for bwrap to write it (it does before the kernel even starts, so
@@ -674,14 +697,9 @@ static void s_reap(sandbox_proc_t *p, bool block)
     korch_cgroup_kill(p->cg);
 }
 
-static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
+/* Why the sandbox ended, once reaped. */
+static void s_describe(sandbox_proc_t *p, char *why, size_t whylen)
 {
-    sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    s_reap(p, false);
-    if (!p->reaped)
-        return true;
-    if (!why || !whylen)
-        return false;
     int st = p->status, code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     int sig = WIFSIGNALED(st) ? WTERMSIG(st) : (code > 128 && code < 128 + 65 ? code - 128 : 0);
     if (sig == SIGKILL && p->l->o.memory > 0 && korch_cgroup_oom_killed(p->cg)) {
@@ -694,21 +712,64 @@ static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
     } else {
         korch_spawn_describe(st, why, whylen);
     }
-    return false;
 }
 
-static void s_kill(korch_proc_t *proc)
+static void s_unwatch(sandbox_proc_t *p)
+{
+    korch_loop_t *loop = p->base.launcher->loop;
+    if (p->polled)
+        korch_loop_poller_end(loop, p->pidfd);
+    p->polled = false;
+    if (p->poll_timer >= 0)
+        korch_loop_timer_end(loop, p->poll_timer);
+    p->poll_timer = -1;
+}
+
+static void s_check(sandbox_proc_t *p)
+{
+    s_reap(p, false);
+    if (!p->reaped)
+        return;
+    s_unwatch(p);
+    char why[256];
+    s_describe(p, why, sizeof why);
+    korch_backend_exited(&p->base, why);
+}
+
+static int s_on_pidfd(korch_loop_t *loop, int fd, void *arg)
+{
+    s_check(arg);
+    return 0;
+}
+
+static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_check(arg);
+    return 0;
+}
+
+static void s_watch(sandbox_proc_t *p)
+{
+    korch_loop_t *loop = p->base.launcher->loop;
+    if (p->pidfd >= 0 && korch_loop_poller(loop, p->pidfd, s_on_pidfd, p) == 0)
+        p->polled = true;
+    else
+        p->poll_timer = korch_loop_timer(loop, 100, 0, s_on_poll, p);
+}
+
+/* The end is seen by the pidfd poller. */
+static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
     if (p->reaped)
-        return;
+        return KORCH_OK;
     kill(-p->pid, SIGKILL);
     kill(p->pid, SIGKILL);
     korch_cgroup_kill(p->cg);
-    s_reap(p, true);
+    return KORCH_OK;
 }
 
-static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
+static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
     if (p->reaped)
@@ -728,6 +789,14 @@ static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_err_t *err)
     return KORCH_OK;
 }
 
+static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
+{
+    korch_rc_t rc = s_signal_now(proc, sig, err);
+    if (rc == KORCH_OK)
+        korch_op_finish(op, KORCH_OK, NULL);
+    return rc;
+}
+
 static const char *s_log_tail(korch_proc_t *proc)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
@@ -741,11 +810,30 @@ static const char *s_log_tail(korch_proc_t *proc)
     return p->tail;
 }
 
+/* A killed sandbox, reaped (and its cgroup removed) in the background. */
+static bool s_zombie_step(void *arg)
+{
+    sandbox_proc_t *p = arg;
+    s_reap(p, false);
+    if (!p->reaped)
+        return false;
+    korch_cgroup_destroy(&p->cg);
+    free(p);
+    return true;
+}
+
+static void s_zombie_finish(void *arg)
+{
+    sandbox_proc_t *p = arg;
+    s_reap(p, true);
+    s_zombie_step(p);
+}
+
 static void s_proc_free(korch_proc_t *proc)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    s_kill(proc);
-    korch_cgroup_destroy(&p->cg);
+    s_unwatch(p);
+    s_kill(proc, NULL, NULL);
     if (p->pidfd >= 0)
         close(p->pidfd);
     if (p->info_fd >= 0)
@@ -754,7 +842,9 @@ static void s_proc_free(korch_proc_t *proc)
         close(p->log_fd);
     if (p->work_fd >= 0)
         close(p->work_fd);
-    free(p);
+    p->pidfd = p->info_fd = p->log_fd = p->work_fd = -1;
+    if (!s_zombie_step(p))
+        korch_backend_job(proc->launcher, 20, s_zombie_step, s_zombie_finish, p);
 }
 
 static void s_free(korch_launcher_t *self)
@@ -767,10 +857,9 @@ static void s_free(korch_launcher_t *self)
 
 static const korch_launcher_ops_t s_ops = {
     .name = "sandbox",
-    .transport = s_transport,
+    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_HOST_FILES,
+    .transport = "ipc",
     .start = s_start,
-    .exit_fd = s_exit_fd,
-    .is_alive = s_is_alive,
     .signal = s_signal,
     .kill = s_kill,
     .log_tail = s_log_tail,
@@ -778,6 +867,8 @@ static const korch_launcher_ops_t s_ops = {
     .free = s_free,
     .put_file = s_put_file,
     .get_file = s_get_file,
+    .put_file_now = s_put_file_now,
+    .get_file_now = s_get_file_now,
 };
 
 /* ---------------------------------------------------------------- new */
@@ -832,7 +923,7 @@ static korch_rc_t s_probe(sandbox_launcher_t *l, korch_err_t *err)
                                                    : "");
 }
 
-korch_launcher_t *korch_launcher_sandbox_new(const korch_sandbox_opts_t *opts, korch_err_t *err)
+korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_sandbox_opts_t *opts, korch_err_t *err)
 {
     char why[256];
     sandbox_launcher_t *l = calloc(1, sizeof *l);
@@ -840,7 +931,7 @@ korch_launcher_t *korch_launcher_sandbox_new(const korch_sandbox_opts_t *opts, k
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         return NULL;
     }
-    l->base.ops = &s_ops;
+    korch_backend_launcher_init(&l->base, &s_ops, loop);
     if (opts)
         l->o = *opts;
     else

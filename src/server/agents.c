@@ -92,6 +92,9 @@ struct srv_agent {
     char *pending_question;     /* a message that resumed a stopped session */
     zactor_t *actor;
     srv_kwait_t *waiting;       /* for its kernel to be ready */
+    korch_op_t *start_op;       /* putting pending_files[start_next - 1] into the new kernel */
+    size_t start_next;
+    zlistx_t *fileops;          /* s_fileop_t* (owned): PUT / GET of files/ on its kernel */
     srv_req_t *creating;        /* POST waiting for the agent to be ready */
     srv_req_t *stream;          /* the running turn's event stream (its POST) */
     bool detach;                /* that POST's client may leave: the turn goes on */
@@ -130,7 +133,7 @@ static bool s_isolated(korch_server_t *s)
 {
     /* every kernel has a work dir of its own (containers), not a host dir */
     korch_launcher_t *l = s_opts(s)->launcher;
-    return l && l->ops && l->ops->name && strcmp(l->ops->name, "local") != 0;
+    return (korch_launcher_caps(l) & KORCH_LAUNCHER_CONFINED) != 0;
 }
 
 static json_t *s_model(srv_agent_t *sa)
@@ -171,6 +174,8 @@ static int s_rm_entry(const char *path, const struct stat *st, int flag, struct 
 static void s_followers_end(srv_agent_t *sa);
 static void s_log_clear(srv_agent_t *sa);
 
+static void s_fileops_cancel(srv_agent_t *sa, int status, const char *why);
+
 static void s_free(srv_agent_t **psa)
 {
     srv_agent_t *sa = *psa;
@@ -185,6 +190,9 @@ static void s_free(srv_agent_t **psa)
         zactor_destroy(&sa->actor); /* $TERM, then joins */
     }
     srv_kwait_cancel(&sa->waiting);
+    korch_op_cancel(&sa->start_op);
+    s_fileops_cancel(sa, 503, "the agent session is gone");
+    zlistx_destroy(&sa->fileops);
     if (sa->creating)
         srv_respond_error(sa->creating, 503, "the server is shutting down");
     if (sa->stream) {
@@ -345,6 +353,8 @@ static void s_stop(srv_agent_t *sa, const char *why)
         zstr_send(sa->actor, "$TERM"); /* its last "done" ends a running turn's stream */
     }
     srv_kwait_cancel(&sa->waiting);
+    korch_op_cancel(&sa->start_op);
+    s_fileops_cancel(sa, 409, "the session's kernel was shut down");
     srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(s_kmgr(sa->srv), sa->kernel_id) : NULL;
     sa->kernel_id[0] = 0;
     sa->owns_kernel = false;
@@ -500,29 +510,10 @@ static void s_add_file(srv_agent_t *sa, const char *name)
     json_array_append_new(sa->files, json_string(name));
 }
 
-/* The kernel is ready: put the files, write the connection file, start the actor. */
-static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
+/* The files are in: write the connection file, start the actor. */
+static void s_start_actor(srv_agent_t *sa, srv_kernel_t *mk)
 {
     korch_err_t err = {0};
-    korch_proc_t *proc = korch_kernel_proc(mk->k);
-    size_t i;
-    json_t *f;
-    json_array_foreach(sa->pending_files, i, f) {
-        const char *name = json_string_value(json_object_get(f, "name"));
-        const char *b64 = json_string_value(json_object_get(f, "data"));
-        size_t len = 0;
-        unsigned char *data = korch_b64_decode(b64, strlen(b64), &len);
-        korch_rc_t rc = data ? korch_proc_put_file(proc, name, data, len, &err)
-                             : korch_err_set(&err, KORCH_E_NOMEM, "out of memory");
-        if (rc == KORCH_OK && sa->creating)
-            s_keep_copy(sa, name, data, len);
-        free(data);
-        if (rc != KORCH_OK) {
-            s_fail(sa, 500, "cannot put '%s' into the kernel's work dir: %s", name, err.msg);
-            return;
-        }
-        s_add_file(sa, name);
-    }
     json_array_clear(sa->pending_files);
     if (korch_conn_save(korch_kernel_conn(mk->k), sa->cfg.conn_path, &err) != KORCH_OK) {
         s_fail(sa, 500, "cannot write the kernel's connection file: %s", err.msg);
@@ -534,6 +525,61 @@ static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
         return;
     }
     korch_loop_reader(srv_parts(sa->srv)->loop, zactor_sock(sa->actor), s_on_actor, sa);
+}
+
+static void s_put_next(srv_agent_t *sa);
+
+static void s_on_pending_put(korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    srv_agent_t *sa = arg;
+    sa->start_op = NULL;
+    json_t *f = json_array_get(sa->pending_files, sa->start_next - 1);
+    const char *name = json_string_value(json_object_get(f, "name"));
+    if (rc != KORCH_OK) {
+        s_fail(sa, 500, "cannot put '%s' into the kernel's work dir: %s", name, err ? err->msg : "unknown error");
+        return;
+    }
+    s_add_file(sa, name);
+    s_put_next(sa);
+}
+
+/* Put the next pending file (asynchronously: a container's archive upload
+   never blocks the loop), or, when all are in, start the actor. */
+static void s_put_next(srv_agent_t *sa)
+{
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(sa->srv), sa->kernel_id);
+    korch_proc_t *proc = mk ? korch_kernel_proc(mk->k) : NULL;
+    if (!proc) {
+        s_fail(sa, 409, "the kernel went away while the session started");
+        return;
+    }
+    if (sa->start_next >= json_array_size(sa->pending_files)) {
+        s_start_actor(sa, mk);
+        return;
+    }
+    json_t *f = json_array_get(sa->pending_files, sa->start_next++);
+    const char *name = json_string_value(json_object_get(f, "name"));
+    const char *b64 = json_string_value(json_object_get(f, "data"));
+    size_t len = 0;
+    korch_err_t err = {0};
+    unsigned char *data = korch_b64_decode(b64, strlen(b64), &len);
+    if (!data) {
+        s_fail(sa, 500, "cannot put '%s' into the kernel's work dir: out of memory", name);
+        return;
+    }
+    if (sa->creating) /* a new session: its copy for a resumed container */
+        s_keep_copy(sa, name, data, len);
+    sa->start_op = korch_proc_put_file(proc, name, data, len, s_on_pending_put, sa, &err); /* data copied */
+    free(data);
+    if (!sa->start_op)
+        s_fail(sa, 500, "cannot put '%s' into the kernel's work dir: %s", name, err.msg);
+}
+
+/* The kernel is ready: put the files, then the actor. */
+static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
+{
+    sa->start_next = 0;
+    s_put_next(sa);
 }
 
 /* Its kernel got ready, or failed first. */
@@ -554,6 +600,21 @@ static void s_on_kernel_ready(srv_kernel_t *mk, const char *error, void *arg)
 static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
     srv_agents_t *a = arg;
+    if (ev == SRV_KEV_RESTARTING || ev == SRV_KEV_DEAD) {
+        /* its process is replaced or gone, and with it the ops on it (the
+           launcher cancels them): answer what waited on them */
+        for (srv_agent_t *sa = zhashx_first(a->all); sa; sa = zhashx_next(a->all))
+            if (strcmp(sa->kernel_id, mk->id) == 0)
+                s_fileops_cancel(sa, 503, "the session's kernel restarted or died meanwhile");
+        zlistx_t *list = zhashx_values(a->all);
+        for (srv_agent_t *sa = list ? zlistx_first(list) : NULL; sa; sa = zlistx_next(list))
+            if (strcmp(sa->kernel_id, mk->id) == 0 && sa->start_op) {
+                korch_op_cancel(&sa->start_op);
+                s_fail(sa, 500, "the kernel %s while the session started", ev == SRV_KEV_DEAD ? "died" : "restarted");
+            }
+        zlistx_destroy(&list);
+        return;
+    }
     if (ev != SRV_KEV_GONE)
         return;
     zlistx_t *list = zhashx_values(a->all);
@@ -748,12 +809,13 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     sa->pending_files = json_array();
     sa->log = zlistx_new();
     sa->followers = zlistx_new();
+    sa->fileops = zlistx_new();
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = s_opts(s)->agent_max_steps;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
-    if (!sa->files || !sa->pending_files || !sa->log || !sa->followers) {
+    if (!sa->files || !sa->pending_files || !sa->log || !sa->followers || !sa->fileops) {
         s_free(&sa);
         return NULL;
     }
@@ -1008,23 +1070,72 @@ static void s_follow(srv_agent_t *sa, srv_req_t *req)
 
 /* ------------------------------------------------------------- files */
 
+/* A PUT or GET of a file in the kernel's work dir, under way. */
+typedef struct {
+    srv_agent_t *sa;
+    srv_req_t *req;             /* answered when op ends (or is cancelled) */
+    korch_op_t *op;
+    char rel[PATH_MAX];
+} s_fileop_t;
+
+static s_fileop_t *s_fileop_new(srv_agent_t *sa, srv_req_t *req, const char *rel)
+{
+    s_fileop_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->sa = sa;
+    f->req = req;
+    snprintf(f->rel, sizeof f->rel, "%s", rel);
+    return f;
+}
+
+/* Its op ended: off the session's list, freed; the request is the caller's. */
+static srv_req_t *s_fileop_end(s_fileop_t *f)
+{
+    srv_req_t *req = f->req;
+    void *h = zlistx_find(f->sa->fileops, f);
+    if (h)
+        zlistx_delete(f->sa->fileops, h);
+    free(f);
+    return req;
+}
+
+/* The session's kernel (or the session) goes: its file ops are cancelled
+   and their requests answered. */
+static void s_fileops_cancel(srv_agent_t *sa, int status, const char *why)
+{
+    s_fileop_t *f;
+    while (sa->fileops && (f = zlistx_first(sa->fileops))) {
+        korch_op_cancel(&f->op);
+        srv_respond_error(s_fileop_end(f), status, "%s", why);
+    }
+}
+
+static void s_on_put_done(korch_rc_t rc, const korch_err_t *err, void *arg);
+
 /* The final move of an upload (spooled to an unnamed file by server.c)
-   into the kernel's work dir, and its copy for a resumed container. The
-   one place to switch to src/util/fsutil.c's openat + O_NOFOLLOW writer
-   (fd to fd, no mapping) once it lands: today it maps the spooled file
-   read-only and hands the bytes to the launcher's put_file. */
+   into the kernel's work dir: the spooled file is mapped read-only and its
+   bytes handed to the launcher's put_file (which copies them), answered
+   when the op ends. */
 static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char *rel, srv_req_t *req,
                                  korch_err_t *err)
 {
+    s_fileop_t *f = s_fileop_new(sa, req, rel);
+    if (!f)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     const void *data;
     size_t len;
     korch_rc_t rc = srv_req_upload_map(req, &data, &len, err);
-    if (rc == KORCH_OK)
-        rc = korch_proc_put_file(proc, rel, data, len, err);
-    if (rc == KORCH_OK)
-        s_keep_copy(sa, rel, data, len);
+    if (rc == KORCH_OK && !(f->op = korch_proc_put_file(proc, rel, data, len, s_on_put_done, f, err)))
+        rc = err->rc ? err->rc : KORCH_E_IO;
     srv_req_upload_unmap(req);
-    return rc;
+    if (rc != KORCH_OK) {
+        free(f);
+        return rc;
+    }
+    srv_req_wait(req);
+    zlistx_add_end(sa->fileops, f);
+    return KORCH_OK;
 }
 
 static json_t *s_url(srv_agent_t *sa, const char *what, const char *path) { return srv_agent_url(sa->id, what, path); }
@@ -1129,10 +1240,30 @@ static void s_file_put(srv_agent_t *sa, srv_req_t *req, const char *rel)
                           s_state_names[sa->state]);
         return;
     }
-    if (s_place_upload(sa, proc, rel, req, &err) != KORCH_OK) {
+    if (s_place_upload(sa, proc, rel, req, &err) != KORCH_OK)
         srv_respond_error(req, err.rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
+}
+
+static void s_on_put_done(korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    s_fileop_t *f = arg;
+    f->op = NULL;
+    srv_agent_t *sa = f->sa;
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s", f->rel);
+    srv_req_t *req = s_fileop_end(f);
+    if (rc != KORCH_OK) {
+        srv_respond_error(req, rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel,
+                          err ? err->msg : "unknown error");
         return;
     }
+    /* a container's work dir is its own: the copy for a resumed session */
+    const void *data;
+    size_t len;
+    korch_err_t merr = {0};
+    if (s_isolated(sa->srv) && srv_req_upload_map(req, &data, &len, &merr) == KORCH_OK)
+        s_keep_copy(sa, rel, data, len);
+    srv_req_upload_unmap(req);
     bool replaced = s_uploaded(sa, rel);
     s_add_file(sa, rel);
     s_save(sa);
@@ -1145,30 +1276,50 @@ static void s_file_put(srv_agent_t *sa, srv_req_t *req, const char *rel)
                           "url", s_url(sa, "files", rel)));
 }
 
+static void s_file_respond(srv_req_t *req, const char *rel, korch_rc_t rc, const char *msg, char *data, size_t len)
+{
+    if (rc != KORCH_OK)
+        /* not there, or too big, is the client's to hear; anything else (a link
+           the kernel planted, INVALID) is the server's */
+        srv_respond_error(req, rc == KORCH_E_NOTFOUND || rc == KORCH_E_TOOBIG ? srv_http_status(rc) : 500, "%s",
+                          msg);
+    else
+        srv_respond_raw(req, 200, korch_mime_for(rel), data, len);
+}
+
+static void s_on_get_done(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg)
+{
+    s_fileop_t *f = arg;
+    f->op = NULL;
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s", f->rel);
+    srv_req_t *req = s_fileop_end(f);
+    s_file_respond(req, rel, rc, err ? err->msg : "unknown error", data, len);
+    free(data);
+}
+
 static void s_file_get(srv_agent_t *sa, srv_req_t *req, const char *rel)
 {
     korch_proc_t *proc = s_proc(sa);
     korch_err_t err = {0};
     size_t max = s_opts(sa->srv)->max_upload;
-    char *data = NULL;
-    size_t len = 0;
-    korch_rc_t rc;
-    if (proc)
-        rc = korch_proc_get_file(proc, rel, max, &data, &len, &err);
-    else { /* stopped: what is left on the host, read without following the kernel's symlinks */
-        char dir[PATH_MAX + 8];
-        snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
-        data = korch_workdir_read(dir, rel, max, &len, &err);
-        rc = data ? KORCH_OK : err.rc;
-    }
-    if (rc != KORCH_OK) {
-        /* not there, or too big, is the client's to hear; anything else (a link
-           the kernel planted, INVALID) is the server's */
-        srv_respond_error(req, rc == KORCH_E_NOTFOUND || rc == KORCH_E_TOOBIG ? srv_http_status(rc) : 500, "%s",
-                          err.msg);
+    if (proc) { /* from the kernel (a container's archive download never blocks the loop) */
+        s_fileop_t *f = s_fileop_new(sa, req, rel);
+        if (f && (f->op = korch_proc_get_file(proc, rel, max, s_on_get_done, f, &err))) {
+            srv_req_wait(req);
+            zlistx_add_end(sa->fileops, f);
+            return;
+        }
+        free(f);
+        s_file_respond(req, rel, f ? err.rc : KORCH_E_NOMEM, f ? err.msg : "out of memory", NULL, 0);
         return;
     }
-    srv_respond_raw(req, 200, korch_mime_for(rel), data, len);
+    /* stopped: what is left on the host, read without following the kernel's symlinks */
+    char dir[PATH_MAX + 8];
+    size_t len = 0;
+    snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+    char *data = korch_workdir_read(dir, rel, max, &len, &err);
+    s_file_respond(req, rel, data ? KORCH_OK : err.rc, err.msg, data, len);
     free(data);
 }
 

@@ -32,7 +32,8 @@ struct srv_kmgr {
     srv_kmgr_opts_t o;
     zhashx_t *kernels;          /* id -> srv_kernel_t: listed (owned) */
     zlistx_t *pooled;           /* srv_kernel_t*: started for the pool, not listed (owned) */
-    zlistx_t *doomed;           /* srv_kernel_t*: to tear down between rounds (owned) */
+    zlistx_t *doomed;           /* srv_kernel_t*: to tear down next round (owned) */
+    int reap_timer;             /* 0: none */
     zlistx_t *due;              /* srv_kwait_t*: ready closures to run next round (borrowed) */
     int due_timer;              /* 0: none */
     s_listener_t listeners[MAX_LISTENERS];
@@ -126,6 +127,8 @@ static void s_fire_all_ready(srv_kernel_t *mk, const char *error)
             s_fire_ready(w, error);
     zlistx_destroy(&now);
 }
+
+static int s_on_reap(korch_loop_t *loop, int id, void *arg);
 
 static int s_on_due(korch_loop_t *loop, int id, void *arg)
 {
@@ -409,6 +412,8 @@ void srv_kmgr_delete(srv_kernel_t *mk)
     } else
         zhashx_delete(m->kernels, mk->id);
     zlistx_add_end(m->doomed, mk);
+    if (!m->reap_timer) /* never inside its own callback: a round later */
+        m->reap_timer = korch_loop_timer(m->o.loop, 0, 1, s_on_reap, m);
     korch_kernel_set_callbacks(mk->k, NULL);
     if (!mk->pooled)
         fprintf(stderr, "korch: kernel %s shutting down\n", mk->id);
@@ -429,19 +434,22 @@ korch_rc_t srv_kmgr_restart(srv_kernel_t *mk, korch_err_t *err)
 
 bool srv_kmgr_has_doomed(const srv_kmgr_t *m) { return zlistx_size(m->doomed) > 0; }
 
-bool srv_kmgr_reap(srv_kmgr_t *m)
+/* Tear the first doomed kernel down. From a handler korch_kernel_destroy
+   neither blocks nor runs the loop: the kernel detaches and ends itself
+   on the loop (shutdown_request, grace, SIGTERM, SIGKILL); outside
+   handlers (at exit) it runs the loop until the kernel is gone. */
+static bool s_reap_one(srv_kmgr_t *m)
 {
     srv_kernel_t *mk = zlistx_first(m->doomed);
     if (!mk)
         return false;
     zlistx_delete(m->doomed, zlistx_cursor(m->doomed));
-    /* Runs the loop until the kernel is gone (shutdown_request, grace,
-       SIGTERM, SIGKILL): other clients are served meanwhile. Listeners
-       read its last figures (rejections) before. */
-    korch_kernel_destroy(&mk->k);
     char id[40];
     snprintf(id, sizeof id, "%s", mk->id);
     bool quiet = mk->pooled;
+    /* listeners read its last figures (rejections) first */
+    s_emit(mk, SRV_KEV_GONE, NULL);
+    korch_kernel_destroy(&mk->k);
     srv_kwait_t *w;
     while ((w = zlistx_first(mk->waits))) {
         srv_kgone_fn *fn = w->kind == W_GONE ? w->gone : NULL;
@@ -450,11 +458,27 @@ bool srv_kmgr_reap(srv_kmgr_t *m)
         if (fn)
             fn(id, arg);
     }
-    s_emit(mk, SRV_KEV_GONE, NULL);
     s_kernel_free(&mk);
     if (!quiet)
         fprintf(stderr, "korch: kernel %s shut down\n", id);
     return true;
+}
+
+static int s_on_reap(korch_loop_t *loop, int id, void *arg)
+{
+    srv_kmgr_t *m = arg;
+    m->reap_timer = 0;
+    while (s_reap_one(m))
+        ;
+    return 0;
+}
+
+bool srv_kmgr_reap(srv_kmgr_t *m)
+{
+    bool any = false;
+    while (s_reap_one(m))
+        any = true;
+    return any;
 }
 
 void srv_kmgr_delete_all(srv_kmgr_t *m)
@@ -492,6 +516,8 @@ void srv_kmgr_destroy(srv_kmgr_t **pm)
         srv_kmgr_delete_all(m);
     if (m->due_timer)
         korch_loop_timer_end(m->o.loop, m->due_timer);
+    if (m->reap_timer)
+        korch_loop_timer_end(m->o.loop, m->reap_timer);
     zhashx_destroy(&m->kernels);
     zlistx_destroy(&m->pooled);
     zlistx_destroy(&m->doomed);

@@ -15,10 +15,13 @@
  *      and the caller forgets its stored handle inside fn.
  *
  *  Starting returns at once (korch_kernel_new launches and returns); ready
- *  is heard later. A deleted kernel is unlisted at once, its ready closures
- *  fail then, its gone closures run once it has been torn down (between
- *  loop rounds, srv_kmgr_reap: korch_kernel_destroy is not called inside a
- *  handler).
+ *  is heard later. A deleted kernel is unlisted at once and its ready
+ *  closures fail then; a loop round later (never inside the kernel's own
+ *  callback) it is released: listeners hear SRV_KEV_GONE, korch_kernel_destroy
+ *  hands it to its teardown, which runs on the loop without blocking it
+ *  (shutdown_request, grace, SIGTERM, SIGKILL; the launcher removes the
+ *  container), and its gone closures run. Nothing here runs the loop but
+ *  srv_kmgr_reap and srv_kmgr_delete_all, for exit.
  *
  *  Threading: the loop's thread only.
  */
@@ -69,7 +72,8 @@ typedef enum {
     SRV_KEV_DEAD,               /* died for good (detail: why); a kernel that never ran is deleted next */
     SRV_KEV_UNPOOLED,           /* handed out of the warm pool: listed from now */
     SRV_KEV_DELETED,            /* being shut down: unlisted, its ready closures have failed */
-    SRV_KEV_GONE,               /* torn down: freed when the listeners return */
+    SRV_KEV_GONE,               /* released (a round after DELETED): mk->k is still readable, then
+                                   destroyed and mk freed when the listeners return */
 } srv_kev_t;
 
 /* A lifecycle event of mk. A listener may delete mk (srv_kmgr_delete) or
@@ -127,18 +131,20 @@ json_t *srv_kernel_model(const srv_kernel_t *mk);
 /* Activity seen on mk now (a message, a client). */
 void srv_kernel_touch(srv_kernel_t *mk);
 
-/* Shut mk down: SRV_KEV_DELETED now, SRV_KEV_GONE once it is torn down.
-   Again on a doomed kernel: nothing. */
+/* Shut mk down: SRV_KEV_DELETED now, SRV_KEV_GONE a loop round later.
+   Again on a doomed kernel (or NULL): nothing. */
 void srv_kmgr_delete(srv_kernel_t *mk);
 /* POST .../restart: a restart asked for (listeners hear no RESTARTING). */
 korch_rc_t srv_kmgr_restart(srv_kernel_t *mk, korch_err_t *err);
 /* A pooled kernel handed out: listed, auto-restarted from now. */
 void srv_kmgr_unpool(srv_kernel_t *mk);
-/* Delete every kernel and tear them down (at exit). */
+/* Delete every kernel and tear them down (at exit, outside handlers: runs
+   the loop until they are gone). */
 void srv_kmgr_delete_all(srv_kmgr_t *m);
-/* Kernels wait to be torn down (the server's loop returns for it). */
+/* Deleted kernels not released yet. */
 bool srv_kmgr_has_doomed(const srv_kmgr_t *m);
-/* Between loop rounds: tear doomed kernels down. True when it did any. */
+/* Release deleted kernels now rather than next round (at exit; tests).
+   True when there were any. */
 bool srv_kmgr_reap(srv_kmgr_t *m);
 
 /* mk ready: fn(mk, NULL, arg); it failed first (died, deleted): fn(mk, why,
@@ -146,7 +152,8 @@ bool srv_kmgr_reap(srv_kmgr_t *m);
    fn is never called) when mk is doomed already or memory ran out. */
 typedef void(srv_kready_fn)(srv_kernel_t *mk, const char *error, void *arg);
 srv_kwait_t *srv_kernel_when_ready(srv_kernel_t *mk, srv_kready_fn *fn, void *arg);
-/* mk torn down: fn(id, arg). NULL (fn never called) when memory ran out. */
+/* mk released (after SRV_KEV_GONE): fn(id, arg). NULL (fn never called)
+   when memory ran out. */
 typedef void(srv_kgone_fn)(const char *kernel_id, void *arg);
 srv_kwait_t *srv_kernel_when_gone(srv_kernel_t *mk, srv_kgone_fn *fn, void *arg);
 /* fn will not be called; *w is NULLed. Safe from any handler. */

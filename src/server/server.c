@@ -1125,30 +1125,12 @@ fail:
     return NULL;
 }
 
-typedef struct {
-    korch_server_t *s;
-    bool (*quit)(void *arg);
-    void *arg;
-} s_run_t;
-
-static bool s_run_done(void *arg)
-{
-    s_run_t *r = arg;
-    return srv_kmgr_has_doomed(r->s->kmgr) || (r->quit && r->quit(r->arg));
-}
-
 void korch_server_run(korch_server_t *s, bool (*quit)(void *arg), void *arg)
 {
-    s_run_t r = {s, quit, arg};
-    for (;;) {
-        /* Between rounds (korch_loop_run returned): the safe place to
-           destroy kernels, which runs the loop itself. */
-        while (srv_kmgr_reap(s->kmgr))
-            ;
-        if (quit && quit(arg))
-            return;
-        korch_loop_run(s->loop, s_run_done, &r, -1);
-    }
+    /* nothing is deferred to between rounds any more: kernels are released
+       from a timer, and their teardown never runs the loop (kmgr.h) */
+    while (!(quit && quit(arg)))
+        korch_loop_run(s->loop, quit, arg, -1);
 }
 
 void korch_server_destroy(korch_server_t **ps)

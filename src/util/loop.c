@@ -4,13 +4,17 @@
 #include "korch/loop.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 typedef struct {
     zsock_t *sock;          /* reader, or NULL for an fd poller */
     int fd;
+    short events;           /* ZMQ_POLLIN / ZMQ_POLLOUT */
     korch_reader_fn *on_sock;
     korch_poller_fn *on_fd;
+    korch_poller_ev_fn *on_ev; /* instead of on_fd: told what is ready */
     void *arg;
     bool dead;
 } s_item_t;
@@ -34,6 +38,7 @@ struct korch_loop {
     size_t cap_pollset;
     int next_id;
     bool broken;
+    bool running;           /* inside korch_loop_run: re-entry aborts */
 };
 
 int64_t korch_now_ms(void)
@@ -82,7 +87,7 @@ static int s_add_item(korch_loop_t *loop, s_item_t item)
 int korch_loop_reader(korch_loop_t *loop, zsock_t *sock, korch_reader_fn *handler, void *arg)
 {
     korch_loop_reader_end(loop, sock);
-    return s_add_item(loop, (s_item_t){.sock = sock, .fd = -1, .on_sock = handler, .arg = arg});
+    return s_add_item(loop, (s_item_t){.sock = sock, .fd = -1, .events = ZMQ_POLLIN, .on_sock = handler, .arg = arg});
 }
 
 void korch_loop_reader_end(korch_loop_t *loop, zsock_t *sock)
@@ -95,7 +100,23 @@ void korch_loop_reader_end(korch_loop_t *loop, zsock_t *sock)
 int korch_loop_poller(korch_loop_t *loop, int fd, korch_poller_fn *handler, void *arg)
 {
     korch_loop_poller_end(loop, fd);
-    return s_add_item(loop, (s_item_t){.fd = fd, .on_fd = handler, .arg = arg});
+    return s_add_item(loop, (s_item_t){.fd = fd, .events = ZMQ_POLLIN, .on_fd = handler, .arg = arg});
+}
+
+int korch_loop_poller_ev(korch_loop_t *loop, int fd, unsigned events, korch_poller_ev_fn *handler, void *arg)
+{
+    short ev = (short)((events & KORCH_POLL_IN ? ZMQ_POLLIN : 0) | (events & KORCH_POLL_OUT ? ZMQ_POLLOUT : 0));
+    /* the same live entry: change it in place, so a round in progress sees
+       the new interest from the next poll on and no duplicate appears */
+    for (size_t i = 0; i < loop->nitems; i++) {
+        s_item_t *it = &loop->items[i];
+        if (!it->sock && it->fd == fd && !it->dead && it->on_ev == handler && it->arg == arg) {
+            it->events = ev;
+            return 0;
+        }
+    }
+    korch_loop_poller_end(loop, fd);
+    return s_add_item(loop, (s_item_t){.fd = fd, .events = ev, .on_ev = handler, .arg = arg});
 }
 
 void korch_loop_poller_end(korch_loop_t *loop, int fd)
@@ -163,7 +184,7 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
     for (size_t i = 0; i < n; i++) {
         s_item_t *it = &loop->items[i];
         loop->pollset[i] = (zmq_pollitem_t){it->sock ? zsock_resolve(it->sock) : NULL, it->sock ? 0 : it->fd,
-                                            ZMQ_POLLIN, 0};
+                                            it->events, 0};
     }
     int rc = zmq_poll(loop->pollset, (int)n, (long)wait);
     if (rc < 0) {
@@ -175,10 +196,20 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
        any dead, which is checked before each call; nothing moves until the
        sweep at the end. */
     for (size_t i = 0; rc > 0 && i < n; i++) {
-        if (!(loop->pollset[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) || loop->items[i].dead)
+        short re = loop->pollset[i].revents;
+        if (!(re & (ZMQ_POLLIN | ZMQ_POLLOUT | ZMQ_POLLERR)) || loop->items[i].dead)
             continue;
         s_item_t it = loop->items[i];
-        int hrc = it.sock ? it.on_sock(loop, it.sock, it.arg) : it.on_fd(loop, it.fd, it.arg);
+        int hrc;
+        if (it.sock)
+            hrc = it.on_sock(loop, it.sock, it.arg);
+        else if (it.on_ev)
+            hrc = it.on_ev(loop, it.fd,
+                           (re & ZMQ_POLLIN ? KORCH_POLL_IN : 0) | (re & ZMQ_POLLOUT ? KORCH_POLL_OUT : 0) |
+                               (re & ZMQ_POLLERR ? KORCH_POLL_ERR : 0),
+                           it.arg);
+        else
+            hrc = it.on_fd(loop, it.fd, it.arg);
         if (hrc < 0)
             loop->broken = true;
     }
@@ -202,7 +233,9 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
     return 0; /* what handlers removed is swept at the start of the next round */
 }
 
-bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms)
+bool korch_loop_running(const korch_loop_t *loop) { return loop->running; }
+
+static bool s_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms)
 {
     int64_t deadline = timeout_ms >= 0 ? korch_now_ms() + timeout_ms : -1;
     loop->broken = false;
@@ -223,4 +256,19 @@ bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int 
         if (s_round(loop, left) < 0)
             return done ? done(arg) : false;
     }
+}
+
+bool korch_loop_run(korch_loop_t *loop, bool (*done)(void *arg), void *arg, int timeout_ms)
+{
+    if (loop->running) {
+        /* Not a log line: the process is about to end, whatever the sink. */
+        fputs("korch: bug: korch_loop_run called from inside a loop handler (a *_wait call or "
+              "korch_kernel_shutdown in a callback?): the loop is not reentrant; aborting\n",
+              stderr);
+        abort();
+    }
+    loop->running = true;
+    bool r = s_run(loop, done, arg, timeout_ms);
+    loop->running = false;
+    return r;
 }

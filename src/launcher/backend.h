@@ -1,0 +1,107 @@
+/*  The launcher backends' function table and the machinery they share.
+ *
+ *  Private to src/launcher: launcher.c keeps the promises of launcher.h
+ *  (done exactly once, deferred, never after cancel) for every backend, so
+ *  a backend only begins work and reports its end:
+ *
+ *  - An op function (start, adopt, signal, kill, put_file, get_file) either
+ *    fails at once (returns an error: the op is freed, done never called) or
+ *    returns KORCH_OK having arranged to call one of the korch_op_finish_*
+ *    functions exactly once, now (a backend whose work is immediate) or
+ *    later from a loop handler. If its work stays pending, it registers
+ *    korch_op_on_cancel: korch_op_cancel and korch_proc_destroy call that
+ *    hook instead of waiting, and the backend then never finishes the op.
+ *  - kill only delivers the kill; launcher.c finishes the op when the end
+ *    is seen. Every backend reports the end of a kernel once with
+ *    korch_backend_exited (from its pidfd poller, wait request, ...).
+ *  - proc_free never blocks and never runs the loop: what is left to do
+ *    (reap a pid, remove a container) goes to korch_backend_job, which the
+ *    launcher steps on the loop and, at korch_launcher_destroy, finishes.
+ */
+#ifndef KORCH_LAUNCHER_BACKEND_H
+#define KORCH_LAUNCHER_BACKEND_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "korch/launcher.h"
+
+typedef struct {
+    const char *name;               /* "local", "docker", ... */
+    unsigned caps;                  /* KORCH_LAUNCHER_* (a backend may refine per instance: korch_launcher_t.caps) */
+    const char *transport;          /* "ipc" or "tcp" */
+    /* Start the kernel: fill a new proc (korch_backend_proc_new), write the
+       connection file as the kernel must see it, and finish the op with the
+       proc (korch_op_finish_proc). req is borrowed for this call only. */
+    korch_rc_t (*start)(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err);
+    /* Re-attach (NULL when the backend cannot): the proc's conn and runtime_dir are filled. */
+    korch_rc_t (*adopt)(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err);
+    korch_rc_t (*signal)(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
+    /* Deliver SIGKILL (or remove the task); launcher.c finishes op at the end. op may be NULL. */
+    korch_rc_t (*kill)(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);
+    /* data is borrowed for the call: copy it when the work stays pending. */
+    korch_rc_t (*put_file)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
+                           korch_err_t *err);
+    korch_rc_t (*get_file)(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err);
+    /* The transitional blocking calls (korch_proc_put_file_sync): no loop. */
+    korch_rc_t (*put_file_now)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err);
+    korch_rc_t (*get_file_now)(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                               korch_err_t *err);
+    const char *(*log_tail)(korch_proc_t *proc);
+    /* Release the proc; kill it first if it still runs. Never blocks. */
+    void (*proc_free)(korch_proc_t *proc);
+    /* Release the launcher (its jobs are finished already). */
+    void (*free)(korch_launcher_t *self);
+} korch_launcher_ops_t;
+
+typedef struct korch_backend_job korch_backend_job_t;
+
+/* Backends embed this as their first member (korch_backend_launcher_init). */
+struct korch_launcher {
+    const korch_launcher_ops_t *ops;
+    korch_loop_t *loop;
+    unsigned caps;
+    struct s_lop *ops_head;         /* pending ops, for cancelling (launcher.c) */
+    korch_backend_job_t *jobs;      /* background work left by freed procs */
+};
+
+/* Backends embed this as their first member (korch_backend_proc_new). */
+struct korch_proc {
+    korch_launcher_t *launcher;
+    korch_conn_t conn;              /* as korch connects to it */
+    char runtime_dir[PATH_MAX];
+    bool exited;
+    char why[256];
+    korch_exit_fn *on_exit;
+    void *exit_arg;
+    int exit_timer;                 /* the deferred on_exit call, -1 none */
+};
+
+void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t *ops, korch_loop_t *loop);
+
+/* A zeroed proc of size bytes (size >= sizeof(korch_proc_t)) for l, with
+   conn and runtime_dir copied from req (either may be NULL). */
+void *korch_backend_proc_new(korch_launcher_t *l, size_t size, const korch_launch_t *req);
+
+/* The kernel has ended (why as in korch_exit_fn). Once per proc; later calls
+   are ignored. Runs the proc's exit fn (deferred) and finishes kill ops. */
+void korch_backend_exited(korch_proc_t *p, const char *why);
+
+/* Finish an op (any thread of control on the loop, even inside the call
+   that started it: done is deferred). err may be NULL when rc is KORCH_OK. */
+void korch_op_finish(korch_op_t *op, korch_rc_t rc, const korch_err_t *err);
+void korch_op_finish_proc(korch_op_t *op, korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err);
+/* data (malloc'd, NUL-terminated) becomes the op's: freed if nobody takes it. */
+void korch_op_finish_file(korch_op_t *op, char *data, size_t len, korch_rc_t rc, const korch_err_t *err);
+/* While the backend's work for op is pending: how to abort it. */
+void korch_op_on_cancel(korch_op_t *op, void (*cancel)(korch_op_t *op, void *arg), void *arg);
+korch_loop_t *korch_op_loop(const korch_op_t *op);
+
+/* Background work a freed proc leaves: step(arg) is called on the loop
+   (every period_ms) until it returns true; finish(arg) (may block) is
+   called instead at korch_launcher_destroy when it has not; either way
+   free(arg) is not called: step/finish release arg themselves when done. */
+void korch_backend_job(korch_launcher_t *l, int period_ms, bool (*step)(void *arg), void (*finish)(void *arg),
+                       void *arg);
+
+#endif

@@ -1,0 +1,173 @@
+/*  Choosing a launcher (--launcher auto|docker|sandbox|local) and sweeping
+ *  what korch instances that are gone left behind.
+ *
+ *  auto (the default) takes docker when the engine answers and the kernel
+ *  image is there, else the sandbox when bubblewrap and cgroups work, else
+ *  refuses and says how to get either: it never falls back to an unconfined
+ *  kernel. local says once what it means.
+ */
+#include "backend.h"
+#include "korch/docker.h"
+#include "korch/docker_api.h"
+#include "korch/instance.h"
+#include "korch/log.h"
+#include "korch/sandbox.h"
+
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The plain words --launcher local deserves, once per process. */
+static void s_local_note(void)
+{
+    static bool said;
+    if (said)
+        return;
+    said = true;
+    struct passwd *pw = getpwuid(geteuid());
+    fprintf(stderr,
+            "korch: launcher local: the kernel runs unconfined as uid %u (%s) on this machine: the code it runs "
+            "(the model's, with run, chat and serve) can read, change and delete what that user can, and reach "
+            "the network (--launcher sandbox or docker confine it)\n",
+            (unsigned)geteuid(), pw && pw->pw_name ? pw->pw_name : "?");
+}
+
+static korch_launcher_t *s_docker(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *why)
+{
+    korch_docker_opts_t d;
+    korch_docker_opts_init(&d);
+    char image[300];
+    snprintf(image, sizeof image, "korch-kernel-%s:latest", o->kernel ? o->kernel : "python3");
+    d.image = o->image ? o->image : image;
+    d.instance = o->instance;
+    if (o->memory_mb > 0)
+        d.memory = (int64_t)(o->memory_mb * 1024 * 1024);
+    if (o->cpus > 0)
+        d.nano_cpus = (int64_t)(o->cpus * 1e9);
+    if (o->pids > 0)
+        d.pids_limit = o->pids;
+    d.workdir = o->workdir;
+    d.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
+    d.workdir_give = o->give_workdir;
+    if (o->workdir_mb > 0)
+        d.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
+    korch_launcher_t *l = korch_launcher_docker_new(loop, &d, why);
+    if (l) {
+        /* docker needs the image; without it auto moves on */
+        korch_docker_t *api = korch_docker_new(NULL, NULL, why);
+        json_t *img = api ? korch_docker_image_inspect(api, d.image, why) : NULL;
+        korch_docker_destroy(&api);
+        if (!img)
+            korch_launcher_destroy(&l);
+        json_decref(img);
+    }
+    return l;
+}
+
+static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *why)
+{
+    korch_sandbox_opts_t so;
+    korch_sandbox_opts_init(&so);
+    so.instance = o->instance;
+    if (o->memory_mb > 0)
+        so.memory = (int64_t)(o->memory_mb * 1024 * 1024);
+    if (o->cpus > 0)
+        so.nano_cpus = (int64_t)(o->cpus * 1e9);
+    if (o->pids > 0)
+        so.pids_limit = o->pids;
+    so.workdir = o->workdir;
+    so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
+    so.workdir_give = o->give_workdir;
+    return korch_launcher_sandbox_new(loop, &so, why);
+}
+
+korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
+{
+    const char *name = o->name ? o->name : "auto";
+    korch_err_t dwhy = {0}, swhy = {0};
+    korch_launcher_t *l = NULL;
+    if (strcmp(name, "local") == 0) {
+        s_local_note();
+        return korch_launcher_local_new(loop, err);
+    }
+    if (strcmp(name, "docker") == 0) {
+        l = s_docker(loop, o, &dwhy);
+        if (!l)
+            korch_err_set(err, dwhy.rc ? dwhy.rc : KORCH_E_DOCKER, "%s",
+                          dwhy.msg[0] ? dwhy.msg : "docker is not available");
+        return l;
+    }
+    if (strcmp(name, "sandbox") == 0) {
+        l = s_sandbox(loop, o, &swhy);
+        if (!l)
+            korch_err_set(err, swhy.rc ? swhy.rc : KORCH_E_LAUNCH, "%s", swhy.msg);
+        return l;
+    }
+    if (strcmp(name, "auto") != 0) {
+        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use auto, docker, sandbox or local)", name);
+        return NULL;
+    }
+    /* auto: the strongest isolation that works here, never none */
+    l = s_docker(loop, o, &dwhy);
+    if (l) {
+        if (!o->quiet)
+            fprintf(stderr, "korch: launcher auto picked docker\n");
+        return l;
+    }
+    l = s_sandbox(loop, o, &swhy);
+    if (l) {
+        if (!o->quiet)
+            fprintf(stderr, "korch: launcher auto picked sandbox (docker: %s)\n", dwhy.msg);
+        return l;
+    }
+    korch_err_set(err, KORCH_E_LAUNCH,
+                  "no launcher that confines the kernel works here (docker: %s; %s). Start dockerd and build the "
+                  "kernel image (make image), or install bubblewrap (apt-get install bubblewrap) and run korch as "
+                  "root for the sandbox's cgroups; --launcher local runs the model's code unconfined as the current "
+                  "user",
+                  dwhy.msg, swhy.msg);
+    return NULL;
+}
+
+void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
+{
+    korch_err_t err = {0};
+    char base[PATH_MAX];
+    if (!l)
+        return;
+    /* A sandbox dies with its korch; what a dead one may leave is in its
+       cgroups (whichever launcher this korch uses: a no-op without root). */
+    int removed = korch_sandbox_sweep(mine, korch_instance_alive, korch_instance_forget);
+    if (removed > 0)
+        fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", removed);
+    if (!korch_launcher_is_docker(l) || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+        return;
+    json_t *all = korch_docker_list(l, NULL, &err);
+    if (!all) {
+        korch_warn("cannot list containers: %s", err.msg);
+        return;
+    }
+    json_t *done = json_object();
+    size_t i, blen = strlen(base);
+    json_t *c;
+    json_array_foreach(all, i, c) {
+        const char *inst = json_string_value(json_object_get(c, "instance"));
+        const char *rdir = json_string_value(json_object_get(c, "runtime_dir"));
+        /* Only instances that live in our runtime base can be judged by its
+           locks; "default" (library users without an instance) never. */
+        if (!inst || !rdir || strcmp(inst, mine) == 0 || strcmp(inst, "default") == 0 ||
+            strncmp(rdir, base, blen) != 0 || rdir[blen] != '/' || strchr(rdir + blen + 1, '/') ||
+            json_object_get(done, inst) || korch_instance_alive(inst))
+            continue;
+        json_object_set_new(done, inst, json_true());
+        int n = korch_docker_remove_all(l, inst, &err);
+        if (n > 0)
+            fprintf(stderr, "korch: removed %d container(s) left by korch instance '%s', which is gone\n", n, inst);
+        korch_instance_forget(inst);
+    }
+    json_decref(done);
+    json_decref(all);
+}
