@@ -7,8 +7,8 @@
  *  targets abort), timeout of one input (10 s: a server that spins) or
  *  out-of-memory. New inputs go to a scratch dir, never into the committed
  *  corpus; a failing input is copied to /tmp/korch-fuzz-NAME-crash for
- *  reproducing: build-fuzz/fuzz/NAME /tmp/korch-fuzz-NAME-crash. The three
- *  take 65 s together.
+ *  reproducing: build-fuzz/fuzz/NAME /tmp/korch-fuzz-NAME-crash. The four
+ *  take 80 s together.
  */
 #include "test.h"
 
@@ -109,6 +109,9 @@ TEST_T(fuzz_wsmsg, 120) { s_run_fuzzer("fuzz_wsmsg", 15); }
 
 /* Signed kernel wire messages: HMAC, replay, the bounded stream decoder. */
 TEST_T(fuzz_wire, 120) { s_run_fuzzer("fuzz_wire", 20); }
+
+/* The router: any method and path, its promises about parameters, 404 and 405. */
+TEST_T(fuzz_routes, 120) { s_run_fuzzer("fuzz_routes", 15); }
 
 /* Raw HTTP into a real in-process korch_server (its seed corpus alone, full
    of kernel starts and restarts, takes about 15 s to replay). */

@@ -5,6 +5,7 @@
  *  real `korch serve` (what libwebsockets does to a path before korch sees
  *  it: percent-decoding, dot segments).
  */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser (a korch serve that starts none): make check runs these */
 #include "test.h"
 #include "serve_fixture.h"
 #include "../src/server/server_int.h"
