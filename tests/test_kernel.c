@@ -246,6 +246,59 @@ TEST_BOTH(kernel_sigkill_reports_died_within_2s)
     fx_stop(&f);
 }
 
+/* korch_kernel_destroy from a loop handler never runs the loop (which would
+   abort: korch_loop_run is not reentrant): the kernel detaches, goes away on
+   the loop (its process with it), and a running execution ends as closed. */
+typedef struct {
+    korch_kernel_t *k;
+    int64_t destroyed_in_ms;
+} s_detach_t;
+
+static bool s_detach_ran(void *arg) { return ((s_detach_t *)arg)->destroyed_in_ms >= 0; }
+
+static int s_destroy_in_handler(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_detach_t *d = arg;
+    int64_t t0 = korch_now_ms();
+    korch_kernel_destroy(&d->k);
+    d->destroyed_in_ms = korch_now_ms() - t0;
+    return 0;
+}
+
+TEST_BOTH(kernel_destroy_from_a_handler_detaches)
+{
+    fx_t f;
+    if (!fx_start(&f, NULL))
+        return;
+    korch_exec_t *ex = fx_run(&f, "import os\nprint(os.getpid())", 30000);
+    long pid = atol(fx_stream(ex, "stdout"));
+    korch_exec_destroy(&ex);
+    korch_err_t err = {0};
+    ex = korch_kernel_execute(f.k, "import time\ntime.sleep(60)", NULL, NULL, &err);
+    CHECK(ex);
+    s_detach_t d = {.k = f.k, .destroyed_in_ms = -1};
+    f.k = NULL;
+    korch_loop_timer(f.loop, 300, 1, s_destroy_in_handler, &d);
+    korch_loop_run(f.loop, s_detach_ran, &d, 5000);
+    CHECK(d.k == NULL);
+    CHECK_GE(d.destroyed_in_ms, 0);
+    CHECK_LT(d.destroyed_in_ms, 100); /* returned at once: no grace waited here */
+    CHECK(ex && korch_exec_done(ex));
+    if (ex)
+        CHECK_CONTAINS(korch_exec_result(ex)->detail, "kernel was closed");
+    korch_exec_destroy(&ex);
+    /* the teardown goes on on the loop: the process (local) ends */
+    bool gone = false;
+    for (int64_t end = korch_now_ms() + 15000; !gone && korch_now_ms() < end;) {
+        korch_loop_run(f.loop, NULL, NULL, 100);
+        gone = fx_own_pids() ? true : kill((pid_t)pid, 0) != 0;
+    }
+    CHECK(gone);
+    if (f.launcher) /* docker, sandbox: the launcher finishes what is left */
+        CHECK(korch_launcher_settle(f.launcher, 20000));
+    fx_stop(&f);
+}
+
 static void s_answer(korch_exec_t *ex, const char *prompt, bool password, void *arg)
 {
     *(char **)arg = strdup(prompt);

@@ -51,10 +51,10 @@
  *  the archive, streamed; korch_proc_destroy hands DELETE ?force=1&v=1 to the
  *  launcher (finished at korch_launcher_destroy if still pending). A
  *  restart whose previous container still holds the name korch-{kernel id}
- *  removes it (or waits for its removal) first. What is still blocking:
- *  adopt (one list, one inspect: the CLI's start-up), korch_docker_list and
- *  korch_docker_remove_all below, the constructor's ping, and the
- *  transitional korch_proc_*_file_sync. Local work (mounting the bounded
+ *  removes it (or waits for its removal) first; adopt is a list by label
+ *  and an inspect. What is still blocking: korch_docker_list and
+ *  korch_docker_remove_all below (the CLI's start-up sweep), the
+ *  constructor's ping, and the transitional korch_proc_*_file_sync. Local work (mounting the bounded
  *  tmpfs, copying a given work dir in and out, chown) is done inline.
  *
  *  A launcher and its procs share one API client: use them from the thread

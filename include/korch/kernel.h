@@ -176,6 +176,13 @@ korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err);
 /* Shut the kernel down and run the loop until it is gone. */
 korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err);
 
+/* The same without waiting, for loop handlers: begins the shutdown
+   (shutdown_request, grace, SIGTERM, SIGKILL) and returns at once; on_state
+   reports KORCH_KERNEL_STOPPED once the kernel process is gone (then
+   korch_kernel_destroy is immediate; a container is removed in the
+   background). A kernel already stopped or dead: nothing happens. */
+void korch_kernel_shutdown_begin(korch_kernel_t *k);
+
 /* Send a message of ours on a channel (for relays). Consumes *msg. */
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err);
 

@@ -1146,6 +1146,16 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
     return KORCH_OK;
 }
 
+void korch_kernel_shutdown_begin(korch_kernel_t *k)
+{
+    if (s_stopped(k))
+        return;
+    if (k->stop_phase != STOP_NONE)
+        k->stop_restart = false; /* a restart under way ends stopped instead */
+    else
+        s_stop_begin(k, false, "kernel shut down");
+}
+
 korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err)
 {
     if (!k->launched)

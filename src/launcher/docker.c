@@ -1124,34 +1124,40 @@ static void s_proc_free(korch_proc_t *proc)
 
 /* GET /containers/json?all=1 filtered by one label ("k" or "k=v"): the
    engine's array, new reference; NULL + err on failure. */
-static json_t *s_find_labelled(docker_launcher_t *l, const char *label, korch_err_t *err)
+/* "/containers/json?all=1&filters=..." for one label ("k" or "k=v"); new, NULL on ENOMEM. */
+static char *s_labelled_path(docker_launcher_t *l, const char *label)
 {
     json_t *filters = json_pack("{s:[s]}", "label", label);
     char *fjson = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
     char *fesc = fjson ? korch_docker_escape(l->api, fjson) : NULL;
-    char *path = NULL;
-    json_t *list = NULL;
-    korch_docker_reply_t r = {0};
     size_t plen = fesc ? strlen(fesc) + 64 : 0;
-    if (fesc)
-        path = malloc(plen);
-    if (!path) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    snprintf(path, plen, "/containers/json?all=1&filters=%s", fesc);
-    if (korch_docker_request(l->api, "GET", path, NULL, &r, err))
-        goto out;
-    if (r.status != 200 || !json_is_array(r.json)) {
-        korch_err_set(err, KORCH_E_DOCKER, "cannot list korch containers: %s", korch_docker_reply_message(&r));
-        goto out;
-    }
-    list = json_incref(r.json);
-out:
-    korch_docker_reply_clear(&r);
+    char *path = fesc ? malloc(plen) : NULL;
+    if (path)
+        snprintf(path, plen, "/containers/json?all=1&filters=%s", fesc);
     json_decref(filters);
     free(fjson);
     free(fesc);
+    return path;
+}
+
+/* GET /containers/json?all=1 filtered by one label: the engine's array, new
+   reference; NULL + err on failure. Blocking (listing and cleanup). */
+static json_t *s_find_labelled(docker_launcher_t *l, const char *label, korch_err_t *err)
+{
+    char *path = s_labelled_path(l, label);
+    json_t *list = NULL;
+    korch_docker_reply_t r = {0};
+    if (!path) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (korch_docker_request(l->api, "GET", path, NULL, &r, err) == KORCH_OK) {
+        if (r.status != 200 || !json_is_array(r.json))
+            korch_err_set(err, KORCH_E_DOCKER, "cannot list korch containers: %s", korch_docker_reply_message(&r));
+        else
+            list = json_incref(r.json);
+    }
+    korch_docker_reply_clear(&r);
     free(path);
     return list;
 }
@@ -1192,34 +1198,141 @@ static const char *s_ipc_base(const char *ip, const char *target)
    instance started and which outlived it. The connection file in its runtime
    dir was written for the container's view (ip under the runtime mount);
    korch connects to the same sockets through the host path of that dir. */
-static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err)
-{
-    docker_launcher_t *l = (docker_launcher_t *)self;
-    const char *mine = l->o.instance ? l->o.instance : "default";
-    korch_rc_t rc = KORCH_OK;
-    json_t *list = NULL;
-    korch_docker_reply_t r = {0};
-    korch_conn_t inside;
-    char label[160], path[160];
-    struct stat st;
-    docker_proc_t *p = korch_backend_proc_new(self, sizeof *p, NULL);
-    if (!p)
-        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    p->rewait_timer = -1;
-    p->l = l;
-    korch_conn_t *conn = &p->base.conn;
+/* Re-attach to the running container of kernel_id, which a korch of this
+   instance started and which outlived it: a list by label, then an inspect,
+   on the loop. The connection file in its runtime dir was written for the
+   container's view (ip under the runtime mount); korch connects to the same
+   sockets through the host path of that dir. */
+typedef struct {
+    docker_proc_t *p;
+    korch_op_t *op;                 /* the launcher's */
+    korch_op_t *req;
+    char kernel_id[128];
+    char rdir[PATH_MAX];            /* the container's korch.runtime_dir label */
+    bool has_rdir;
+} s_adopt_t;
 
-    if (!s_valid_name(kernel_id)) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': not a valid kernel id",
-                           kernel_id ? kernel_id : "");
-        goto out;
+static void s_adopt_end(s_adopt_t *a, korch_rc_t rc, const korch_err_t *err)
+{
+    korch_op_cancel(&a->req);
+    if (rc == KORCH_OK && a->op) {
+        korch_debug("re-adopted kernel %s in container %.12s (runtime dir %s)", a->kernel_id, a->p->id,
+                    a->p->runtime_dir);
+        s_watch(a->p);
+        korch_op_finish_proc(a->op, &a->p->base, KORCH_OK, NULL);
+    } else {
+        free(a->p);
+        if (a->op)
+            korch_op_finish_proc(a->op, NULL, rc, err);
     }
-    snprintf(label, sizeof label, "korch.kernel_id=%s", kernel_id);
-    list = s_find_labelled(l, label, err);
-    if (!list) {
-        rc = err ? err->rc : KORCH_E_DOCKER;
-        goto out;
+    free(a);
+}
+
+static void s_adopt_cancel(korch_op_t *op, void *arg)
+{
+    s_adopt_t *a = arg;
+    a->op = NULL; /* its done is never called */
+    s_adopt_end(a, KORCH_E_INTERRUPTED, NULL);
+}
+
+static void s_on_adopt_inspect(korch_rc_t rc0, const korch_err_t *err0, korch_docker_reply_t *r, void *arg)
+{
+    s_adopt_t *a = arg;
+    a->req = NULL;
+    docker_proc_t *p = a->p;
+    docker_launcher_t *l = p->l;
+    const char *kernel_id = a->kernel_id;
+    const char *rdir = a->has_rdir ? a->rdir : NULL;
+    korch_err_t e = {0}, *err = &e;
+    korch_rc_t rc = rc0;
+    korch_conn_t inside;
+    struct stat st;
+    korch_conn_t *conn = &p->base.conn;
+    if (rc)
+        return s_adopt_end(a, rc, err0);
+    if (r->status != 200) {
+        rc = korch_err_set(err, r->status == 404 ? KORCH_E_NOTFOUND : KORCH_E_DOCKER,
+                           "cannot re-adopt kernel '%s': cannot inspect container %.12s: %s", kernel_id, p->id,
+                           korch_docker_reply_message(r));
+        return s_adopt_end(a, rc, err);
     }
+    const char *target = s_runtime_target(r->json, rdir);
+    if (!target) {
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "cannot re-adopt kernel '%s': container %.12s does not mount its runtime dir '%s'",
+                           kernel_id, p->id, rdir ? rdir : "");
+        return s_adopt_end(a, rc, err);
+    }
+    if (lstat(rdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rc = korch_err_set(err, KORCH_E_NOTFOUND, "cannot re-adopt kernel '%s': runtime dir '%s' is %s", kernel_id,
+                           rdir, errno == ENOENT ? "gone" : "not a directory");
+        return s_adopt_end(a, rc, err);
+    }
+    size_t dl = korch_dir_len(rdir);
+    if (dl + 1 > sizeof p->runtime_dir) {
+        rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
+                           kernel_id, rdir);
+        return s_adopt_end(a, rc, err);
+    }
+    snprintf(p->runtime_dir, sizeof p->runtime_dir, "%.*s", (int)dl, rdir);
+    snprintf(p->conn_file, sizeof p->conn_file, "%s/%s", p->runtime_dir, S_CONN_FILE);
+    /* The kernel can write that dir: no link, no FIFO, a bounded file. */
+    rc = korch_conn_load_nofollow(&inside, p->conn_file, err);
+    if (rc)
+        return s_adopt_end(a, rc, err);
+    const char *base = strcmp(inside.transport, "ipc") == 0 ? s_ipc_base(inside.ip, target) : NULL;
+    if (!base) {
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "cannot re-adopt kernel '%s': '%s' names %s endpoint '%s', not ipc under '%s'", kernel_id,
+                           p->conn_file, inside.transport, inside.ip, target);
+        return s_adopt_end(a, rc, err);
+    }
+    *conn = inside;
+    snprintf(conn->ip, sizeof conn->ip, "%s/%s", p->runtime_dir, base);
+    snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", conn->ip);
+    memcpy(p->ports, inside.port, sizeof p->ports);
+
+    json_t *cfg = json_object_get(r->json, "Config");
+    const char *user = json_string_value(json_object_get(cfg, "User"));
+    const char *wd = json_string_value(json_object_get(cfg, "WorkingDir"));
+    if (!user || !korch_parse_user(user, &p->uid, &p->gid)) {
+        p->uid = geteuid() == 0 ? 1000 : geteuid();
+        p->gid = geteuid() == 0 ? 1000 : getegid();
+    }
+    snprintf(p->workdir, sizeof p->workdir, "%s", wd && wd[0] == '/' ? wd : l->o.workdir_mount);
+    p->memory = json_integer_value(json_object_get(json_object_get(r->json, "HostConfig"), "Memory"));
+    /* The earlier korch gave runtime_dir to the kernel's uid; give it back
+       to korch's when the proc is freed, as for a started one. */
+    p->work_under = -1;
+    if (geteuid() == 0 && s_is_mountpoint(p->runtime_dir))
+        p->rt_mounted = true; /* the earlier korch's tmpfs: unmounted with the proc */
+    else if (st.st_uid != geteuid() && geteuid() == 0) {
+        p->chowned = true;
+        p->old_uid = geteuid();
+        p->old_gid = getegid();
+    }
+    snprintf(p->base.runtime_dir, sizeof p->base.runtime_dir, "%s", p->runtime_dir);
+    s_adopt_end(a, KORCH_OK, NULL);
+}
+
+static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docker_reply_t *reply, void *arg)
+{
+    s_adopt_t *a = arg;
+    a->req = NULL;
+    docker_proc_t *p = a->p;
+    docker_launcher_t *l = p->l;
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    const char *kernel_id = a->kernel_id;
+    korch_err_t e = {0}, *err = &e;
+    korch_rc_t rc = rc0;
+    char path[160];
+    if (rc)
+        return s_adopt_end(a, rc, err0);
+    if (reply->status != 200 || !json_is_array(reply->json)) {
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot list korch containers: %s", korch_docker_reply_message(reply));
+        return s_adopt_end(a, rc, err);
+    }
+    json_t *list = reply->json;
     json_t *c = NULL, *any = NULL, *item;
     size_t i;
     json_array_foreach(list, i, item) {
@@ -1234,7 +1347,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_o
                                  json_string_value(json_object_get(any, "State")))
                  : korch_err_set(err, KORCH_E_NOTFOUND, "cannot re-adopt kernel '%s': no container has it",
                                  kernel_id);
-        goto out;
+        return s_adopt_end(a, rc, err);
     }
     json_t *labels = json_object_get(c, "Labels");
     const char *owner = json_string_value(json_object_get(labels, "korch.instance"));
@@ -1245,92 +1358,54 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_o
     if (!owner || strcmp(owner, mine) != 0) {
         rc = korch_err_set(err, KORCH_E_STATE, "cannot re-adopt kernel '%s': it belongs to korch instance '%s', not '%s'",
                            kernel_id, owner ? owner : "", mine);
-        goto out;
+        return s_adopt_end(a, rc, err);
     }
     if (!cid || strlen(cid) >= sizeof p->id) {
         rc = korch_err_set(err, KORCH_E_DOCKER, "cannot re-adopt kernel '%s': the engine gave no container id",
                            kernel_id);
-        goto out;
+        return s_adopt_end(a, rc, err);
     }
     snprintf(p->id, sizeof p->id, "%s", cid);
+    a->has_rdir = rdir && strlen(rdir) < sizeof a->rdir;
+    if (a->has_rdir)
+        snprintf(a->rdir, sizeof a->rdir, "%s", rdir);
 
     /* Inspect for the user, the work dir, the memory limit and the mounts. */
     snprintf(path, sizeof path, "/containers/%s/json", p->id);
-    rc = korch_docker_request(l->api, "GET", path, NULL, &r, err);
-    if (rc)
-        goto out;
-    if (r.status != 200) {
-        rc = korch_err_set(err, r.status == 404 ? KORCH_E_NOTFOUND : KORCH_E_DOCKER,
-                           "cannot re-adopt kernel '%s': cannot inspect container %.12s: %s", kernel_id, p->id,
-                           korch_docker_reply_message(&r));
-        goto out;
-    }
-    const char *target = s_runtime_target(r.json, rdir);
-    if (!target) {
-        rc = korch_err_set(err, KORCH_E_INVALID,
-                           "cannot re-adopt kernel '%s': container %.12s does not mount its runtime dir '%s'",
-                           kernel_id, p->id, rdir ? rdir : "");
-        goto out;
-    }
-    if (lstat(rdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = korch_err_set(err, KORCH_E_NOTFOUND, "cannot re-adopt kernel '%s': runtime dir '%s' is %s", kernel_id,
-                           rdir, errno == ENOENT ? "gone" : "not a directory");
-        goto out;
-    }
-    size_t dl = korch_dir_len(rdir);
-    if (dl + 1 > sizeof p->runtime_dir) {
-        rc = korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
-                           kernel_id, rdir);
-        goto out;
-    }
-    snprintf(p->runtime_dir, sizeof p->runtime_dir, "%.*s", (int)dl, rdir);
-    snprintf(p->conn_file, sizeof p->conn_file, "%s/%s", p->runtime_dir, S_CONN_FILE);
-    /* The kernel can write that dir: no link, no FIFO, a bounded file. */
-    rc = korch_conn_load_nofollow(&inside, p->conn_file, err);
-    if (rc)
-        goto out;
-    const char *base = strcmp(inside.transport, "ipc") == 0 ? s_ipc_base(inside.ip, target) : NULL;
-    if (!base) {
-        rc = korch_err_set(err, KORCH_E_INVALID,
-                           "cannot re-adopt kernel '%s': '%s' names %s endpoint '%s', not ipc under '%s'", kernel_id,
-                           p->conn_file, inside.transport, inside.ip, target);
-        goto out;
-    }
-    *conn = inside;
-    snprintf(conn->ip, sizeof conn->ip, "%s/%s", p->runtime_dir, base);
-    snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", conn->ip);
-    memcpy(p->ports, inside.port, sizeof p->ports);
+    a->req = korch_docker_request_async(l->api, "GET", path, NULL, NULL, s_on_adopt_inspect, a, err);
+    if (!a->req)
+        s_adopt_end(a, e.rc ? e.rc : KORCH_E_DOCKER, err);
+}
 
-    json_t *cfg = json_object_get(r.json, "Config");
-    const char *user = json_string_value(json_object_get(cfg, "User"));
-    const char *wd = json_string_value(json_object_get(cfg, "WorkingDir"));
-    if (!user || !korch_parse_user(user, &p->uid, &p->gid)) {
-        p->uid = geteuid() == 0 ? 1000 : geteuid();
-        p->gid = geteuid() == 0 ? 1000 : getegid();
-    }
-    snprintf(p->workdir, sizeof p->workdir, "%s", wd && wd[0] == '/' ? wd : l->o.workdir_mount);
-    p->memory = json_integer_value(json_object_get(json_object_get(r.json, "HostConfig"), "Memory"));
-    /* The earlier korch gave runtime_dir to the kernel's uid; give it back
-       to korch's when the proc is freed, as for a started one. */
-    p->work_under = -1;
-    if (geteuid() == 0 && s_is_mountpoint(p->runtime_dir))
-        p->rt_mounted = true; /* the earlier korch's tmpfs: unmounted with the proc */
-    else if (st.st_uid != geteuid() && geteuid() == 0) {
-        p->chowned = true;
-        p->old_uid = geteuid();
-        p->old_gid = getegid();
-    }
-    snprintf(p->base.runtime_dir, sizeof p->base.runtime_dir, "%s", p->runtime_dir);
-    korch_debug("re-adopted kernel %s in container %.12s (runtime dir %s)", kernel_id, p->id, p->runtime_dir);
-out:
-    korch_docker_reply_clear(&r);
-    json_decref(list);
-    if (rc) {
+static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    if (!s_valid_name(kernel_id) || strlen(kernel_id) >= sizeof(((s_adopt_t *)0)->kernel_id))
+        return korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%s': not a valid kernel id",
+                             kernel_id ? kernel_id : "");
+    s_adopt_t *a = calloc(1, sizeof *a);
+    docker_proc_t *p = a ? korch_backend_proc_new(self, sizeof *p, NULL) : NULL;
+    char label[200];
+    snprintf(label, sizeof label, "korch.kernel_id=%s", kernel_id);
+    char *path = p ? s_labelled_path(l, label) : NULL;
+    if (!path) {
         free(p);
-        return rc;
+        free(a);
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     }
-    s_watch(p);
-    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
+    p->rewait_timer = -1;
+    p->work_under = -1;
+    p->l = l;
+    *a = (s_adopt_t){.p = p, .op = op};
+    snprintf(a->kernel_id, sizeof a->kernel_id, "%s", kernel_id);
+    a->req = korch_docker_request_async(l->api, "GET", path, NULL, NULL, s_on_adopt_list, a, err);
+    free(path);
+    if (!a->req) {
+        free(p);
+        free(a);
+        return err && err->rc ? err->rc : KORCH_E_DOCKER;
+    }
+    korch_op_on_cancel(op, s_adopt_cancel, a);
     return KORCH_OK;
 }
 

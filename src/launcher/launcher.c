@@ -587,15 +587,8 @@ korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t ma
     return p->launcher->ops->get_file_now(p, name, max, data, len, err);
 }
 
-/* Settled: no job with a step left (deferred kernels do not count). */
-static bool s_settled(void *arg)
-{
-    korch_launcher_t *l = arg;
-    for (korch_backend_job_t *j = l->jobs; j; j = j->next)
-        if (j->step)
-            return false;
-    return true;
-}
+/* Settled: no background work left (freed procs' jobs, detached kernels). */
+static bool s_settled(void *arg) { return ((korch_launcher_t *)arg)->jobs == NULL; }
 
 bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms)
 {

@@ -71,6 +71,9 @@ typedef struct {
     bool reaped;
     int status;
     int info_fd;                /* bwrap's --info-fd, read end, until pid 1 is known */
+    bool info_polled;           /* info_fd on the loop */
+    char info[1024];            /* what bwrap wrote there so far */
+    size_t info_len;
     pid_t init_pid;             /* host pid of the sandbox's pid 1, 0 = not known yet */
     korch_cgroup_t *cg;
     int log_fd;
@@ -645,40 +648,41 @@ out:
 
 /* ---------------------------------------------------------------- life */
 
-/* The sandbox's pid 1, from bwrap's info ("child-pid": N), waiting at most
-   wait_ms for bwrap to write it (it does before the kernel even starts, so
-   once the kernel has answered this does not wait). 0 when not known. */
-static pid_t s_init_pid(sandbox_proc_t *p, int wait_ms)
+/* The sandbox's pid 1, from bwrap's info ("child-pid": N), read on the
+   loop as bwrap writes it (before the kernel even starts). */
+static void s_info_done(sandbox_proc_t *p)
 {
-    if (p->init_pid || p->info_fd < 0)
-        return p->init_pid;
-    char text[1024];
-    size_t n = 0;
-    for (int waited = 0; n + 1 < sizeof text;) {
-        struct pollfd pfd = {p->info_fd, POLLIN, 0};
-        int r = poll(&pfd, 1, 20);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0) {
-            if ((waited += 20) >= wait_ms)
-                return 0; /* not yet: try again later */
-            continue;
-        }
-        ssize_t got = read(p->info_fd, text + n, sizeof text - 1 - n);
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    text[n] = 0;
-    close(p->info_fd);
+    if (p->info_polled)
+        korch_loop_poller_end(p->base.launcher->loop, p->info_fd);
+    p->info_polled = false;
+    if (p->info_fd >= 0)
+        close(p->info_fd);
     p->info_fd = -1;
-    const char *at = strstr(text, "\"child-pid\"");
+    p->info[p->info_len] = 0;
+    const char *at = strstr(p->info, "\"child-pid\"");
     const char *colon = at ? strchr(at, ':') : NULL;
     p->init_pid = colon ? (pid_t)strtol(colon + 1, NULL, 10) : 0;
     if (!p->init_pid)
-        korch_debug("bwrap gave no child pid: '%s'", text);
-    return p->init_pid;
+        korch_debug("bwrap gave no child pid: '%s'", p->info);
 }
+
+static int s_on_info(korch_loop_t *loop, int fd, void *arg)
+{
+    sandbox_proc_t *p = arg;
+    ssize_t got = read(fd, p->info + p->info_len, sizeof p->info - 1 - p->info_len);
+    if (got > 0)
+        p->info_len += (size_t)got;
+    else if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    p->info[p->info_len] = 0;
+    /* bwrap writes one JSON object and keeps the fd: done at its end */
+    if (got <= 0 || p->info_len + 1 >= sizeof p->info || strchr(p->info, '}'))
+        s_info_done(p);
+    return 0;
+}
+
+/* 0 while not known yet (never waits). */
+static pid_t s_init_pid(sandbox_proc_t *p) { return p->init_pid; }
 
 static void s_reap(sandbox_proc_t *p, bool block)
 {
@@ -717,6 +721,9 @@ static void s_describe(sandbox_proc_t *p, char *why, size_t whylen)
 static void s_unwatch(sandbox_proc_t *p)
 {
     korch_loop_t *loop = p->base.launcher->loop;
+    if (p->info_polled)
+        korch_loop_poller_end(loop, p->info_fd);
+    p->info_polled = false;
     if (p->polled)
         korch_loop_poller_end(loop, p->pidfd);
     p->polled = false;
@@ -755,6 +762,8 @@ static void s_watch(sandbox_proc_t *p)
         p->polled = true;
     else
         p->poll_timer = korch_loop_timer(loop, 100, 0, s_on_poll, p);
+    if (p->info_fd >= 0 && korch_loop_poller(loop, p->info_fd, s_on_info, p) == 0)
+        p->info_polled = true;
 }
 
 /* The end is seen by the pidfd poller. */
@@ -779,7 +788,7 @@ static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
         korch_cgroup_kill(p->cg);
         return KORCH_OK;
     }
-    pid_t init = s_init_pid(p, 200);
+    pid_t init = s_init_pid(p);
     if (!init)
         return korch_err_set(err, KORCH_E_STATE, "cannot signal the kernel: its sandbox is not set up yet");
     /* The kernel's process group: pid 1's session (--new-session). */
