@@ -713,6 +713,7 @@ down:
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/wait.h>
 
 #define SL_NET "korch-swarmtest-kernels"
 #define SL_ANCHOR "korch-swarmtest-anchor"
@@ -770,8 +771,8 @@ static void sl_kernel_node(korch_docker_t *d, json_t *nodes, const char *kid, ch
 /* Count korch's services and secrets of the instance. */
 static void sl_count(korch_docker_t *d, size_t *services, size_t *secrets)
 {
-    json_t *a = s_list(d, "services", "label", "korch.instance=" SL_INSTANCE);
-    json_t *b = s_list(d, "secrets", "label", "korch.instance=" SL_INSTANCE);
+    json_t *a = s_list(d, "services", "label", "korch.instance");
+    json_t *b = s_list(d, "secrets", "label", "korch.instance");
     *services = a ? json_array_size(a) : 999;
     *secrets = b ? json_array_size(b) : 999;
     json_decref(a);
@@ -825,6 +826,70 @@ static double sl_median(json_t *arr)
     return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : -1;
 }
 
+/* `korch kernel --launcher swarm --instance SL_INSTANCE` in the background,
+   its stderr in log; its pid once it says "started" or "re-adopted" (the
+   word into how), or -1. */
+static pid_t sl_korch_kernel(const char *image, const char *conn, const char *log, char *how, size_t hlen)
+{
+    unlink(log); /* not the last run's words */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int nul = open("/dev/null", O_RDWR);
+        if (fd >= 0)
+            dup2(fd, 2);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+        }
+        execl(korch_test_korch_bin(), "korch", "kernel", "--launcher", "swarm", "--image", image, "--instance",
+              SL_INSTANCE, "--connection-file", conn, (char *)NULL);
+        _exit(127);
+    }
+    double end = s_mono_ms() + 120000;
+    while (pid > 0 && s_mono_ms() < end) {
+        char *text = korch_read_file(log, 1 << 20, NULL, NULL);
+        const char *hit = text ? strstr(text, "re-adopted") : NULL;
+        if (!hit && text)
+            hit = strstr(text, " started (");
+        if (hit) {
+            snprintf(how, hlen, "%s", strstr(hit, "re-adopted") == hit ? "re-adopted" : "started");
+            free(text);
+            return pid;
+        }
+        free(text);
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            break;
+        usleep(100 * 1000);
+    }
+    char *text = korch_read_file(log, 1 << 20, NULL, NULL);
+    fprintf(stderr, "korch kernel did not start:\n%s\n", text ? text : "");
+    free(text);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    return -1;
+}
+
+/* Python against the kernel of a connection file: its stdout. */
+static char *sl_py_kernel(const char *conn, const char *code)
+{
+    const char *argv[] = {PY, "-c",
+                          "import sys\nfrom jupyter_client import BlockingKernelClient\n"
+                          "c=BlockingKernelClient(); c.load_connection_file(sys.argv[1]); c.start_channels()\n"
+                          "c.wait_for_ready(60)\nout=[]\n"
+                          "c.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append("
+                          "m['content'].get('text','')) if m['msg_type']=='stream' else None)\n"
+                          "print(''.join(out), end='')",
+                          conn, code, NULL};
+    char *out = NULL, *err = NULL;
+    if (korch_test_run(argv, NULL, &out, &err, 120) != 0)
+        fprintf(stderr, "jupyter_client: %s\n", err ? err : "");
+    free(err);
+    return out;
+}
+
 TEST_T(swarm_launcher, 900)
 {
     korch_docker_t *d = NULL, *d1 = NULL;
@@ -843,11 +908,12 @@ TEST_T(swarm_launcher, 900)
 
     /* Local docker first, for the figures: the same gateway peer, kernels
        over ipc in containers of the host's engine. */
+    unsetenv("DOCKER_HOST");
     {
         const char *args[] = {"--launcher", "docker", NULL};
         if (CHECK(serve_start_args(&s, args))) {
-            const char *n3[] = {"3", NULL};
-            dock = sl_peer(&s, "time", n3, 300);
+            const char *n6[] = {"6", NULL}; /* as many as through swarm below */
+            dock = sl_peer(&s, "time", n6, 300);
             CHECK(json_is_true(json_object_get(dock, "ok")));
             serve_stop(&s);
         }
@@ -922,7 +988,7 @@ TEST_T(swarm_launcher, 900)
 
     /* korch serve with the swarm launcher, on the overlay. */
     {
-        const char *args[] = {"--launcher", "swarm", "--image", image, "--instance", SL_INSTANCE, NULL};
+        const char *args[] = {"--launcher", "swarm", "--image", image, NULL};
         if (!CHECK(serve_start_args(&s, args)))
             goto out;
     }
@@ -1010,12 +1076,31 @@ TEST_T(swarm_launcher, 900)
             fclose(f);
         }
         pid_t pid = (pid_t)strtol(pid_s, NULL, 10);
+        char old[SL_KERNELS][80];
+        for (int i = 0; i < nv; i++) {
+            json_t *sv = sl_services_of(d, victims[i]);
+            snprintf(old[i], sizeof old[i], "%s", json_string_value(json_object_get(json_array_get(sv, 0), "ID")) ?: "");
+            json_decref(sv);
+        }
         if (!CHECK_GT(pid, 1) || !CHECK_EQ(kill(pid, SIGTERM), 0))
             goto out;
-        double stop = s_mono_ms(), moved_ms = -1;
+        double stop = s_mono_ms(), moved_ms = -1, dead_ms = -1;
         int moved = 0;
         while (s_mono_ms() - stop < 90000 && moved < nv) {
             moved = 0;
+            /* korch removes a dead kernel's service at once: its going is
+               the death seen */
+            int gone = 0;
+            for (int i = 0; i < nv; i++) {
+                char path[160];
+                snprintf(path, sizeof path, "/services/%s", old[i]);
+                korch_docker_reply_t rr = {0};
+                if (korch_docker_request(d, "GET", path, NULL, &rr, NULL) == KORCH_OK && rr.status == 404)
+                    gone++;
+                korch_docker_reply_clear(&rr);
+            }
+            if (gone == nv && dead_ms < 0)
+                dead_ms = s_mono_ms() - stop;
             for (int i = 0; i < nv; i++) {
                 char nd[32];
                 sl_kernel_node(d, nodes, victims[i], nd, sizeof nd);
@@ -1028,8 +1113,11 @@ TEST_T(swarm_launcher, 900)
                 usleep(200 * 1000);
         }
         CHECK_EQ(moved, nv);
-        fprintf(stderr, "swarm-launcher: node3's engine stopped: its %d kernel(s) restarted on live nodes after %.1f s\n",
-                nv, moved_ms / 1e3);
+        CHECK_GE(dead_ms, 0);
+        fprintf(stderr,
+                "swarm-launcher: node3's engine stopped: its %d kernel(s) seen dead after %.1f s, running again on live "
+                "nodes after %.1f s\n",
+                nv, dead_ms / 1e3, moved_ms / 1e3);
         for (int i = 0; i < nv; i++) {
             const char *a[] = {victims[i], "60", NULL};
             json_t *j = sl_peer(&s, "fresh", a, 180);
@@ -1040,6 +1128,55 @@ TEST_T(swarm_launcher, 900)
         json_t *j = sl_peer(&s, "check", kept, 180);
         CHECK(json_is_true(json_object_get(j, "ok")));
         json_decref(j);
+    }
+
+    /* korch serve killed: the next one (another instance) removes what the
+       dead one left, since its lock is free. korch kernel --instance
+       re-adopts its kernel, variables kept, across a kill -9. */
+    {
+        kill(s.pid, SIGKILL);
+        waitpid(s.pid, NULL, 0);
+        s.pid = 0;
+        serve_stop(&s);
+        const char *args[] = {"--launcher", "swarm", "--image", image, NULL};
+        double t1 = s_mono_ms();
+        if (!CHECK(serve_start_args(&s, args)))
+            goto out;
+        CHECK(sl_wait_count(d, 0, 0, 20000));
+        fprintf(stderr, "swarm-launcher: korch serve killed: the next one removed its services in %.1f s\n",
+                (s_mono_ms() - t1) / 1e3);
+        serve_stop(&s);
+
+        char conn[PATH_MAX], log[PATH_MAX], how[32] = "";
+        snprintf(conn, sizeof conn, "/tmp/korch-swarmtest-%d.json", (int)getpid());
+        snprintf(log, sizeof log, "/tmp/korch-swarmtest-%d.log", (int)getpid());
+        pid_t kp = sl_korch_kernel(image, conn, log, how, sizeof how);
+        if (!CHECK_GT(kp, 0))
+            goto out;
+        CHECK_STREQ(how, "started");
+        char *o = sl_py_kernel(conn, "kept = 6 * 7\nprint('set')");
+        CHECK_STREQ(o, "set\n");
+        free(o);
+        kill(kp, SIGKILL);
+        waitpid(kp, NULL, 0);
+        kp = sl_korch_kernel(image, conn, log, how, sizeof how);
+        if (!CHECK_GT(kp, 0))
+            goto out;
+        if (!CHECK_STREQ(how, "re-adopted")) {
+            char *text = korch_read_file(log, 1 << 20, NULL, NULL);
+            fprintf(stderr, "korch kernel's log:\n%s\n", text ? text : "");
+            free(text);
+        }
+        o = sl_py_kernel(conn, "print(kept)");
+        CHECK_STREQ(o, "42\n");
+        free(o);
+        kill(kp, SIGTERM);
+        int st = 0;
+        CHECK_EQ(waitpid(kp, &st, 0), kp);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        CHECK(sl_wait_count(d, 0, 0, 20000));
+        unlink(conn);
+        unlink(log);
     }
 
     /* The figures. */
