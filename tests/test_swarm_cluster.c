@@ -709,6 +709,7 @@ down:
 
 #include "serve_fixture.h"
 #include "korch/swarm.h"
+#include "korch/kernel.h"
 #include "korch/loop.h"
 
 #include <fcntl.h>
@@ -1177,6 +1178,65 @@ TEST_T(swarm_launcher, 900)
         CHECK(sl_wait_count(d, 0, 0, 20000));
         unlink(conn);
         unlink(log);
+    }
+
+    /* In-process, on the same network: files in and out through the
+       kernel (links refused), then an OOM kill reported as a death with the
+       memory limit named. */
+    {
+        korch_loop_t *loop = korch_loop_new();
+        korch_swarm_opts_t o;
+        korch_swarm_opts_init(&o);
+        o.host = host;
+        o.image = image;
+        o.memory = 256LL << 20;
+        korch_err_clear(&err);
+        korch_launcher_t *l = korch_launcher_swarm_new(loop, &o, &err);
+        korch_kernel_opts_t ko = {.launcher = l, .no_auto_restart = true};
+        korch_kernel_t *k = l ? korch_kernel_new(loop, &ko, &err) : NULL;
+        if (!CHECK(k) || !CHECK_EQ(korch_kernel_wait_ready(k, &err), KORCH_OK)) {
+            fprintf(stderr, "swarm kernel: %s\n", err.msg);
+        } else {
+            korch_proc_t *pr = korch_kernel_proc(k);
+            if (!CHECK_EQ(korch_proc_put_file_wait(pr, "in/data.txt", "hello swarm", 11, &err), KORCH_OK))
+                fprintf(stderr, "put_file: %s\n", err.msg);
+            korch_exec_t *ex = korch_kernel_execute_wait(
+                k,
+                "import os\ns = open('in/data.txt').read()\nopen('out.txt', 'w').write(s.upper())\n"
+                "os.symlink('/etc/passwd', 'link')\nprint(s)",
+                NULL, NULL, &err);
+            CHECK(ex && korch_exec_result(ex)->status == KORCH_EXEC_OK);
+            korch_exec_destroy(&ex);
+            char *data = NULL;
+            size_t len = 0;
+            if (!CHECK_EQ(korch_proc_get_file_wait(pr, "out.txt", 1 << 20, &data, &len, &err), KORCH_OK))
+                fprintf(stderr, "get_file: %s\n", err.msg);
+            CHECK_STREQ(data ? data : "", "HELLO SWARM");
+            free(data);
+            data = NULL;
+            korch_err_clear(&err);
+            CHECK(korch_proc_get_file_wait(pr, "link", 1 << 20, &data, &len, &err) != KORCH_OK);
+            if (!CHECK(strstr(err.msg, "Too many levels of symbolic links") != NULL))
+                fprintf(stderr, "get_file of a link: %s\n", err.msg);
+            free(data);
+            data = NULL;
+            korch_err_clear(&err);
+            CHECK_EQ(korch_proc_get_file_wait(pr, "nothere", 1 << 20, &data, &len, &err), KORCH_E_NOTFOUND);
+            free(data);
+            double t2 = s_mono_ms();
+            ex = korch_kernel_execute_wait(k, "x = bytearray(600 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1",
+                                           NULL, NULL, &err);
+            const korch_exec_result_t *er = ex ? korch_exec_result(ex) : NULL;
+            CHECK(er && er->status == KORCH_EXEC_DIED);
+            CHECK(er && strstr(er->detail, "signal 9") && strstr(er->detail, "256 MiB"));
+            fprintf(stderr, "swarm-launcher: OOM: the kernel seen dead %.1f s after the cell began: %s\n",
+                    (s_mono_ms() - t2) / 1e3, er ? er->detail : "?");
+            korch_exec_destroy(&ex);
+        }
+        korch_kernel_destroy(&k);
+        korch_launcher_destroy(&l);
+        korch_loop_destroy(&loop);
+        CHECK(sl_wait_count(d, 0, 0, 20000));
     }
 
     /* The figures. */
