@@ -928,6 +928,18 @@ TEST_T(swarm_launcher, 900)
     if (!CHECK(d) || !CHECK(d1))
         goto down;
     nodes = s_api(d, "GET", "/nodes", NULL, 200);
+    /* What a crashed earlier run may have left on a cluster still up. */
+    {
+        json_t *old = s_list(d, "services", "label", "korch.instance");
+        size_t i;
+        json_t *x;
+        json_array_foreach(old, i, x) s_delete(d, "services", json_string_value(json_object_get(x, "ID")), 10000);
+        json_decref(old);
+        old = s_list(d, "secrets", "label", "korch.instance");
+        json_array_foreach(old, i, x) s_delete(d, "secrets", json_string_value(json_object_get(x, "ID")), 10000);
+        json_decref(old);
+        s_delete(d1, "containers", SL_ANCHOR "?force=1", 10000);
+    }
 
     /* A worker's engine is refused; the manager's makes the network. */
     {

@@ -43,9 +43,10 @@ typedef struct {
     int64_t nano_cpus;          /* 1e9 per CPU: 1 CPU */
     int64_t pids_limit;         /* 256 */
     int64_t nofile;             /* RLIMIT_NOFILE: 4096 */
-    int64_t tmp_size;           /* /tmp tmpfs bytes: 256 MiB */
-    int64_t workdir_size;       /* the work dir's tmpfs bytes: 512 MiB */
-    const char *workdir_mount;  /* the kernel's cwd: "/home/korch/work" */
+    int64_t tmp_size;           /* /tmp bytes: 256 MiB */
+    int64_t workdir_size;       /* the work dir's bytes: 512 MiB (one tmpfs holds /tmp and the work
+                                   dir, tmp_size + workdir_size: see swarm.c) */
+    const char *workdir_mount;  /* the kernel's cwd, made at start: "/tmp/work" (under /tmp) */
     int poll_ms;                /* how often tasks and nodes are read: 500 */
     int schedule_timeout_ms;    /* a task not running by then fails the start: 120000 */
     int stop_grace_ms;          /* SIGTERM to SIGKILL when a service goes: 2000 */

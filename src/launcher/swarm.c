@@ -237,7 +237,7 @@ void korch_swarm_opts_init(korch_swarm_opts_t *o)
     o->nofile = 4096;
     o->tmp_size = 256 * S_MIB;
     o->workdir_size = 512 * S_MIB;
-    o->workdir_mount = "/home/korch/work";
+    o->workdir_mount = "/tmp/work";
     o->poll_ms = 500;
     o->schedule_timeout_ms = 120000;
     o->stop_grace_ms = 2000;
@@ -754,11 +754,11 @@ static bool s_delete_sync(swarm_launcher_t *l, const char *what, const char *id)
 /* The kernel's command: the kernelspec's argv (argv[0] by basename, the
    connection file in /tmp), run after copying the secret there. Given as
    Args, so the image's entrypoint still runs first. */
-static json_t *s_args(const korch_kernelspec_t *spec)
+static json_t *s_args(const korch_kernelspec_t *spec, const char *workdir)
 {
-    json_t *a = json_pack("[s, s, s]", "/bin/sh", "-c", "cp " S_SECRET_AT " " S_CONN_IN " && exec \"$@\"");
-    if (a)
-        json_array_append_new(a, json_string("sh"));
+    /* "$0" is the work dir, made in /tmp's tmpfs (see s_service_spec). */
+    json_t *a = json_pack("[s, s, s, s]", "/bin/sh", "-c",
+                          "cp " S_SECRET_AT " " S_CONN_IN " && mkdir -p \"$0\" && cd \"$0\" && exec \"$@\"", workdir);
     for (size_t i = 0; a && spec->argv[i]; i++) {
         const char *s = spec->argv[i];
         if (i == 0 && strchr(s, '/'))
@@ -814,7 +814,7 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
     for (char **e = ev; env && e && *e; e++)
         json_array_append_new(env, json_string(*e));
     korch_env_free(ev);
-    json_t *args = s_args(req->spec);
+    json_t *args = s_args(req->spec, o->workdir_mount);
     json_t *cons = json_array();
     s_add_constraints(cons, o->constraints);
     json_t *meta = json_object_get(json_object_get(req->spec->json, "metadata"), "korch");
@@ -825,11 +825,13 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
                                o->instance ? o->instance : "default", "korch.kernelspec",
                                req->spec->name ? req->spec->name : "", "korch.runtime_dir", req->runtime_dir,
                                "korch.secret", p->secret);
-    json_t *tmp = json_pack("{s:s, s:s, s:{s:I, s:i}}", "Type", "tmpfs", "Target", "/tmp", "TmpfsOptions",
-                            "SizeBytes", (json_int_t)(o->tmp_size > 0 ? o->tmp_size : 0), "Mode", 01777);
-    json_t *work = json_pack("{s:s, s:s, s:{s:I, s:i}}", "Type", "tmpfs", "Target", o->workdir_mount,
-                             "TmpfsOptions", "SizeBytes", (json_int_t)(o->workdir_size > 0 ? o->workdir_size : 0),
-                             "Mode", 01777);
+    /* One tmpfs, /tmp, holding the work dir too: Engine 20.10's swarm
+       executor ignores TmpfsOptions.Mode (and `--mount tmpfs-mode`), so a
+       tmpfs gets root as owner and the mode of the image's directory under
+       it; only /tmp (1777 in any image) is writable by the kernel's uid. */
+    int64_t tmp_bytes = (o->tmp_size > 0 ? o->tmp_size : 0) + (o->workdir_size > 0 ? o->workdir_size : 0);
+    json_t *tmp = json_pack("{s:s, s:s, s:{s:I}}", "Type", "tmpfs", "Target", "/tmp", "TmpfsOptions", "SizeBytes",
+                            (json_int_t)tmp_bytes);
     json_t *secret = json_pack("{s:{s:s, s:s, s:s, s:i}, s:s, s:s}", "File", "Name", "kernel.json", "UID", uid, "GID",
                                gid, "Mode", 0400, "SecretID", p->secret, "SecretName", p->name);
     json_t *limits = json_object();
@@ -839,9 +841,9 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
         json_object_set_new(limits, "NanoCPUs", json_integer(o->nano_cpus));
     if (o->pids_limit > 0)
         json_object_set_new(limits, "Pids", json_integer(o->pids_limit));
-    json_t *cs = json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:[s], s:[o, o], s:[o], s:I, s:o}", "Image", image,
-                           "Args", args, "Env", env, "User", o->user, "Dir", o->workdir_mount, "ReadOnly", 1, "Init",
-                           1, "CapabilityDrop", "ALL", "Mounts", tmp, work, "Secrets", secret, "StopGracePeriod",
+    json_t *cs = json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:[s], s:[o], s:[o], s:I, s:o}", "Image", image,
+                           "Args", args, "Env", env, "User", o->user, "Dir", "/tmp", "ReadOnly", 1, "Init",
+                           1, "CapabilityDrop", "ALL", "Mounts", tmp, "Secrets", secret, "StopGracePeriod",
                            (json_int_t)o->stop_grace_ms * 1000000, "Labels",
                            json_pack("{s:s}", "korch.kernel_id", req->kernel_id));
     if (cs && o->nofile > 0)
@@ -1705,7 +1707,7 @@ korch_launcher_t *korch_launcher_swarm_new(korch_loop_t *loop, const korch_swarm
     if (!l->o.user)
         l->o.user = "1000:1000";
     if (!l->o.workdir_mount)
-        l->o.workdir_mount = "/home/korch/work";
+        l->o.workdir_mount = "/tmp/work";
     if (!l->o.network)
         l->o.network = "korch-kernels";
     if (l->o.poll_ms <= 0)

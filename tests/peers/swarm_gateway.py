@@ -103,7 +103,7 @@ def main():
         c = conn(kids[1])
         mid = c.send("execute_request", {"code": "import time\ntime.sleep(60)", "silent": False,
                                          "store_history": True, "user_expressions": {},
-                                         "allow_stdin": False, "stop_on_error": True})
+                                         "allow_stdin": False, "stop_on_error": False})
         time.sleep(1.5)
         t = time.monotonic()
         st, _ = api.req("POST", "api/kernels/%s/interrupt" % kids[1])
@@ -112,8 +112,14 @@ def main():
         out["interrupt_s"] = round(time.monotonic() - t, 3)
         check(r.reply and r.reply["content"].get("ename") == "KeyboardInterrupt",
               "kernel 1: interrupt gave %s" % wc.summarize(r.msgs))
-        r = c.execute("print(x)")
-        check(r.stdout() == "7\n", "kernel 1 after the interrupt printed %r" % r.stdout())
+        # ipykernel aborts what arrives just after an error for a moment
+        # (stop_on_error): ask again if so.
+        for _ in range(3):
+            r = c.execute("print(x)")
+            if r.reply and r.reply["content"].get("status") != "aborted":
+                break
+            time.sleep(0.5)
+        check(r.stdout() == "7\n", "kernel 1 after the interrupt printed %r (%s)" % (r.stdout(), wc.summarize(r.msgs)))
         c.close()
 
         t = time.monotonic()
