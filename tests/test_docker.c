@@ -368,6 +368,13 @@ TEST_T(docker_launcher_kernel, 90)
     snprintf(idcopy, sizeof idcopy, "%s", id ? id : "none");
     korch_proc_destroy(&p);
     CHECK(p == NULL);
+    /* removed in the background, on the loop */
+    for (int64_t end = korch_now_ms() + 10000; korch_now_ms() < end;) {
+        json_decref(s_inspect(idcopy, &status));
+        if (status == 404)
+            break;
+        korch_loop_run(fx_loop(), NULL, NULL, 50);
+    }
     c = s_inspect(idcopy, &status);
     CHECK(c == NULL);
     CHECK_EQ(status, 404);
@@ -422,7 +429,7 @@ TEST_T(docker_launcher_signal_and_exit, 60)
     /* the engine's log pipeline is asynchronous: the line may follow the file */
     end = s_now_ms() + 5000;
     while (!strstr(korch_proc_log_tail(p), "ready") && s_now_ms() < end)
-        usleep(50 * 1000);
+        korch_loop_run(fx_loop(), NULL, NULL, 50); /* each look asks again in the background */
     CHECK_CONTAINS(korch_proc_log_tail(p), "ready");
     CHECK_EQ(korch_proc_signal_wait(p, SIGINT, &err), KORCH_OK);
     char why[256] = "";
@@ -558,4 +565,88 @@ out:
     korch_launcher_destroy(&l);
     s_rmrf(dir);
     s_rmrf(work);
+}
+
+/* The asynchronous client: requests run on the loop, concurrently, done
+   once and never from inside the call; a held POST /wait is an ordinary
+   request with no timeout, and cancelling it calls nothing. */
+typedef struct {
+    int done;
+    bool in_call, early;
+    long status[8];
+    korch_rc_t rc;
+} s_async_t;
+
+static void s_on_async(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *reply, void *arg)
+{
+    s_async_t *a = arg;
+    a->early |= a->in_call;
+    if (a->done < 8)
+        a->status[a->done] = reply->status;
+    a->rc = rc ? rc : a->rc;
+    a->done++;
+}
+
+static bool s_async_n(void *arg) { return ((s_async_t *)arg)->done >= 4; }
+
+TEST(docker_api_async_requests_on_the_loop)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_loop_t *loop = korch_loop_new();
+    korch_docker_t *d = korch_docker_new(loop, NULL, &err);
+    if (!CHECK(d))
+        return;
+    s_async_t a = {.in_call = true};
+    korch_op_t *ops[4];
+    for (int i = 0; i < 4; i++)
+        ops[i] = korch_docker_request_async(d, "GET", i % 2 ? "/version" : "/_ping", NULL, NULL, s_on_async, &a, &err);
+    a.in_call = false;
+    for (int i = 0; i < 4; i++)
+        CHECK(ops[i]);
+    CHECK_EQ(a.done, 0);
+    CHECK_EQ(korch_docker_pending(d), 4);
+    CHECK(korch_loop_run(loop, s_async_n, &a, 10000));
+    CHECK(!a.early);
+    CHECK_EQ(a.rc, KORCH_OK);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(a.status[i], 200);
+    CHECK_EQ(korch_docker_pending(d), 0);
+
+    /* A wait on a container that never stops: held without a timeout, the
+       loop stays free; cancelled, its done is never called. */
+    s_async_t w = {0};
+    korch_docker_async_opts_t forever = {.timeout_ms = 0};
+    char path[200];
+    snprintf(path, sizeof path, "/containers/korch-test-no-such-%d/wait", (int)getpid());
+    korch_op_t *wait = korch_docker_request_async(d, "POST", path, NULL, &forever, s_on_async, &w, &err);
+    CHECK(wait);
+    korch_loop_run(loop, s_async_n, &w, 300); /* 404 at once: done once */
+    CHECK_EQ(w.done, 1);
+    CHECK_EQ(w.status[0], 404);
+    s_async_t c = {0};
+    korch_op_t *slow = korch_docker_request_async(d, "GET", "/version", NULL, NULL, s_on_async, &c, &err);
+    korch_op_cancel(&slow);
+    CHECK(slow == NULL);
+    korch_loop_run(loop, NULL, NULL, 200);
+    CHECK_EQ(c.done, 0);
+    /* raw bodies are copied: the caller's buffer may go at once */
+    char *junk = strdup("not a tar");
+    s_async_t r = {0};
+    snprintf(path, sizeof path, "/containers/korch-test-no-such-%d/archive?path=/", (int)getpid());
+    CHECK(korch_docker_request_raw_async(d, "PUT", path, "application/x-tar", junk, strlen(junk), NULL, s_on_async,
+                                         &r, &err));
+    free(junk);
+    korch_loop_run(loop, s_async_n, &r, 300);
+    CHECK_EQ(r.done, 1);
+    CHECK_EQ(r.status[0], 404);
+    /* a client without a loop refuses asynchronous requests */
+    korch_docker_t *sync = korch_docker_new(NULL, NULL, &err);
+    korch_err_clear(&err);
+    CHECK(korch_docker_request_async(sync, "GET", "/_ping", NULL, NULL, s_on_async, &r, &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_STATE);
+    korch_docker_destroy(&sync);
+    korch_docker_destroy(&d);
+    korch_loop_destroy(&loop);
 }

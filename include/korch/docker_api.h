@@ -98,6 +98,8 @@ typedef void(korch_docker_done_fn)(korch_rc_t rc, const korch_err_t *err, korch_
 typedef struct {
     long timeout_ms;            /* whole request; 0 = none (POST /wait), < 0 = the client's default */
     size_t max_reply;           /* 0 = the client's bound */
+    bool take;                  /* raw: data is malloc'd and becomes the request's, even when the
+                                   call fails (no copy of a 64 MiB archive) */
 } korch_docker_async_opts_t;
 
 /* Send method path with a JSON body (copied; NULL = none). NULL + err when
@@ -113,6 +115,9 @@ korch_op_t *korch_docker_request_raw_async(korch_docker_t *d, const char *method
                                            const char *content_type, const void *data, size_t len,
                                            const korch_docker_async_opts_t *opts, korch_docker_done_fn *done,
                                            void *arg, korch_err_t *err);
+
+/* Never destroy the client from inside a done callback (korch_docker_destroy
+   cancels what is pending: call it outside handlers, at exit). */
 
 /* How many asynchronous requests are in flight (for tests and metrics). */
 size_t korch_docker_pending(const korch_docker_t *d);

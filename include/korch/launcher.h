@@ -70,7 +70,7 @@ typedef struct {
 /* proc is the caller's on KORCH_OK (NULL otherwise). */
 typedef void(korch_proc_done_fn)(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg);
 typedef void(korch_op_done_fn)(korch_rc_t rc, const korch_err_t *err, void *arg);
-/* data (NUL-terminated, len bytes) is the callee's to free (free()); NULL on failure. */
+/* data (NUL-terminated, len bytes) is done's to free (free()); NULL on failure. */
 typedef void(korch_file_done_fn)(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg);
 /* why: "exited 1", "killed by signal 9", "out of memory (limit 1 GiB)", "node n2 is down". */
 typedef void(korch_exit_fn)(korch_proc_t *proc, const char *why, void *arg);

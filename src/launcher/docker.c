@@ -55,6 +55,7 @@ typedef struct {
     korch_docker_t *api;
     korch_docker_opts_t o;      /* strings below point into owned copies */
     char *strs[10];             /* the copies, freed with the launcher */
+    int engine_sees;            /* does the engine see korch's tmpfs mounts? -1 not known yet */
 } docker_launcher_t;
 
 typedef struct {
@@ -71,9 +72,10 @@ typedef struct {
     int work_under;                 /* fd of the dir under that tmpfs (files go back there), or -1 */
     uid_t old_uid;
     gid_t old_gid;
-    int wait_fd;                    /* POST /wait connection, or -1 */
-    bool wait_polled;               /* wait_fd on the loop */
-    int alive_timer;                /* polling is_alive without a wait_fd; -1 none */
+    korch_op_t *wait_req;           /* the held POST /wait, then the inspect that describes the end */
+    korch_op_t *kill_req;           /* a SIGKILL on its way */
+    korch_op_t *log_req;            /* a refresh of tail */
+    int rewait_timer;               /* wait again after a wait that ended early; -1 none */
     bool dead;                      /* end seen and described in why */
     char why[256];
     int64_t memory;                 /* the limit, for the OOM message */
@@ -302,59 +304,6 @@ static bool s_remove(docker_launcher_t *l, const char *id)
     return gone;
 }
 
-/* A connection holding POST /wait, headers consumed: readable when the
-   container stops (or the engine goes away). -1 when not possible. */
-static int s_wait_fd(docker_launcher_t *l, const char *id)
-{
-    const char *sock = korch_docker_socket_path(l->api);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (!sock || strlen(sock) >= sizeof sa.sun_path)
-        return -1;
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    char req[256];
-    int n = snprintf(req, sizeof req,
-                     "POST /containers/%s/wait?condition=not-running HTTP/1.1\r\n"
-                     "Host: docker\r\nUser-Agent: korch\r\nContent-Length: 0\r\n\r\n",
-                     id);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || n <= 0 || (size_t)n >= sizeof req ||
-        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
-        goto fail;
-    /* Peek until the end of the headers, then take exactly the headers so a
-       body that is already there keeps the socket readable. */
-    char buf[2048];
-    for (int waited = 0; waited < 5000;) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        if (poll(&pfd, 1, 100) < 0 && errno != EINTR)
-            goto fail;
-        waited += 100;
-        if (!(pfd.revents & (POLLIN | POLLHUP)))
-            continue;
-        ssize_t got = recv(fd, buf, sizeof buf - 1, MSG_PEEK);
-        if (got <= 0)
-            goto fail;
-        buf[got] = 0;
-        char *end = strstr(buf, "\r\n\r\n");
-        if (!end) {
-            if ((size_t)got == sizeof buf - 1)
-                goto fail;
-            continue;
-        }
-        if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
-            goto fail;
-        size_t hl = (size_t)(end + 4 - buf);
-        if (recv(fd, buf, hl, 0) != (ssize_t)hl)
-            goto fail;
-        return fd;
-    }
-fail:
-    korch_debug("no wait connection for container %.12s; the client polls is_alive", id);
-    close(fd);
-    return -1;
-}
-
 /* chown a directory korch made through its fd (never a link by that name);
    its owner before in *before. 0, or -1 with errno. */
 static int s_give_dir(const char *dir, uid_t uid, gid_t gid, struct stat *before)
@@ -458,26 +407,6 @@ static void s_unbound_runtime(docker_proc_t *p)
     p->rt_mounted = false;
 }
 
-/* Does the engine see path in created container id (HEAD on the archive
-   endpoint mounts the container's volumes)? False when it answers 404:
-   korch's mounts are not in the engine's mount namespace. */
-static bool s_engine_sees(docker_launcher_t *l, const char *id, const char *path)
-{
-    char *esc = korch_docker_escape(l->api, path);
-    char url[PATH_MAX * 3 + 128];
-    korch_docker_reply_t r = {0};
-    korch_err_t e = {0};
-    bool seen = true; /* when unsure, as before: korch's mounts are used */
-    if (esc) {
-        snprintf(url, sizeof url, "/containers/%s/archive?path=%s", id, esc);
-        if (korch_docker_request_raw(l->api, "HEAD", url, NULL, NULL, 0, &r, &e) == KORCH_OK)
-            seen = r.status != 404;
-        korch_docker_reply_clear(&r);
-    }
-    free(esc);
-    return seen;
-}
-
 /* The engine does not see korch's tmpfs mounts (korch runs in a mount
    namespace of its own, e.g. a privileged container without shared
    propagation): use the dirs underneath, unbounded, as without root. */
@@ -510,6 +439,181 @@ static korch_rc_t s_unbound_unseen(docker_proc_t *p, const korch_conn_t *conn, u
 }
 
 static void s_watch(docker_proc_t *p);
+static void s_remove_later(docker_launcher_t *l, const char *id);
+static void s_local_cleanup(docker_proc_t *p);
+
+/* A start on its way: create, (does the engine see korch's mounts?), start. */
+typedef struct {
+    docker_proc_t *p;               /* the caller's once started */
+    korch_op_t *op;                 /* the launcher's op */
+    korch_op_t *req;                /* the Engine API request in flight */
+    char image[512], spec[128], user[64], conn_in[PATH_MAX];
+    char create_path[256], name[160];
+    json_t *body;                   /* the create request, kept for a retry */
+    int tries;                      /* removals of the previous container awaited */
+    int retry_timer;
+    korch_loop_t *loop;
+    korch_conn_t conn;              /* as the kernel sees it */
+    uid_t uid;
+    gid_t gid;
+} s_start_t;
+
+static void s_start_free(s_start_t *st, korch_rc_t rc, const korch_err_t *err)
+{
+    korch_op_cancel(&st->req);
+    if (st->retry_timer >= 0)
+        korch_loop_timer_end(st->loop, st->retry_timer);
+    if (st->p) {
+        if (st->p->id[0])
+            s_remove_later(st->p->l, st->p->id);
+        s_local_cleanup(st->p);
+        free(st->p);
+    }
+    if (st->op)
+        korch_op_finish_proc(st->op, NULL, rc, err);
+    json_decref(st->body);
+    free(st);
+}
+
+static void s_on_created(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg);
+
+static void s_create(s_start_t *st, korch_err_t *err)
+{
+    st->req = korch_docker_request_async(st->p->l->api, "POST", st->create_path, st->body, NULL, s_on_created, st,
+                                         err);
+}
+
+/* The name is taken by this kernel's previous container, still being
+   removed in the background after a restart: remove it (or wait for the
+   removal under way), then create again. */
+static void s_remove_old(s_start_t *st);
+
+static int s_on_retry(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_start_t *st = arg;
+    st->retry_timer = -1;
+    s_remove_old(st);
+    return 0;
+}
+
+static void s_on_old_removed(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_start_t *st = arg;
+    st->req = NULL;
+    korch_err_t e = {0};
+    if (rc == KORCH_OK && r->status == 409) { /* removal in progress */
+        st->retry_timer = korch_loop_timer(st->loop, 50, 1, s_on_retry, st);
+        return;
+    }
+    s_create(st, &e);
+    if (!st->req)
+        s_start_free(st, e.rc, &e);
+}
+
+static void s_remove_old(s_start_t *st)
+{
+    char path[300];
+    korch_err_t e = {0};
+    snprintf(path, sizeof path, "/containers/%s?force=1&v=1", st->name);
+    st->req = korch_docker_request_async(st->p->l->api, "DELETE", path, NULL, NULL, s_on_old_removed, st, &e);
+    if (!st->req)
+        s_start_free(st, e.rc, &e);
+}
+
+static void s_start_cancel(korch_op_t *op, void *arg)
+{
+    s_start_t *st = arg;
+    st->op = NULL; /* its done is never called */
+    s_start_free(st, KORCH_E_INTERRUPTED, NULL);
+}
+
+static void s_on_container_started(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_start_t *st = arg;
+    st->req = NULL;
+    korch_err_t e = {0};
+    if (rc)
+        return s_start_free(st, rc, err);
+    if (r->status != 204 && r->status != 304) {
+        korch_err_set(&e, KORCH_E_LAUNCH, "cannot start the container of kernel '%s' (image '%s'): %s", st->spec,
+                      st->image, korch_docker_reply_message(r));
+        return s_start_free(st, e.rc, &e);
+    }
+    docker_proc_t *p = st->p;
+    korch_debug("started kernel '%s' in container %.12s (image %s, user %s)", st->spec, p->id, st->image, st->user);
+    st->p = NULL;
+    s_watch(p);
+    korch_op_finish_proc(st->op, &p->base, KORCH_OK, NULL);
+    st->op = NULL;
+    s_start_free(st, KORCH_OK, NULL);
+}
+
+static void s_start_container(s_start_t *st)
+{
+    char path[160];
+    korch_err_t e = {0};
+    snprintf(path, sizeof path, "/containers/%s/start", st->p->id);
+    st->req = korch_docker_request_async(st->p->l->api, "POST", path, NULL, NULL, s_on_container_started, st, &e);
+    if (!st->req)
+        s_start_free(st, e.rc, &e);
+}
+
+static void s_on_seen(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_start_t *st = arg;
+    st->req = NULL;
+    docker_launcher_t *l = st->p->l;
+    /* when unsure, as before: korch's mounts are used */
+    l->engine_sees = rc == KORCH_OK && r->status == 404 ? 0 : 1;
+    korch_err_t e = {0};
+    if (!l->engine_sees && s_unbound_unseen(st->p, &st->conn, st->uid, st->gid, &e) != KORCH_OK)
+        return s_start_free(st, e.rc, &e);
+    s_start_container(st);
+}
+
+static void s_on_created(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_start_t *st = arg;
+    st->req = NULL;
+    korch_err_t e = {0};
+    if (rc)
+        return s_start_free(st, rc, err);
+    json_t *id = json_object_get(r->json, "Id");
+    if (r->status == 404) {
+        korch_err_set(&e, KORCH_E_NOTFOUND, "image '%s' not found (build it with: make image)", st->image);
+        return s_start_free(st, e.rc, &e);
+    }
+    if (r->status == 409 && st->name[0] && st->tries++ < 100)
+        return s_remove_old(st);
+    if (r->status != 201 || !json_is_string(id)) {
+        korch_err_set(&e, KORCH_E_DOCKER, "cannot create a container for kernel '%s' from image '%s': %s", st->spec,
+                      st->image, korch_docker_reply_message(r));
+        return s_start_free(st, e.rc, &e);
+    }
+    docker_proc_t *p = st->p;
+    snprintf(p->id, sizeof p->id, "%s", json_string_value(id));
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(r->json, "Warnings"), i, w)
+        korch_info("docker: container %.12s: %s", p->id, json_string_value(w));
+    if (p->rt_mounted && p->l->engine_sees < 0) {
+        /* Once per korch: HEAD on the archive endpoint mounts the container's
+           volumes; 404 means korch's mounts are not in the engine's namespace. */
+        char *esc = korch_docker_escape(p->l->api, st->conn_in);
+        char url[PATH_MAX * 3 + 128];
+        if (esc) {
+            snprintf(url, sizeof url, "/containers/%s/archive?path=%s", p->id, esc);
+            st->req = korch_docker_request_raw_async(p->l->api, "HEAD", url, NULL, NULL, 0, NULL, s_on_seen, st, &e);
+        }
+        free(esc);
+        if (st->req)
+            return;
+        korch_err_clear(&e);
+    }
+    if (p->rt_mounted && p->l->engine_sees == 0 && s_unbound_unseen(p, &st->conn, st->uid, st->gid, &e) != KORCH_OK)
+        return s_start_free(st, e.rc, &e);
+    s_start_container(st);
+}
 
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
@@ -524,8 +628,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     docker_proc_t *p = korch_backend_proc_new(self, sizeof *p, req);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    p->wait_fd = -1;
-    p->alive_timer = -1;
+    p->rewait_timer = -1;
     p->work_under = -1;
     p->l = l;
     p->memory = l->o.memory;
@@ -623,61 +726,38 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
         snprintf(path, sizeof path, "/containers/create?name=korch-%s", req->kernel_id);
     else
         snprintf(path, sizeof path, "/containers/create");
-    rc = korch_docker_request(l->api, "POST", path, body, &r, err);
-    if (rc)
-        goto out;
-    json_t *id = json_object_get(r.json, "Id");
-    if (r.status == 404) {
-        rc = korch_err_set(err, KORCH_E_NOTFOUND, "image '%s' not found (build it with: make image)", image);
+    s_start_t *st = calloc(1, sizeof *st);
+    if (!st) {
+        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
-    if (r.status != 201 || !json_is_string(id)) {
-        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot create a container for kernel '%s' from image '%s': %s",
-                           req->spec->name, image, korch_docker_reply_message(&r));
+    *st = (s_start_t){.p = p, .op = op, .conn = conn, .uid = uid, .gid = gid, .body = body, .retry_timer = -1,
+                      .loop = self->loop};
+    body = NULL;
+    snprintf(st->create_path, sizeof st->create_path, "%s", path);
+    if (s_valid_name(req->kernel_id))
+        snprintf(st->name, sizeof st->name, "korch-%s", req->kernel_id);
+    snprintf(st->image, sizeof st->image, "%s", image);
+    snprintf(st->spec, sizeof st->spec, "%s", req->spec->name);
+    snprintf(st->user, sizeof st->user, "%s", user);
+    snprintf(st->conn_in, sizeof st->conn_in, "%s", conn_in);
+    s_create(st, err);
+    if (!st->req) {
+        st->p = NULL;
+        st->op = NULL;
+        s_start_free(st, KORCH_OK, NULL);
+        rc = err && err->rc ? err->rc : KORCH_E_DOCKER;
         goto out;
     }
-    snprintf(p->id, sizeof p->id, "%s", json_string_value(id));
-    json_t *warnings = json_object_get(r.json, "Warnings");
-    size_t i;
-    json_t *w;
-    json_array_foreach(warnings, i, w) korch_info("docker: container %.12s: %s", p->id, json_string_value(w));
-    korch_docker_reply_clear(&r);
-    if (p->rt_mounted && !s_engine_sees(l, p->id, conn_in)) {
-        rc = s_unbound_unseen(p, &conn, uid, gid, err);
-        if (rc)
-            goto out;
-    }
-
-    snprintf(path, sizeof path, "/containers/%s/start", p->id);
-    rc = korch_docker_request(l->api, "POST", path, NULL, &r, err);
-    if (rc)
-        goto out;
-    if (r.status != 204 && r.status != 304) {
-        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start the container of kernel '%s' (image '%s'): %s",
-                           req->spec->name, image, korch_docker_reply_message(&r));
-        goto out;
-    }
-    if (l->o.use_wait_fd)
-        p->wait_fd = s_wait_fd(l, p->id);
-    korch_debug("started kernel '%s' in container %.12s (image %s, user %s)", req->spec->name, p->id, image, user);
+    korch_op_on_cancel(op, s_start_cancel, st);
+    json_decref(body);
+    return KORCH_OK;
 out:
     korch_docker_reply_clear(&r);
     json_decref(body);
-    if (rc) {
-        if (p->id[0])
-            s_remove(l, p->id);
-        if (p->conn_file[0])
-            unlink(p->conn_file);
-        if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
-            korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
-        s_unbound_workdir(p);
-        s_unbound_runtime(p);
-        free(p);
-        return rc;
-    }
-    s_watch(p);
-    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
-    return KORCH_OK;
+    s_local_cleanup(p);
+    free(p);
+    return rc;
 }
 
 /* Why a stopped container stopped, from its State. */
@@ -700,144 +780,204 @@ static void s_describe(docker_proc_t *p, json_t *state)
     }
 }
 
-static bool s_wait_fd_readable(docker_proc_t *p)
+/* ------------------------------------------------------------ the end */
+
+/* The held POST /wait answers when the container stops (or the engine goes);
+   an inspect then says why (OOMKilled, the exit code, removed), the logs are
+   fetched for log_tail, and the end is reported once. */
+static void s_wait(docker_proc_t *p);
+
+static void s_ended(docker_proc_t *p)
 {
-    struct pollfd pfd = {p->wait_fd, POLLIN, 0};
-    return p->wait_fd >= 0 && poll(&pfd, 1, 0) == 1;
+    p->dead = true;
+    korch_backend_exited(&p->base, p->why);
 }
 
-static bool s_is_alive(korch_proc_t *proc, char *why, size_t whylen)
+static void s_on_end_logs(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg);
+static size_t s_demux(const unsigned char *in, size_t len, char *out, size_t cap);
+
+static void s_fetch_logs(docker_proc_t *p, korch_docker_done_fn *done)
 {
-    docker_proc_t *p = (docker_proc_t *)proc;
-    if (!p->dead) {
-        char path[160];
-        snprintf(path, sizeof path, "/containers/%s/json", p->id);
-        korch_docker_reply_t r;
-        korch_err_t e = {0};
-        if (korch_docker_request(p->l->api, "GET", path, NULL, &r, &e)) {
-            /* No answer says nothing about the kernel, unless the wait
-               connection broke too: then the engine (and with it, without
-               live-restore, the container) is gone. */
-            if (!s_wait_fd_readable(p)) {
-                korch_warn("kernel container %.12s: %s", p->id, e.msg);
-                return true;
-            }
-            p->dead = true;
-            snprintf(p->why, sizeof p->why, "lost the docker engine (%.200s)", e.msg);
-        } else if (r.status == 404) {
-            p->dead = true;
-            snprintf(p->why, sizeof p->why, "container %.12s was removed outside korch", p->id);
-        } else if (r.status == 200) {
-            json_t *state = json_object_get(r.json, "State");
-            if (json_is_true(json_object_get(state, "Running")) ||
-                json_is_true(json_object_get(state, "Restarting"))) {
-                korch_docker_reply_clear(&r);
-                return true;
-            }
-            p->dead = true;
-            s_describe(p, state);
-        } else {
-            korch_warn("kernel container %.12s: %s", p->id, korch_docker_reply_message(&r));
-            korch_docker_reply_clear(&r);
-            return true;
-        }
-        korch_docker_reply_clear(&r);
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/logs?stdout=1&stderr=1&tail=50", p->id);
+    p->log_req = korch_docker_request_async(p->l->api, "GET", path, NULL, NULL, done, p, NULL);
+}
+
+static void s_keep_logs(docker_proc_t *p, korch_rc_t rc, korch_docker_reply_t *r)
+{
+    if (rc == KORCH_OK && r->status == 200) {
+        size_t n = s_demux((const unsigned char *)r->body, r->body_len, p->tail, S_TAIL_MAX);
+        p->tail[n] = 0;
     }
-    if (why && whylen)
-        snprintf(why, whylen, "%s", p->why);
-    return false;
 }
 
-/* The end: the wait connection becomes readable, or (without one) a
-   periodic inspect. */
+static void s_on_end_logs(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    docker_proc_t *p = arg;
+    p->log_req = NULL;
+    s_keep_logs(p, rc, r);
+    s_ended(p);
+}
+
+/* The end is known (p->why): its last words first, then the report. */
+static void s_end(docker_proc_t *p)
+{
+    korch_op_cancel(&p->log_req);
+    s_fetch_logs(p, s_on_end_logs);
+    if (!p->log_req)
+        s_ended(p);
+}
+
+static int s_on_rewait(korch_loop_t *loop, int timer_id, void *arg)
+{
+    docker_proc_t *p = arg;
+    p->rewait_timer = -1;
+    s_wait(p);
+    return 0;
+}
+
+static void s_on_end_inspect(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    docker_proc_t *p = arg;
+    p->wait_req = NULL;
+    if (rc) {
+        /* no answer to the wait nor to this: the engine (and with it,
+           without live-restore, the container) is gone */
+        snprintf(p->why, sizeof p->why, "lost the docker engine (%.200s)", err ? err->msg : "no answer");
+        return s_end(p);
+    }
+    if (r->status == 404) {
+        snprintf(p->why, sizeof p->why, "container %.12s was removed outside korch", p->id);
+        return s_end(p);
+    }
+    json_t *state = json_object_get(r->json, "State");
+    if (r->status != 200 || json_is_true(json_object_get(state, "Running")) ||
+        json_is_true(json_object_get(state, "Restarting"))) {
+        /* the wait ended early (dockerd restarted under it): wait again */
+        if (r->status != 200)
+            korch_warn("kernel container %.12s: %s", p->id, korch_docker_reply_message(r));
+        p->rewait_timer = korch_loop_timer(p->base.launcher->loop, 500, 1, s_on_rewait, p);
+        return;
+    }
+    s_describe(p, state);
+    s_end(p);
+}
+
+static void s_on_wait(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    docker_proc_t *p = arg;
+    p->wait_req = NULL;
+    if (rc == KORCH_OK && r->status == 404) {
+        snprintf(p->why, sizeof p->why, "container %.12s was removed outside korch", p->id);
+        return s_end(p);
+    }
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/json", p->id);
+    korch_err_t e = {0};
+    p->wait_req = korch_docker_request_async(p->l->api, "GET", path, NULL, NULL, s_on_end_inspect, p, &e);
+    if (!p->wait_req) {
+        snprintf(p->why, sizeof p->why, "lost the docker engine (%.200s)", e.msg);
+        s_end(p);
+    }
+}
+
+static void s_wait(docker_proc_t *p)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", p->id);
+    korch_docker_async_opts_t forever = {.timeout_ms = 0};
+    korch_err_t e = {0};
+    p->wait_req = korch_docker_request_async(p->l->api, "POST", path, NULL, &forever, s_on_wait, p, &e);
+    if (!p->wait_req) {
+        korch_warn("kernel container %.12s: cannot wait for its end: %s; asking again in 1 s", p->id, e.msg);
+        p->rewait_timer = korch_loop_timer(p->base.launcher->loop, 1000, 1, s_on_rewait, p);
+    }
+}
+
+static void s_watch(docker_proc_t *p) { s_wait(p); }
+
 static void s_unwatch(docker_proc_t *p)
 {
-    korch_loop_t *loop = p->base.launcher->loop;
-    if (p->wait_polled)
-        korch_loop_poller_end(loop, p->wait_fd);
-    p->wait_polled = false;
-    if (p->alive_timer >= 0)
-        korch_loop_timer_end(loop, p->alive_timer);
-    p->alive_timer = -1;
+    korch_op_cancel(&p->wait_req);
+    korch_op_cancel(&p->kill_req);
+    korch_op_cancel(&p->log_req);
+    if (p->rewait_timer >= 0)
+        korch_loop_timer_end(p->base.launcher->loop, p->rewait_timer);
+    p->rewait_timer = -1;
 }
 
-static int s_on_alive_timer(korch_loop_t *loop, int timer_id, void *arg);
+/* --------------------------------------------------------------- signals */
 
-static void s_check(docker_proc_t *p)
+typedef struct {
+    docker_proc_t *p;
+    korch_op_t *op;                 /* the launcher's */
+    korch_op_t *req;
+    int sig;
+} s_signal_t;
+
+static void s_signal_cancel(korch_op_t *op, void *arg)
 {
-    char why[256];
-    if (!s_is_alive(&p->base, why, sizeof why)) {
-        s_unwatch(p);
-        korch_backend_exited(&p->base, why);
-    } else if (p->wait_polled) {
-        /* readable but alive (dockerd restarted under its wait call): a
-           level-triggered fd would spin, so poll from now on */
-        s_unwatch(p);
-        p->alive_timer = korch_loop_timer(p->base.launcher->loop, 500, 0, s_on_alive_timer, p);
-    }
+    s_signal_t *sg = arg;
+    korch_op_cancel(&sg->req);
+    free(sg);
 }
 
-static int s_on_wait_fd(korch_loop_t *loop, int fd, void *arg)
+static void s_on_signalled(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
 {
-    s_check(arg);
-    return 0;
-}
-
-static int s_on_alive_timer(korch_loop_t *loop, int timer_id, void *arg)
-{
-    s_check(arg);
-    return 0;
-}
-
-static void s_watch(docker_proc_t *p)
-{
-    korch_loop_t *loop = p->base.launcher->loop;
-    if (p->wait_fd >= 0 && korch_loop_poller(loop, p->wait_fd, s_on_wait_fd, p) == 0)
-        p->wait_polled = true;
-    else
-        p->alive_timer = korch_loop_timer(loop, 500, 0, s_on_alive_timer, p);
-}
-
-static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
-{
-    docker_proc_t *p = (docker_proc_t *)proc;
-    if (p->dead)
-        return korch_err_set(err, KORCH_E_DIED, "kernel container %.12s is gone (%s)", p->id, p->why);
-    char path[160];
-    snprintf(path, sizeof path, "/containers/%s/kill?signal=%d", p->id, sig);
-    korch_docker_reply_t r;
-    korch_rc_t rc = korch_docker_request(p->l->api, "POST", path, NULL, &r, err);
-    if (rc)
-        return rc;
-    if (r.status == 409 || r.status == 404)
-        rc = korch_err_set(err, KORCH_E_DIED, "kernel container %.12s is not running", p->id);
-    else if (r.status != 204)
-        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot signal kernel container %.12s: %s", p->id,
-                           korch_docker_reply_message(&r));
-    korch_docker_reply_clear(&r);
-    return rc;
+    s_signal_t *sg = arg;
+    korch_err_t e = {0};
+    if (rc == KORCH_OK && (r->status == 409 || r->status == 404))
+        rc = korch_err_set(&e, KORCH_E_DIED, "kernel container %.12s is not running", sg->p->id);
+    else if (rc == KORCH_OK && r->status != 204)
+        rc = korch_err_set(&e, KORCH_E_DOCKER, "cannot signal kernel container %.12s: %s", sg->p->id,
+                           korch_docker_reply_message(r));
+    else if (rc)
+        e = *err;
+    korch_op_finish(sg->op, rc, &e);
+    free(sg);
 }
 
 static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
 {
-    korch_rc_t rc = s_signal_now(proc, sig, err);
-    if (rc == KORCH_OK)
-        korch_op_finish(op, KORCH_OK, NULL);
-    return rc;
+    docker_proc_t *p = (docker_proc_t *)proc;
+    if (p->dead)
+        return korch_err_set(err, KORCH_E_DIED, "kernel container %.12s is gone (%s)", p->id, p->why);
+    s_signal_t *sg = calloc(1, sizeof *sg);
+    if (!sg)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    *sg = (s_signal_t){.p = p, .op = op, .sig = sig};
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/kill?signal=%d", p->id, sig);
+    sg->req = korch_docker_request_async(p->l->api, "POST", path, NULL, NULL, s_on_signalled, sg, err);
+    if (!sg->req) {
+        free(sg);
+        return err && err->rc ? err->rc : KORCH_E_DOCKER;
+    }
+    korch_op_on_cancel(op, s_signal_cancel, sg);
+    return KORCH_OK;
 }
 
-/* SIGKILL; the wait connection (or the inspect timer) sees the end. */
+static void s_on_killed(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    docker_proc_t *p = arg;
+    p->kill_req = NULL;
+    if (rc)
+        korch_warn("cannot kill kernel container %.12s: %s", p->id, err ? err->msg : "");
+    else if (r->status != 204 && r->status != 409 && r->status != 404)
+        korch_warn("cannot kill kernel container %.12s: %s", p->id, korch_docker_reply_message(r));
+    /* the end comes through the wait */
+}
+
+/* SIGKILL; the held wait sees the end (launcher.c finishes the op then). */
 static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
-    if (p->dead)
+    if (p->dead || p->kill_req)
         return KORCH_OK;
-    korch_err_t e = {0};
-    if (s_signal_now(proc, SIGKILL, &e) && e.rc != KORCH_E_DIED)
-        korch_warn("%s", e.msg);
-    if (e.rc == KORCH_E_DIED || !p->wait_polled)
-        s_check(p);
-    return KORCH_OK;
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s/kill?signal=%d", p->id, SIGKILL);
+    p->kill_req = korch_docker_request_async(p->l->api, "POST", path, NULL, NULL, s_on_killed, p, err);
+    return p->kill_req ? KORCH_OK : err && err->rc ? err->rc : KORCH_E_DOCKER;
 }
 
 /* Docker multiplexes a non-tty container's output: frames of an 8-byte
@@ -876,44 +1016,109 @@ static size_t s_demux(const unsigned char *in, size_t len, char *out, size_t cap
     return w;
 }
 
+static void s_on_logs(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    docker_proc_t *p = arg;
+    p->log_req = NULL;
+    s_keep_logs(p, rc, r);
+}
+
+/* What the logs said at the last look; each call while the kernel runs
+   asks again in the background (never blocks). After the end: its last
+   words, fetched before the end was reported. */
 static const char *s_log_tail(korch_proc_t *proc)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
-    char path[160];
-    snprintf(path, sizeof path, "/containers/%s/logs?stdout=1&stderr=1&tail=50", p->id);
-    korch_docker_reply_t r;
-    korch_err_t e = {0};
-    if (korch_docker_request(p->l->api, "GET", path, NULL, &r, &e) == KORCH_OK) {
-        if (r.status == 200) {
-            size_t n = s_demux((const unsigned char *)r.body, r.body_len, p->tail, S_TAIL_MAX);
-            p->tail[n] = 0;
-        }
-        korch_docker_reply_clear(&r);
-    }
+    if (!p->dead && !p->log_req && p->id[0])
+        s_fetch_logs(p, s_on_logs);
     return p->tail;
 }
 
-static void s_proc_free(korch_proc_t *proc)
+/* What korch made on the host for the kernel, given back or removed. */
+static void s_local_cleanup(docker_proc_t *p)
 {
-    docker_proc_t *p = (docker_proc_t *)proc;
-    s_unwatch(p);
-    if (p->wait_fd >= 0)
-        close(p->wait_fd);
-    s_remove(p->l, p->id);
-    unlink(p->conn_file);
+    if (p->conn_file[0])
+        unlink(p->conn_file);
     /* The kernel removes its sockets when it exits cleanly; not when killed. */
-    for (int i = 0; i < KORCH_CH__COUNT; i++) {
+    for (int i = 0; p->ipc_prefix[0] && i < KORCH_CH__COUNT; i++) {
         char sock[PATH_MAX + 16];
         snprintf(sock, sizeof sock, "%s-%d", p->ipc_prefix, p->ports[i]);
         unlink(sock);
     }
     if (p->chowned && s_give_dir(p->runtime_dir, p->old_uid, p->old_gid, NULL) != 0)
         korch_warn("cannot give runtime dir '%s' back: %s", p->runtime_dir, strerror(errno));
+    p->chowned = false;
     s_unbound_workdir(p);
     s_unbound_runtime(p);
-    free(p);
 }
 
+/* A container to remove in the background (DELETE ?force=1&v=1): a job of
+   the launcher, finished (blocking) at its destroy if still pending. */
+typedef struct {
+    docker_launcher_t *l;
+    char id[80];
+    korch_op_t *req;
+    bool done;
+} s_rm_t;
+
+static void s_on_removed(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_rm_t *rm = arg;
+    rm->req = NULL;
+    rm->done = true;
+    if (rc)
+        korch_warn("cannot remove container %.12s: %s", rm->id, err ? err->msg : "");
+    else if (r->status != 204 && r->status != 404)
+        korch_warn("cannot remove container %.12s: %s", rm->id, korch_docker_reply_message(r));
+}
+
+static bool s_rm_step(void *arg)
+{
+    s_rm_t *rm = arg;
+    if (!rm->done)
+        return false;
+    free(rm);
+    return true;
+}
+
+static void s_rm_finish(void *arg)
+{
+    s_rm_t *rm = arg;
+    if (!rm->done) {
+        korch_op_cancel(&rm->req);
+        s_remove(rm->l, rm->id);
+    }
+    free(rm);
+}
+
+static void s_remove_later(docker_launcher_t *l, const char *id)
+{
+    s_rm_t *rm = calloc(1, sizeof *rm);
+    char path[160];
+    snprintf(path, sizeof path, "/containers/%s?force=1&v=1", id);
+    if (rm) {
+        rm->l = l;
+        snprintf(rm->id, sizeof rm->id, "%s", id);
+        rm->req = korch_docker_request_async(l->api, "DELETE", path, NULL, NULL, s_on_removed, rm, NULL);
+    }
+    if (!rm || !rm->req) { /* no loop to wait on: now */
+        s_remove(l, id);
+        free(rm);
+        return;
+    }
+    korch_backend_job(&l->base, 50, s_rm_step, s_rm_finish, rm);
+}
+
+/* Never blocks: the container goes in the background. */
+static void s_proc_free(korch_proc_t *proc)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    s_unwatch(p);
+    if (p->id[0])
+        s_remove_later(p->l, p->id);
+    s_local_cleanup(p);
+    free(p);
+}
 
 /* ---------------------------------------------------------------- listing */
 
@@ -1000,8 +1205,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_o
     docker_proc_t *p = korch_backend_proc_new(self, sizeof *p, NULL);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    p->wait_fd = -1;
-    p->alive_timer = -1;
+    p->rewait_timer = -1;
     p->l = l;
     korch_conn_t *conn = &p->base.conn;
 
@@ -1116,8 +1320,6 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_o
         p->old_uid = geteuid();
         p->old_gid = getegid();
     }
-    if (l->o.use_wait_fd)
-        p->wait_fd = s_wait_fd(l, p->id);
     snprintf(p->base.runtime_dir, sizeof p->base.runtime_dir, "%s", p->runtime_dir);
     korch_debug("re-adopted kernel %s in container %.12s (runtime dir %s)", kernel_id, p->id, p->runtime_dir);
 out:
@@ -1506,6 +1708,7 @@ korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_dock
         return NULL;
     }
     korch_backend_launcher_init(&l->base, &s_ops, loop);
+    l->engine_sees = -1;
     if (opts)
         l->o = *opts;
     else

@@ -14,8 +14,14 @@
 #include <string.h>
 #include <strings.h>
 
+typedef struct s_areq s_areq_t;
+
 struct korch_docker {
     korch_loop_t *loop;         /* asynchronous requests run here; NULL = blocking only */
+    CURLM *multi;               /* made with the first asynchronous request */
+    int timer;                  /* libcurl's timeout on the loop, -1 none */
+    s_areq_t *pending;          /* asynchronous requests in flight */
+    size_t npending;
     CURL *curl;                 /* one handle: its connection cache keeps the socket open */
     char *sock;                 /* unix socket path, or NULL for tcp */
     char *base_url;             /* "http://docker" (unix) or "http(s)://host:port" */
@@ -108,6 +114,7 @@ korch_docker_t *korch_docker_new(korch_loop_t *loop, const char *host, korch_err
         return NULL;
     }
     d->loop = loop;
+    d->timer = -1;
     d->timeout_ms = 30000;
     d->max_reply = KORCH_DOCKER_MAX_REPLY;
     if (strncmp(host, "unix://", 7) == 0) {
@@ -163,6 +170,14 @@ void korch_docker_destroy(korch_docker_t **dp)
     if (!dp || !*dp)
         return;
     korch_docker_t *d = *dp;
+    while (d->pending) {
+        korch_op_t *op = (korch_op_t *)d->pending;
+        korch_op_cancel(&op);
+    }
+    if (d->multi)
+        curl_multi_cleanup(d->multi);
+    if (d->timer >= 0)
+        korch_loop_timer_end(d->loop, d->timer);
     if (d->curl)
         curl_easy_cleanup(d->curl);
     free(d->sock);
@@ -279,31 +294,20 @@ static size_t s_header(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* One request: body (len bytes, may be NULL) sent as ctype. */
-static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *path, const char *ctype,
-                            const void *body, size_t len, korch_docker_reply_t *reply, korch_err_t *err)
+/* The options of one request on handle c; *headers is the caller's to
+   free after the transfer. timeout_ms 0 = none. */
+static void s_setup(korch_docker_t *d, CURL *c, const char *method, const char *url, const char *ctype,
+                    const void *body, size_t len, long timeout_ms, s_sink_t *sink, korch_docker_reply_t *reply,
+                    char *errbuf, struct curl_slist **headers)
 {
-    korch_rc_t rc = KORCH_OK;
-    char *url = NULL;
-    struct curl_slist *headers = NULL;
-    s_sink_t sink = {.max = d->max_reply};
-    char errbuf[CURL_ERROR_SIZE] = "";
-    CURL *c = d->curl;
-
-    url = s_strdup_printf("%s%s", d->base_url, path);
-    if (!url) {
-        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    /* Reset forgets the previous request's options but keeps live connections. */
-    curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, d->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, d->timeout_ms < 10000 ? d->timeout_ms : 10000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    long ct = timeout_ms > 0 && timeout_ms < 10000 ? timeout_ms : 10000L;
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ct);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, s_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, reply);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "korch");
@@ -319,13 +323,13 @@ static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *p
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, d->tls_verify ? 1L : 0L);
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, d->tls_verify ? 2L : 0L);
     }
-    headers = curl_slist_append(headers, "Expect:");
+    *headers = curl_slist_append(*headers, "Expect:");
     if (body && ctype) {
         char h[128];
         snprintf(h, sizeof h, "Content-Type: %s", ctype);
-        headers = curl_slist_append(headers, h);
+        *headers = curl_slist_append(*headers, h);
     }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(method, "HEAD") == 0) {
@@ -337,12 +341,21 @@ static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *p
         }
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     }
+}
 
-    CURLcode cc = curl_easy_perform(c);
+/* The outcome of a transfer on c into reply (cleared on failure). */
+static korch_rc_t s_outcome(korch_docker_t *d, CURL *c, CURLcode cc, const char *method, const char *path,
+                            long timeout_ms, s_sink_t *sink, const char *errbuf, korch_docker_reply_t *reply,
+                            korch_err_t *err)
+{
+    korch_rc_t rc = KORCH_OK;
     if (cc != CURLE_OK) {
-        if (sink.too_big) {
+        if (sink->too_big) {
             rc = korch_err_set(err, KORCH_E_TOOBIG, "reply from docker at '%s' to %s %s is larger than %zu bytes",
-                               d->where, method, path, d->max_reply);
+                               d->where, method, path, sink->max);
+        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
+            rc = korch_err_set(err, KORCH_E_TIMEOUT, "docker at '%s' did not answer within %ld ms", d->where,
+                               timeout_ms);
         } else {
             long os_errno = 0;
             curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
@@ -351,9 +364,9 @@ static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *p
         goto out;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply->status);
-    reply->body = sink.buf ? sink.buf : strdup("");
-    reply->body_len = sink.len;
-    sink.buf = NULL;
+    reply->body = sink->buf ? sink->buf : strdup("");
+    reply->body_len = sink->len;
+    sink->buf = NULL;
     if (!reply->body) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
@@ -366,11 +379,245 @@ static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *p
 out:
     if (rc)
         korch_docker_reply_clear(reply);
-    free(sink.buf);
+    free(sink->buf);
+    sink->buf = NULL;
+    return rc;
+}
+
+/* One blocking request: body (len bytes, may be NULL) sent as ctype. */
+static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *path, const char *ctype,
+                            const void *body, size_t len, korch_docker_reply_t *reply, korch_err_t *err)
+{
+    struct curl_slist *headers = NULL;
+    s_sink_t sink = {.max = d->max_reply};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    CURL *c = d->curl;
+    char *url = s_strdup_printf("%s%s", d->base_url, path);
+    if (!url)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    /* Reset forgets the previous request's options but keeps live connections. */
+    curl_easy_reset(c);
+    s_setup(d, c, method, url, ctype, body, len, d->timeout_ms, &sink, reply, errbuf, &headers);
+    CURLcode cc = curl_easy_perform(c);
+    korch_rc_t rc = s_outcome(d, c, cc, method, path, d->timeout_ms, &sink, errbuf, reply, err);
     curl_slist_free_all(headers);
     free(url);
     return rc;
 }
+
+/* ---------------------------------------------------------- asynchronous */
+
+struct s_areq {
+    korch_op_t base;                /* first: the handle */
+    korch_docker_t *d;
+    s_areq_t *prev, *next;          /* d->pending */
+    CURL *easy;
+    char *url;
+    char method[16];
+    char *path;
+    void *body;                     /* owned copy */
+    struct curl_slist *headers;
+    s_sink_t sink;
+    korch_docker_reply_t reply;
+    char errbuf[CURL_ERROR_SIZE];
+    long timeout_ms;
+    korch_docker_done_fn *done;
+    void *arg;
+};
+
+static void s_areq_free(s_areq_t *r)
+{
+    korch_docker_t *d = r->d;
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (d->pending == r)
+        d->pending = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    d->npending--;
+    if (r->easy) {
+        curl_multi_remove_handle(d->multi, r->easy);
+        curl_easy_cleanup(r->easy);
+    }
+    curl_slist_free_all(r->headers);
+    korch_docker_reply_clear(&r->reply);
+    free(r->sink.buf);
+    free(r->url);
+    free(r->path);
+    free(r->body);
+    free(r);
+}
+
+static void s_areq_cancel(korch_op_t *op) { s_areq_free((s_areq_t *)op); }
+
+/* Transfers libcurl has finished: their done, one by one. */
+static void s_dispatch(korch_docker_t *d)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(d->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        s_areq_t *r = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+        if (!r)
+            continue;
+        CURLcode cc = m->data.result;
+        korch_err_t err = {0};
+        korch_rc_t rc = s_outcome(d, r->easy, cc, r->method, r->path, r->timeout_ms, &r->sink, r->errbuf,
+                                  &r->reply, &err);
+        /* unlinked from libcurl before done: done may start or cancel requests */
+        curl_multi_remove_handle(d->multi, r->easy);
+        curl_easy_cleanup(r->easy);
+        r->easy = NULL;
+        korch_docker_done_fn *done = r->done;
+        void *arg = r->arg;
+        korch_docker_reply_t reply = r->reply;
+        memset(&r->reply, 0, sizeof r->reply);
+        s_areq_free(r);
+        if (done)
+            done(rc, rc ? &err : NULL, &reply, arg);
+        korch_docker_reply_clear(&reply);
+    }
+}
+
+static int s_on_socket(korch_loop_t *loop, int fd, unsigned revents, void *arg)
+{
+    korch_docker_t *d = arg;
+    int flags = (revents & KORCH_POLL_IN ? CURL_CSELECT_IN : 0) | (revents & KORCH_POLL_OUT ? CURL_CSELECT_OUT : 0) |
+                (revents & KORCH_POLL_ERR ? CURL_CSELECT_ERR : 0);
+    int running = 0;
+    curl_multi_socket_action(d->multi, fd, flags, &running);
+    s_dispatch(d);
+    return 0;
+}
+
+static int s_on_timeout(korch_loop_t *loop, int timer_id, void *arg)
+{
+    korch_docker_t *d = arg;
+    d->timer = -1;
+    int running = 0;
+    curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    s_dispatch(d);
+    return 0;
+}
+
+/* CURLMOPT_SOCKETFUNCTION: the interest libcurl has in a socket, on the loop. */
+static int s_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    korch_docker_t *d = userp;
+    if (what == CURL_POLL_REMOVE)
+        korch_loop_poller_end(d->loop, s);
+    else
+        korch_loop_poller_ev(d->loop, s,
+                             (what & CURL_POLL_IN ? KORCH_POLL_IN : 0) | (what & CURL_POLL_OUT ? KORCH_POLL_OUT : 0),
+                             s_on_socket, d);
+    return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: one timer; libcurl is called back from the loop,
+   never from inside this function. */
+static int s_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    korch_docker_t *d = userp;
+    if (d->timer >= 0)
+        korch_loop_timer_end(d->loop, d->timer);
+    d->timer = timeout_ms < 0 ? -1 : korch_loop_timer(d->loop, (int)timeout_ms, 1, s_on_timeout, d);
+    return 0;
+}
+
+static korch_op_t *s_start_async(korch_docker_t *d, const char *method, const char *path, const char *ctype,
+                                 void *body, size_t len, const korch_docker_async_opts_t *opts,
+                                 korch_docker_done_fn *done, void *arg, korch_err_t *err)
+{
+    if (!d->loop) {
+        free(body);
+        korch_err_set(err, KORCH_E_STATE, "this docker client has no loop for asynchronous requests");
+        return NULL;
+    }
+    if (!d->multi) {
+        d->multi = curl_multi_init();
+        if (!d->multi) {
+            free(body);
+            korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            return NULL;
+        }
+        curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, s_curl_socket);
+        curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
+        curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, s_curl_timer);
+        curl_multi_setopt(d->multi, CURLMOPT_TIMERDATA, d);
+    }
+    s_areq_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        free(body);
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    r->base.cancel = s_areq_cancel;
+    r->d = d;
+    r->body = body;
+    r->done = done;
+    r->arg = arg;
+    r->next = d->pending;
+    if (d->pending)
+        d->pending->prev = r;
+    d->pending = r;
+    d->npending++;
+    snprintf(r->method, sizeof r->method, "%s", method);
+    r->timeout_ms = opts && opts->timeout_ms >= 0 ? opts->timeout_ms : d->timeout_ms;
+    r->sink.max = opts && opts->max_reply ? opts->max_reply : d->max_reply;
+    r->url = s_strdup_printf("%s%s", d->base_url, path);
+    r->path = strdup(path);
+    r->easy = curl_easy_init();
+    if (!r->url || !r->path || !r->easy) {
+        s_areq_free(r);
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    s_setup(d, r->easy, method, r->url, ctype, body, len, r->timeout_ms, &r->sink, &r->reply, r->errbuf,
+            &r->headers);
+    curl_easy_setopt(r->easy, CURLOPT_PRIVATE, (char *)r);
+    if (curl_multi_add_handle(d->multi, r->easy) != CURLM_OK) {
+        s_areq_free(r);
+        korch_err_set(err, KORCH_E_DOCKER, "cannot start a request to docker at '%s'", d->where);
+        return NULL;
+    }
+    return &r->base; /* libcurl's timer (0 ms) starts it on the loop's next round */
+}
+
+korch_op_t *korch_docker_request_async(korch_docker_t *d, const char *method, const char *path, const json_t *body,
+                                       const korch_docker_async_opts_t *opts, korch_docker_done_fn *done, void *arg,
+                                       korch_err_t *err)
+{
+    char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body && !payload) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    return s_start_async(d, method, path, "application/json", payload, payload ? strlen(payload) : 0, opts, done,
+                         arg, err);
+}
+
+korch_op_t *korch_docker_request_raw_async(korch_docker_t *d, const char *method, const char *path,
+                                           const char *content_type, const void *data, size_t len,
+                                           const korch_docker_async_opts_t *opts, korch_docker_done_fn *done,
+                                           void *arg, korch_err_t *err)
+{
+    void *copy = NULL;
+    if (data && opts && opts->take)
+        copy = (void *)data;
+    else if (data) {
+        copy = malloc(len ? len : 1);
+        if (!copy) {
+            korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            return NULL;
+        }
+        memcpy(copy, data, len);
+    }
+    return s_start_async(d, method, path, content_type, copy, len, opts, done, arg, err);
+}
+
+size_t korch_docker_pending(const korch_docker_t *d) { return d->npending; }
 
 korch_rc_t korch_docker_request(korch_docker_t *d, const char *method, const char *path, const json_t *body,
                                 korch_docker_reply_t *reply, korch_err_t *err)

@@ -140,9 +140,8 @@ static int s_on_op_timer(korch_loop_t *loop, int timer_id, void *arg)
             korch_proc_destroy(&o.result);
         break;
     case OP_FILE:
-        /* data is done's to free (launcher.h); nobody's when there is no done */
         if (o.fdone)
-            o.fdone(o.rc, err, o.data, o.len, o.arg);
+            o.fdone(o.rc, err, o.data, o.len, o.arg); /* data is done's now */
         else
             free(o.data);
         break;

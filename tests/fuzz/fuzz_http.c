@@ -38,6 +38,7 @@
 #include "server_int.h" /* white-box: to clean up between inputs */
 #include "korch/korch.h"
 #include "korch/launcher.h"
+#include "../../src/launcher/backend.h" /* the fake is a backend */
 #include "korch/loop.h"
 #include "korch/server.h"
 #include "korch/session.h"
@@ -54,7 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ftw.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,7 +88,6 @@ typedef struct {
     korch_proc_t base;              /* first: what the launcher API sees */
     korch_session_t *session;       /* signs with the connection's key */
     zsock_t *sock[KORCH_CH__COUNT]; /* bound where korch connects */
-    int exit_fd;                    /* eventfd, readable once it "exited" */
     bool alive;
     int count;                      /* execution_count */
 } s_fake_t;
@@ -98,9 +97,7 @@ static void s_fake_exit(s_fake_t *fk)
     if (!fk->alive)
         return;
     fk->alive = false;
-    uint64_t one = 1;
-    if (write(fk->exit_fd, &one, sizeof one) != sizeof one)
-        perror("fuzz_http: eventfd");
+    korch_backend_exited(&fk->base, "exited 0");
 }
 
 /* Publish status busy/idle for parent on IOPub. */
@@ -183,16 +180,11 @@ static void s_fake_free(korch_proc_t *proc)
             korch_loop_reader_end(s_loop, fk->sock[ch]);
             zsock_destroy(&fk->sock[ch]);
         }
-    if (fk->exit_fd >= 0)
-        close(fk->exit_fd);
     korch_session_destroy(&fk->session);
     free(fk);
 }
 
-static const char *s_fake_transport(korch_launcher_t *self) { return "ipc"; }
-
-static korch_rc_t s_fake_start(korch_launcher_t *self, const korch_launch_t *req, korch_proc_t **out,
-                               korch_err_t *err)
+static korch_rc_t s_fake_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
     static const int types[KORCH_CH__COUNT] = {[KORCH_CH_SHELL] = ZMQ_ROUTER, [KORCH_CH_IOPUB] = ZMQ_PUB,
                                                [KORCH_CH_STDIN] = ZMQ_ROUTER, [KORCH_CH_CONTROL] = ZMQ_ROUTER,
@@ -200,15 +192,12 @@ static korch_rc_t s_fake_start(korch_launcher_t *self, const korch_launch_t *req
     static korch_reader_fn *const readers[KORCH_CH__COUNT] = {
         [KORCH_CH_SHELL] = s_fake_on_request, [KORCH_CH_STDIN] = s_fake_on_stdin,
         [KORCH_CH_CONTROL] = s_fake_on_request, [KORCH_CH_HB] = s_fake_on_hb};
-    *out = NULL;
-    s_fake_t *fk = calloc(1, sizeof *fk);
+    s_fake_t *fk = korch_backend_proc_new(self, sizeof *fk, req);
     if (!fk)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    fk->base.launcher = self;
-    fk->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     korch_session_limits_t lim = {.digest_history = 64};
     fk->session = korch_session_new(req->conn->key, strlen(req->conn->key), "fuzz-kernel", &lim);
-    if (fk->exit_fd < 0 || !fk->session)
+    if (!fk->session)
         goto fail;
     for (int ch = 0; ch < KORCH_CH__COUNT; ch++) {
         char ep[PATH_MAX + 16];
@@ -220,69 +209,74 @@ static korch_rc_t s_fake_start(korch_launcher_t *self, const korch_launch_t *req
             goto fail;
     }
     fk->alive = true;
-    *out = &fk->base;
+    korch_op_finish_proc(op, &fk->base, KORCH_OK, NULL);
     return KORCH_OK;
 fail:
     s_fake_free(&fk->base);
     return korch_err_set(err, KORCH_E_LAUNCH, "fuzz_http: the fake kernel cannot bind its sockets");
 }
 
-static int s_fake_exit_fd(korch_proc_t *proc) { return ((s_fake_t *)proc)->exit_fd; }
-
-static bool s_fake_is_alive(korch_proc_t *proc, char *why, size_t whylen)
-{
-    s_fake_t *fk = (s_fake_t *)proc;
-    if (!fk->alive && why)
-        snprintf(why, whylen, "exited 0");
-    return fk->alive;
-}
-
-static korch_rc_t s_fake_signal(korch_proc_t *proc, int sig, korch_err_t *err)
+static korch_rc_t s_fake_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
 {
     if (sig == SIGTERM || sig == SIGKILL)
         s_fake_exit((s_fake_t *)proc);
-    return KORCH_OK; /* SIGINT: nothing runs, nothing to interrupt */
+    korch_op_finish(op, KORCH_OK, NULL); /* SIGINT: nothing runs, nothing to interrupt */
+    return KORCH_OK;
 }
 
-static void s_fake_kill(korch_proc_t *proc) { s_fake_exit((s_fake_t *)proc); }
+static korch_rc_t s_fake_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
+{
+    s_fake_exit((s_fake_t *)proc);
+    return KORCH_OK;
+}
+
 static const char *s_fake_log_tail(korch_proc_t *proc) { return ""; }
 static void s_fake_launcher_free(korch_launcher_t *self) {}
 
-static korch_rc_t s_fake_adopt(korch_launcher_t *self, const char *kernel_id, korch_conn_t *conn,
-                               char *runtime_dir, size_t runtime_dir_len, korch_proc_t **out, korch_err_t *err)
-{
-    return korch_err_set(err, KORCH_E_STATE, "fuzz_http: fake kernels cannot be adopted");
-}
-
 /* The kernel's work dir: files are taken and dropped, none can be read. */
-static korch_rc_t s_fake_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len,
-                                  korch_err_t *err)
+static korch_rc_t s_fake_put_now(korch_proc_t *proc, const char *name, const void *data, size_t len,
+                                 korch_err_t *err)
 {
     return KORCH_OK;
 }
 
-static korch_rc_t s_fake_get_file(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
-                                  korch_err_t *err)
+static korch_rc_t s_fake_get_now(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                                 korch_err_t *err)
 {
     return korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the fake kernel's work dir", name);
 }
 
+static korch_rc_t s_fake_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len,
+                                  korch_op_t *op, korch_err_t *err)
+{
+    korch_op_finish(op, KORCH_OK, NULL);
+    return KORCH_OK;
+}
+
+static korch_rc_t s_fake_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op,
+                                  korch_err_t *err)
+{
+    korch_err_t e = {0};
+    korch_op_finish_file(op, NULL, 0, s_fake_get_now(proc, name, max, NULL, NULL, &e), &e);
+    return KORCH_OK;
+}
+
 static const korch_launcher_ops_t s_fake_ops = {
     .name = "fuzz-fake",
-    .transport = s_fake_transport,
+    .caps = KORCH_LAUNCHER_HOST_FILES,
+    .transport = "ipc",
     .start = s_fake_start,
-    .exit_fd = s_fake_exit_fd,
-    .is_alive = s_fake_is_alive,
     .signal = s_fake_signal,
     .kill = s_fake_kill,
     .log_tail = s_fake_log_tail,
     .proc_free = s_fake_free,
     .free = s_fake_launcher_free,
-    .adopt = s_fake_adopt,
     .put_file = s_fake_put_file,
     .get_file = s_fake_get_file,
+    .put_file_now = s_fake_put_now,
+    .get_file_now = s_fake_get_now,
 };
-static korch_launcher_t s_fake = {&s_fake_ops};
+static korch_launcher_t s_fake; /* korch_backend_launcher_init once the loop exists */
 
 /* ------------------------------------------------------- one connection */
 
@@ -580,6 +574,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     setenv("KORCH_RUNTIME_DIR", tmp, 1);
     korch_init();
     s_loop = korch_loop_new();
+    if (s_loop)
+        korch_backend_launcher_init(&s_fake, &s_fake_ops, s_loop);
     static const char *const origins[] = {"https://allowed.example", NULL};
     static char agent_dir[PATH_MAX + 8];
     snprintf(agent_dir, sizeof agent_dir, "%s/agents", tmp);

@@ -1,0 +1,376 @@
+/*  korch_loop's guarantees (loop.h) and the launcher ops' promises
+ *  (launcher.h), on real sockets, pipes and processes. */
+#include "test.h"
+#include "korch/conn.h"
+#include "korch/fsutil.h"
+#include "korch/instance.h"
+#include "korch/kernelspec.h"
+#include "korch/launcher.h"
+#include "korch/loop.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ removal */
+
+typedef struct {
+    korch_loop_t *loop;
+    int fds[3][2];          /* three pipes, all readable */
+    zsock_t *push, *pull;   /* a reader, readable */
+    int calls[3], reader_calls, timer_calls, victim_timer_calls, added_calls;
+    int victim_timer, self_timer;
+    bool removed;
+} rm_ctx_t;
+
+static int s_on_added(korch_loop_t *loop, int timer_id, void *arg)
+{
+    ((rm_ctx_t *)arg)->added_calls++;
+    return 0;
+}
+
+static int s_on_victim_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    ((rm_ctx_t *)arg)->victim_timer_calls++;
+    return 0;
+}
+
+static int s_on_reader(korch_loop_t *loop, zsock_t *sock, void *arg)
+{
+    rm_ctx_t *c = arg;
+    c->reader_calls++;
+    zstr_free(&(char *){zstr_recv(sock)});
+    return 0;
+}
+
+/* The first poller to run removes everything else, itself included, and
+   adds a timer: in the same round nothing removed may run. */
+static int s_on_pipe(korch_loop_t *loop, int fd, void *arg)
+{
+    rm_ctx_t *c = arg;
+    for (int i = 0; i < 3; i++)
+        if (fd == c->fds[i][0])
+            c->calls[i]++;
+    if (!c->removed) {
+        c->removed = true;
+        for (int i = 0; i < 3; i++)
+            korch_loop_poller_end(loop, c->fds[i][0]);
+        korch_loop_reader_end(loop, c->pull);
+        korch_loop_timer_end(loop, c->victim_timer);
+        korch_loop_timer(loop, 0, 1, s_on_added, c);
+    }
+    return 0;
+}
+
+static int s_on_self_timer(korch_loop_t *loop, int timer_id, void *arg)
+{
+    rm_ctx_t *c = arg;
+    c->timer_calls++;
+    korch_loop_timer_end(loop, timer_id); /* a repeating timer ends itself */
+    return 0;
+}
+
+TEST(loop_any_handler_removes_anything_during_a_round)
+{
+    rm_ctx_t c = {.loop = korch_loop_new()};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(pipe(c.fds[i]), 0);
+        CHECK_EQ(write(c.fds[i][1], "x", 1), 1);
+        korch_loop_poller(c.loop, c.fds[i][0], s_on_pipe, &c);
+    }
+    c.pull = zsock_new_pull("inproc://loop-test");
+    c.push = zsock_new_push("inproc://loop-test");
+    zstr_send(c.push, "hello");
+    zclock_sleep(20);
+    korch_loop_reader(c.loop, c.pull, s_on_reader, &c);
+    c.victim_timer = korch_loop_timer(c.loop, 0, 0, s_on_victim_timer, &c);
+    c.self_timer = korch_loop_timer(c.loop, 1, 0, s_on_self_timer, &c);
+    korch_loop_run(c.loop, NULL, NULL, 200);
+    /* exactly one poller ran, the reader and the victim timer never did */
+    CHECK_EQ(c.calls[0] + c.calls[1] + c.calls[2], 1);
+    CHECK_EQ(c.reader_calls, 0);
+    CHECK_EQ(c.victim_timer_calls, 0);
+    CHECK_EQ(c.added_calls, 1);         /* added from a handler: runs (once) */
+    CHECK_EQ(c.timer_calls, 1);         /* removed itself: ran once */
+    /* a removed socket may be freed at once: never polled again */
+    zsock_destroy(&c.pull);
+    korch_loop_run(c.loop, NULL, NULL, 50);
+    /* the same fd registered again works */
+    korch_loop_poller(c.loop, c.fds[0][0], s_on_pipe, &c);
+    korch_loop_run(c.loop, NULL, NULL, 50);
+    CHECK_GE(c.calls[0] + c.calls[1] + c.calls[2], 2);
+    korch_loop_poller_end(c.loop, c.fds[0][0]);
+    zsock_destroy(&c.push);
+    for (int i = 0; i < 3; i++) {
+        close(c.fds[i][0]);
+        close(c.fds[i][1]);
+    }
+    korch_loop_destroy(&c.loop);
+}
+
+/* ---------------------------------------------------------- deadlines */
+
+typedef struct {
+    int64_t fired_at;
+    int ticks;
+} dl_ctx_t;
+
+static int s_on_long(korch_loop_t *loop, int timer_id, void *arg)
+{
+    ((dl_ctx_t *)arg)->fired_at = korch_now_ms();
+    return 0;
+}
+
+static int s_on_tick(korch_loop_t *loop, int timer_id, void *arg)
+{
+    ((dl_ctx_t *)arg)->ticks++;
+    return -1; /* break: the caller re-enters korch_loop_run at once */
+}
+
+TEST(loop_timers_keep_absolute_deadlines)
+{
+    korch_loop_t *loop = korch_loop_new();
+    dl_ctx_t c = {0};
+    int64_t t0 = korch_now_ms();
+    korch_loop_timer(loop, 300, 1, s_on_long, &c);
+    int tick = korch_loop_timer(loop, 5, 0, s_on_tick, &c);
+    /* entered and left about a hundred times: zloop would restart the 300 ms each time */
+    while (!c.fired_at && korch_now_ms() - t0 < 2000)
+        korch_loop_run(loop, NULL, NULL, 20);
+    korch_loop_timer_end(loop, tick);
+    CHECK_GT(c.fired_at, 0);
+    CHECK_GE(c.fired_at - t0, 300);
+    CHECK_LT(c.fired_at - t0, 400);
+    CHECK_GT(c.ticks, 20);
+    korch_loop_destroy(&loop);
+}
+
+/* ------------------------------------------------------- write interest */
+
+typedef struct {
+    unsigned seen;
+    int calls;
+} ev_ctx_t;
+
+static int s_on_ev(korch_loop_t *loop, int fd, unsigned revents, void *arg)
+{
+    ev_ctx_t *c = arg;
+    c->seen |= revents;
+    c->calls++;
+    return -1;
+}
+
+TEST(loop_poller_write_interest)
+{
+    korch_loop_t *loop = korch_loop_new();
+    int sv[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    ev_ctx_t c = {0};
+    /* read interest only: nothing to read, nothing happens */
+    korch_loop_poller_ev(loop, sv[0], KORCH_POLL_IN, s_on_ev, &c);
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c.calls, 0);
+    /* write interest: writable at once */
+    korch_loop_poller_ev(loop, sv[0], KORCH_POLL_IN | KORCH_POLL_OUT, s_on_ev, &c);
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c.calls, 1);
+    CHECK_EQ(c.seen, KORCH_POLL_OUT);
+    /* back to read only, then data comes */
+    c = (ev_ctx_t){0};
+    korch_loop_poller_ev(loop, sv[0], KORCH_POLL_IN, s_on_ev, &c);
+    korch_loop_run(loop, NULL, NULL, 30);
+    CHECK_EQ(c.calls, 0);
+    CHECK_EQ(write(sv[1], "x", 1), 1);
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c.calls, 1);
+    CHECK(c.seen & KORCH_POLL_IN);
+    CHECK(!(c.seen & KORCH_POLL_OUT));
+    korch_loop_poller_end(loop, sv[0]);
+    close(sv[0]);
+    close(sv[1]);
+    korch_loop_destroy(&loop);
+}
+
+/* ------------------------------------------------------------ re-entry */
+
+static int s_on_reenter(korch_loop_t *loop, int timer_id, void *arg)
+{
+    korch_loop_run(loop, NULL, NULL, 10); /* the bug the loop refuses */
+    return 0;
+}
+
+TEST(loop_run_from_a_handler_aborts_with_a_message)
+{
+    int errp[2];
+    CHECK_EQ(pipe(errp), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(errp[1], 2);
+        korch_loop_t *loop = korch_loop_new();
+        korch_loop_timer(loop, 0, 1, s_on_reenter, NULL);
+        korch_loop_run(loop, NULL, NULL, 100);
+        _exit(0); /* not reached when the loop keeps its promise */
+    }
+    close(errp[1]);
+    char text[1024] = "";
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < sizeof text && (r = read(errp[0], text + n, sizeof text - 1 - n)) > 0)
+        n += (size_t)r;
+    text[n] = 0;
+    close(errp[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    CHECK_EQ(WIFSIGNALED(st) ? WTERMSIG(st) : 0, SIGABRT);
+    CHECK_CONTAINS(text, "korch_loop_run called from inside a loop handler");
+    CHECK_CONTAINS(text, "not reentrant");
+}
+
+/* ------------------------------------------------- the launcher's promises */
+
+static korch_kernelspec_t *s_sleep_spec(void)
+{
+    korch_kernelspec_t *s = calloc(1, sizeof *s);
+    s->name = strdup("sleeper");
+    s->dir = strdup("/nonexistent");
+    s->argv = calloc(4, sizeof *s->argv);
+    s->argv[0] = strdup("/bin/sleep");
+    s->argv[1] = strdup("30");
+    s->argv[2] = strdup("{connection_file}");
+    s->env = json_object();
+    s->json = json_object();
+    return s;
+}
+
+typedef struct {
+    int started, killed, exits;
+    korch_rc_t rc;
+    korch_proc_t *proc;
+    bool in_call;           /* inside the call that started the op */
+    bool early;             /* done ran inside it */
+    char why[128];
+    bool killed_before_exit;
+} op_ctx_t;
+
+static void s_on_start(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    op_ctx_t *c = arg;
+    c->early |= c->in_call;
+    c->started++;
+    c->rc = rc;
+    c->proc = proc;
+}
+
+static void s_on_exit(korch_proc_t *proc, const char *why, void *arg)
+{
+    op_ctx_t *c = arg;
+    c->exits++;
+    snprintf(c->why, sizeof c->why, "%s", why);
+}
+
+static void s_on_kill(korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    op_ctx_t *c = arg;
+    c->early |= c->in_call;
+    c->killed++;
+    c->killed_before_exit = c->exits == 0;
+}
+
+static bool s_started(void *arg) { return ((op_ctx_t *)arg)->started > 0; }
+static bool s_killed(void *arg) { return ((op_ctx_t *)arg)->killed > 0; }
+
+static bool s_runtime(char *dir, size_t len, korch_conn_t *conn)
+{
+    char base[PATH_MAX];
+    korch_err_t err = {0};
+    if (korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+        return false;
+    snprintf(dir, len, "%s/loop-%d", base, (int)getpid());
+    mkdir(dir, 0700);
+    char prefix[PATH_MAX + 8];
+    snprintf(prefix, sizeof prefix, "%s/k", dir);
+    return korch_conn_init_ipc(conn, prefix, &err) == KORCH_OK;
+}
+
+TEST(launcher_ops_done_once_deferred_never_after_cancel)
+{
+    korch_loop_t *loop = korch_loop_new();
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_local_new(loop, &err);
+    CHECK(l);
+    CHECK_EQ(korch_launcher_caps(l) & KORCH_LAUNCHER_CONFINED, 0);
+    CHECK_STREQ(korch_launcher_name(l), "local");
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = s_sleep_spec();
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = "loop-test"};
+
+    /* done is deferred: not from inside korch_launcher_start */
+    op_ctx_t c = {.in_call = true};
+    korch_op_t *op = korch_launcher_start(l, &req, s_on_start, &c, &err);
+    c.in_call = false;
+    CHECK(op);
+    CHECK_EQ(c.started, 0);
+    CHECK(korch_loop_run(loop, s_started, &c, 5000));
+    CHECK_EQ(c.started, 1);
+    CHECK(!c.early);
+    CHECK_EQ(c.rc, KORCH_OK);
+    if (!CHECK(c.proc))
+        goto out;
+    CHECK_STREQ(korch_proc_runtime_dir(c.proc), dir);
+    CHECK_STREQ(korch_proc_conn(c.proc)->key, conn.key);
+
+    /* kill: the exit fn runs first, then done, each once; a signal after is refused */
+    korch_proc_on_exit(c.proc, s_on_exit, &c);
+    c.in_call = true;
+    op = korch_proc_kill(c.proc, s_on_kill, &c, &err);
+    c.in_call = false;
+    CHECK(op);
+    CHECK_EQ(c.killed, 0);
+    CHECK(korch_loop_run(loop, s_killed, &c, 5000));
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c.killed, 1);
+    CHECK_EQ(c.exits, 1);
+    CHECK(!c.killed_before_exit);
+    CHECK(!c.early);
+    CHECK_STREQ(c.why, "killed by signal 9 (Killed)");
+    CHECK(korch_proc_signal(c.proc, SIGINT, s_on_kill, &c, &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_DIED);
+    korch_err_clear(&err);
+    korch_proc_destroy(&c.proc);
+
+    /* cancelled at once: never called, and the proc it made goes too */
+    op_ctx_t c2 = {0};
+    op = korch_launcher_start(l, &req, s_on_start, &c2, &err);
+    CHECK(op);
+    korch_op_cancel(&op);
+    CHECK(op == NULL);
+    korch_loop_run(loop, NULL, NULL, 200);
+    CHECK_EQ(c2.started, 0);
+
+    /* a start that fails at once: NULL + err, done never called */
+    korch_kernelspec_t bad = *spec;
+    char *argv[] = {"/nonexistent/korch-no-such-program", NULL};
+    bad.argv = argv;
+    req.spec = &bad;
+    op = korch_launcher_start(l, &req, s_on_start, &c2, &err);
+    CHECK(op == NULL);
+    CHECK_EQ(err.rc, KORCH_E_LAUNCH);
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c2.started, 0);
+out:
+    korch_launcher_destroy(&l);
+    CHECK(l == NULL);
+    korch_kernelspec_destroy(&spec);
+    korch_fs_rm_tree(dir);
+    korch_loop_destroy(&loop);
+}
