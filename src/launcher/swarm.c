@@ -81,67 +81,6 @@
 #define S_PORT0 50001             /* the kernel's five ports: each task has its own address */
 #define S_FILE_MAX (16u << 20)    /* files through the kernel: base64 in one message */
 
-/* ------------------------------------------------- asynchronous requests */
-
-/* TRANSITIONAL: docker_api.h declares korch_docker_request_async but
-   docker_api.c does not have it yet (helper "launcher"'s next commit). Until
-   then each request here is the blocking one (about a millisecond on the
-   manager's unix socket; the loop waits that long) with its answer handed
-   to done on the next loop round, keeping every promise but "no op blocks".
-   Remove this block when the real one lands. */
-typedef struct {
-    korch_op_t op;
-    korch_loop_t *loop;
-    int timer;
-    korch_rc_t rc;
-    korch_err_t err;
-    korch_docker_reply_t reply;
-    korch_docker_done_fn *done;
-    void *arg;
-} s_call_t;
-
-static korch_loop_t *s_shim_loop;
-
-static void s_call_cancel(korch_op_t *op)
-{
-    s_call_t *c = (s_call_t *)op;
-    korch_loop_timer_end(c->loop, c->timer);
-    korch_docker_reply_clear(&c->reply);
-    free(c);
-}
-
-static int s_call_fire(korch_loop_t *loop, int id, void *arg)
-{
-    (void)loop;
-    (void)id;
-    s_call_t *c = arg;
-    c->done(c->rc, c->rc ? &c->err : NULL, &c->reply, c->arg);
-    korch_docker_reply_clear(&c->reply);
-    free(c);
-    return 0;
-}
-
-static korch_op_t *s_request_async(korch_docker_t *d, const char *method, const char *path, const json_t *body,
-                                   const korch_docker_async_opts_t *opts, korch_docker_done_fn *done, void *arg,
-                                   korch_err_t *err)
-{
-    (void)opts;
-    s_call_t *c = calloc(1, sizeof *c);
-    if (!c || !s_shim_loop) {
-        free(c);
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    c->op.cancel = s_call_cancel;
-    c->loop = s_shim_loop;
-    c->done = done;
-    c->arg = arg;
-    c->rc = korch_docker_request(d, method, path, body, &c->reply, &c->err);
-    c->timer = korch_loop_timer(c->loop, 0, 1, s_call_fire, c);
-    return &c->op;
-}
-#define korch_docker_request_async s_request_async
-
 /* ------------------------------------------------------------------ types */
 
 typedef enum {
@@ -468,7 +407,9 @@ static void s_ended(swarm_proc_t *p, korch_rc_t rc)
     if (p->call)
         korch_op_cancel(&p->call);
     snprintf(path, sizeof path, "/services/%s/logs?stdout=1&stderr=1&tail=50", p->service);
-    p->call = p->service[0] ? korch_docker_request_async(p->l->api, "GET", path, NULL, NULL, s_on_logs, p, &e) : NULL;
+    /* bounded: a node that is going may never answer through the manager */
+    korch_docker_async_opts_t ao = {.timeout_ms = 5000};
+    p->call = p->service[0] ? korch_docker_request_async(p->l->api, "GET", path, NULL, &ao, s_on_logs, p, &e) : NULL;
     if (!p->call)
         s_on_logs(KORCH_E_DOCKER, &e, NULL, p);
 }
@@ -1691,7 +1632,6 @@ korch_launcher_t *korch_launcher_swarm_new(korch_loop_t *loop, const korch_swarm
         return NULL;
     }
     korch_backend_launcher_init(&l->base, &s_ops, loop);
-    s_shim_loop = loop;
     l->timer = -1;
     if (opts)
         l->o = *opts;
