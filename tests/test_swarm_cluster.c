@@ -1192,6 +1192,48 @@ TEST_T(swarm_launcher, 900)
         unlink(log);
     }
 
+    /* The agent API on swarm kernels: two turns sharing one kernel's state,
+       the model being the scripted LLM server (tests/peers/llm_server.py). */
+    {
+        char line[64], url[128], dir[] = "/tmp/korch-swarm-agent-XXXXXX";
+        const char *la[] = {PY, serve_peer("llm_server.py"), NULL};
+        pid_t lp = korch_test_spawn_line(la, line, sizeof line, 10, NULL);
+        int port = lp > 0 ? (int)strtol(line, NULL, 10) : 0;
+        if (CHECK_GT(port, 0) && CHECK(mkdtemp(dir) != NULL)) {
+            snprintf(url, sizeof url, "http://127.0.0.1:%d/s/turns/v1", port);
+            setenv("OPENAI_BASE_URL", url, 1);
+            setenv("OPENAI_API_KEY", "sk-test", 1);
+            const char *args[] = {"--launcher", "swarm", "--image", image, "--agent-dir", dir,
+                                  "--llm", "openai:gpt-4o-mini", NULL};
+            if (CHECK(serve_start_args(&s, args))) {
+                const char *argv[] = {PY, serve_peer("agent_api_client.py"), "--url", s.line, "--agent-dir", dir,
+                                      "turns", NULL};
+                char *out = NULL, *perr = NULL;
+                int rc = korch_test_run(argv, NULL, &out, &perr, 240);
+                json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+                if (!CHECK_EQ(rc, 0) || !CHECK(json_is_true(json_object_get(j, "ok")))) {
+                    fprintf(stderr, "  %s%s\n", out ? out : "(no output)", perr ? perr : "");
+                    serve_log_tail(&s);
+                } else
+                    fprintf(stderr, "swarm-launcher: agent API on a swarm kernel: %s", out);
+                json_decref(j);
+                free(out);
+                free(perr);
+                serve_stop(&s);
+            }
+            unsetenv("OPENAI_BASE_URL");
+            unsetenv("OPENAI_API_KEY");
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            CHECK_EQ(system(cmd), 0);
+        }
+        if (lp > 0) {
+            kill(lp, SIGTERM);
+            waitpid(lp, NULL, 0);
+        }
+        CHECK(sl_wait_count(d, 0, 0, 20000));
+    }
+
     /* In-process, on the same network: files in and out through the
        kernel (links refused), then an OOM kill reported as a death with the
        memory limit named. */
