@@ -1,4 +1,5 @@
 # korch — hand-written Makefile.  `make` builds build/korch.
+#   make check    fast (< 2 min): -Werror build, the unit tests (no kernel, docker or browser), check-layers
 #   make test     scripts/setup.sh, the kernel image, then every test (real ipykernel, real dockerd)
 #   make image    the docker kernel image (scripts/build-image.sh)
 #   make demo     the main job end to end (scripts/demo.sh)
@@ -11,7 +12,7 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
 PKGS    := libzmq libczmq jansson libcurl openssl libwebsockets libuv
-WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 OPT     ?= -O2 -g
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -20,6 +21,13 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -MMD -MP -Iinclude $(PKG_CFLAGS
            -DKORCH_VERSION='"$(VERSION)"' -DKORCH_PREFIX='"$(PREFIX)"'
 LDLIBS  += $(PKG_LIBS) -lm -lpthread
 LDFLAGS += $(SAN)
+
+# -Wformat-truncation is on: a path cut at a fixed buffer's end names another
+# file (build paths with korch_path_join / korch_path_fmt, korch/path.h).
+# These files still have unchecked snprintf sites (issue 13, owned by helpers
+# reworking them now): they build without the warning until converted.
+# Remove a file from this list when its sites are checked; never add one.
+TRUNC_TODO := src/launcher/cgroup.c src/launcher/docker.c src/server/agents.c tests/test_loop.c
 
 LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o
@@ -35,9 +43,11 @@ else
 Q := @
 endif
 
-.PHONY: all test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
+.PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
+
+$(TRUNC_TODO:%.c=$(BUILD)/%.o): CFLAGS += -Wno-format-truncation
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -93,6 +103,15 @@ image:
 # JupyterLab 4 (Debian trixie in a chroot, cached) for the JupyterLab tests.
 jupyterlab:
 	@scripts/jupyterlab-chroot.sh
+
+# The fast check beside `make test`: the build (WARN has -Werror), the unit
+# tests (files that define KORCH_TEST_UNIT: no kernel, docker or browser) and
+# the layering check (scripts/check-layers.sh: no file calls another that
+# calls it back, but for scripts/layers-allow.txt).
+check:
+	@$(MAKE) --no-print-directory all
+	@KORCH_RUNTIME_DIR=$${KORCH_RUNTIME_DIR:-/tmp/korch-check-$$(id -u)} scripts/test.sh $(BUILD) --unit
+	@scripts/check-layers.sh $(BUILD)
 
 test: setup image jupyterlab
 	@$(MAKE) --no-print-directory all

@@ -23,6 +23,7 @@ typedef struct {
     korch_test_fn fn;
     int timeout_s;
     const char *launcher;   /* run with KORCH_TEST_LAUNCHER=this ("docker", "sandbox"), NULL = unset */
+    bool unit;              /* needs no kernel, docker or browser: run by --unit (make check) */
 } test_t;
 
 static test_t s_tests[MAX_TESTS];
@@ -32,7 +33,13 @@ static int s_failed_checks;
 void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
     if (s_ntests < MAX_TESTS)
-        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL};
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, false};
+}
+
+void korch_test_register_unit(const char *name, const char *file, korch_test_fn fn, int timeout_s)
+{
+    if (s_ntests < MAX_TESTS)
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, true};
 }
 
 /* Register fn as "LAUNCHER:NAME", run with KORCH_TEST_LAUNCHER=launcher. */
@@ -44,7 +51,7 @@ static void s_register_variant(const char *launcher, const char *name, const cha
     if (!full || s_ntests >= MAX_TESTS)
         return;
     snprintf(full, len, "%s:%s", launcher, name);
-    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, launcher};
+    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, launcher, false};
 }
 
 void korch_test_register_docker(const char *name, const char *file, korch_test_fn fn, int timeout_s)
@@ -108,7 +115,7 @@ const char *korch_test_root(void)
 
 const char *korch_test_korch_bin(void)
 {
-    static char path[PATH_MAX];
+    static char path[PATH_MAX + 8];
     if (!path[0]) {
         char self[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -275,11 +282,17 @@ static bool s_selected(const char *name, int argc, char **argv)
 int main(int argc, char **argv)
 {
     int passed = 0, failed = 0;
+    bool unit_only = argc > 1 && strcmp(argv[1], "--unit") == 0;
+    if (unit_only) { /* korch-test --unit [FILTER...]: the unit tests only */
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     korch_init();
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < s_ntests; i++) {
         test_t *t = &s_tests[i];
-        if (!s_selected(t->name, argc, argv))
+        if (!s_selected(t->name, argc, argv) || (unit_only && !t->unit))
             continue;
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);

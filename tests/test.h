@@ -44,10 +44,20 @@ int korch_test_spawn_line(const char *const *argv, char *line, size_t len, int t
 /* Path of the korch binary under test (build dir beside the test binary). */
 const char *korch_test_korch_bin(void);
 
+/* A unit test needs no kernel, docker or browser (peers such as the scripted
+   LLM server are fine): `korch-test --unit` and `make check` run only these.
+   A file whose tests all are defines KORCH_TEST_UNIT before including this. */
+void korch_test_register_unit(const char *name, const char *file, korch_test_fn fn, int timeout_s);
+#ifdef KORCH_TEST_UNIT
+#define KORCH_TEST_REGISTER_ korch_test_register_unit
+#else
+#define KORCH_TEST_REGISTER_ korch_test_register
+#endif
+
 #define TEST_T(name, timeout_s)                                                             \
     static void test_##name(void);                                                           \
     __attribute__((constructor)) static void test_register_##name(void)                      \
-    { korch_test_register(#name, __FILE__, test_##name, timeout_s); }                        \
+    { KORCH_TEST_REGISTER_(#name, __FILE__, test_##name, timeout_s); }                       \
     static void test_##name(void)
 #define TEST(name) TEST_T(name, 60)
 

@@ -650,7 +650,7 @@ TEST_T(agent_progress_lines_are_exact, 180)
     live_t t;
     if (!s_live_begin(&t, "forever"))
         return;
-    char path[400], *out = NULL, *err = NULL;
+    char path[512], *out = NULL, *err = NULL;
     CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--max-steps", "3", "--session", t.session, "loop", NULL},
                    &out, &err),
              0);
@@ -729,7 +729,7 @@ TEST_T(agent_session_dir_parents_are_created, 180)
     if (!s_server_start(&srv))
         return;
     s_env(&srv, "turns");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    char *dir = s_tmpdir(), session[512], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/out/deeper/demo-session", dir);
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "remember a number",
@@ -1101,6 +1101,44 @@ TEST_T(agent_resume_rebuilds_what_the_snapshot_could_not_keep, 180)
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(err, "not in the snapshot: twice (function, defined in a cell)");
     CHECK_CONTAINS(err, "were re-run first to rebuild them");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    s_server_stop(&srv);
+}
+
+/* A question longer than any fixed buffer (100 KB) reaches the notebook
+   whole: its markdown cell was once cut at 64 KiB. */
+TEST_T(agent_long_question_is_not_cut_in_the_notebook, 120)
+{
+    server_t srv = {0};
+    if (!s_server_start(&srv))
+        return;
+    s_env(&srv, "sysecho");
+    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    size_t n = 100000;
+    char *q = malloc(n + 16);
+    for (size_t i = 0; i < n; i++)
+        q[i] = (char)('a' + i % 26);
+    memcpy(q + n, " END-OF-IT", 11);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, q, NULL}, &out, &err), 0);
+    snprintf(path, sizeof path, "%s/notebook.ipynb", session);
+    char *text = korch_read_file(path, 1 << 24, NULL, NULL);
+    json_t *nb = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *cell = json_array_get(json_object_get(nb, "cells"), 0);
+    json_t *src = json_object_get(cell, "source");
+    /* nbformat source: a string or a list of lines; one line here */
+    const char *s = json_is_array(src) ? json_string_value(json_array_get(src, 0)) : json_string_value(src);
+    CHECK_STREQ(json_string_value(json_object_get(cell, "cell_type")), "markdown");
+    if (CHECK(s)) {
+        CHECK_EQ(strlen(s), strlen("**User:** ") + n + 10);
+        CHECK(strstr(s, " END-OF-IT") != NULL);
+    }
+    json_decref(nb);
+    free(text);
+    free(q);
     free(out);
     free(err);
     s_rmrf(dir);

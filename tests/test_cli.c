@@ -78,7 +78,7 @@ TEST(cli_exec_saves_png)
                                       NULL},
                      &out, NULL);
     CHECK_EQ(rc, 0);
-    char want[256], path[256];
+    char want[300], path[256];
     snprintf(path, sizeof path, "%s/fig-1.png", dir);
     snprintf(want, sizeof want, "saved to %s]", path);
     CHECK_CONTAINS(out, "[image/png ");

@@ -1,4 +1,5 @@
 /*  Connection files and kernelspec discovery. */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "korch/conn.h"
 #include "korch/kernelspec.h"

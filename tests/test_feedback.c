@@ -1,4 +1,5 @@
 /*  What the model is shown of an execution, and the session notebook. */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "korch/feedback.h"
 #include "korch/media.h"

@@ -113,3 +113,6 @@ TEST_T(fuzz_wire, 120) { s_run_fuzzer("fuzz_wire", 20); }
 /* Raw HTTP into a real in-process korch_server (its seed corpus alone, full
    of kernel starts and restarts, takes about 15 s to replay). */
 TEST_T(fuzz_http, 120) { s_run_fuzzer("fuzz_http", 30); }
+
+/* The JSON string scanner against jansson, bounded decodes, cut points. */
+TEST_T(fuzz_jsonstr, 120) { s_run_fuzzer("fuzz_jsonstr", 15); }

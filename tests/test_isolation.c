@@ -349,7 +349,7 @@ TEST_ISO(isolation_other_kernels_invisible, 120)
     snprintf(base, sizeof base, "%s", b_dir);
     if (strrchr(base, '/'))
         *strrchr(base, '/') = 0;
-    char code[4096];
+    char code[16384];
     snprintf(code, sizeof code,
              "import os\n"
              "def scan(path, key):\n"

@@ -1,5 +1,6 @@
 /*  korch_jsonfield: a tool call's "code" decoded from its streamed
  *  arguments, judged against jansson's decoding of the complete text. */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "korch/jsonfield.h"
 

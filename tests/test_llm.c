@@ -2,6 +2,7 @@
  *  (tests/peers/llm_server.py): streaming, tool calls, images in each API's
  *  place, retries, cut streams, malformed arguments, split events, keys;
  *  and the replay provider. */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "korch/jsonfield.h"
 #include "korch/llm.h"
@@ -57,8 +58,8 @@ static const char *s_base(const srv_t *s, const char *provider, const char *scen
 
 static size_t s_collect(char *data, size_t size, size_t nmemb, void *arg)
 {
-    korch_llm_buf_t *b = arg;
-    return korch_llm_buf_add(b, data, size * nmemb, "test body", NULL) ? 0 : size * nmemb;
+    korch_buf_t *b = arg;
+    return korch_buf_add(b, data, size * nmemb, "test body", NULL) ? 0 : size * nmemb;
 }
 
 /* What the server received for a scenario (new JSON array). */
@@ -66,7 +67,7 @@ static json_t *s_requests(const srv_t *s, const char *scenario)
 {
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/requests", s->port, scenario);
-    korch_llm_buf_t b = {.max = 256u << 20};
+    korch_buf_t b = {.max = 256u << 20};
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_collect);
@@ -74,7 +75,7 @@ static json_t *s_requests(const srv_t *s, const char *scenario)
     CURLcode cc = curl_easy_perform(c);
     curl_easy_cleanup(c);
     json_t *j = cc == CURLE_OK && b.p ? json_loadb(b.p, b.len, 0, NULL) : NULL;
-    korch_llm_buf_free(&b);
+    korch_buf_free(&b);
     CHECK(json_is_array(j));
     return j;
 }
@@ -99,7 +100,7 @@ static korch_llm_t *s_llm(const srv_t *s, const char *provider, const char *scen
 
 typedef struct {
     int calls;
-    korch_llm_buf_t text;
+    korch_buf_t text;
     int cancel_after;       /* > 0: cancel once that many deltas came */
 } sink_t;
 
@@ -107,7 +108,7 @@ static void s_on_text(const char *delta, size_t len, void *arg)
 {
     sink_t *k = arg;
     k->calls++;
-    korch_llm_buf_add(&k->text, delta, len, "streamed text", NULL);
+    korch_buf_add(&k->text, delta, len, "streamed text", NULL);
 }
 
 static bool s_cancelled(void *arg)
@@ -195,7 +196,7 @@ static void s_text(const char *provider)
     json_decref(reqs);
     json_decref(msgs);
     json_decref(tools);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -294,7 +295,7 @@ out:
     korch_llm_reply_clear(&r);
     json_decref(msgs);
     json_decref(tools);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -334,7 +335,7 @@ static void s_retry429(const char *provider)
     json_decref(reqs);
     korch_llm_reply_clear(&r);
     json_decref(msgs);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -366,7 +367,7 @@ static void s_fails(const char *provider, const char *scenario, korch_llm_opts_t
     korch_llm_reply_clear(&r);
     json_decref(msgs);
     json_decref(tools);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -404,7 +405,7 @@ static void s_malformed(const char *provider)
     korch_llm_reply_clear(&r);
     json_decref(msgs);
     json_decref(tools);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -444,7 +445,7 @@ static void s_split(const char *provider)
             fprintf(stderr, "  %s: %s\n", scenarios[i], err.msg);
         }
         korch_llm_reply_clear(&r);
-        korch_llm_buf_free(&sink.text);
+        korch_buf_free(&sink.text);
         korch_llm_destroy(&llm);
     }
     free(text0);
@@ -490,7 +491,7 @@ static void s_final_without_tools(const char *provider)
     }
     json_decref(tools);
     json_decref(msgs);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -510,7 +511,7 @@ static void s_cancel(const char *provider)
     CHECK_LT(s_now() - t0, 3.0);    /* the whole stream takes 5 s */
     korch_llm_reply_clear(&r);
     json_decref(msgs);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -546,7 +547,7 @@ static void s_no_vision(const char *provider)
     korch_llm_reply_clear(&r);
     json_decref(msgs);
     json_decref(tools);
-    korch_llm_buf_free(&sink.text);
+    korch_buf_free(&sink.text);
     korch_llm_destroy(&llm);
     s_srv_stop(&s);
 }
@@ -766,7 +767,7 @@ TEST(llm_api_error_messages)
 
 static void s_collect_text(const char *delta, size_t len, void *arg)
 {
-    korch_llm_buf_add(arg, delta, len, "text", NULL);
+    korch_buf_add(arg, delta, len, "text", NULL);
 }
 
 TEST(llm_replay_plays_in_order)
@@ -788,7 +789,7 @@ TEST(llm_replay_plays_in_order)
     CHECK_CONTAINS(korch_llm_notice(llm), "no model is being called");
     json_t *msgs = s_user_only("anything");
     korch_llm_request_t req = {.messages = msgs, .temperature = -1};
-    korch_llm_buf_t text = {.max = 1 << 20};
+    korch_buf_t text = {.max = 1 << 20};
     korch_llm_cb_t cb = {.on_text = s_collect_text, .arg = &text};
     korch_llm_reply_t r;
     CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
@@ -810,7 +811,7 @@ TEST(llm_replay_plays_in_order)
     korch_llm_reply_clear(&r);
     CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_E_STATE);
     CHECK_CONTAINS(err.msg, "has no more replies (it holds 3)");
-    korch_llm_buf_free(&text);
+    korch_buf_free(&text);
     json_decref(msgs);
     korch_llm_destroy(&llm);
 }
@@ -832,8 +833,8 @@ TEST(llm_replay_bad_recordings)
 /* ---- live progress: tool-call arguments as they stream, retries as they happen ---- */
 
 typedef struct {
-    korch_llm_buf_t json[4];    /* per call index: the fragments joined */
-    korch_llm_buf_t code[4];    /* per call index: "code" decoded as it came */
+    korch_buf_t json[4];    /* per call index: the fragments joined */
+    korch_buf_t code[4];    /* per call index: "code" decoded as it came */
     korch_jsonfield_t field[4];
     int fragments, bad_index;
     int cut_escapes;            /* fragments that end inside an escape */
@@ -856,7 +857,7 @@ static void s_on_tool_delta(int index, const char *name, const char *json, size_
         k->json[index].max = k->code[index].max = 1 << 20;
         korch_jsonfield_init(&k->field[index], "code");
     }
-    korch_llm_buf_add(&k->json[index], json, len, "fragments", NULL);
+    korch_buf_add(&k->json[index], json, len, "fragments", NULL);
     /* ends inside an escape: after its backslash, or within \uXXXX */
     const char *j = k->json[index].p;
     size_t n = k->json[index].len, bs = 0;
@@ -870,7 +871,7 @@ static void s_on_tool_delta(int index, const char *name, const char *json, size_
         }
     char out[4096 + KORCH_JSONFIELD_SLACK];
     if (len <= 4096)
-        korch_llm_buf_add(&k->code[index], out, korch_jsonfield_feed(&k->field[index], json, len, out), "code", NULL);
+        korch_buf_add(&k->code[index], out, korch_jsonfield_feed(&k->field[index], json, len, out), "code", NULL);
 }
 
 static void s_on_retry(const korch_llm_retry_t *r, void *arg)
@@ -923,8 +924,8 @@ static void s_tool_deltas(const char *provider)
         fprintf(stderr, "  %s\n", err.msg);
     korch_llm_reply_clear(&r);
     for (int i = 0; i < 4; i++) {
-        korch_llm_buf_free(&k.json[i]);
-        korch_llm_buf_free(&k.code[i]);
+        korch_buf_free(&k.json[i]);
+        korch_buf_free(&k.code[i]);
     }
     json_decref(msgs);
     json_decref(tools);

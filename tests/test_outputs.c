@@ -1,5 +1,6 @@
 /*  nbformat outputs from IOPub content: merging, clearing, display updates,
  *  memory limits. */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "korch/outputs.h"
 

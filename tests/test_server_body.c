@@ -3,6 +3,7 @@
  *  decode the same; bad framing is refused; limits and the shared budget
  *  hold, and the budget is given back; a spooled body lands in an unnamed
  *  file, byte for byte. (Against a real server: tests/test_server_sec.c.) */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "../src/server/server_int.h"
 

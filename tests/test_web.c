@@ -4,7 +4,9 @@
  *  status, text, code_delta, code with its language, output with append,
  *  result with figures, files, final, done with the turn's tokens) plus one
  *  it does not know, with script in the text, the code, a file name and the
- *  outputs: each rendered, none run. The whole page against a real server
+ *  outputs: each rendered, none run; and a host's cells (the JupyterLab
+ *  panel's CellSink) fed each call's code, outputs and result by step and
+ *  call, the chat rendering no output itself. The whole page against a real server
  *  is server_agent_web_page_in_chromium (tests/test_server_agent.c). */
 #include "serve_fixture.h"
 

@@ -43,6 +43,12 @@ const char *korch_strerror(korch_rc_t rc);
 korch_rc_t korch_err_set(korch_err_t *err, korch_rc_t rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The HTTP status a server answers a failed call with: 400 INVALID, 404
+   NOTFOUND, 409 STATE, 413 TOOBIG, 503 NOMEM (try again later), 504
+   TIMEOUT, 502 DOCKER/HTTP (an upstream failed), 500 the rest (OK: 200).
+   The one map for the server's handlers (issue 13: three were written). */
+int korch_rc_http_status(korch_rc_t rc);
+
 /* Forget a recorded error. */
 void korch_err_clear(korch_err_t *err);
 

@@ -34,7 +34,6 @@ typedef struct {
     bool chown;         /* give the file (and directories made) to uid:gid */
     uid_t uid;
     gid_t gid;
-    bool sync;          /* fsync the file before it is renamed into place */
 } korch_fs_opts_t;
 
 /* Open directory path (O_DIRECTORY|O_CLOEXEC): an fd, or -1 with err. */
@@ -45,8 +44,11 @@ int korch_fs_open_dir(const char *path, korch_err_t *err);
    o says). rel "" or NULL = dirfd itself (a new fd). -1 with err. */
 int korch_fs_open_dir_at(int dirfd, const char *rel, bool create, const korch_fs_opts_t *o, korch_err_t *err);
 
-/* Write len bytes as dirfd/name (one component) atomically: random temp
-   name, O_CREAT|O_EXCL|O_NOFOLLOW, fchown/fchmod on the fd, renameat. */
+/* Write len bytes as dirfd/name (one component) atomically and durably:
+   random temp name, O_CREAT|O_EXCL|O_NOFOLLOW, fchown/fchmod and fsync on
+   the fd, renameat, fsync of dirfd. After a crash name holds the old
+   content or the new, never a mix or nothing. The one atomic write: every
+   other (korch_write_file, korch_fs_write, _rel, copy_tree) goes here. */
 korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size_t len, const korch_fs_opts_t *o,
                              korch_err_t *err);
 
@@ -85,5 +87,20 @@ void korch_fs_rm_tree(const char *dir);
    *copied when not NULL. */
 korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, uint64_t max_bytes, const korch_fs_opts_t *o,
                               uint64_t *copied, korch_err_t *err);
+
+/* ---- whole files by path, for korch's own directories ---- */
+
+/* Write len bytes to path atomically and durably, mode 0644 (korch_fs_write:
+   a random temp name, never through a symlink planted at path). */
+korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err);
+
+/* mkdir -p: path and its missing parents (mode for the ones created). An
+   existing directory is fine; anything else in the way is an error naming it. */
+korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err);
+
+/* Read a whole file ("-": stdin), at most max bytes (KORCH_E_TOOBIG beyond):
+   new NUL-terminated buffer, its length in *len (may be NULL). Follows
+   symlinks: not for directories a kernel can write (korch_fs_read there). */
+char *korch_read_file(const char *path, size_t max, size_t *len, korch_err_t *err);
 
 #endif

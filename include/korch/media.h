@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "korch/error.h"
+#include "korch/fsutil.h" /* korch_write_file, korch_mkdirs, korch_read_file moved there */
 
 /* Decode base64 (whitespace ignored, as in Jupyter's image/png strings).
    Returns a new buffer (NUL-terminated for convenience) and its length in
@@ -20,17 +21,6 @@ bool korch_image_size(const unsigned char *data, size_t len, int *width, int *he
 /* File extension for an image mime type ("png"), or NULL when not an image
    korch saves (image/png, image/jpeg, image/gif, image/svg+xml). */
 const char *korch_image_ext(const char *mime);
-
-/* Write len bytes to path atomically, mode 0644 (korch_fs_write: a random
-   temp name, never through a symlink planted at path). */
-korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err);
-
-/* mkdir -p: path and its missing parents (mode for the ones created). An
-   existing directory is fine; anything else in the way is an error naming it. */
-korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err);
-
-/* Read a whole file, at most max bytes: new NUL-terminated buffer. */
-char *korch_read_file(const char *path, size_t max, size_t *len, korch_err_t *err);
 
 /* Remove ANSI escape sequences (colours in tracebacks): a new string. */
 char *korch_strip_ansi(const char *s);

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <czmq.h>
+#include "korch/uuid.h" /* korch_uuid, korch_iso8601_now: util now, for the headers made here */
 #include "korch/error.h"
 #include "korch/msg.h"
 
@@ -98,11 +99,5 @@ void korch_session_sign(korch_session_t *self, const void *const parts[4], const
 
 const korch_session_stats_t *korch_session_stats(const korch_session_t *self);
 const char *korch_reject_name(korch_reject_t why);
-
-/* ISO 8601 UTC with microseconds and Z, e.g. 2026-11-29T17:13:39.123456Z. */
-void korch_iso8601_now(char buf[32]);
-
-/* A random uuid4 string into buf[37]. */
-void korch_uuid(char buf[37]);
 
 #endif

@@ -1,6 +1,8 @@
 /*  korch_agent: the model writes code, the kernel runs it, the model reads
  *  what happened, until it answers. See include/korch/agent.h. */
+#include "korch/path.h"
 #include "korch/agent.h"
+#include "korch/buf.h"
 #include "korch/feedback.h"
 #include "korch/jsonfield.h"
 #include "korch/kernel.h"
@@ -10,11 +12,14 @@
 #include "korch/notebook.h"
 #include "korch/session.h"
 #include "korch/workdir.h"
+#include "korch/uuid.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +115,24 @@ static void s_phase(korch_agent_t *a, const char *phase)
 }
 
 /* --------------------------------------------------------- transcript */
+
+/* A markdown cell of printf text, whole however long (a question is never
+   cut); returns the text (new, for the record too) or NULL without memory. */
+static char *s_add_md(korch_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *s_add_md(korch_agent_t *a, const char *fmt, ...)
+{
+    korch_buf_t b = KORCH_BUF_INIT(SIZE_MAX / 2);
+    va_list ap;
+    va_start(ap, fmt);
+    korch_rc_t rc = korch_buf_vaddf(&b, "notebook cell", NULL, fmt, ap);
+    va_end(ap);
+    if (rc) {
+        korch_buf_free(&b);
+        return NULL;
+    }
+    korch_notebook_add_markdown(a->nb, b.p);
+    return korch_buf_release(&b, NULL);
+}
 
 /* Append one record (stolen) and flush it to disk: a crash loses nothing
    said before it. */
@@ -424,8 +447,7 @@ static void s_wd_save(korch_agent_t *a)
     json_t *list = korch_workdir_list(a->wd);
     char *text = json_dumps(list, JSON_COMPACT);
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/workdir.json", a->dir);
-    if (text)
+    if (text && korch_path_join(path, sizeof path, a->dir, "workdir.json", NULL) == KORCH_OK)
         korch_write_file(path, text, strlen(text), NULL);
     free(text);
     json_decref(list);
@@ -811,10 +833,8 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
     s_record(a, json_pack("{s:s, s:s, s:i, s:i, s:i}", "type", "notice", "content", note, "restored_executions",
                           covered, "rerun", rerun + before, "rerun_failed", rerun_failed + before_failed),
              NULL);
-    char *md = malloc(strlen(note) + 64);
+    char *md = s_add_md(a, "*korch: %s*", note);
     if (md) {
-        snprintf(md, strlen(note) + 64, "*korch: %s*", note);
-        korch_notebook_add_markdown(a->nb, md);
         s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "resumed", "content", md), NULL);
         free(md);
     }
@@ -846,9 +866,7 @@ static korch_rc_t s_load_transcript(korch_agent_t *a, json_t *replay, korch_err_
         const char *content = json_string_value(json_object_get(rec, "content"));
         if (strcmp(type, "user") == 0) {
             json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", content ? content : ""));
-            char md[65536];
-            snprintf(md, sizeof md, "**User:** %s", content ? content : "");
-            korch_notebook_add_markdown(a->nb, md);
+            free(s_add_md(a, "**User:** %s", content ? content : ""));
         } else if (strcmp(type, "assistant") == 0) {
             json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", content ? content : "");
             json_t *calls = json_object_get(rec, "tool_calls");
@@ -947,11 +965,12 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         korch_err_set(err, KORCH_E_IO, "cannot use session dir '%s': %s", opts->session_dir, strerror(errno));
         goto fail;
     }
-    snprintf(a->files_dir, sizeof a->files_dir, "%s/files", a->dir);
-    snprintf(a->figures_dir, sizeof a->figures_dir, "%s/figures", a->dir);
-    snprintf(a->transcript_path, sizeof a->transcript_path, "%s/transcript.jsonl", a->dir);
-    snprintf(a->notebook_path, sizeof a->notebook_path, "%s/notebook.ipynb", a->dir);
-    snprintf(a->snapshot_path, sizeof a->snapshot_path, "%s/snapshot.json", a->dir);
+    if (korch_path_join(a->files_dir, sizeof a->files_dir, a->dir, "files", err) ||
+        korch_path_join(a->figures_dir, sizeof a->figures_dir, a->dir, "figures", err) ||
+        korch_path_join(a->transcript_path, sizeof a->transcript_path, a->dir, "transcript.jsonl", err) ||
+        korch_path_join(a->notebook_path, sizeof a->notebook_path, a->dir, "notebook.ipynb", err) ||
+        korch_path_join(a->snapshot_path, sizeof a->snapshot_path, a->dir, "snapshot.json", err))
+        goto fail;
     if (s_mkdir(a->files_dir, err) || s_mkdir(a->figures_dir, err))
         goto fail;
     a->figures = s_count_figures(a->figures_dir);
@@ -1413,11 +1432,11 @@ static int s_exec_tick(korch_loop_t *loop, int timer_id, void *arg)
    notebook, recorded so a resumed notebook shows it too. */
 static void s_mark_restart(korch_agent_t *a, const char *why)
 {
-    char md[1024];
-    snprintf(md, sizeof md, "*korch: the kernel restarted here (%s); the variables defined above are gone.*",
-             why && *why ? why : "it died");
-    korch_notebook_add_markdown(a->nb, md);
-    s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "restarted", "content", md), NULL);
+    char *md = s_add_md(a, "*korch: the kernel restarted here (%s); the variables defined above are gone.*",
+                        why && *why ? why : "it died");
+    if (md)
+        s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "restarted", "content", md), NULL);
+    free(md);
 }
 
 static void s_human_size(char *buf, size_t len, json_int_t n)
@@ -1469,8 +1488,8 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
             char *data = s_wd_read(a, path, a->wd_in_kernel ? MAX_FIGURE_FILE / 4 : MAX_FIGURE_FILE, &len);
             char name[64], dst[PATH_MAX + 80];
             snprintf(name, sizeof name, "fig-%d.%s", a->figures + 1, ext);
-            snprintf(dst, sizeof dst, "%s/%s", a->figures_dir, name);
-            if (data && korch_write_file(dst, data, len, NULL) == KORCH_OK) {
+            if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
+                korch_write_file(dst, data, len, NULL) == KORCH_OK) {
                 a->figures++;
                 copied++;
                 json_array_append_new(figures, json_pack("{s:s, s:s}", "name", name, "source", path));
@@ -1687,9 +1706,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     rc = s_record(a, json_pack("{s:s, s:s}", "type", "user", "content", question), err);
     if (rc)
         return rc;
-    char md[65536];
-    snprintf(md, sizeof md, "**User:** %s", question);
-    korch_notebook_add_markdown(a->nb, md);
+    free(s_add_md(a, "**User:** %s", question)); /* whole, however long */
     s_write_notebook(a);
     const char *stop_reason = NULL;
     for (a->step = 1; a->step <= a->o.max_steps; a->step++) {

@@ -1,34 +1,21 @@
 /*  Execution results turned into what the model reads. */
+#include "korch/path.h"
 #include "korch/feedback.h"
+#include "korch/buf.h"
 #include "korch/media.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} s_str_t;
+/* What it gathers was bounded where it came from (kernel/outputs.c keeps at
+   most max_output bytes per cell); this bound only stops a runaway. */
+#define S_MAX ((size_t)1 << 30)
 
-static void s_add(s_str_t *s, const char *p, size_t n)
-{
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 1024;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb)
-            return;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, p, n);
-    s->len += n;
-    s->buf[s->len] = 0;
-}
+/* Out of memory drops text, as a cut output would: the model still gets a reply. */
+static void s_add(korch_buf_t *s, const char *p, size_t n) { korch_buf_add(s, p, n, "feedback", NULL); }
 
-static void s_adds(s_str_t *s, const char *p) { s_add(s, p, strlen(p)); }
+static void s_adds(korch_buf_t *s, const char *p) { s_add(s, p, strlen(p)); }
 
 /* Back off to the start of a UTF-8 character. */
 static size_t s_char_start(const char *s, size_t i)
@@ -56,14 +43,14 @@ char *korch_truncate_middle(const char *s, size_t len, size_t max)
     if (tail_start < head)
         tail_start = head;
     snprintf(note, sizeof note, "\n[... %zu characters cut ...]\n", tail_start - head);
-    s_str_t out = {0};
+    korch_buf_t out = KORCH_BUF_INIT(S_MAX);
     s_add(&out, s, head);
     s_adds(&out, note);
     s_add(&out, s + tail_start, len - tail_start);
-    return out.buf;
+    return out.p;
 }
 
-static void s_add_text_value(s_str_t *t, json_t *v)
+static void s_add_text_value(korch_buf_t *t, json_t *v)
 {
     if (json_is_string(v))
         s_add(t, json_string_value(v), json_string_length(v));
@@ -74,16 +61,16 @@ static void s_add_text_value(s_str_t *t, json_t *v)
     }
 }
 
-static void s_newline(s_str_t *t)
+static void s_newline(korch_buf_t *t)
 {
-    if (t->len && t->buf[t->len - 1] != '\n')
+    if (t->len && t->p[t->len - 1] != '\n')
         s_adds(t, "\n");
 }
 
 korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opts_t *o, char **ptext,
                                 json_t **pimages, json_t **psaved, korch_err_t *err)
 {
-    s_str_t t = {0};
+    korch_buf_t t = KORCH_BUF_INIT(S_MAX);
     json_t *images = json_array(), *saved = json_array();
     size_t max = o->max_chars ? o->max_chars : 4000;
     size_t i;
@@ -99,7 +86,7 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
         }
         if (strcmp(type, "error") == 0) {
             s_newline(&t);
-            s_str_t raw = {0};
+            korch_buf_t raw = KORCH_BUF_INIT(S_MAX);
             json_t *tb = json_object_get(out, "traceback");
             size_t k;
             json_t *line;
@@ -107,7 +94,7 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
                 s_add(&raw, json_string_value(line), json_string_length(line));
                 s_adds(&raw, "\n");
             }
-            char *plain = korch_strip_ansi(raw.buf ? raw.buf : "");
+            char *plain = korch_strip_ansi(raw.p ? raw.p : "");
             if (plain && *plain)
                 s_adds(&t, plain);
             else {
@@ -117,7 +104,7 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
                 s_adds(&t, "\n");
             }
             free(plain);
-            free(raw.buf);
+            free(raw.p);
             continue;
         }
         /* execute_result / display_data */
@@ -140,8 +127,8 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
             char name[64], path[4200], line[4400];
             snprintf(name, sizeof name, "fig-%d.%s", n, ext);
             if (o->figures_dir && bytes) {
-                snprintf(path, sizeof path, "%s/%s", o->figures_dir, name);
-                if (korch_write_file(path, bytes, blen, err) == KORCH_OK)
+                if (korch_path_join(path, sizeof path, o->figures_dir, name, err) == KORCH_OK &&
+                    korch_write_file(path, bytes, blen, err) == KORCH_OK)
                     json_array_append_new(saved, json_string(path));
             }
             s_newline(&t);
@@ -172,9 +159,9 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
             }
         }
     }
-    char *body = korch_truncate_middle(t.buf ? t.buf : "", t.len, max);
-    free(t.buf);
-    s_str_t final = {0};
+    char *body = korch_truncate_middle(t.p ? t.p : "", t.len, max);
+    free(t.p);
+    korch_buf_t final = KORCH_BUF_INIT(S_MAX);
     switch (r->status) {
     case KORCH_EXEC_OK:
         s_adds(&final, body && *body ? "" : "[ok, no output]\n");
@@ -197,7 +184,7 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
     }
     s_adds(&final, body ? body : "");
     free(body);
-    *ptext = final.buf;
+    *ptext = final.p;
     *pimages = images;
     *psaved = saved;
     return KORCH_OK;

@@ -3,6 +3,7 @@
 #include "korch/notebook.h"
 #include "korch/fsutil.h"
 #include "korch/session.h"
+#include "korch/uuid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +41,12 @@ void korch_notebook_destroy(korch_notebook_t **pnb)
 
 static json_t *s_cell_id(void)
 {
+    /* nbformat 4.5: unique within the notebook; not a secret, so without
+       random bytes a counter does */
+    static unsigned s_seq;
     char uuid[37];
-    korch_uuid(uuid);
+    if (korch_uuid(uuid) != KORCH_OK)
+        snprintf(uuid, sizeof uuid, "c%07x", __atomic_add_fetch(&s_seq, 1, __ATOMIC_RELAXED) & 0xfffffffu);
     return json_stringn(uuid, 8);
 }
 

@@ -14,6 +14,7 @@
  *  session and its kernel stay.
  */
 #include "cli.h"
+#include "korch/path.h"
 #include "korch/agent.h"
 #include "korch/instance.h"
 #include "korch/log.h"
@@ -374,7 +375,7 @@ static void s_default_session(char *buf, size_t len)
     localtime_r(&now, &tm);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    mkdir("korch-sessions", 0755);
+    /* made (with its parent, errors reported) by the agent: korch_mkdirs */
     snprintf(buf, len, "korch-sessions/%s-%d", stamp, (int)getpid());
 }
 
@@ -383,8 +384,7 @@ static void s_default_session(char *buf, size_t len)
 static char *s_recorded_llm(const char *dir)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/transcript.jsonl", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = korch_path_join(path, sizeof path, dir, "transcript.jsonl", NULL) == KORCH_OK ? fopen(path, "r") : NULL;
     if (!f)
         return NULL;
     char line[8192];
@@ -558,9 +558,12 @@ static int s_main(const char *cmd, int argc, char **argv)
         fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
         goto out;
     }
-    if (c.session)
-        snprintf(session, sizeof session, "%s", c.session);
-    else
+    if (c.session) {
+        if (korch_path_fmt(session, sizeof session, &err, "%s", c.session)) {
+            fprintf(stderr, "korch %s: --session: %s\n", cmd, err.msg);
+            goto out;
+        }
+    } else
         s_default_session(session, sizeof session);
     loop = korch_loop_new();
     if (!loop)

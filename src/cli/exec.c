@@ -8,6 +8,7 @@
  *  Jupytext, VS Code and Spyder).
  */
 #include "cli.h"
+#include "korch/path.h"
 #include "korch/instance.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
@@ -119,8 +120,8 @@ static int s_save_images(exec_ctx_t *c, json_t *data)
         if (c->out_dir) {
             char path[4096];
             korch_err_t err = {0};
-            snprintf(path, sizeof path, "%s/fig-%d.%s", c->out_dir, ++c->figures, ext);
-            if (korch_write_file(path, bytes, len, &err) == KORCH_OK) {
+            if (korch_path_fmt(path, sizeof path, &err, "%s/fig-%d.%s", c->out_dir, ++c->figures, ext) == KORCH_OK &&
+                korch_write_file(path, bytes, len, &err) == KORCH_OK) {
                 json_array_append_new(c->saved, json_string(path));
                 if (!c->json)
                     printf("[%s%s saved to %s]\n", mime, dims, path);

@@ -11,6 +11,7 @@
  *  whose korch instance is gone, so a korch killed with -9 leaks nothing.
  */
 #include "cli.h"
+#include "korch/path.h"
 #include "korch/docker.h"
 #include "korch/swarm.h"
 #include "korch/instance.h"
@@ -156,7 +157,10 @@ int korch_cmd_kernel(int argc, char **argv)
             fprintf(stderr, "korch kernel: %s\n", err.msg);
             goto out;
         }
-        snprintf(path_buf, sizeof path_buf, "%s/%s.json", base, korch_instance_name(inst));
+        if (korch_path_fmt(path_buf, sizeof path_buf, &err, "%s/%s.json", base, korch_instance_name(inst))) {
+            fprintf(stderr, "korch kernel: %s\n", err.msg);
+            goto out;
+        }
         conn_path = path_buf;
     }
     if (korch_conn_save(korch_kernel_conn(k), conn_path, &err) != KORCH_OK) {

@@ -166,7 +166,7 @@ korch_rc_t korch_conn_save_as(const korch_conn_t *conn, const char *path, bool g
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     /* The directory may be the kernel's (a container's runtime dir): a
        random temp name, O_EXCL|O_NOFOLLOW, fchown on the fd, renameat. */
-    korch_fs_opts_t o = {.mode = 0600, .chown = give, .uid = uid, .gid = gid, .sync = true};
+    korch_fs_opts_t o = {.mode = 0600, .chown = give, .uid = uid, .gid = gid};
     korch_err_t e = {0};
     if (korch_fs_write(path, text, strlen(text), &o, &e) != KORCH_OK)
         rc = korch_err_set(err, e.rc, "cannot write connection file '%s': %s", path, e.msg);

@@ -11,10 +11,12 @@
  *  jupyter_client's wait_for_ready does; protocol 5.5 kernels announce
  *  themselves with iopub_welcome, which counts as iopub being live.
  */
+#include "korch/path.h"
 #include "korch/kernel.h"
 #include "korch/fsutil.h"
 #include "korch/instance.h"
 #include "korch/log.h"
+#include "korch/uuid.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -964,7 +966,8 @@ static korch_rc_t s_make_runtime_dir(korch_kernel_t *k, korch_err_t *err)
     if (rc)
         return rc;
     /* Short names: unix socket paths are limited to 107 bytes. */
-    snprintf(k->runtime_dir, sizeof k->runtime_dir, "%s/%.12s", base, k->id);
+    if ((rc = korch_path_fmt(k->runtime_dir, sizeof k->runtime_dir, err, "%s/%.12s", base, k->id)))
+        return rc;
     if (mkdir(k->runtime_dir, 0700) != 0)
         return korch_err_set(err, KORCH_E_IO, "cannot create runtime dir '%s': %s", k->runtime_dir, strerror(errno));
     return KORCH_OK;
@@ -1052,8 +1055,10 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
     k->opts.transport = NULL;
     if (o.kernel_id)
         snprintf(k->id, sizeof k->id, "%s", o.kernel_id);
-    else
-        korch_uuid(k->id);
+    else if (korch_uuid(k->id) != KORCH_OK) {
+        korch_err_set(err, KORCH_E_IO, "cannot make a kernel id: no random bytes");
+        goto fail;
+    }
     if (!k->pending || !k->env || (o.cwd && !k->cwd)) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
@@ -1093,8 +1098,9 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         korch_rc_t rc = KORCH_OK;
         if (strcmp(transport, "ipc") == 0) {
             char prefix[PATH_MAX];
-            snprintf(prefix, sizeof prefix, "%s/k", k->runtime_dir);
-            rc = korch_conn_init_ipc(&k->conn, prefix, err);
+            rc = korch_path_fmt(prefix, sizeof prefix, err, "%s/k", k->runtime_dir);
+            if (!rc)
+                rc = korch_conn_init_ipc(&k->conn, prefix, err);
         } else
             rc = korch_conn_init_tcp(&k->conn, "127.0.0.1", err);
         if (rc)

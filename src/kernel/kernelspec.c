@@ -1,5 +1,6 @@
 /*  Kernelspec discovery, following jupyter_client's KernelSpecManager and
  *  jupyter_core.paths.jupyter_path(), with korch's own kernelspec/ first. */
+#include "korch/path.h"
 #include "korch/kernelspec.h"
 
 #include <dirent.h>
@@ -15,8 +16,8 @@
 static void s_add(json_t *arr, const char *a, const char *b)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s%s", a, b ? b : "");
-    json_array_append_new(arr, json_string(path));
+    if (korch_path_fmt(path, sizeof path, NULL, "%s%s", a, b ? b : "") == KORCH_OK) /* a cut path names another dir */
+        json_array_append_new(arr, json_string(path));
 }
 
 static void s_add_list(json_t *arr, const char *list, const char *suffix)
@@ -228,11 +229,12 @@ json_t *korch_kernelspec_resources(const korch_kernelspec_t *spec)
         if (!korch_kernelspec_resource_name_ok(de->d_name))
             continue;
         char key[128], url[512];
-        snprintf(key, sizeof key, "%s", de->d_name);
+        if (korch_path_fmt(key, sizeof key, NULL, "%s", de->d_name) ||
+            korch_path_fmt(url, sizeof url, NULL, "/kernelspecs/%s/%s", spec->name, de->d_name))
+            continue; /* a cut name would serve another file */
         char *dot = strncmp(key, "logo-", 5) == 0 ? strrchr(key, '.') : NULL;
         if (dot) /* "logo-32x32": the name without its extension */
             *dot = 0;
-        snprintf(url, sizeof url, "/kernelspecs/%s/%s", spec->name, de->d_name);
         json_object_set_new(out, key, json_string(url));
     }
     if (dh)

@@ -2,6 +2,7 @@
  *  process holding it. */
 #include "korch/instance.h"
 #include "korch/session.h"
+#include "korch/uuid.h"
 
 #include <errno.h>
 #include <fcntl.h>

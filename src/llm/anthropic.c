@@ -18,6 +18,7 @@
 #include "provider.h"
 
 #include <stdio.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +28,14 @@ typedef struct {
     bool tool;
     int call;                   /* a tool_use block's place among the reply's tool calls */
     char *id, *name;
-    korch_llm_buf_t json;       /* input_json_delta fragments */
+    korch_buf_t json;       /* input_json_delta fragments */
 } s_block_t;
 
 typedef struct {
     korch_llm_t *llm;
     const korch_llm_cb_t *cb;
     korch_llm_reply_t *reply;
-    korch_llm_buf_t text;
+    korch_buf_t text;
     s_block_t blocks[S_MAX_BLOCKS];
     int nblocks;
     int ncalls;                 /* tool_use blocks begun */
@@ -99,7 +100,7 @@ static json_t *s_messages(const korch_llm_t *llm, const json_t *neutral, bool wi
     bool vision = llm->opts.vision;
     json_t *msgs = korch_llm_answer_all_calls(neutral);
     json_t *turns = json_array();
-    korch_llm_buf_t sys = {.max = (size_t)1 << 30};
+    korch_buf_t sys = {.max = (size_t)1 << 30};
     if (!msgs || !turns)
         goto fail;
     size_t i;
@@ -110,8 +111,8 @@ static json_t *s_messages(const korch_llm_t *llm, const json_t *neutral, bool wi
         json_t *blocks = json_array();
         if (strcmp(role, "system") == 0) {
             if (sys.len)
-                korch_llm_buf_add(&sys, "\n\n", 2, "system prompt", NULL);
-            korch_llm_buf_add(&sys, content, strlen(content), "system prompt", NULL);
+                korch_buf_add(&sys, "\n\n", 2, "system prompt", NULL);
+            korch_buf_add(&sys, content, strlen(content), "system prompt", NULL);
             json_decref(blocks);
             continue;
         } else if (strcmp(role, "user") == 0) {
@@ -174,11 +175,11 @@ static json_t *s_messages(const korch_llm_t *llm, const json_t *neutral, bool wi
     if (!json_array_size(turns) || strcmp(korch_llm_jstr(json_array_get(turns, 0), "role", ""), "user") != 0)
         json_array_insert_new(turns, 0, json_pack("{s:s, s:[o]}", "role", "user", "content", s_text_block("(start)")));
     *system = sys.len ? json_stringn(sys.p, sys.len) : NULL;
-    korch_llm_buf_free(&sys);
+    korch_buf_free(&sys);
     json_decref(msgs);
     return turns;
 fail:
-    korch_llm_buf_free(&sys);
+    korch_buf_free(&sys);
     json_decref(msgs);
     json_decref(turns);
     return NULL;
@@ -235,7 +236,8 @@ static s_block_t *s_block(s_stream_t *st, const json_t *ev, korch_err_t *err)
     }
     if (idx >= st->nblocks)
         st->nblocks = (int)idx + 1;
-    st->blocks[idx].json.max = st->llm->opts.max_reply_bytes;
+    if (!st->blocks[idx].json.max) /* the first event of this block */
+        korch_buf_init(&st->blocks[idx].json, st->llm->opts.max_reply_bytes, "max_reply_bytes");
     return &st->blocks[idx];
 }
 
@@ -289,7 +291,7 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
             if (json_object_size(input)) {
                 char *s = korch_llm_dumps(input);
                 if (s)
-                    rc = korch_llm_buf_add(&b->json, s, strlen(s), "tool call", err);
+                    rc = korch_buf_add(&b->json, s, strlen(s), "tool call", err);
                 if (s && !rc && st->cb && st->cb->on_tool_delta)
                     st->cb->on_tool_delta(b->call, b->name ? b->name : "", s, strlen(s), st->cb->arg);
                 free(s);
@@ -297,7 +299,7 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         } else if (strcmp(btype, "text") == 0) {
             const char *t = korch_llm_jstr(cb, "text", "");
             if (*t) {
-                rc = korch_llm_buf_add(&st->text, t, strlen(t), "reply text", err);
+                rc = korch_buf_add(&st->text, t, strlen(t), "reply text", err);
                 if (!rc && st->cb && st->cb->on_text)
                     st->cb->on_text(t, strlen(t), st->cb->arg);
             }
@@ -312,14 +314,14 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         if (strcmp(dtype, "text_delta") == 0) {
             json_t *t = json_object_get(d, "text");
             if (json_string_length(t)) {
-                rc = korch_llm_buf_add(&st->text, json_string_value(t), json_string_length(t), "reply text", err);
+                rc = korch_buf_add(&st->text, json_string_value(t), json_string_length(t), "reply text", err);
                 if (!rc && st->cb && st->cb->on_text)
                     st->cb->on_text(json_string_value(t), json_string_length(t), st->cb->arg);
             }
         } else if (strcmp(dtype, "input_json_delta") == 0) {
             json_t *pj = json_object_get(d, "partial_json");
             if (json_string_length(pj) && b->tool) {
-                rc = korch_llm_buf_add(&b->json, json_string_value(pj), json_string_length(pj), "tool call", err);
+                rc = korch_buf_add(&b->json, json_string_value(pj), json_string_length(pj), "tool call", err);
                 if (!rc && st->cb && st->cb->on_tool_delta)
                     st->cb->on_tool_delta(b->call, b->name ? b->name : "", json_string_value(pj),
                                           json_string_length(pj), st->cb->arg);
@@ -364,7 +366,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
 {
     korch_rc_t rc = KORCH_OK;
     s_stream_t st = {.llm = llm, .cb = cb, .reply = reply};
-    st.text.max = llm->opts.max_reply_bytes;
+    korch_buf_init(&st.text, llm->opts.max_reply_bytes, "max_reply_bytes");
     korch_llm_sse_t sse;
     korch_llm_sse_init(&sse, llm->opts.max_reply_bytes, s_event, &st);
     size_t blen = 0;
@@ -385,7 +387,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
                            llm->prov->name);
         goto out;
     }
-    reply->text = korch_llm_buf_strdup(&st.text);
+    reply->text = korch_buf_strdup(&st.text);
     reply->tool_calls = json_array();
     if (!reply->text || !reply->tool_calls) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
@@ -402,13 +404,11 @@ out:
     for (int i = 0; i < st.nblocks; i++) {
         free(st.blocks[i].id);
         free(st.blocks[i].name);
-        korch_llm_buf_free(&st.blocks[i].json);
+        korch_buf_free(&st.blocks[i].json);
     }
-    korch_llm_buf_free(&st.text);
+    korch_buf_free(&st.text);
     korch_llm_sse_free(&sse);
-    volatile char *k = key;
-    for (size_t i = 0; i < sizeof key; i++)
-        k[i] = 0;
+    OPENSSL_cleanse(key, sizeof key); /* not optimised away, unlike memset */
     free(body);
     return rc;
 }

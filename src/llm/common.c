@@ -1,4 +1,4 @@
-/*  Helpers the LLM providers share: bounded buffers, server-sent events,
+/*  Helpers the LLM providers share: server-sent events,
  *  tool-call arguments and the "answer every tool call" rule. */
 #include "provider.h"
 
@@ -6,51 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-korch_rc_t korch_llm_buf_add(korch_llm_buf_t *b, const char *s, size_t n, const char *what, korch_err_t *err)
-{
-    if (n > b->max || b->len > b->max - n)
-        return korch_err_set(err, KORCH_E_TOOBIG, "the %s is larger than the limit of %zu bytes (max_reply_bytes)",
-                             what, b->max);
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return KORCH_OK;
-}
-
-void korch_llm_buf_free(korch_llm_buf_t *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-char *korch_llm_buf_strdup(const korch_llm_buf_t *b)
-{
-    return strndup(b->p ? b->p : "", b->len);
-}
-
 void korch_llm_sse_init(korch_llm_sse_t *sse, size_t max, korch_llm_sse_fn on_event, void *arg)
 {
     memset(sse, 0, sizeof *sse);
-    sse->data.max = max;
+    korch_buf_init(&sse->data, max, "max_reply_bytes");
     sse->on_event = on_event;
     sse->arg = arg;
 }
 
 void korch_llm_sse_free(korch_llm_sse_t *sse)
 {
-    korch_llm_buf_free(&sse->data);
+    korch_buf_free(&sse->data);
 }
 
 korch_rc_t korch_llm_sse_line(void *arg, char *line, size_t len, korch_err_t *err)
@@ -86,9 +52,9 @@ korch_rc_t korch_llm_sse_line(void *arg, char *line, size_t len, korch_err_t *er
     } else if (nlen == 4 && memcmp(line, "data", 4) == 0) {
         korch_rc_t rc = KORCH_OK;
         if (sse->has_data)
-            rc = korch_llm_buf_add(&sse->data, "\n", 1, "streamed event", err);
+            rc = korch_buf_add(&sse->data, "\n", 1, "streamed event", err);
         if (!rc)
-            rc = korch_llm_buf_add(&sse->data, value, vlen, "streamed event", err);
+            rc = korch_buf_add(&sse->data, value, vlen, "streamed event", err);
         sse->has_data = true;
         return rc;
     }

@@ -35,8 +35,8 @@ typedef struct {
     long status;                /* of the last status line (a 100 Continue is followed by another) */
     char retry_ms[32], retry[64];
     int should_retry;           /* -1 not said, 0 / 1 from x-should-retry */
-    korch_llm_buf_t line;       /* the line being received */
-    korch_llm_buf_t ebody;      /* a non-2xx body, for its message */
+    korch_buf_t line;       /* the line being received */
+    korch_buf_t ebody;      /* a non-2xx body, for its message */
     size_t body_bytes;          /* of a 2xx body */
     korch_rc_t fail_rc;         /* on_line or the line buffer failed (err is set) */
     bool cancelled;
@@ -141,7 +141,7 @@ static size_t s_write(char *data, size_t size, size_t nmemb, void *arg)
     if (!s_ok(x->status)) {
         size_t room = S_ERR_BODY_MAX - x->ebody.len;
         if (room)
-            korch_llm_buf_add(&x->ebody, data, n < room ? n : room, "error reply", NULL);
+            korch_buf_add(&x->ebody, data, n < room ? n : room, "error reply", NULL);
         return n;
     }
     x->body_bytes += n;
@@ -149,7 +149,7 @@ static size_t s_write(char *data, size_t size, size_t nmemb, void *arg)
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t chunk = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        korch_rc_t rc = korch_llm_buf_add(&x->line, p, chunk, "line of the streamed reply", x->err);
+        korch_rc_t rc = korch_buf_add(&x->line, p, chunk, "line of the streamed reply", x->err);
         if (rc) {
             x->fail_rc = rc;
             return 0;
@@ -251,8 +251,8 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
     korch_rc_t rc = KORCH_OK;
     struct curl_slist *headers = NULL;
     s_xfer_t x = {.llm = llm, .post = post, .cb = cb, .err = err};
-    x.line.max = llm->opts.max_reply_bytes;
-    x.ebody.max = S_ERR_BODY_MAX;
+    korch_buf_init(&x.line, llm->opts.max_reply_bytes, "max_reply_bytes");
+    korch_buf_init(&x.ebody, S_ERR_BODY_MAX, NULL);
     char errbuf[CURL_ERROR_SIZE];
     *attempts = 0;
 
@@ -370,7 +370,7 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
     }
 out:
     curl_slist_free_all(headers);
-    korch_llm_buf_free(&x.line);
-    korch_llm_buf_free(&x.ebody);
+    korch_buf_free(&x.line);
+    korch_buf_free(&x.ebody);
     return rc;
 }

@@ -2,6 +2,7 @@
 #include "provider.h"
 
 #include <fnmatch.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,9 +196,7 @@ void korch_llm_destroy(korch_llm_t **pself)
     free(self->base_url);
     if (self->api_key) {
         /* keep the key out of freed memory */
-        volatile char *k = self->api_key;
-        while (*k)
-            *k++ = 0;
+        OPENSSL_cleanse(self->api_key, strlen(self->api_key));
         free(self->api_key);
     }
     free(self->name);

@@ -20,7 +20,7 @@ typedef struct {
     korch_llm_t *llm;
     const korch_llm_cb_t *cb;
     korch_llm_reply_t *reply;
-    korch_llm_buf_t text;
+    korch_buf_t text;
     json_t *calls;              /* CALLs as they come */
     bool done;
     char done_reason[32];
@@ -155,7 +155,7 @@ static korch_rc_t s_line(void *arg, char *line, size_t len, korch_err_t *err)
     json_t *msg = json_object_get(obj, "message");
     json_t *content = json_object_get(msg, "content");
     if (json_string_length(content)) {
-        rc = korch_llm_buf_add(&st->text, json_string_value(content), json_string_length(content), "reply text", err);
+        rc = korch_buf_add(&st->text, json_string_value(content), json_string_length(content), "reply text", err);
         if (rc)
             goto out;
         if (st->cb && st->cb->on_text)
@@ -203,7 +203,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
 {
     korch_rc_t rc = KORCH_OK;
     s_stream_t st = {.llm = llm, .cb = cb, .reply = reply, .calls = json_array()};
-    st.text.max = llm->opts.max_reply_bytes;
+    korch_buf_init(&st.text, llm->opts.max_reply_bytes, "max_reply_bytes");
     size_t blen = 0;
     char *body = s_body(llm, req, &blen);
     char url[2048];
@@ -221,7 +221,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
                            llm->prov->name);
         goto out;
     }
-    reply->text = korch_llm_buf_strdup(&st.text);
+    reply->text = korch_buf_strdup(&st.text);
     reply->tool_calls = st.calls;
     st.calls = NULL;
     if (!reply->text) {
@@ -233,7 +233,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
     snprintf(reply->finish, sizeof reply->finish, "%s", finish);
 out:
     json_decref(st.calls);
-    korch_llm_buf_free(&st.text);
+    korch_buf_free(&st.text);
     free(body);
     return rc;
 }

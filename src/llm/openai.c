@@ -19,6 +19,7 @@
 #include "provider.h"
 
 #include <stdio.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,14 +27,14 @@
 
 typedef struct {
     char *id, *name;
-    korch_llm_buf_t args;
+    korch_buf_t args;
 } s_call_t;
 
 typedef struct {
     korch_llm_t *llm;
     const korch_llm_cb_t *cb;
     korch_llm_reply_t *reply;
-    korch_llm_buf_t text;
+    korch_buf_t text;
     s_call_t calls[S_MAX_CALLS];
     int ncalls;                 /* highest index + 1 */
     bool done;                  /* [DONE] seen */
@@ -232,7 +233,7 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
     if (text && *text) {
         size_t tl = json_string_length(json_object_get(delta, "content") ? json_object_get(delta, "content")
                                                                            : json_object_get(delta, "refusal"));
-        rc = korch_llm_buf_add(&st->text, text, tl, "reply text", err);
+        rc = korch_buf_add(&st->text, text, tl, "reply text", err);
         if (rc)
             goto out;
         if (st->cb && st->cb->on_text)
@@ -251,7 +252,8 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         s_call_t *call = &st->calls[idx];
         if (idx >= st->ncalls)
             st->ncalls = (int)idx + 1;
-        call->args.max = st->llm->opts.max_reply_bytes;
+        if (!call->args.max) /* the first delta of this call */
+            korch_buf_init(&call->args, st->llm->opts.max_reply_bytes, "max_reply_bytes");
         const char *id = korch_llm_jstr(tc, "id", NULL);
         json_t *fn = json_object_get(tc, "function");
         const char *fname = korch_llm_jstr(fn, "name", NULL);
@@ -266,7 +268,7 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
         if (json_is_object(args) && !dumped)
             rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         else if (frag && flen) {
-            rc = korch_llm_buf_add(&call->args, frag, flen, "tool call", err);
+            rc = korch_buf_add(&call->args, frag, flen, "tool call", err);
             if (!rc && st->cb && st->cb->on_tool_delta)
                 st->cb->on_tool_delta((int)idx, call->name ? call->name : "", frag, flen, st->cb->arg);
         }
@@ -287,7 +289,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
 {
     korch_rc_t rc = KORCH_OK;
     s_stream_t st = {.llm = llm, .cb = cb, .reply = reply};
-    st.text.max = llm->opts.max_reply_bytes;
+    korch_buf_init(&st.text, llm->opts.max_reply_bytes, "max_reply_bytes");
     korch_llm_sse_t sse;
     korch_llm_sse_init(&sse, llm->opts.max_reply_bytes, s_event, &st);
     size_t blen = 0;
@@ -307,7 +309,7 @@ static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const
         rc = korch_err_set(err, KORCH_E_HTTP, "the %s stream was cut before its end (no 'data: [DONE]')", llm->prov->name);
         goto out;
     }
-    reply->text = korch_llm_buf_strdup(&st.text);
+    reply->text = korch_buf_strdup(&st.text);
     reply->tool_calls = json_array();
     if (!reply->text || !reply->tool_calls) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
@@ -328,15 +330,12 @@ out:
     for (int i = 0; i < st.ncalls; i++) {
         free(st.calls[i].id);
         free(st.calls[i].name);
-        korch_llm_buf_free(&st.calls[i].args);
+        korch_buf_free(&st.calls[i].args);
     }
-    korch_llm_buf_free(&st.text);
+    korch_buf_free(&st.text);
     korch_llm_sse_free(&sse);
-    if (llm->api_key) {
-        volatile char *a = auth;
-        for (size_t i = 0; i < sizeof auth; i++)
-            a[i] = 0;
-    }
+    if (llm->api_key)
+        OPENSSL_cleanse(auth, sizeof auth);
     free(body);
     return rc;
 }

@@ -9,6 +9,7 @@
 #ifndef KORCH_LLM_PROVIDER_H
 #define KORCH_LLM_PROVIDER_H
 
+#include "korch/buf.h"
 #include "korch/llm.h"
 
 #include <curl/curl.h>
@@ -47,20 +48,6 @@ extern const korch_llm_provider_t korch_llm_openai;
 extern const korch_llm_provider_t korch_llm_anthropic;
 extern const korch_llm_provider_t korch_llm_ollama;
 extern const korch_llm_provider_t korch_llm_replay;
-
-/* ---- bounded growing buffer (curl docs/internals/DYNBUF.md) ---- */
-
-typedef struct {
-    char *p;                    /* NUL-terminated when not NULL */
-    size_t len, cap, max;       /* max: the bound, set before the first add */
-} korch_llm_buf_t;
-
-/* Append n bytes. KORCH_E_TOOBIG past max (what names the buffer in the
-   message), KORCH_E_NOMEM when realloc fails. */
-korch_rc_t korch_llm_buf_add(korch_llm_buf_t *b, const char *s, size_t n, const char *what, korch_err_t *err);
-void korch_llm_buf_free(korch_llm_buf_t *b);
-/* The text as a new string ("" when empty); NULL when out of memory. */
-char *korch_llm_buf_strdup(const korch_llm_buf_t *b);
 
 /* ---- HTTP POST with the SDKs' retry policy ---- */
 
@@ -110,7 +97,7 @@ typedef korch_rc_t (*korch_llm_sse_fn)(void *arg, const char *event, char *data,
 
 typedef struct {
     char event[64];
-    korch_llm_buf_t data;
+    korch_buf_t data;
     bool has_data;
     korch_llm_sse_fn on_event;
     void *arg;

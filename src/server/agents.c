@@ -53,6 +53,7 @@
 #include "korch/media.h"
 #include "korch/session.h"
 #include "korch/workdir.h"
+#include "korch/uuid.h"
 
 #include <dirent.h>
 #include <errno.h>

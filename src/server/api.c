@@ -23,6 +23,7 @@
 #include "korch/kernelspec.h"
 #include "korch/log.h"
 #include "korch/session.h"
+#include "korch/uuid.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -30,6 +30,7 @@
 #include "server_int.h"
 #include "korch/log.h"
 #include "korch/session.h"
+#include "korch/uuid.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -32,6 +32,7 @@
 #include "server_int.h"
 #include "korch/log.h"
 #include "korch/session.h"
+#include "korch/uuid.h"
 
 #include <libwebsockets.h>
 #include <netinet/in.h>

@@ -47,3 +47,19 @@ void korch_err_clear(korch_err_t *err)
         err->msg[0] = 0;
     }
 }
+
+int korch_rc_http_status(korch_rc_t rc)
+{
+    switch (rc) {
+    case KORCH_OK: return 200;
+    case KORCH_E_INVALID: return 400;
+    case KORCH_E_NOTFOUND: return 404;
+    case KORCH_E_STATE: return 409;
+    case KORCH_E_TOOBIG: return 413;
+    case KORCH_E_NOMEM: return 503;
+    case KORCH_E_TIMEOUT: return 504;
+    case KORCH_E_DOCKER:
+    case KORCH_E_HTTP: return 502;
+    default: return 500;
+    }
+}

@@ -1,5 +1,6 @@
 /*  Safe file operations in directories a kernel can write (fsutil.h). */
 #include "korch/fsutil.h"
+#include "korch/buf.h"
 #include "korch/log.h"
 
 #include <dirent.h>
@@ -148,6 +149,17 @@ static int s_create_temp(int dirfd, const char *name, char tmp[NAME_MAX + 1], ko
     return -1;
 }
 
+static int s_sync_dir(int dirfd)
+{
+    if (dirfd != AT_FDCWD)
+        return fsync(dirfd);
+    int fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int r = fd >= 0 ? fsync(fd) : -1;
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
 /* Owner and mode on the fd, then renameat into place (replacing, never
    following, whatever is at name). Closes fd; removes tmp on failure. */
 static korch_rc_t s_commit(int dirfd, int fd, const char *tmp, const char *name, const korch_fs_opts_t *o,
@@ -160,12 +172,16 @@ static korch_rc_t s_commit(int dirfd, int fd, const char *tmp, const char *name,
         rc = KORCH_E_IO, e = errno, what = "give away";
     else if (rc == KORCH_OK && fchmod(fd, o->mode ? o->mode : 0600) != 0)
         rc = KORCH_E_IO, e = errno, what = "set the mode of";
-    else if (rc == KORCH_OK && o->sync && fsync(fd) != 0)
+    else if (rc == KORCH_OK && fsync(fd) != 0) /* the data on disk before the name points at it */
         rc = KORCH_E_IO, e = errno;
     if (close(fd) != 0 && rc == KORCH_OK)
         rc = KORCH_E_IO, e = errno;
     if (rc == KORCH_OK && renameat(dirfd, tmp, dirfd, name) != 0)
         rc = KORCH_E_IO, e = errno, what = "rename into place";
+    /* the rename itself durable: the directory's entry. EINVAL/EROFS: a
+       directory that cannot be synced (some filesystems), nothing to lose */
+    if (rc == KORCH_OK && s_sync_dir(dirfd) != 0 && errno != EINVAL && errno != EROFS)
+        return korch_err_set(err, KORCH_E_IO, "cannot sync the directory of '%s': %s", name, strerror(errno));
     if (rc) {
         unlinkat(dirfd, tmp, 0);
         return korch_err_set(err, e == ENOSPC || e == EDQUOT ? KORCH_E_TOOBIG : rc, "cannot %s '%s': %s", what, name,
@@ -551,4 +567,70 @@ korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, uint64_t max_bytes, cons
     if (copied)
         *copied = done;
     return rc;
+}
+
+korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err)
+{
+    korch_fs_opts_t o = {.mode = 0644};
+    return korch_fs_write(path, data, len, &o, err);
+}
+
+korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err)
+{
+    char tmp[4096];
+    if (!path || !*path || snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return korch_err_set(err, KORCH_E_INVALID, "cannot create '%s': the path is empty or too long",
+                             path ? path : "");
+    for (char *p = tmp + 1;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = 0;
+        struct stat st;
+        if (mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        if (stat(tmp, &st) != 0)
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': it exists and is not a directory", tmp);
+        *p = c;
+        if (!c)
+            break;
+        while (p[1] == '/')
+            p++;
+    }
+    return KORCH_OK;
+}
+
+char *korch_read_file(const char *path, size_t max, size_t *plen, korch_err_t *err)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read '%s': %s", path,
+                      strerror(errno));
+        return NULL;
+    }
+    korch_buf_t b = KORCH_BUF_INIT(max);
+    korch_rc_t rc = KORCH_OK;
+    char chunk[65536];
+    size_t n;
+    while (rc == KORCH_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        rc = korch_buf_add(&b, chunk, n, "file", NULL);
+    bool failed = f != stdin ? ferror(f) : false;
+    if (f != stdin)
+        fclose(f);
+    if (rc == KORCH_E_TOOBIG)
+        korch_err_set(err, rc, "'%s' is larger than %zu bytes", path, max);
+    else if (rc)
+        korch_err_set(err, rc, "out of memory reading '%s'", path);
+    else if (failed)
+        rc = korch_err_set(err, KORCH_E_IO, "cannot read '%s'", path);
+    if (rc) {
+        korch_buf_free(&b);
+        return NULL;
+    }
+    char *out = korch_buf_release(&b, plen);
+    if (!out)
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", path);
+    return out;
 }

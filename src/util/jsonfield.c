@@ -1,6 +1,7 @@
 /*  korch_jsonfield: one string member of a streamed JSON object, decoded as
  *  it arrives. See include/korch/jsonfield.h. */
 #include "korch/jsonfield.h"
+#include "korch/jsonstr.h"
 
 #include <string.h>
 
@@ -31,41 +32,6 @@ void korch_jsonfield_init(korch_jsonfield_t *f, const char *key)
 
 static bool s_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static int s_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static size_t s_utf8(unsigned cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* One character inside a string that is skipped: true when it ends it. */
 static bool s_skip_char(korch_jsonfield_t *f, char c)
 {
@@ -84,7 +50,7 @@ static size_t s_flush_hi(korch_jsonfield_t *f, char *out)
     if (!f->hi)
         return 0;
     f->hi = 0;
-    return s_utf8(0xFFFD, out);
+    return korch_utf8_put(0xFFFD, out);
 }
 
 /* The escape in f->esc is complete: decode it. */
@@ -106,19 +72,19 @@ static size_t s_escape(korch_jsonfield_t *f, char *out)
     }
     unsigned cp = 0;
     for (int i = 1; i <= 4; i++)
-        cp = cp << 4 | (unsigned)s_hex(f->esc[i]);
+        cp = cp << 4 | (unsigned)korch_hexval(f->esc[i]);
     if (cp >= 0xD800 && cp <= 0xDBFF) {
         n += s_flush_hi(f, out);
         f->hi = cp;
     } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
         if (f->hi) {
-            n += s_utf8(0x10000 + ((f->hi - 0xD800) << 10) + (cp - 0xDC00), out);
+            n += korch_utf8_put(0x10000 + ((f->hi - 0xD800) << 10) + (cp - 0xDC00), out);
             f->hi = 0;
         } else
-            n += s_utf8(0xFFFD, out);
+            n += korch_utf8_put(0xFFFD, out);
     } else {
         n += s_flush_hi(f, out);
-        n += s_utf8(cp, out + n);
+        n += korch_utf8_put(cp, out + n);
     }
     return n;
 }
@@ -192,7 +158,7 @@ size_t korch_jsonfield_feed(korch_jsonfield_t *f, const char *in, size_t len, ch
             }
             break;
         case S_ESC:
-            if (f->esc_len > 0 && f->esc[0] == 'u' && s_hex(c) < 0) {
+            if (f->esc_len > 0 && f->esc[0] == 'u' && korch_hexval(c) < 0) {
                 f->done = true;
                 f->state = S_END;
                 break;

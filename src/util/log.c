@@ -1,4 +1,5 @@
-/*  Level-checked logging to stderr: "korch: warn: ...". */
+/*  Level-checked logging through one sink (stderr by default):
+ *  "korch: warn: ...", notices untagged. */
 #include "korch/log.h"
 
 #include <stdarg.h>
@@ -7,14 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-korch_log_level_t korch_log_level = KORCH_LOG_WARN;
+korch_log_level_t korch_log_level = KORCH_LOG_NOTICE;
+static korch_log_sink_fn s_sink;
+static void *s_sink_arg;
+
+void korch_log_set_sink(korch_log_sink_fn fn, void *arg)
+{
+    s_sink = fn;
+    s_sink_arg = arg;
+}
 
 void korch_log_init(void)
 {
     const char *v = getenv("KORCH_LOG");
     if (!v)
         return;
-    static const char *const names[] = {"debug", "info", "warn", "error", "off"};
+    static const char *const names[] = {"debug", "info", "notice", "warn", "error", "off"};
     for (int i = 0; i <= KORCH_LOG_OFF; i++)
         if (strcmp(v, names[i]) == 0)
             korch_log_level = (korch_log_level_t)i;
@@ -22,7 +31,7 @@ void korch_log_init(void)
 
 void korch_log_write(korch_log_level_t level, const char *fmt, ...)
 {
-    static const char *const tags[] = {"debug", "info", "warn", "error", ""};
+    static const char *const tags[] = {"debug: ", "info: ", "", "warn: ", "error: ", ""};
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -30,7 +39,11 @@ void korch_log_write(korch_log_level_t level, const char *fmt, ...)
     va_end(ap);
     size_t len = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
     char safe[sizeof line * 2];
-    fprintf(stderr, "korch: %s: %s\n", tags[level], korch_log_escape(safe, sizeof safe, line, len, KORCH_ESC_LINE));
+    korch_log_escape(safe, sizeof safe, line, len, KORCH_ESC_LINE);
+    if (s_sink)
+        s_sink(s_sink_arg, level, safe);
+    else
+        fprintf(stderr, "korch: %s%s\n", tags[level > KORCH_LOG_OFF ? KORCH_LOG_OFF : level], safe);
 }
 
 /* Length of the well-formed UTF-8 sequence at p (RFC 3629 table 3: no

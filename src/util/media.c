@@ -1,4 +1,4 @@
-/*  base64, image sizes, whole-file I/O and ANSI stripping. */
+/*  base64, image sizes and ANSI stripping. */
 #include "korch/media.h"
 #include "korch/fsutil.h"
 
@@ -129,90 +129,6 @@ const char *korch_image_ext(const char *mime)
     if (strcmp(mime, "image/svg+xml") == 0)
         return "svg";
     return NULL;
-}
-
-korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err)
-{
-    korch_fs_opts_t o = {.mode = 0644};
-    return korch_fs_write(path, data, len, &o, err);
-}
-
-korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err)
-{
-    char tmp[4096];
-    if (!path || !*path || snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-        return korch_err_set(err, KORCH_E_INVALID, "cannot create '%s': the path is empty or too long",
-                             path ? path : "");
-    for (char *p = tmp + 1;; p++) {
-        if (*p != '/' && *p)
-            continue;
-        char c = *p;
-        *p = 0;
-        struct stat st;
-        if (mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
-            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
-        if (stat(tmp, &st) != 0)
-            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
-        if (!S_ISDIR(st.st_mode))
-            return korch_err_set(err, KORCH_E_IO, "cannot create '%s': it exists and is not a directory", tmp);
-        *p = c;
-        if (!c)
-            break;
-        while (p[1] == '/')
-            p++;
-    }
-    return KORCH_OK;
-}
-
-char *korch_read_file(const char *path, size_t max, size_t *plen, korch_err_t *err)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read '%s': %s", path,
-                      strerror(errno));
-        return NULL;
-    }
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (len + 1 >= cap) {
-            if (cap > max + 1)
-                break;
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        if (n == 0)
-            break;
-        len += n;
-    }
-    bool failed = f != stdin ? ferror(f) : false;
-    if (f != stdin)
-        fclose(f);
-    if (!buf) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", path);
-        return NULL;
-    }
-    if (len > max) {
-        free(buf);
-        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", path, max);
-        return NULL;
-    }
-    if (failed) {
-        free(buf);
-        korch_err_set(err, KORCH_E_IO, "cannot read '%s'", path);
-        return NULL;
-    }
-    buf[len] = 0;
-    if (plen)
-        *plen = len;
-    return buf;
 }
 
 char *korch_strip_ansi(const char *s)

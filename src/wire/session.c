@@ -8,7 +8,9 @@
  *  frames and parse JSON only afterwards.
  */
 #include "korch/session.h"
+#include "korch/jsonstr.h"
 #include "korch/log.h"
+#include "korch/uuid.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -43,41 +45,14 @@ const char *korch_reject_name(korch_reject_t why)
     return (unsigned)why < KORCH_REJ__COUNT ? s_reject_names[why] : "unknown";
 }
 
-void korch_uuid(char buf[37])
-{
-    unsigned char b[16];
-    if (RAND_bytes(b, sizeof b) != 1) {
-        /* OpenSSL's CSPRNG failing is exceptional; fall back to urandom. */
-        FILE *f = fopen("/dev/urandom", "rb");
-        if (!f || fread(b, 1, sizeof b, f) != sizeof b)
-            memset(b, 0x5a, sizeof b);
-        if (f)
-            fclose(f);
-    }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
-             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
-void korch_iso8601_now(char buf[32])
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char ymdhms[24];
-    strftime(ymdhms, sizeof ymdhms, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, 32, "%.19s.%06uZ", ymdhms, (unsigned)(ts.tv_nsec / 1000) % 1000000u);
-}
-
 korch_session_t *korch_session_new(const void *key, size_t key_len, const char *username,
                                    const korch_session_limits_t *limits)
 {
     korch_session_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
-    korch_uuid(self->id);
+    if (korch_uuid(self->id) != KORCH_OK)
+        goto fail; /* no random bytes: no predictable session id either */
     if (!username)
         username = getenv("USER");
     snprintf(self->username, sizeof self->username, "%s", username && *username ? username : "korch");
@@ -286,128 +261,9 @@ static void s_ws(s_cursor_t *c)
         c->p++;
 }
 
-static int s_hex4(const char *p)
-{
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        char ch = p[i];
-        v <<= 4;
-        if (ch >= '0' && ch <= '9')
-            v |= ch - '0';
-        else if (ch >= 'a' && ch <= 'f')
-            v |= ch - 'a' + 10;
-        else if (ch >= 'A' && ch <= 'F')
-            v |= ch - 'A' + 10;
-        else
-            return -1;
-    }
-    return v;
-}
-
-/* Decode a JSON string at c->p (on the opening quote) into out (capacity
-   cap, whole UTF-8 characters only); bytes that do not fit go to *dropped. */
 static bool s_string(s_cursor_t *c, char *out, size_t cap, size_t *len, size_t *dropped)
 {
-    if (c->p >= c->end || *c->p != '"')
-        return false;
-    c->p++;
-    *len = 0;
-    while (c->p < c->end) {
-        unsigned char ch = (unsigned char)*c->p;
-        char enc[4];
-        size_t n = 0;
-        if (ch == '"') {
-            c->p++;
-            return true;
-        }
-        if (ch < 0x20)
-            return false;
-        if (ch < 0x80 && ch != '\\') {
-            /* A run of plain ASCII: copy it in one go. */
-            const char *run = c->p;
-            while (run < c->end && (unsigned char)*run >= 0x20 && (unsigned char)*run < 0x80 && *run != '"' &&
-                   *run != '\\')
-                run++;
-            size_t runlen = (size_t)(run - c->p);
-            size_t room = *dropped ? 0 : cap - *len;
-            size_t take = runlen < room ? runlen : room;
-            memcpy(out + *len, c->p, take);
-            *len += take;
-            *dropped += runlen - take;
-            c->p = run;
-            continue;
-        }
-        if (ch != '\\') {
-            /* copy a raw UTF-8 character whole */
-            size_t clen = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
-            if (!clen || c->p + clen > c->end)
-                return false;
-            if (!*dropped && *len + clen <= cap) {
-                memcpy(out + *len, c->p, clen);
-                *len += clen;
-            } else
-                *dropped += clen;
-            c->p += clen;
-            continue;
-        }
-        if (c->p + 1 >= c->end)
-            return false;
-        char e = c->p[1];
-        c->p += 2;
-        unsigned cp;
-        switch (e) {
-        case '"': cp = '"'; break;
-        case '\\': cp = '\\'; break;
-        case '/': cp = '/'; break;
-        case 'b': cp = '\b'; break;
-        case 'f': cp = '\f'; break;
-        case 'n': cp = '\n'; break;
-        case 'r': cp = '\r'; break;
-        case 't': cp = '\t'; break;
-        case 'u': {
-            if (c->end - c->p < 4)
-                return false;
-            int v = s_hex4(c->p);
-            if (v < 0)
-                return false;
-            c->p += 4;
-            cp = (unsigned)v;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (c->end - c->p < 6 || c->p[0] != '\\' || c->p[1] != 'u')
-                    return false;
-                int lo = s_hex4(c->p + 2);
-                if (lo < 0xDC00 || lo > 0xDFFF)
-                    return false;
-                c->p += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF)
-                return false;
-            break;
-        }
-        default: return false;
-        }
-        if (cp < 0x80)
-            enc[n++] = (char)cp;
-        else if (cp < 0x800) {
-            enc[n++] = (char)(0xC0 | cp >> 6);
-            enc[n++] = (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            enc[n++] = (char)(0xE0 | cp >> 12);
-            enc[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            enc[n++] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            enc[n++] = (char)(0xF0 | cp >> 18);
-            enc[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            enc[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            enc[n++] = (char)(0x80 | (cp & 0x3F));
-        }
-        if (!*dropped && *len + n <= cap) { /* once cut, the rest is dropped */
-            memcpy(out + *len, enc, n);
-            *len += n;
-        } else
-            *dropped += n;
-    }
-    return false;
+    return korch_jsonstr_decode(&c->p, c->end, out, cap, len, dropped);
 }
 
 /* {"name": "...", "text": "..."} -> a new content object, or NULL. */

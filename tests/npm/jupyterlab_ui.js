@@ -32,7 +32,8 @@ const { result, log, sleep, check, failures, details, shot, step } = uiRun(`jupy
 
 // jupyter-lab in the chroot, as a user starts it with --gateway-url. Its dirs
 // live under CHROOT/tmp; `inside` is the same path as jupyter-lab sees it.
-async function startLab(korch) {
+// korch null: no gateway (local kernels); ext: the extension installed by a first startLab.
+async function startLab(korch, extEnv = null) {
   const host = fs.mkdtempSync(path.join(chrootDir, 'tmp', 'korch-jlab-'));
   const inside = '/' + path.relative(chrootDir, host);
   const dirs = {};
@@ -45,7 +46,7 @@ async function startLab(korch) {
   fs.mkdirSync(notif, { recursive: true });
   fs.writeFileSync(path.join(notif, 'notification.jupyterlab-settings'),
     JSON.stringify({ fetchNews: 'false', checkForUpdates: false }));
-  const ext = EXT_SRC ? buildExtension(host, inside) : null;
+  const ext = extEnv || (EXT_SRC ? buildExtension(host, inside) : null);
   const port = await freePort();
   const token = crypto.randomBytes(16).toString('hex');
   const args = [chrootDir, '/usr/bin/env', `HOME=${inside}`, 'PATH=/usr/local/bin:/usr/bin:/bin',
@@ -56,8 +57,8 @@ async function startLab(korch) {
     'jupyter-lab', '--no-browser', '--allow-root', '--ip=127.0.0.1', `--port=${port}`,
     '--port-retries=0', `--ServerApp.token=${token}`, `--ServerApp.root_dir=${dirs.notebooks}`,
     '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
-    `--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
-    '--GatewayClient.request_timeout=120'];
+    ...(korch ? [`--gateway-url=${korch.base}`, `--GatewayClient.auth_token=${korch.token}`,
+      '--GatewayClient.request_timeout=120'] : [])];
   const logFile = path.join(host, 'jupyterlab.log');
   const out = fs.openSync(logFile, 'w');
   const proc = spawn('/usr/sbin/chroot', args, { stdio: ['ignore', out, out] });
@@ -68,7 +69,7 @@ async function startLab(korch) {
       const r = await fetch(`${url}api/status?token=${token}`);
       if (r.ok) {
         details.server_start_s = (Date.now() - tStart) / 1000;
-        return { proc, url, token, host, logFile };
+        return { proc, url, token, host, logFile, ext };
       }
     } catch (e) { /* not up yet */ }
     if (proc.exitCode !== null) break;
@@ -77,22 +78,29 @@ async function startLab(korch) {
   throw new Error(`jupyter-lab did not answer: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
 }
 
-// The repo's src/jupyterlab (KORCH_JLAB_EXT_SRC) copied under the run's dir,
-// its labextension built in the chroot by @jupyterlab/builder from Debian's
-// /usr/share/nodejs (offline), the wheel made (pip wheel, no index) and
-// installed with --prefix into the run's dir: the server extension enabled by
-// the wheel's jupyter_server_config.d file, the labextension from its
-// share/jupyter. -> the env jupyter-lab needs to see that prefix.
+// The repo's src/jupyterlab (KORCH_JLAB_EXT_SRC) copied under the run's dir
+// with the chat component of src/web built into it (`node src/web/build.mjs
+// --lib`, here: esbuild and src/web's npm packages), then in the chroot the
+// wheel made offline (pip wheel, no index: hatch-jupyter-builder's hook runs
+// korch_jlab_build.py, i.e. tsc and `jupyter labextension build` with
+// Debian's /usr/share/nodejs) and installed with --prefix into the run's
+// dir: the server extension enabled by the wheel's jupyter_server_config.d
+// file, the labextension from its share/jupyter. -> the env jupyter-lab needs
+// to see that prefix.
 function buildExtension(host, inside) {
   const { spawnSync } = require('child_process');
   const t = Date.now();
   const dst = path.join(host, 'ext');
-  fs.cpSync(EXT_SRC, dst, { recursive: true, filter: f => !/node_modules|__pycache__|labextension$/.test(f) });
-  fs.symlinkSync('/usr/share/nodejs', path.join(dst, 'node_modules'));
+  fs.cpSync(EXT_SRC, dst, { recursive: true,
+    filter: f => !/[/](node_modules|__pycache__|labextension|lib|chat|dist|build\.log)$/.test(f) });
+  const chat = spawnSync(process.execPath, [path.join(EXT_SRC, '..', 'web', 'build.mjs'), '--lib', path.join(dst, 'chat')], { encoding: 'utf8' });
+  if (chat.status !== 0) throw new Error(`the chat component did not build: ${(chat.stdout + chat.stderr).slice(-1500)}`);
+  details.chat_build_s = (Date.now() - t) / 1000;
+  const t2 = Date.now();
   const sh = `set -e; cd ${inside}/ext
-    node /usr/share/nodejs/@jupyterlab/builder/lib/build-labextension.js --core-path /usr/lib/python3/dist-packages/jupyterlab/staging . >build.log 2>&1 || { tail -30 build.log; exit 1; }
-    python3 -m pip wheel -q --no-build-isolation --no-deps --no-index . -w ${inside}/wheel
-    python3 -m pip install -q --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
+    python3 -m pip wheel -q --no-build-isolation --no-deps --no-index . -w ${inside}/wheel || { tail -30 build.log; exit 1; }
+    sed -n 's/^korch-jupyterlab: labextension built in //p' build.log >&2
+    python3 -m pip install -q --root-user-action=ignore --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
     # where this pip put them (Debian's pip adds local/ under a prefix)
     dirname "$(find ${inside}/prefix -path '*-packages/korch_jupyterlab' -type d)"
     dirname "$(find ${inside}/prefix -path '*/share/jupyter/labextensions' -type d)"
@@ -100,7 +108,10 @@ function buildExtension(host, inside) {
   const r = spawnSync('/usr/sbin/chroot', [chrootDir, '/bin/sh', '-c', sh], { encoding: 'utf8' });
   if (r.status !== 0)
     throw new Error(`the extension did not build or install: ${(r.stdout + r.stderr).slice(-1500)}`);
-  details.wheel = fs.readdirSync(path.join(host, 'wheel'));
+  const whl = fs.readdirSync(path.join(host, 'wheel'));
+  details.wheel = whl.map(w => ({ name: w, kib: Math.round(fs.statSync(path.join(host, 'wheel', w)).size / 1024) }));
+  details.labextension_build = r.stderr.trim();
+  details.wheel_build_install_s = (Date.now() - t2) / 1000;
   details.extension_build_s = (Date.now() - t) / 1000;
   const [site, share, etc] = r.stdout.trim().split('\n').slice(-3);
   details.installed = { site, share, etc };
@@ -189,7 +200,7 @@ async function main() {
   const korch = { base: `${ku.protocol}//${ku.host}`, token: ku.searchParams.get('token') || '' };
   fs.mkdirSync(shotDir, { recursive: true });
   const lab = await startLab(korch);
-  const { context, close } = await launch({ viewport: { width: 1280, height: 900 } });
+  const { context, close } = await launch({ viewport: { width: 1280, height: 800 } });
   try {
     page = await context.newPage();
     page.on('console', m => consoleLines.push(m.text()));
@@ -323,47 +334,111 @@ async function main() {
       });
 
     } else {
+    // The panel is korch's chat component (src/web) inside JupyterLab: its
+    // parts under .korch-agent (.k-input, .k-send, .k-stop, .k-turn, .k-final ...).
+    const P = '.korch-agent';
+    const idle = () => page.waitForFunction(p => {
+      const b = document.querySelector(p + ' .k-send');
+      return b && !b.disabled && document.querySelector(p + ' .k-chat').dataset.busy !== '1';
+    }, P, { timeout: 60000, polling: 100 });
+    const agentCells = () => page.evaluate(nbExpr => eval(nbExpr).content.widgets.map((c, i) => ({
+      i, korch: c.model.getMetadata('korch') || null, src: c.model.sharedModel.getSource(),
+      out: c.model.outputs ? c.model.outputs.toJSON().map(o => [].concat(o.text || (o.data ? (o.data['text/plain'] || Object.keys(o.data).join(',')) : o.ename || o.output_type)).join('')).join('|') : '',
+      img: Array.from(c.node.querySelectorAll('.jp-OutputArea-output img')).map(im => im.naturalWidth),
+      html: (c.node.querySelector('.jp-OutputArea') || { innerHTML: '' }).innerHTML
+    })).filter(c => c.korch && c.korch.agent), NB);
+
     // A. a DataFrame defined by hand; the panel asked about it: the agent works in
     //    this kernel, its answer quotes a number only that DataFrame gives, its
     //    code steps are new cells below, marked as the agent's, with a chart
+    //    rendered by JupyterLab; the panel shows the model and the turn's tokens
     await step('agent_ask', async () => {
       await waitCell(page, await runCell(page,
         'import pandas as pd\ndf = pd.DataFrame({"region": ["north", "south", "east"], "units": [1200, 2000, 1042]})\ndf'));
       const active = await page.evaluate(nbExpr => eval(nbExpr).content.activeCellIndex, NB);
+      const tOpen = Date.now();
       await page.click('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
-      const input = page.locator('.korch-agent-input');
+      const input = page.locator(`${P} .k-input`);
       await input.waitFor({ timeout: 10000 });
+      await page.waitForFunction(p => !document.querySelector(p + ' .k-input').disabled, P, { timeout: 10000 });
+      details.panel_ready_s = (Date.now() - tOpen) / 1000;
+      details.panel_status = (await page.locator('.korch-agent-status').innerText()).trim();
       await input.fill('How many units in total? Chart them by region.');
       const t = Date.now();
-      await page.click('.korch-agent-ask');
-      const answer = page.locator('.korch-agent-answer');
+      await page.click(`${P} .k-send`);
+      await page.waitForFunction(p => { const x = document.querySelector(p + ' .k-turn .k-text'); return x && x.textContent.trim().length > 0; },
+        P, { timeout: 60000, polling: 20 });
+      details.first_token_s = (Date.now() - t) / 1000;
+      details.panel_open_to_first_token_s = (Date.now() - tOpen) / 1000;
+      const answer = page.locator(`${P} .k-turn .k-final`);
       await answer.waitFor({ timeout: 60000 });
       details.agent_answer = (await answer.innerText()).trim();
       details.agent_turn_s = (Date.now() - t) / 1000;
       check(/4242/.test(details.agent_answer), `the answer: ${JSON.stringify(details.agent_answer)}`);
-      const said = await page.locator('.korch-agent-log').innerText();
+      await idle();
+      const said = await page.locator(`${P} .k-log`).innerText();
       const times = said.split(details.agent_answer).length - 1;
       check(times === 1, `the answer is in the panel ${times} times: ${JSON.stringify(said.slice(0, 400))}`);
-      await page.waitForFunction(() => !document.querySelector('.korch-agent-ask').disabled, null, { timeout: 20000 });
-      details.panel_head = (await page.locator('.korch-agent-head').innerText()).trim();
-      check(/openai:gpt-4o-mini/.test(details.panel_head) && /tokens/.test(details.panel_head),
-        `the panel's header: ${JSON.stringify(details.panel_head)}`);
-      const cells = await page.evaluate(nbExpr => eval(nbExpr).content.widgets.map((c, i) => ({
-        i, agent: !!(c.model.getMetadata('korch') || {}).agent, src: c.model.sharedModel.getSource(),
-        out: c.model.outputs ? c.model.outputs.toJSON().map(o => o.text || (o.data ? Object.keys(o.data).join(',') : o.output_type)).join('|') : '',
-        img: Array.from(c.node.querySelectorAll('.jp-OutputArea-output img')).map(im => im.naturalWidth)
-      })), NB);
-      details.agent_cells = cells.filter(c => c.agent).map(c => ({ i: c.i, src: c.src.slice(0, 60), out: c.out.slice(0, 80), img: c.img }));
-      const mine = cells.filter(c => c.agent);
+      details.panel_model = (await page.locator(`${P} .k-model`).innerText()).trim();
+      details.panel_turn_tokens = (await page.locator(`${P} .k-turn-foot`).last().innerText()).trim();
+      check(details.panel_model === 'openai:gpt-4o-mini', `the panel's model: ${JSON.stringify(details.panel_model)}`);
+      check(/\d+ tokens in · \d+ out/.test(details.panel_turn_tokens), `the turn's tokens: ${JSON.stringify(details.panel_turn_tokens)}`);
+      const steps = await page.locator(`${P} .k-step`).count();
+      check(steps >= 2, `the panel shows ${steps} steps`);
+      const mine = await agentCells();
+      details.agent_cells = mine.map(c => ({ i: c.i, korch: c.korch, src: c.src.slice(0, 60), out: c.out.slice(0, 80), img: c.img }));
       check(mine.length === 2 && mine[0].i === active + 1 && mine[1].i === active + 2,
         `the agent's cells (the active cell was ${active}): ${JSON.stringify(details.agent_cells)}`);
       check(mine.length > 0 && /TOTAL=4242/.test(mine[0].out), 'the first agent cell lacks its output TOTAL=4242');
+      check(mine.length > 1 && mine[0].korch.turn === 1 && mine[0].korch.step === 1 && mine[1].korch.step === 2 &&
+        typeof mine[0].korch.session === 'string', `the first cell's metadata ${JSON.stringify(mine[0] && mine[0].korch)}`);
       check(mine.length > 1 && mine[1].img.length === 1 && mine[1].img[0] > 100, 'the chart is not rendered in the second agent cell');
+      // the chat does not render the outputs itself: JupyterLab does, in the cells
+      const inPanel = await page.locator(`${P} .k-outputs img, ${P} .k-outputs pre`).count();
+      check(inPanel === 0, `the panel rendered ${inPanel} outputs itself`);
       if (mine.length > 1) await scrollTo(page, mine[1].i);
       await shot(page, 'agent-answer');
     });
 
-    // B. a reload keeps the notebook (the agent's cells saved with it) and the panel's history
+    // B. hostile output: the model's narration and answer and the kernel's
+    //    outputs carry script (<script>, onerror, javascript: links, an SVG's
+    //    onload); nothing runs, in the panel (DOMPurify) or in the cell
+    //    (JupyterLab's sanitizer: the agent's outputs are untrusted)
+    await step('agent_hostile', async () => {
+      await page.evaluate(() => { delete window.__xss; });
+      await page.locator(`${P} .k-input`).fill('Show me something hostile.');
+      await page.click(`${P} .k-send`);
+      await page.locator(`${P} .k-turn:last-child .k-final`).waitFor({ timeout: 60000 });
+      await idle();
+      await sleep(500);
+      const xss = await page.evaluate(() => window.__xss);
+      check(xss === undefined, `a payload ran: window.__xss = ${JSON.stringify(xss)}`);
+      const dom = await page.evaluate(p => {
+        const root = document.querySelector(p);
+        return { scripts: root.querySelectorAll('script').length,
+          handlers: Array.from(root.querySelectorAll('*')).filter(e => Array.from(e.attributes).some(a => /^on/i.test(a.name))).length,
+          jsLinks: Array.from(root.querySelectorAll('a[href]')).filter(a => /^\s*javascript:/i.test(a.getAttribute('href'))).length,
+          final: root.querySelector('.k-turn:last-child .k-final').innerText.trim(),
+          narration: (root.querySelector('.k-turn:last-child .k-text') || { innerText: '' }).innerText.trim() };
+      }, P);
+      details.hostile_panel = dom;
+      check(dom.scripts === 0 && dom.handlers === 0 && dom.jsLinks === 0, `the panel's DOM keeps script: ${JSON.stringify(dom)}`);
+      check(/HOSTILE done/.test(dom.final) && /bold/.test(dom.narration), `the hostile turn's text is not shown: ${JSON.stringify(dom)}`);
+      const all = await agentCells();
+      check(all.length === 3 && all.some(c => /TOTAL=4242/.test(c.out) && c.korch.turn === 1),
+        `the first turn's cells are not kept beside the new one: ${JSON.stringify(all.map(c => ({ i: c.i, korch: c.korch, out: c.out.slice(0, 40) })))}`);
+      const cell = all.filter(c => /XSS-SENT/.test(c.out)).pop();
+      check(!!cell, 'no agent cell with the hostile outputs');
+      if (cell) {
+        check(/html ok/.test(cell.html) && !/<script/i.test(cell.html) && !/onerror=|onload=|javascript:/i.test(cell.html),
+          `the hostile cell's rendered outputs: ${JSON.stringify(cell.html.slice(0, 600))}`);
+        await scrollTo(page, cell.i);
+      }
+      await shot(page, 'agent-hostile');
+    });
+
+    // C. a reload keeps the notebook (the agent's cells saved with it) and the
+    //    panel's history (the chat component rebuilds it from the transcript)
     await step('agent_reload', async () => {
       await page.keyboard.press('Control+s');
       const keep = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-reject');
@@ -373,30 +448,66 @@ async function main() {
       await waitNotebook(page);
       const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
       await tab.waitFor({ timeout: 20000 });
-      if (!(await page.locator('.korch-agent-input').isVisible())) await tab.click();
-      await page.locator('.korch-agent-answer').waitFor({ timeout: 20000 });
-      const hist = (await page.locator('.korch-agent-log').innerText());
-      check(/How many units/.test(hist) && /4242/.test(hist), `the panel after the reload: ${JSON.stringify(hist.slice(0, 300))}`);
-      const n = await page.evaluate(nbExpr => eval(nbExpr).content.widgets.filter(c => (c.model.getMetadata('korch') || {}).agent).length, NB);
-      check(n === 2, `${n} agent cells after the reload`);
+      if (!(await page.locator(`${P} .k-input`).isVisible())) await tab.click();
+      await page.waitForFunction(p => document.querySelectorAll(p + ' .k-final').length >= 2, P, { timeout: 20000 });
+      const hist = await page.locator(`${P} .k-log`).innerText();
+      check(/How many units/.test(hist) && /4242/.test(hist) && /HOSTILE done/.test(hist), `the panel after the reload: ${JSON.stringify(hist.slice(0, 300))}`);
+      const steps = await page.locator(`${P} .k-step`).count();
+      check(steps >= 3, `${steps} steps in the rebuilt history`);
+      check((await page.evaluate(() => window.__xss)) === undefined, 'a payload ran after the reload');
+      const n = (await agentCells()).length;
+      check(n === 3, `${n} agent cells after the reload`);
+      // the rebuilt history's "Output: in the notebook cell" shows that cell (turn 1, step 2: the chart)
+      await page.locator(`${P} .k-turn >> nth=0`).locator('.k-step[data-step="2"] .k-elsewhere').click();
+      await sleep(300);
+      const act = await page.evaluate(nbExpr => { const nb = eval(nbExpr).content; const c = nb.widgets[nb.activeCellIndex];
+        return c.model.getMetadata('korch') || null; }, NB);
+      check(act && act.turn === 1 && act.step === 2, `the revealed cell: ${JSON.stringify(act)}`);
       await shot(page, 'agent-reload');
     });
 
-    // C. Stop during a long step: the step's cell shows the interrupt, the turn
-    //    ends "interrupted", the kernel keeps the user's DataFrame
+    // D. A reload in the middle of a long step (the notebook saved with the step's
+    //    cell): the panel follows the running turn again (GET .../events) and finds
+    //    that cell by its metadata instead of adding it twice; then Stop: the
+    //    step's cell shows the interrupt, the turn ends "Stopped", the kernel
+    //    keeps the user's DataFrame
     await step('agent_stop', async () => {
-      await page.locator('.korch-agent-input').fill('Now sleep for a minute.');
-      await page.click('.korch-agent-ask');
-      await page.waitForFunction(nbExpr => eval(nbExpr).content.widgets.some(c =>
+      await page.locator(`${P} .k-input`).fill('Now sleep for a minute.');
+      await page.click(`${P} .k-send`);
+      const sleeping = () => page.waitForFunction(nbExpr => eval(nbExpr).content.widgets.some(c =>
         (c.model.getMetadata('korch') || {}).agent && c.node.innerText.includes('SLEEPING')), NB, { timeout: 30000, polling: 100 });
+      await sleeping();
+      await page.keyboard.press('Control+s');
+      await page.waitForFunction(nbExpr => !eval(nbExpr).context.model.dirty, NB, { timeout: 15000 });
+      const tr = Date.now();
+      await page.reload();
+      await page.waitForFunction(nbExpr => { const p = eval(nbExpr);  // the kernel is busy: not idle
+        return p && p.context.isReady && p.sessionContext.session && p.sessionContext.session.kernel; }, NB, { timeout: 60000, polling: 100 });
+      const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+      await tab.waitFor({ timeout: 20000 });
+      if (!(await page.locator(`${P} .k-input`).isVisible())) await tab.click();
+      await page.waitForFunction(p => document.querySelector(p + ' .k-chat').dataset.busy === '1', P, { timeout: 20000, polling: 100 });
+      await sleeping();
+      details.agent_follow_after_reload_s = (Date.now() - tr) / 1000;
+      await sleep(300);
+      const gap = await page.evaluate(p => { const l = document.querySelector(p + ' .k-log'); return l.scrollHeight - l.scrollTop - l.clientHeight; }, P);
+      check(gap < 5, `the panel opened after the reload is not at the running turn (${gap} px above the end)`);
+      const sl = (await agentCells()).filter(c => /SLEEPING/.test(c.src));
+      check(sl.length === 1, `after the reload mid-step ${sl.length} agent cells hold the step: ${JSON.stringify(sl.map(c => c.korch))}`);
       await sleep(500);
       const t = Date.now();
-      await page.click('.korch-agent-stop');
-      await page.waitForFunction(() => !document.querySelector('.korch-agent-ask').disabled, null, { timeout: 15000, polling: 100 });
+      await page.click(`${P} .k-stop`);
+      await idle();
       details.agent_stop_s = (Date.now() - t) / 1000;
-      const notes = await page.locator('.korch-agent-note').allInnerTexts();
-      details.agent_stop_notes = notes;
-      check(notes.some(n => /interrupted/.test(n)), `after Stop the panel says ${JSON.stringify(notes)}`);
+      await page.waitForFunction(p => document.querySelector(p + ' .k-chat-bar .k-badge').textContent !== 'running', P, { timeout: 5000 })
+        .catch(() => {});
+      details.agent_stop_badge = await page.locator(`${P} .k-chat-bar .k-badge`).innerText();
+      check(details.agent_stop_badge !== 'running', 'the panel still says running after the Stop');
+      const last = page.locator(`${P} .k-turn`).last();
+      details.agent_stop_turn = { status: await last.getAttribute('data-status'), foot: (await last.locator('.k-turn-foot').innerText()).trim(),
+        phase: (await last.locator('.k-step-phase').last().innerText()).trim() };
+      check(details.agent_stop_turn.status === 'interrupted' && /Stopped/.test(details.agent_stop_turn.foot) && details.agent_stop_turn.phase === 'stopped',
+        `after Stop the turn: ${JSON.stringify(details.agent_stop_turn)}`);
       const out = await page.evaluate(nbExpr => {
         const c = eval(nbExpr).content.widgets.filter(c => c.node.innerText.includes('SLEEPING')).pop();
         c.node.scrollIntoView();
@@ -407,6 +518,29 @@ async function main() {
       const j = await runCell(page, 'print(df["units"].sum())');
       await waitCell(page, j);
       check((await cellText(page, j)) === '4242\n', 'the DataFrame did not survive the Stop');
+    });
+
+    // E. the panel at a phone's width (JupyterLab's own narrow layout)
+    await step('agent_phone', async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      await sleep(800);
+      // as a user on a phone does: the file browser closed, the room for the panel
+      const left = page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current');
+      if (await left.count()) await left.first().click();
+      await sleep(500);
+      const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+      if (!(await page.locator(`${P} .k-input`).isVisible())) await tab.click().catch(() => {});
+      await sleep(500);
+      const box = await page.evaluate(p => {
+        const r = s => { const e = document.querySelector(p + ' ' + s); if (!e) return null; const b = e.getBoundingClientRect(); return { x: Math.round(b.x), w: Math.round(b.width), h: Math.round(b.height) }; };
+        return { panel: r('.k-chat'), input: r('.k-input'), send: r('.k-send'), stop: r('.k-stop'), vw: innerWidth };
+      }, P);
+      details.phone = box;
+      check(box.send && box.send.x + box.send.w <= box.vw + 1 && box.stop && box.stop.x + box.stop.w <= box.vw + 1,
+        `at 390 px the panel's buttons are off screen: ${JSON.stringify(box)}`);
+      await shot(page, 'agent-phone');
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await sleep(500);
     });
 
     }
@@ -441,6 +575,34 @@ async function main() {
         `the page does not say the kernel is gone: ${JSON.stringify(d)}`);
       await shot(page, 'culled');
     });
+    // 8. the panel without a gateway (jupyter-lab on its own local kernels): it says
+    //    what to configure (the server extension's 503, shown in the status line)
+    if (EXT_SRC) {
+      await step('agent_no_gateway', async () => {
+        const plain = await startLab(null, lab.ext);
+        try {
+          await page.goto(`${plain.url}lab?token=${plain.token}`);
+          const card = page.locator('.jp-LauncherCard[data-category="Notebook"]').first();
+          await card.waitFor({ timeout: 60000 });
+          await card.click();
+          await waitNotebook(page, 90000);
+          const tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="korch-agent"]');
+          if (!(await page.locator('.korch-agent .k-input').isVisible())) await tab.click();
+          await page.waitForFunction(() => /gateway/.test((document.querySelector('.korch-agent-status') || {}).textContent || ''),
+            null, { timeout: 20000 });
+          details.no_gateway_status = (await page.locator('.korch-agent-status').innerText()).trim();
+          check(/--gateway-url=http:\/\/HOST:PORT/.test(details.no_gateway_status) && /auth_token/.test(details.no_gateway_status),
+            `without a gateway the panel says ${JSON.stringify(details.no_gateway_status)}`);
+          check(await page.locator('.korch-agent .k-input').isDisabled() && await page.locator('.korch-agent .k-send').isDisabled(),
+            'without a gateway the panel still takes a question');
+          await shot(page, 'no-gateway');
+        } finally {
+          plain.proc.kill('SIGTERM');
+          await new Promise(r => { if (plain.proc.exitCode !== null) r(); else { plain.proc.on('exit', r); setTimeout(r, 8000); } });
+          fs.rmSync(plain.host, { recursive: true, force: true });
+        }
+      });
+    }
   } catch (e) {
     failures.push(`${e.message.split('\n').slice(0, 6).join(' | ')}`);
     if (page) await shot(page, 'failure').catch(() => {});

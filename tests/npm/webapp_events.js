@@ -101,6 +101,33 @@ async function main() {
       seen.question = q('.k-user-text').textContent;
       seen.scripts = document.querySelectorAll('#log script, #log [onerror], #log [onload]').length;
       seen.jsHref = [...document.querySelectorAll('#log a[href]')].map((a) => a.getAttribute('href')).filter((h) => /javascript:/i.test(h)).length;
+      // a host showing the code steps itself (the JupyterLab panel's CellSink): each
+      // call's code, outputs and result reach it with its step and call; the chat
+      // renders no output, folds the code and links to the host's cell
+      const calls = [];
+      const sink = {
+        code: (st, k, code, lang) => calls.push(['code', st, k, code, lang]),
+        output: (st, k, i, app, o) => calls.push(['output', st, k, i, app, o.text]),
+        result: (st, k, r) => calls.push(['result', st, k, r.execution_count]),
+        reveal: (n, st, k) => { calls.push(['reveal', n, st, k]); return true; },
+      };
+      const h = new window.TurnView('in the notebook', { save() {}, nextFigure: () => 1, onFiles() {}, download() {}, blob: pngBlob, cells: sink }, true);
+      h.n = 7;
+      document.getElementById('log').appendChild(h.root);
+      const hv = async (name, data) => { h.onEvent(name, data); await frame(); };
+      await hv('step', { step: 1 });
+      await hv('code', { step: 1, code: 'print("A")\n', language: 'python' });
+      await hv('output', { step: 1, index: 0, append: false, output: { output_type: 'stream', name: 'stdout', text: 'A' } });
+      await hv('output', { step: 1, index: 0, append: true, output: { output_type: 'stream', name: 'stdout', text: '<script>window.__xss=5</script>\n' } });
+      await hv('result', { step: 1, status: 'ok', execution_count: 8, elapsed_ms: 3 });
+      await hv('code', { step: 1, code: 'print("B")\n', language: 'python' });
+      await hv('result', { step: 1, status: 'ok', execution_count: 9, elapsed_ms: 3 });
+      seen.hostOutputs = h.root.querySelectorAll('.k-outputs pre, .k-outputs .k-mime').length;
+      seen.hostFolded = [...h.root.querySelectorAll('details.k-code')].map((d) => d.open);
+      const link = h.root.querySelector('.k-elsewhere');
+      seen.hostLink = link && link.tagName + ' ' + link.textContent;
+      if (link) link.click();
+      seen.hostCalls = calls;
       await new Promise((res) => setTimeout(res, 300));
       seen.xss = window.__xss;
       return seen;
@@ -124,6 +151,11 @@ async function main() {
     check(r.final === 'The answer is 42.' && r.step2Hidden, 'final replaces the streamed text of its step', r);
     check(r.foot === '1,234 tokens in · 56 out' && r.status === 'ok', 'done.tokens of the turn', r.foot);
     check(r.question === 'a <b>question</b>', 'the question is text', r.question);
+    check(JSON.stringify(r.hostCalls) === JSON.stringify([['code', 1, 0, 'print("A")\n', 'python'], ['output', 1, 0, 0, false, 'A'],
+      ['output', 1, 0, 0, true, '<script>window.__xss=5</script>\n'], ['result', 1, 0, 8], ['code', 1, 1, 'print("B")\n', 'python'],
+      ['result', 1, 1, 9], ['reveal', 7, 1, 0]]), 'a host\'s cells get each call\'s code, outputs and result, and the link', r.hostCalls);
+    check(r.hostOutputs === 0 && JSON.stringify(r.hostFolded) === '[false,false]' && r.hostLink === 'BUTTON Output: in the notebook cell',
+      'with a host\'s cells the chat renders no output, folds the code, links to the cell', { o: r.hostOutputs, f: r.hostFolded, l: r.hostLink });
     check(r.scripts === 0 && r.jsHref === 0 && r.xss === undefined && dialogs.length === 0, 'nothing ran', { scripts: r.scripts, jsHref: r.jsHref, xss: r.xss, dialogs });
   } finally {
     await close();

@@ -381,6 +381,12 @@ def jlab(provider, req, state):
     DataFrame `df` the user defined by hand, charts it, and quotes the total
     it printed (a number only that DataFrame gives)."""
     user = ls.latest_user_text(provider, req)
+    if "hostile" in user:  # outputs and an answer with script in them: nothing may run, in the panel or the notebook
+        if not _turn_results(provider, req):
+            return {"text": "Some <b>bold</b> narration <img src=x onerror=\"window.__xss='narration'\">.",
+                    "tool_calls": [_code(_XSS_CODE)]}
+        return {"text": "HOSTILE done <script>window.__xss='final-script'</script>"
+                        "<img src=x onerror=\"window.__xss='final'\"> [a link](javascript:window.__xss='finalmd')"}
     if "sleep" in user:  # a long step, which the user stops
         text, _ = ls.latest_tool_result(provider, req)
         if not text or "SLEEPING" not in text:

@@ -1,14 +1,29 @@
 // The chat panel: one agent session's conversation, its files and the box
 // to ask in. A component: mountChat(element, {baseUrl, token | fetch}) works
-// in this page and in a host such as a JupyterLab extension.
+// in this page and in a host such as a JupyterLab extension (the korch
+// agent panel, src/jupyterlab), which differs only by the options below.
 import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
-import { TurnView, el } from './turn';
+import { CellSink, TurnView, el } from './turn';
 
 export interface ChatOptions extends ApiOptions {
   /** the session to open at once */
   sessionId?: string;
   /** the session's state or tokens changed (a host may refresh its list) */
   onChange?: (session: any) => void;
+  /** no session open: the box still takes a question, and sending it first makes the
+   *  session this returns (its model, as POST /api/agent/sessions answers) */
+  createSession?: () => Promise<any>;
+  /** the host shows the code steps and outputs itself (a notebook's cells) */
+  cells?: CellSink;
+  /** a live turn starts (the question just sent, or a running one followed): the
+   *  session's n-th turn (1, 2 ...; the same n when a reload follows it again) */
+  onTurn?: (question: string, n: number) => void;
+  /** the title for a session (default "Session 1234abcd") */
+  title?: (session: any | null) => string;
+  /** the work dir's files beside the chat (default true) */
+  files?: boolean;
+  /** the "Download notebook" button (default true) */
+  notebookButton?: boolean;
 }
 
 export interface ChatHandle {
@@ -19,6 +34,10 @@ export interface ChatHandle {
   update(session: any): void;
   stop(): Promise<void>;
   destroy(): void;
+  /** the open session's id (null: none) */
+  readonly sessionId: string | null;
+  /** nothing can be asked now (a host's reason, e.g. no agent API behind it): the box disabled */
+  block(blocked: boolean): void;
 }
 
 /** The latency from an event's arrival to its rendering (ms), the last 500. */
@@ -28,16 +47,21 @@ const sessionPath = (id: string) => `/api/agent/sessions/${encodeURIComponent(id
 
 export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle {
   const api = new Api(opts);
-  const root = el('section', 'k-chat');
+  const showFiles = opts.files !== false;
+  host.classList.add('k-chat-host');
+  const root = el('section', 'k-chat' + (showFiles ? '' : ' k-no-files'));
   root.setAttribute('aria-label', 'Agent chat');
   const bar = el('header', 'k-chat-bar');
   const title = el('h2', 'k-chat-title', 'No session');
   const badge = el('span', 'k-badge');
+  const model = el('span', 'k-model');
+  model.title = 'The model this session runs';
   const tokens = el('span', 'k-tokens');
   const nbBtn = el('button', 'k-btn', 'Download notebook');
   nbBtn.type = 'button';
   nbBtn.setAttribute('aria-label', 'Download the session as a Jupyter notebook (.ipynb)');
-  bar.append(title, badge, tokens, nbBtn);
+  bar.append(title, badge, model, tokens);
+  if (opts.notebookButton !== false) bar.appendChild(nbBtn);
 
   const files = el('section', 'k-files');
   files.setAttribute('aria-label', 'Files');
@@ -69,7 +93,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   input.title = 'Enter sends, Shift+Enter starts a new line';
   input.setAttribute('aria-label', 'Message');
   input.setAttribute('aria-description', 'Enter sends, Shift+Enter starts a new line');
-  const send = el('button', 'k-btn k-primary', 'Send');
+  const send = el('button', 'k-btn k-primary k-send', 'Send');
   send.type = 'submit';
   const stopBtn = el('button', 'k-btn k-stop', 'Stop');
   stopBtn.type = 'button';
@@ -79,7 +103,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 
   const main = el('div', 'k-chat-main');
   main.append(log, form);
-  root.append(bar, main, files);
+  root.append(bar, main);
+  if (showFiles) root.appendChild(files);
   host.replaceChildren(root);
 
   let sid: string | null = null;
@@ -87,10 +112,14 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   let turn: TurnView | null = null;
   let follow: AbortController | null = null;
   let figures = 0;
+  let turns = 0; // the turns shown (the transcript's, then each live one)
+  let blocked = false;
+  let shown: any = null; // the session model shown
 
   const known = new Map<string, any>();
 
   const hooks = {
+    cells: opts.cells ?? null,
     save: saveBlob,
     nextFigure: () => ++figures,
     onFiles: (fs: any[]) => { for (const f of fs) { if (f.change === 'deleted') known.delete(f.path); else known.set(f.path, f); } renderFiles(); },
@@ -113,21 +142,29 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     // follow the bottom unless the user scrolled up
     if (log.scrollHeight - log.scrollTop - log.clientHeight < 200) log.scrollTop = log.scrollHeight;
   }
+  // shown again (a host's side panel opened, a window resized): still at the end if it was there
+  let atEnd = true;
+  log.addEventListener('scroll', () => { if (log.clientHeight) atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 200; });
+  const resized = typeof ResizeObserver === 'function' ? new ResizeObserver(() => { if (atEnd && log.clientHeight) log.scrollTop = log.scrollHeight; }) : null;
+  resized?.observe(log);
 
   function setBusy(busy: boolean): void {
     stopBtn.disabled = !busy;
-    send.disabled = busy;
+    send.disabled = busy || blocked;
     root.dataset.busy = busy ? '1' : '';
   }
 
   function showSession(m: any): void {
 
-    title.textContent = m ? `Session ${String(m.id).slice(0, 8)}` : 'No session';
+    title.textContent = opts.title ? opts.title(m ?? null) : m ? `Session ${String(m.id).slice(0, 8)}` : 'No session';
     badge.textContent = m ? m.state : '';
     badge.className = `k-badge k-state-${m?.state ?? 'none'}`;
+    model.textContent = m && m.llm ? String(m.llm) : '';
     tokens.textContent = m && m.tokens ? `${Number(m.tokens).toLocaleString()} tokens` : '';
+    shown = m;
     nbBtn.disabled = !m;
-    input.disabled = !m;
+    input.disabled = blocked || (!m && !opts.createSession);
+    send.disabled = blocked || (!m && !opts.createSession) || root.dataset.busy === '1';
     pick.disabled = !m;
     opts.onChange?.(m);
   }
@@ -196,7 +233,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     if (e.event === 'done') {
       setBusy(false);
       const t = turn, hasTokens = e.data?.tokens && typeof e.data.tokens === 'object';
-      void refresh().then((m) => { if (!hasTokens && m && t) t.end(t.status, turnTokens(m.transcript)); });
+      void refresh().then((m) => { if (!hasTokens && m && t) t.end(t.status, turnTokens(m.transcript)); settle(m, 5); });
     }
     scroll();
     requestAnimationFrame(() => {
@@ -204,6 +241,13 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
       if (stats.latency.length > 500) stats.latency.shift();
       if (stats.events.length > 2000) stats.events.splice(0, 1000);
     });
+  }
+
+  /** After a turn's done the session may still say running for a moment: asked again, a few times. */
+  function settle(m: any, tries: number): void {
+    const my = sid;
+    if (!m || tries <= 0 || (m.state !== 'running' && m.state !== 'starting')) return;
+    setTimeout(() => { if (sid === my && turn?.status !== 'running') void refresh().then((n) => settle(n, tries - 1)); }, 400);
   }
 
   async function refresh(): Promise<any> {
@@ -219,6 +263,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   /** The transcript's records as turns (a finished turn, or the start of the running one). */
   function rebuild(records: any[], running: boolean): string | null {
     log.replaceChildren();
+    turns = 0;
     let t: TurnView | null = null;
     let n = 0;
     const byCall = new Map<string, [number, number]>();
@@ -231,6 +276,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
           if (r.korch) { t?.notice(String(r.content).replace(/^\[|\]$/g, '')); break; }
           if (t) t.end(t.finalEl ? 'ok' : t.status === 'running' ? 'interrupted' : t.status);
           t = new TurnView(String(r.content ?? ''), hooks, false);
+          t.n = ++turns;
           log.appendChild(t.root);
           n = 0;
           break;
@@ -288,6 +334,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     if (!turn || after === 0) {
       turn = new TurnView(question, hooks, true);
       log.appendChild(turn.root);
+      turn.n = ++turns;
+      opts.onTurn?.(question, turn.n);
     }
     setBusy(true);
     try {
@@ -307,6 +355,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     sid = id;
     known.clear();
     figures = 0;
+    turns = 0;
+    atEnd = true;
     log.replaceChildren();
     uploads.replaceChildren();
     setBusy(false);
@@ -327,12 +377,24 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   }
 
   async function ask(text: string): Promise<void> {
-    if (!sid || !text.trim() || turn?.status === 'running') return;
+    if (!text.trim() || turn?.status === 'running') return;
+    if (!sid && opts.createSession) {
+      setBusy(true);
+      try {
+        const m = await opts.createSession();
+        if (!m || typeof m.id !== 'string') throw new Error('no session made');
+        sid = m.id;
+        showSession(m);
+      } catch (e) { setBusy(false); notice(`cannot start the agent: ${(e as Error).message}`); return; }
+    }
+    if (!sid) return;
     const my = sid;
     follow?.abort();
     follow = new AbortController();
     turn = new TurnView(text, hooks, true);
     log.appendChild(turn.root);
+    turn.n = ++turns;
+    opts.onTurn?.(text, turn.n);
     log.scrollTop = log.scrollHeight;
     setBusy(true);
     badge.textContent = 'running';
@@ -383,7 +445,9 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     update(m: any) {
       if (m && m.id === sid && turn?.status !== 'running' && badge.textContent !== m.state) showSession(m);
     },
-    destroy() { follow?.abort(); root.remove(); },
+    destroy() { follow?.abort(); resized?.disconnect(); root.remove(); },
+    get sessionId() { return sid; },
+    block(b: boolean) { blocked = b; showSession(shown); },
   };
   showSession(null);
   renderFiles();

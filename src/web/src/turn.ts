@@ -14,7 +14,23 @@ export { el };
 
 const fmtMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`);
 
+/** Where a host (a JupyterLab notebook) puts the agent's code steps, live:
+ *  step n's call k (0, 1 ... when a model makes several calls in one step). */
+export interface CellSink {
+  /** the call's code is complete and about to run */
+  code(step: number, call: number, code: string, language: string): void;
+  /** an nbformat output of the call; append: a stream's text to add to output `index` */
+  output(step: number, call: number, index: number, append: boolean, output: any): void;
+  /** the call's execute_reply (status, execution_count, elapsed_ms) */
+  result(step: number, call: number, result: any): void;
+  /** show the cell of the session's turn n, step, call (live or rebuilt); false: no such cell */
+  reveal?(turn: number, step: number, call: number): boolean;
+}
+
 export interface TurnHooks extends RenderHooks {
+  /** the host shows code steps and their outputs itself (live events only); the chat then shows
+   *  the code folded, and the outputs only as a line saying where they are */
+  cells?: CellSink | null;
   /** files the code wrote (a `files` event) */
   onFiles(files: any[]): void;
   /** download a session file */
@@ -34,12 +50,15 @@ class CellView {
   outputs: { model: any; node: HTMLElement }[] = [];
   private pending = false;
 
-  constructor(private label: string, private hooks: TurnHooks) { this.root.appendChild(this.outs); }
+  /** where: [turn, step, call] of this cell (a host's cell is found by it) */
+  constructor(private label: string, private hooks: TurnHooks, private where: () => [number, number, number]) {
+    this.root.appendChild(this.outs);
+  }
 
   private ensureCode(): void {
     if (this.box) return;
     const d = el('details', 'k-code') as HTMLDetailsElement;
-    d.open = true;
+    d.open = !this.hooks.cells; // a host showing the code itself: folded here
     const sum = el('summary', 'k-code-summary', 'Code');
     const copy = el('button', 'k-btn k-small k-copy', 'Copy');
     copy.type = 'button';
@@ -80,6 +99,19 @@ class CellView {
   }
 
   output(index: number, append: boolean, out: any): void {
+    if (this.hooks.cells) { // rendered by the host: one line here says so
+      if (this.outs.firstChild) return;
+      const cells = this.hooks.cells;
+      if (!cells.reveal) { this.outs.appendChild(el('div', 'k-muted k-elsewhere', 'Output: in the notebook cell')); return; }
+      const b = el('button', 'k-link k-elsewhere', 'Output: in the notebook cell');
+      b.type = 'button';
+      b.setAttribute('aria-label', `Show the notebook cell of ${this.label}`);
+      b.addEventListener('click', () => {
+        if (!cells.reveal!(...this.where())) { b.disabled = true; b.textContent = 'Output: its cell is no longer in the notebook'; }
+      });
+      this.outs.appendChild(b);
+      return;
+    }
     const o = this.outputs[index];
     if (append && o && o.model.output_type === 'stream') {
       o.model.text = (Array.isArray(o.model.text) ? o.model.text.join('') : o.model.text) + (Array.isArray(out.text) ? out.text.join('') : out.text);
@@ -110,12 +142,12 @@ class StepView {
   /** its tool calls, in order (a model may make several in one step) */
   cells: CellView[] = [];
   private codes = 0;      // code events so far: the k-th is call k
-  private current = 0;    // the call whose outputs come now
+  current = 0;            // the call whose outputs come now
   t0 = performance.now();
   done = false;
   private pending = false;
 
-  constructor(public n: number, private hooks: TurnHooks) {
+  constructor(public n: number, private hooks: TurnHooks, private turnNo: () => number = () => 0) {
     this.root.dataset.step = String(n);
     this.label.textContent = `Step ${n}`;
     this.head.append(this.label, this.phase, this.clock);
@@ -124,7 +156,8 @@ class StepView {
 
   cell(k: number): CellView {
     while (this.cells.length <= k) {
-      const c = new CellView(`step ${this.n}${this.cells.length ? ` call ${this.cells.length + 1}` : ''}`, this.hooks);
+      const k = this.cells.length;
+      const c = new CellView(`step ${this.n}${k ? ` call ${k + 1}` : ''}`, this.hooks, () => [this.turnNo(), this.n, k]);
       this.cells.push(c);
       this.root.appendChild(c.root);
     }
@@ -205,6 +238,8 @@ export class TurnView {
   status: 'running' | 'ok' | 'error' | 'interrupted' = 'running';
   tokens = { input: 0, output: 0 };
   lastId = 0;
+  /** the session's turn this is (1, 2 ...), set by the chat */
+  n = 0;
 
   constructor(question: string, private hooks: TurnHooks, live: boolean) {
     const q = el('div', 'k-user');
@@ -221,7 +256,7 @@ export class TurnView {
     let s = this.steps.get(n);
     if (!s) {
       this.current?.finish();
-      s = new StepView(n, this.hooks);
+      s = new StepView(n, this.hooks, () => this.n);
       this.steps.set(n, s);
       this.root.insertBefore(s.root, this.finalEl ?? this.foot);
       this.current = s;
@@ -275,6 +310,9 @@ export class TurnView {
     for (const s of this.steps.values()) s.finish();
     this.status = (['ok', 'error', 'interrupted'].includes(status) ? status : 'error') as any;
     this.root.dataset.status = this.status;
+    // the step Stop interrupted failed with KeyboardInterrupt: say what happened
+    const last = this.current;
+    if (this.status === 'interrupted' && last && last.root.dataset.status === 'error') last.setPhase('stopped', 'k-warn');
     if (tokens) this.tokens = tokens;
     const parts: string[] = [];
     if (this.status !== 'ok') parts.push(this.status === 'interrupted' ? 'Stopped' : 'Failed' + (message ? `: ${message}` : ''));
@@ -293,10 +331,21 @@ export class TurnView {
         const s = this.step(st ?? 1);
         s.setCode(String(d.code ?? d.text ?? ''), d.language);
         s.setPhase('running…', 'k-busy');
+        this.hooks.cells?.code(s.n, s.current, String(d.code ?? d.text ?? ''), String(d.language ?? 'python'));
         break;
       }
-      case 'output': this.step(st ?? 1).output(Number(d.index ?? 0), !!d.append, d.output); break;
-      case 'result': this.step(st ?? 1).result(d); break;
+      case 'output': {
+        const s = this.step(st ?? 1);
+        s.output(Number(d.index ?? 0), !!d.append, d.output);
+        if (d.output) this.hooks.cells?.output(s.n, s.current, Number(d.index ?? 0), !!d.append, d.output);
+        break;
+      }
+      case 'result': {
+        const s = this.step(st ?? 1);
+        s.result(d);
+        this.hooks.cells?.result(s.n, s.current, d);
+        break;
+      }
       case 'status': if (st !== null) this.step(st).status(d); break;
       case 'files': this.files(st, Array.isArray(d.files) ? d.files : []); break;
       case 'notice': this.notice(String(d.text ?? ''), st); break;

@@ -1,0 +1,112 @@
+#!/bin/sh
+# Data flows one way: no file in src/ calls another that calls it back.
+#   scripts/check-layers.sh [BUILD_DIR]     (default build; run after make all)
+# From the object files (nm: the global symbols each .o defines and the ones
+# it leaves undefined) it builds the file-level call graph, finds its
+# strongly connected components (a set of files that reach each other: a
+# cycle) and prints each with one cycle through it and the symbols on its
+# edges. A component is allowed when all its files are on one line of
+# scripts/layers-allow.txt (today's known cycles; remove or shrink a line
+# when you break a cycle). Exit 1 on any other cycle.
+set -eu
+build="${1:-build}"
+cd "$(dirname "$0")/.."
+objs=$(find "$build/src" -name '*.o' ! -name 'web_assets.o' 2>/dev/null | sort)
+[ -n "$objs" ] || { echo "check-layers: no object files under $build/src (run make all first)" >&2; exit 2; }
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+for o in $objs; do
+    src=${o#"$build"/}
+    src=${src%.o}.c
+    nm --defined-only -g "$o" | awk -v f="$src" 'NF >= 3 { print "D", f, $3 }'
+    nm -u "$o" | awk -v f="$src" '{ print "U", f, $NF }'
+done > "$tmp"
+exec python3 - "$tmp" scripts/layers-allow.txt <<'PY'
+import sys, collections
+facts, allow_path = sys.argv[1], sys.argv[2]
+defs, uses = {}, collections.defaultdict(set)
+for line in open(facts):
+    kind, f, sym = line.split()
+    if kind == "D":
+        defs.setdefault(sym, f)
+    else:
+        uses[f].add(sym)
+files = sorted(set(defs.values()) | set(uses))
+edges = collections.defaultdict(lambda: collections.defaultdict(set))
+for f in files:
+    for s in uses.get(f, ()):
+        g = defs.get(s)
+        if g and g != f:
+            edges[f][g].add(s)
+# Tarjan's strongly connected components (iterative)
+index, low, on, stack, sccs, n = {}, {}, set(), [], [], [0]
+def strong(v):
+    work = [(v, iter(sorted(edges[v])))]
+    index[v] = low[v] = n[0]; n[0] += 1; stack.append(v); on.add(v)
+    while work:
+        u, it = work[-1]
+        for w in it:
+            if w not in index:
+                index[w] = low[w] = n[0]; n[0] += 1; stack.append(w); on.add(w)
+                work.append((w, iter(sorted(edges[w]))))
+                break
+            if w in on:
+                low[u] = min(low[u], index[w])
+        else:
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[u])
+            if low[u] == index[u]:
+                comp = []
+                while True:
+                    w = stack.pop(); on.discard(w); comp.append(w)
+                    if w == u:
+                        break
+                if len(comp) > 1:
+                    sccs.append(sorted(comp))
+for f in files:
+    if f not in index:
+        strong(f)
+allowed = []
+try:
+    for line in open(allow_path):
+        line = line.split("#", 1)[0].split()
+        if line:
+            allowed.append(set(line))
+except FileNotFoundError:
+    pass
+def cycle(comp):
+    # shortest cycle through comp[0] inside the component (BFS)
+    inside, start = set(comp), comp[0]
+    prev, queue = {start: None}, [start]
+    for u in queue:
+        for w in sorted(edges[u]):
+            if w not in inside:
+                continue
+            if w == start:
+                path = [u]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                return list(reversed(path)) + [start]
+            if w not in prev:
+                prev[w] = u; queue.append(w)
+    return comp
+bad = 0
+for comp in sorted(sccs):
+    ok = any(set(comp) <= a for a in allowed)
+    bad += not ok
+    print("%s cycle among %d files: %s" % ("allowed" if ok else "error:", len(comp), " ".join(comp)))
+    mutual = [(a, b) for a in comp for b in comp if a < b and b in edges[a] and a in edges[b]]
+    if mutual:
+        print("    files calling each other: " + ", ".join("%s <-> %s" % (a.rsplit("/", 1)[-1], b.rsplit("/", 1)[-1])
+                                                      for a, b in mutual))
+    c = cycle(comp)
+    for a, b in zip(c, c[1:]):
+        syms = sorted(edges[a][b])
+        print("    %s -> %s (%s%s)" % (a, b, ", ".join(syms[:3]), ", ..." if len(syms) > 3 else ""))
+unused = [a for a in allowed if not any(set(c) & a for c in sccs)]
+for a in unused:
+    print("note: scripts/layers-allow.txt lists a cycle that is gone: %s (remove the line)" % " ".join(sorted(a)))
+print("check-layers: %d files, %d cycles, %d not allowed" % (len(files), len(sccs), bad))
+sys.exit(1 if bad else 0)
+PY
