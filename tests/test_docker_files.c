@@ -296,7 +296,8 @@ TEST_T(docker_adopt_after_korch_died, 120)
         korch_exec_destroy(&ex);
         fx_stop(&f);
     }
-    /* Stopping the adopted kernel removes its container. */
+    /* Stopping the adopted kernel removes its container (in the background). */
+    CHECK(korch_launcher_settle(l, 20000));
     json_t *left = korch_docker_list(l, instance, &err);
     CHECK(left && json_array_size(left) == 0);
     json_decref(left);

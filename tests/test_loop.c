@@ -1,5 +1,6 @@
 /*  korch_loop's guarantees (loop.h) and the launcher ops' promises
  *  (launcher.h), on real sockets, pipes and processes. */
+#define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
 #include "korch/conn.h"
 #include "korch/fsutil.h"
@@ -7,6 +8,7 @@
 #include "korch/kernelspec.h"
 #include "korch/launcher.h"
 #include "korch/loop.h"
+#include "korch/path.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -293,10 +295,11 @@ static bool s_runtime(char *dir, size_t len, korch_conn_t *conn)
     korch_err_t err = {0};
     if (korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return false;
-    snprintf(dir, len, "%s/loop-%d", base, (int)getpid());
+    char prefix[PATH_MAX];
+    if (korch_path_fmt(dir, len, &err, "%s/loop-%d", base, (int)getpid()) != KORCH_OK ||
+        korch_path_join(prefix, sizeof prefix, dir, "k", &err) != KORCH_OK)
+        return false;
     mkdir(dir, 0700);
-    char prefix[PATH_MAX + 8];
-    snprintf(prefix, sizeof prefix, "%s/k", dir);
     return korch_conn_init_ipc(conn, prefix, &err) == KORCH_OK;
 }
 

@@ -41,14 +41,24 @@
  *  there; korch connects through the host path of the same sockets. The
  *  proc behaves as a started one (wait connection, signals, removal).
  *
- *  Liveness: exit_fd() is a socket on which the engine answers
- *  POST /containers/{id}/wait when the container stops (unix socket engines),
- *  else -1 and the client polls is_alive (one GET /containers/{id}/json).
+ *  Asynchronous (launcher.h): every op is Engine API requests on the
+ *  launcher's loop (docker_api.h's libcurl multi handle): start is POST
+ *  /containers/create, (once per korch: a HEAD that tells whether the engine
+ *  sees korch's tmpfs mounts), POST /start; the end is a held POST
+ *  /containers/{id}/wait (no timeout), then an inspect (OOMKilled, the exit
+ *  code) and the last 50 log lines, then korch_proc_on_exit's fn; signal and
+ *  kill are POST /kill; put_file / get_file a HEAD per parent directory and
+ *  the archive, streamed; korch_proc_destroy hands DELETE ?force=1&v=1 to the
+ *  launcher (finished at korch_launcher_destroy if still pending). A
+ *  restart whose previous container still holds the name korch-{kernel id}
+ *  removes it (or waits for its removal) first. What is still blocking:
+ *  adopt (one list, one inspect: the CLI's start-up), korch_docker_list and
+ *  korch_docker_remove_all below, the constructor's ping, and the
+ *  transitional korch_proc_*_file_sync. Local work (mounting the bounded
+ *  tmpfs, copying a given work dir in and out, chown) is done inline.
  *
- *  Calls block the caller for one or two Engine API round trips (start
- *  about 0.1-0.5 s, is_alive about a millisecond on a local engine). A
- *  launcher and its procs share one API connection: use them from one
- *  thread.
+ *  A launcher and its procs share one API client: use them from the thread
+ *  of their loop.
  */
 #ifndef KORCH_DOCKER_H
 #define KORCH_DOCKER_H
@@ -87,15 +97,16 @@ typedef struct {
     bool cap_drop_all;          /* true: CapDrop ALL */
     bool no_new_privileges;     /* true: SecurityOpt no-new-privileges */
     bool init;                  /* true: docker-init as PID 1 forwards signals and reaps zombies */
-    bool use_wait_fd;           /* true: exit_fd from POST /wait (unix sockets only) */
+    bool use_wait_fd;           /* ignored (the end is always seen through an asynchronous POST /wait) */
     long api_timeout_ms;        /* per Engine API call: 30000 */
 } korch_docker_opts_t;
 
 /* The hardened defaults above. */
 void korch_docker_opts_init(korch_docker_opts_t *opts);
 
-/* A Docker launcher (opts NULL = defaults). Pings the engine, so a stopped
-   dockerd is reported here: NULL + err ("cannot reach docker at ..."). */
+/* A Docker launcher on loop (opts NULL = defaults). Pings the engine
+   (blocking, once), so a stopped dockerd is reported here: NULL + err
+   ("cannot reach docker at ..."). */
 korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_docker_opts_t *opts, korch_err_t *err);
 
 /* Is l the docker backend (for its listing and cleanup calls below)? */

@@ -13,7 +13,9 @@
  *
  *  Ownership: the caller owns the kernel and every korch_exec_t it gets and
  *  destroys them; destroying a kernel shuts it down (shutdown_request, grace,
- *  SIGTERM, SIGKILL) and detaches its pending executions.
+ *  SIGTERM, SIGKILL) and detaches its pending executions. A launcher given
+ *  in opts must run on the kernel's loop; its start (and adopt) is an
+ *  asynchronous op: korch_kernel_new returns while it is under way.
  */
 #ifndef KORCH_KERNEL_H
 #define KORCH_KERNEL_H
@@ -135,7 +137,14 @@ typedef struct {
    STARTING until ready. NULL + err when it cannot even be launched. */
 korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *opts, korch_err_t *err);
 
-/* Shut down (if launched by korch), release everything. */
+/* Shut down (if launched by korch), release everything; *k = NULL at once.
+   Outside loop handlers it runs the loop until the kernel is gone (as
+   korch_kernel_shutdown). From inside a handler it never runs the loop
+   (korch_loop_run is not reentrant): the kernel detaches (no callback is
+   called any more, pending executions end as "kernel was closed") and tears
+   itself down on the loop (shutdown_request, grace, SIGTERM, SIGKILL, the
+   container's removal), then frees itself; a borrowed launcher finishes
+   that at korch_launcher_destroy if it is still under way. */
 void korch_kernel_destroy(korch_kernel_t **k);
 
 /* Run the loop until the kernel is ready. On failure err says why, with the

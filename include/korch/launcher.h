@@ -159,6 +159,11 @@ korch_rc_t korch_proc_put_file_sync(korch_proc_t *p, const char *name, const voi
 korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
                                     korch_err_t *err);
 
+/* Run the loop until the background work of freed procs (containers being
+   removed, zombies being reaped) is done, or timeout_ms passes (-1 =
+   never). True when done. For tests and the CLI, never from a handler. */
+bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms);
+
 /* Run the loop until p's end is seen or timeout_ms passes (-1 = never). */
 bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms);
 

@@ -1070,6 +1070,11 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
         k->spec = korch_kernelspec_find(o.kernelspec, err);
         if (!k->spec)
             goto fail;
+        if (o.launcher && korch_launcher_loop(o.launcher) != loop) {
+            korch_err_set(err, KORCH_E_INVALID, "the %s launcher runs on another loop than the kernel",
+                          korch_launcher_name(o.launcher));
+            goto fail;
+        }
         if (o.launcher)
             k->launcher = o.launcher;
         else {

@@ -1654,23 +1654,211 @@ static korch_rc_t s_get_file_now(korch_proc_t *proc, const char *name, size_t ma
     return rc;
 }
 
+/* put_file and get_file on the loop: a HEAD per directory on the way (as
+   s_check_parents does), then the archive itself, streamed by libcurl. */
+typedef struct {
+    docker_proc_t *p;
+    korch_op_t *op;                 /* the launcher's */
+    korch_op_t *req;
+    bool put;
+    char *name;
+    size_t pos;                     /* where the next '/' is looked for */
+    size_t missing;                 /* put: the first absent prefix, SIZE_MAX none */
+    void *data;                     /* put: a copy of the file */
+    size_t len, max;
+} s_fop_t;
+
+static void s_fop_free(s_fop_t *f)
+{
+    korch_op_cancel(&f->req);
+    free(f->name);
+    free(f->data);
+    free(f);
+}
+
+static void s_fop_cancel(korch_op_t *op, void *arg) { s_fop_free(arg); }
+
+static void s_fop_fail(s_fop_t *f, korch_rc_t rc, const korch_err_t *err)
+{
+    if (f->put)
+        korch_op_finish(f->op, rc, err);
+    else
+        korch_op_finish_file(f->op, NULL, 0, rc, err);
+    s_fop_free(f);
+}
+
+static void s_on_put(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_fop_t *f = arg;
+    f->req = NULL;
+    korch_err_t e = {0};
+    if (rc)
+        return s_fop_fail(f, rc, err);
+    if (r->status != 200)
+        korch_err_set(&e, r->status == 404 ? KORCH_E_DIED : KORCH_E_DOCKER,
+                      "cannot put '%s' into kernel container %.12s: %s", f->name, f->p->id,
+                      korch_docker_reply_message(r));
+    korch_op_finish(f->op, e.rc, &e);
+    s_fop_free(f);
+}
+
+static void s_on_got(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_fop_t *f = arg;
+    f->req = NULL;
+    korch_err_t e = {0};
+    char *data = NULL;
+    size_t len = 0;
+    if (rc == KORCH_E_TOOBIG)
+        korch_err_set(&e, rc, "file '%s' in the kernel's work dir is larger than %zu bytes", f->name, f->max);
+    else if (rc)
+        korch_err_set(&e, rc, "%s", err ? err->msg : korch_strerror(rc));
+    else if (r->status == 404)
+        korch_err_set(&e, KORCH_E_NOTFOUND, "no file '%s' in the kernel's work dir", f->name);
+    else if (r->status != 200)
+        korch_err_set(&e, KORCH_E_DOCKER, "cannot read '%s' from kernel container %.12s: %s", f->name, f->p->id,
+                      korch_docker_reply_message(r));
+    else
+        s_tar_first_file(f->name, (const unsigned char *)r->body, r->body_len, f->max, &data, &len, &e);
+    korch_op_finish_file(f->op, data, len, e.rc, &e);
+    s_fop_free(f);
+}
+
+/* The parents are checked: the transfer. */
+static void s_fop_transfer(s_fop_t *f)
+{
+    docker_proc_t *p = f->p;
+    korch_err_t e = {0};
+    if (f->put) {
+        s_tarbuf_t b = {0};
+        const char *name = f->name;
+        size_t nl = strlen(name);
+        bool ok = true;
+        for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
+            if ((size_t)(s - name) >= f->missing)
+                ok = s_tar_entry(&b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
+        ok = ok && s_tar_entry(&b, name, nl, '0', 0644, p->uid, p->gid, f->data, f->len) &&
+             s_tar_reserve(&b, 2 * S_TAR_BLOCK);
+        free(f->data);
+        f->data = NULL;
+        if (ok) {
+            memset(b.buf + b.len, 0, 2 * S_TAR_BLOCK); /* end of archive: two zero blocks */
+            b.len += 2 * S_TAR_BLOCK;
+        }
+        char *path = ok ? s_archive_path(p, NULL, 0, "&noOverwriteDirNonDir=1") : NULL;
+        if (!path) {
+            free(b.buf);
+            korch_err_set(&e, KORCH_E_NOMEM, "out of memory");
+            return s_fop_fail(f, e.rc, &e);
+        }
+        korch_docker_async_opts_t o = {.timeout_ms = -1, .take = true}; /* the tar is the request's */
+        f->req = korch_docker_request_raw_async(p->l->api, "PUT", path, "application/x-tar", b.buf, b.len, &o,
+                                                s_on_put, f, &e);
+        free(path);
+    } else {
+        char *path = s_archive_path(p, f->name, strlen(f->name), "");
+        /* Room for the headers (a pax one for a long name), padding and the end. */
+        size_t slack = 8 * S_TAR_BLOCK;
+        korch_docker_async_opts_t o = {.timeout_ms = -1, .max_reply = f->max < SIZE_MAX - slack ? f->max + slack
+                                                                                                  : SIZE_MAX - 1};
+        if (path)
+            f->req = korch_docker_request_async(p->l->api, "GET", path, NULL, &o, s_on_got, f, &e);
+        else
+            korch_err_set(&e, KORCH_E_NOMEM, "out of memory");
+        free(path);
+    }
+    if (!f->req)
+        s_fop_fail(f, e.rc ? e.rc : KORCH_E_DOCKER, &e);
+}
+
+static void s_fop_next(s_fop_t *f);
+
+static void s_on_parent(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
+{
+    s_fop_t *f = arg;
+    f->req = NULL;
+    korch_err_t e = {0};
+    const char *name = f->name;
+    size_t n = f->pos;
+    if (rc)
+        return s_fop_fail(f, rc, err);
+    json_t *m = json_object_get(r->path_stat, "mode");
+    if (r->status == 404) {
+        if (f->put) {
+            f->missing = n;
+            return s_fop_transfer(f);
+        }
+        korch_err_set(&e, KORCH_E_NOTFOUND, "no file '%s' in the kernel's work dir", name);
+        return s_fop_fail(f, e.rc, &e);
+    }
+    if (r->status != 200 || !json_is_integer(m)) {
+        korch_err_set(&e, KORCH_E_DOCKER, "cannot look at '%.*s' in kernel container %.12s: HTTP %ld", (int)n, name,
+                      f->p->id, r->status);
+        return s_fop_fail(f, e.rc, &e);
+    }
+    unsigned long long mode = (unsigned long long)json_integer_value(m);
+    if (mode & S_GO_MODE_SYMLINK)
+        korch_err_set(&e, KORCH_E_INVALID, "'%.*s' in the kernel's work dir is a symbolic link: refusing to follow it",
+                      (int)n, name);
+    else if (!(mode & S_GO_MODE_DIR))
+        korch_err_set(&e, KORCH_E_INVALID, "'%.*s' in the kernel's work dir is not a directory", (int)n, name);
+    if (e.rc)
+        return s_fop_fail(f, e.rc, &e);
+    f->pos = n + 1;
+    s_fop_next(f);
+}
+
+static void s_fop_next(s_fop_t *f)
+{
+    const char *s = strchr(f->name + f->pos, '/');
+    if (!s)
+        return s_fop_transfer(f);
+    f->pos = (size_t)(s - f->name);
+    korch_err_t e = {0};
+    char *path = s_archive_path(f->p, f->name, f->pos, "");
+    if (path)
+        f->req = korch_docker_request_raw_async(f->p->l->api, "HEAD", path, NULL, NULL, 0, NULL, s_on_parent, f, &e);
+    else
+        korch_err_set(&e, KORCH_E_NOMEM, "out of memory");
+    free(path);
+    if (!f->req)
+        s_fop_fail(f, e.rc ? e.rc : KORCH_E_DOCKER, &e);
+}
+
+static korch_rc_t s_fop_start(docker_proc_t *p, bool put, const char *name, const void *data, size_t len,
+                              size_t max, korch_op_t *op, korch_err_t *err)
+{
+    if (put && len > S_TAR_SIZE_MAX)
+        return korch_err_set(err, KORCH_E_TOOBIG, "cannot put '%s' into the kernel: larger than %llu bytes", name,
+                             S_TAR_SIZE_MAX);
+    s_fop_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    *f = (s_fop_t){.p = p, .op = op, .put = put, .missing = SIZE_MAX, .len = len, .max = max};
+    f->name = strdup(name);
+    if (put) {
+        f->data = malloc(len ? len : 1);
+        if (f->data && len)
+            memcpy(f->data, data, len);
+    }
+    if (!f->name || (put && !f->data)) {
+        s_fop_free(f);
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    }
+    korch_op_on_cancel(op, s_fop_cancel, f);
+    s_fop_next(f); /* may fail at once: then the op is finished (done deferred) */
+    return KORCH_OK;
+}
+
 static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
                              korch_err_t *err)
 {
-    korch_err_t e = {0};
-    korch_rc_t rc = s_put_file_now(proc, name, data, len, &e);
-    korch_op_finish(op, rc, &e);
-    return KORCH_OK;
+    return s_fop_start((docker_proc_t *)proc, true, name, data, len, 0, op, err);
 }
 
 static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err)
 {
-    korch_err_t e = {0};
-    char *data = NULL;
-    size_t len = 0;
-    korch_rc_t rc = s_get_file_now(proc, name, max, &data, &len, &e);
-    korch_op_finish_file(op, data, len, rc, &e);
-    return KORCH_OK;
+    return s_fop_start((docker_proc_t *)proc, false, name, NULL, 0, max, op, err);
 }
 
 static void s_free(korch_launcher_t *self)

@@ -587,6 +587,21 @@ korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t ma
     return p->launcher->ops->get_file_now(p, name, max, data, len, err);
 }
 
+/* Settled: no job with a step left (deferred kernels do not count). */
+static bool s_settled(void *arg)
+{
+    korch_launcher_t *l = arg;
+    for (korch_backend_job_t *j = l->jobs; j; j = j->next)
+        if (j->step)
+            return false;
+    return true;
+}
+
+bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms)
+{
+    return s_settled(l) || korch_loop_run(l->loop, s_settled, l, timeout_ms);
+}
+
 static bool s_exited(void *arg) { return ((korch_proc_t *)arg)->exited; }
 
 bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms)

@@ -39,6 +39,7 @@ struct korch_loop {
     int next_id;
     bool broken;
     bool running;           /* inside korch_loop_run: re-entry aborts */
+    int64_t stall_ms;       /* $KORCH_LOOP_STALL_MS: report handlers slower than this; 0 off */
 };
 
 int64_t korch_now_ms(void)
@@ -48,7 +49,26 @@ int64_t korch_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-korch_loop_t *korch_loop_new(void) { return calloc(1, sizeof(korch_loop_t)); }
+korch_loop_t *korch_loop_new(void)
+{
+    korch_loop_t *loop = calloc(1, sizeof(korch_loop_t));
+    const char *stall = getenv("KORCH_LOOP_STALL_MS");
+    if (loop && stall)
+        loop->stall_ms = strtol(stall, NULL, 10);
+    return loop;
+}
+
+/* A handler that held the loop longer than $KORCH_LOOP_STALL_MS (a
+   diagnostic for benchmarks: which handler blocks). */
+static void s_stall(korch_loop_t *loop, int64_t t0, const char *what, int fd, const void *fn)
+{
+    int64_t ms = korch_now_ms() - t0;
+    if (ms >= loop->stall_ms) {
+        char sym[48]; /* relative to korch_loop_new: nm gives the handler's name */
+        snprintf(sym, sizeof sym, "korch_loop_new%+td", (const char *)fn - (const char *)(void *)korch_loop_new);
+        fprintf(stderr, "korch: loop: a %s handler (fd %d, %s) ran %lld ms\n", what, fd, sym, (long long)ms);
+    }
+}
 
 void korch_loop_destroy(korch_loop_t **loop)
 {
@@ -201,6 +221,7 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
             continue;
         s_item_t it = loop->items[i];
         int hrc;
+        int64_t t0 = loop->stall_ms ? korch_now_ms() : 0;
         if (it.sock)
             hrc = it.on_sock(loop, it.sock, it.arg);
         else if (it.on_ev)
@@ -210,6 +231,9 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
                            it.arg);
         else
             hrc = it.on_fd(loop, it.fd, it.arg);
+        if (loop->stall_ms)
+            s_stall(loop, t0, it.sock ? "reader" : "poller", it.fd,
+                    it.sock ? (const void *)it.on_sock : it.on_ev ? (const void *)it.on_ev : (const void *)it.on_fd);
         if (hrc < 0)
             loop->broken = true;
     }
@@ -227,8 +251,11 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
         korch_timer_fn *fn = t->handler;
         void *arg = t->arg;
         /* t may move if the handler adds timers: use copies. */
+        int64_t t0 = loop->stall_ms ? korch_now_ms() : 0;
         if (fn(loop, id, arg) < 0)
             loop->broken = true;
+        if (loop->stall_ms)
+            s_stall(loop, t0, "timer", -1, (const void *)fn);
     }
     return 0; /* what handlers removed is swept at the start of the next round */
 }
