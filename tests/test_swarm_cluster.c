@@ -1040,7 +1040,7 @@ TEST_T(swarm_launcher, 900)
         CHECK_EQ(json_array_size(left), 0);
         json_decref(left);
         char var[40], hn[256];
-        snprintf(var, sizeof var, "KORCH_SWARM_NODE%s_HOST", where[5] + 4);
+        snprintf(var, sizeof var, "KORCH_SWARM_NODE%.2s_HOST", where[5] + 4);
         if (CHECK(s_env(var, hn, sizeof hn))) {
             korch_docker_t *dn = korch_docker_new(NULL, hn, &err);
             char label[200], path[600];
@@ -1106,7 +1106,7 @@ TEST_T(swarm_launcher, 900)
             int gone = 0;
             for (int i = 0; i < nv; i++) {
                 char path[160];
-                snprintf(path, sizeof path, "/services/%s", old[i]);
+                snprintf(path, sizeof path, "/services/%.80s", old[i]);
                 korch_docker_reply_t rr = {0};
                 if (korch_docker_request(d, "GET", path, NULL, &rr, NULL) == KORCH_OK && rr.status == 404)
                     gone++;

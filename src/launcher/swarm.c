@@ -469,15 +469,15 @@ static void s_judge(swarm_proc_t *p, json_t *tasks)
         if (gone || given_up || node_down) {
             if (node_down) {
                 s_node_name(l, node, nname, sizeof nname);
-                snprintf(p->why, sizeof p->why, "cannot start the kernel's service %s: its node %s is %s", p->name,
+                snprintf(p->why, sizeof p->why, "cannot start the kernel's service %.100s: its node %.100s is %.100s", p->name,
                          nname, ns);
                 s_start_fail(p, KORCH_E_LAUNCH); /* a down node gives no logs */
                 return;
             } else {
                 char d[200];
                 s_describe(p, t);
-                snprintf(d, sizeof d, "%s", p->why);
-                snprintf(p->why, sizeof p->why, "cannot start the kernel's service %s (image %s): %s", p->name,
+                snprintf(d, sizeof d, "%.100s", p->why);
+                snprintf(p->why, sizeof p->why, "cannot start the kernel's service %.100s (image %.100s): %.100s", p->name,
                          s_str(json_object_get(json_object_get(t, "Spec"), "ContainerSpec"), "Image", NULL), d);
             }
             s_ended(p, KORCH_E_LAUNCH);
@@ -505,7 +505,7 @@ static void s_judge(swarm_proc_t *p, json_t *tasks)
         s_describe(p, t);
         if (!gone) {
             char d[200];
-            snprintf(d, sizeof d, "%s", p->why);
+            snprintf(d, sizeof d, "%.100s", p->why);
             snprintf(p->why, sizeof p->why, "the swarm gave its task up (desired state %s; %s)", desired, d);
         }
         s_ended(p, KORCH_OK);
@@ -817,7 +817,7 @@ static void s_on_service(korch_rc_t rc, const korch_err_t *err, korch_docker_rep
     p->call = NULL;
     const char *id = r ? s_str(r->json, "ID", NULL) : "";
     if (rc != KORCH_OK) {
-        snprintf(p->why, sizeof p->why, "cannot create the kernel's service: %s", err->msg);
+        snprintf(p->why, sizeof p->why, "cannot create the kernel's service: %.100s", err->msg);
         s_start_fail(p, rc);
         return;
     }
@@ -845,7 +845,7 @@ static void s_on_secret(korch_rc_t rc, const korch_err_t *err, korch_docker_repl
     p->call = NULL;
     const char *id = r ? s_str(r->json, "ID", NULL) : "";
     if (rc != KORCH_OK || r->status != 201 || !*id) {
-        snprintf(p->why, sizeof p->why, "cannot create the kernel's secret %s: %s", p->name,
+        snprintf(p->why, sizeof p->why, "cannot create the kernel's secret %.100s: %.100s", p->name,
                  rc ? err->msg : korch_docker_reply_message(r));
         json_decref(spec);
         s_start_fail(p, rc ? rc : KORCH_E_DOCKER);
@@ -862,7 +862,7 @@ static void s_on_secret(korch_rc_t rc, const korch_err_t *err, korch_docker_repl
     p->call = korch_docker_request_async(p->l->api, "POST", "/services/create", spec, NULL, s_on_service, p, &e);
     json_decref(spec);
     if (!p->call) {
-        snprintf(p->why, sizeof p->why, "cannot create the kernel's service: %s", e.msg);
+        snprintf(p->why, sizeof p->why, "cannot create the kernel's service: %.100s", e.msg);
         s_start_fail(p, e.rc ? e.rc : KORCH_E_DOCKER);
     }
 }
@@ -1357,7 +1357,7 @@ static void s_on_adopt_service(korch_rc_t rc, const korch_err_t *err, korch_dock
     const char *mine = l->o.instance ? l->o.instance : "default";
     p->call = NULL;
     if (rc != KORCH_OK || r->status != 200 || !json_is_array(r->json)) {
-        snprintf(p->why, sizeof p->why, "cannot re-adopt kernel '%s': %s", p->kernel_id,
+        snprintf(p->why, sizeof p->why, "cannot re-adopt kernel '%.100s': %.100s", p->kernel_id,
                  rc ? err->msg : korch_docker_reply_message(r));
         s_start_fail(p, rc ? rc : KORCH_E_DOCKER);
         return;
@@ -1392,8 +1392,8 @@ static void s_on_adopt_service(korch_rc_t rc, const korch_err_t *err, korch_dock
     if (rdir[0] != '/' || korch_runtime_base(base, sizeof base, &e) != KORCH_OK ||
         strncmp(rdir, base, (bl = strlen(base))) || rdir[bl] != '/' || strchr(rdir + bl + 1, '/') ||
         korch_conn_load_nofollow(&p->base.conn, p->conn_file, &e) != KORCH_OK) {
-        snprintf(p->why, sizeof p->why, "cannot re-adopt kernel '%s': korch's copy of its connection file in '%s' "
-                 "cannot be used (%s)", p->kernel_id, rdir, e.rc ? e.msg : "not in korch's runtime dir");
+        snprintf(p->why, sizeof p->why, "cannot re-adopt kernel '%.40s': korch's copy of its connection file in '%.60s' "
+                 "cannot be used (%.80s)", p->kernel_id, rdir, e.rc ? e.msg : "not in korch's runtime dir");
         p->conn_file[0] = 0;
         s_start_fail(p, KORCH_E_NOTFOUND);
         return;
