@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "korch/path.h"
 #include "korch/docker.h"
+#include "korch/swarm.h"
 #include "korch/instance.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
@@ -109,9 +110,11 @@ int korch_cmd_kernel(int argc, char **argv)
         goto out;
     }
     korch_launcher_sweep(launcher, korch_instance_name(inst));
-    if (korch_launcher_is_docker(launcher)) {
+    bool swarm = strcmp(korch_launcher_name(launcher), "swarm") == 0;
+    if (korch_launcher_is_docker(launcher) || swarm) {
         /* Our own kernel from a previous life of this instance? */
-        mine = korch_docker_list(launcher, korch_instance_name(inst), &err);
+        mine = swarm ? korch_swarm_list(launcher, korch_instance_name(inst), &err)
+                     : korch_docker_list(launcher, korch_instance_name(inst), &err);
         size_t i;
         json_t *c;
         json_array_foreach(mine, i, c) {
@@ -132,7 +135,10 @@ int korch_cmd_kernel(int argc, char **argv)
         else {
             fprintf(stderr, "korch: cannot re-adopt kernel %s: %s; starting a new one\n", kid, err.msg);
             korch_kernel_destroy(&k);
-            korch_docker_remove_all(launcher, korch_instance_name(inst), NULL);
+            if (swarm)
+                korch_swarm_remove_all(launcher, korch_instance_name(inst), NULL);
+            else
+                korch_docker_remove_all(launcher, korch_instance_name(inst), NULL);
             korch_err_clear(&err);
         }
     }

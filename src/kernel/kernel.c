@@ -759,6 +759,28 @@ static void s_begin_ready(korch_kernel_t *k)
     k->ready_timer = korch_loop_timer(k->loop, 50, 0, s_on_ready_timer, k);
 }
 
+/* A backend that learns where the kernel is only once it runs (swarm: its
+   task's address) gives a conn other than the request's: the channels move
+   there (zeromq drops what was queued for the old endpoint; the ready timer
+   asks again). */
+static void s_follow_conn(korch_kernel_t *k, const korch_conn_t *to)
+{
+    if (!strcmp(to->ip, k->conn.ip) && !strcmp(to->transport, k->conn.transport) &&
+        !memcmp(to->port, k->conn.port, sizeof to->port))
+        return;
+    for (int ch = 0; ch < KORCH_CH__COUNT; ch++) {
+        char old[PATH_MAX + 32], ep[PATH_MAX + 32];
+        korch_conn_endpoint(&k->conn, (korch_channel_t)ch, old, sizeof old);
+        korch_conn_endpoint(to, (korch_channel_t)ch, ep, sizeof ep);
+        if (k->sock[ch] && (zsock_disconnect(k->sock[ch], "%s", old) != 0 || zsock_connect(k->sock[ch], "%s", ep) != 0))
+            korch_warn("kernel %.8s: cannot move the %s channel to '%s': %s", k->id,
+                       korch_channel_name((korch_channel_t)ch), ep, zmq_strerror(zmq_errno()));
+    }
+    snprintf(k->conn.transport, sizeof k->conn.transport, "%s", to->transport);
+    snprintf(k->conn.ip, sizeof k->conn.ip, "%s", to->ip);
+    memcpy(k->conn.port, to->port, sizeof k->conn.port);
+}
+
 static void s_on_started(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
 {
     korch_kernel_t *k = arg;
@@ -774,6 +796,7 @@ static void s_on_started(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *e
         return;
     }
     k->proc = proc;
+    s_follow_conn(k, korch_proc_conn(proc));
     s_watch(k);
 }
 

@@ -12,6 +12,7 @@
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/sandbox.h"
+#include "korch/swarm.h"
 
 #include <limits.h>
 #include <pwd.h>
@@ -84,6 +85,25 @@ static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choi
     return korch_launcher_sandbox_new(loop, &so, why);
 }
 
+/* The swarm's own knobs come from KORCH_SWARM_* (swarm.h); the common ones
+   from the choice. */
+static korch_launcher_t *s_swarm(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
+{
+    korch_swarm_opts_t so;
+    korch_swarm_opts_init(&so);
+    so.image = o->image;
+    so.instance = o->instance;
+    if (o->memory_mb > 0)
+        so.memory = (int64_t)(o->memory_mb * 1024 * 1024);
+    if (o->cpus > 0)
+        so.nano_cpus = (int64_t)(o->cpus * 1e9);
+    if (o->pids > 0)
+        so.pids_limit = o->pids;
+    if (o->workdir_mb > 0)
+        so.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
+    return korch_launcher_swarm_new(loop, &so, err);
+}
+
 korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
 {
     const char *name = o->name ? o->name : "auto";
@@ -106,8 +126,10 @@ korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher
             korch_err_set(err, swhy.rc ? swhy.rc : KORCH_E_LAUNCH, "%s", swhy.msg);
         return l;
     }
+    if (strcmp(name, "swarm") == 0)
+        return s_swarm(loop, o, err);
     if (strcmp(name, "auto") != 0) {
-        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use auto, docker, sandbox or local)", name);
+        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use auto, docker, sandbox, swarm or local)", name);
         return NULL;
     }
     /* auto: the strongest isolation that works here, never none */
@@ -143,11 +165,12 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
     int removed = korch_sandbox_sweep(mine, korch_instance_alive, korch_instance_forget);
     if (removed > 0)
         fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", removed);
-    if (!korch_launcher_is_docker(l) || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+    bool swarm = strcmp(korch_launcher_name(l), "swarm") == 0;
+    if ((!korch_launcher_is_docker(l) && !swarm) || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return;
-    json_t *all = korch_docker_list(l, NULL, &err);
+    json_t *all = swarm ? korch_swarm_list(l, NULL, &err) : korch_docker_list(l, NULL, &err);
     if (!all) {
-        korch_warn("cannot list containers: %s", err.msg);
+        korch_warn("cannot list %s: %s", swarm ? "swarm services" : "containers", err.msg);
         return;
     }
     json_t *done = json_object();
@@ -163,9 +186,10 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
             json_object_get(done, inst) || korch_instance_alive(inst))
             continue;
         json_object_set_new(done, inst, json_true());
-        int n = korch_docker_remove_all(l, inst, &err);
+        int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
         if (n > 0)
-            fprintf(stderr, "korch: removed %d container(s) left by korch instance '%s', which is gone\n", n, inst);
+            fprintf(stderr, "korch: removed %d %s left by korch instance '%s', which is gone\n", n,
+                    swarm ? "swarm service(s)" : "container(s)", inst);
         korch_instance_forget(inst);
     }
     json_decref(done);
