@@ -329,15 +329,16 @@ static bool s_one_round(void *arg)
 }
 
 /* Is a request waiting for a kernel (to be ready, or gone)? */
+static void s_count_waits(srv_kernel_t *mk, void *arg) { *(size_t *)arg += zlistx_size(mk->waits); }
+
 static bool s_waiting(void)
 {
-    srv_state_t *st = srv_state(s_srv);
-    if (zlistx_size(st->doomed))
+    srv_kmgr_t *m = srv_parts(s_srv)->kmgr;
+    if (srv_kmgr_has_doomed(m))
         return true;
-    for (srv_kernel_t *mk = zhashx_first(st->kernels); mk; mk = zhashx_next(st->kernels))
-        if (zlistx_size(mk->waiters))
-            return true;
-    return false;
+    size_t waits = 0;
+    srv_kmgr_foreach(m, s_count_waits, &waits);
+    return waits > 0;
 }
 
 static bool s_settled(void *arg) { return s_done(arg) || !s_waiting(); }
@@ -475,53 +476,82 @@ static bool s_true(void *arg) { return true; }
 
 /* Back to the state every input starts from: the fixed kernel (idle) and
    the fixed session on it, and nothing else. */
+/* GET list_path, DELETE item_prefix{id} for every id in it (the array
+   itself, or under key), except keep. */
+static void s_delete_all(const char *list_path, const char *item_prefix, const char *key, const char *keep)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: token " TOKEN "\r\n\r\n",
+                     list_path);
+    size_t len;
+    char *resp = s_exchange(req, (size_t)n, false, 10000, &len);
+    const char *b = strstr(resp, "\r\n\r\n");
+    json_t *j = b ? json_loads(b + 4, 0, NULL) : NULL;
+    json_t *arr = key ? json_object_get(j, key) : j;
+    size_t i;
+    json_t *it;
+    json_array_foreach(arr, i, it) {
+        const char *id = json_string_value(json_object_get(it, "id"));
+        if (!id || (keep && strcmp(id, keep) == 0))
+            continue;
+        n = snprintf(req, sizeof req, "DELETE %s%s HTTP/1.1\r\nHost: x\r\nAuthorization: token " TOKEN "\r\n\r\n",
+                     item_prefix, id);
+        if (n > 0 && (size_t)n < sizeof req)
+            free(s_exchange(req, (size_t)n, false, 10000, &len));
+    }
+    json_decref(j);
+    free(resp);
+}
+
+/* Does session sid exist, on kernel kid? */
+static bool s_session_on(const char *sid, const char *kid)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET /api/sessions/%s HTTP/1.1\r\nHost: x\r\nAuthorization: token " TOKEN "\r\n\r\n",
+                     sid);
+    size_t len;
+    char *resp = s_exchange(req, (size_t)n, false, 10000, &len);
+    const char *b = strstr(resp, "\r\n\r\n");
+    json_t *j = b && strncmp(resp, "HTTP/1.1 200", 12) == 0 ? json_loads(b + 4, 0, NULL) : NULL;
+    const char *k = json_string_value(json_object_get(json_object_get(j, "kernel"), "id"));
+    bool on = k && strcmp(k, kid) == 0;
+    json_decref(j);
+    free(resp);
+    return on;
+}
+
 static void s_reset(void)
 {
-    srv_state_t *st = srv_state(s_srv);
-    /* agent sessions (an input may name a provider that needs no key):
-       through the API, which ends their threads */
-    zlistx_t *agents = st->agents && zhashx_size(st->agents) ? zhashx_keys(st->agents) : NULL;
-    for (const char *id = agents ? zlistx_first(agents) : NULL; id; id = zlistx_next(agents)) {
-        char req[512];
-        int n = snprintf(req, sizeof req,
-                         "DELETE /api/agent/sessions/%s HTTP/1.1\r\nHost: x\r\nAuthorization: token " TOKEN
-                         "\r\n\r\n",
-                         id);
-        size_t len;
-        free(s_exchange(req, (size_t)n, false, 10000, &len));
-    }
-    zlistx_destroy(&agents);
+    /* agent sessions (an input may name a provider that needs no key) and
+       sessions: through the API, which ends their threads */
+    s_delete_all("/api/agent/sessions", "/api/agent/sessions/", NULL, NULL);
+    s_delete_all("/api/sessions", "/api/sessions/", NULL, s_sid);
+    srv_kmgr_t *m = srv_parts(s_srv)->kmgr;
     zlistx_t *others = zlistx_new();
-    for (srv_kernel_t *mk = zhashx_first(st->kernels); mk; mk = zhashx_next(st->kernels))
+    zlistx_t *all = srv_kmgr_list(m);
+    for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
         if (strcmp(mk->id, s_kid) != 0)
             zlistx_add_end(others, mk);
+    zlistx_destroy(&all);
     for (srv_kernel_t *mk = zlistx_first(others); mk; mk = zlistx_next(others))
-        srv_kernel_delete(mk, NULL);
+        srv_kmgr_delete(mk);
     zlistx_destroy(&others);
-    zlistx_t *keys = zhashx_keys(st->sessions);
-    for (const char *k = zlistx_first(keys); k; k = zlistx_next(keys))
-        if (strcmp(k, s_sid) != 0)
-            zhashx_delete(st->sessions, k);
-    zlistx_destroy(&keys);
     korch_server_run(s_srv, s_true, NULL); /* destroys the deleted kernels */
     /* the fixed kernel: restarted by the input? let it come back */
-    srv_kernel_t *mk = srv_kernel_find(s_srv, s_kid);
+    srv_kernel_t *mk = srv_kmgr_find(m, s_kid);
     int64_t until = korch_now_ms() + 2000;
     while (mk && korch_kernel_state(mk->k) != KORCH_KERNEL_IDLE && korch_now_ms() < until) {
         korch_loop_run(s_loop, NULL, NULL, 10);
-        mk = srv_kernel_find(s_srv, s_kid);
+        mk = srv_kmgr_find(m, s_kid);
     }
     if (!mk || korch_kernel_state(mk->k) != KORCH_KERNEL_IDLE) {
         if (mk) {
-            srv_kernel_delete(mk, NULL);
+            srv_kmgr_delete(mk);
             korch_server_run(s_srv, s_true, NULL);
         }
         s_request_id("POST", "/api/kernels", "{\"name\": \"python3\"}", s_kid, sizeof s_kid);
     }
-    json_t *sess = zhashx_lookup(st->sessions, s_sid);
-    if (!sess || strcmp(json_string_value(json_object_get(sess, "kernel_id")), s_kid) != 0) {
-        if (sess)
-            zhashx_delete(st->sessions, s_sid);
+    if (!s_session_on(s_sid, s_kid)) {
         char body[256];
         snprintf(body, sizeof body, "{\"path\": \"fuzz.ipynb\", \"type\": \"notebook\", \"kernel\": {\"id\": \"%s\"}}",
                  s_kid);
