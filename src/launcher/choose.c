@@ -29,11 +29,10 @@ static void s_local_note(void)
         return;
     said = true;
     struct passwd *pw = getpwuid(geteuid());
-    fprintf(stderr,
-            "korch: launcher local: the kernel runs unconfined as uid %u (%s) on this machine: the code it runs "
-            "(the model's, with run, chat and serve) can read, change and delete what that user can, and reach "
-            "the network (--launcher sandbox or docker confine it)\n",
-            (unsigned)geteuid(), pw && pw->pw_name ? pw->pw_name : "?");
+    korch_notice("launcher local: the kernel runs unconfined as uid %u (%s) on this machine: the code it runs "
+                 "(the model's, with run, chat and serve) can read, change and delete what that user can, and reach "
+                 "the network (--launcher sandbox or docker confine it)",
+                 (unsigned)geteuid(), pw && pw->pw_name ? pw->pw_name : "?");
 }
 
 static korch_launcher_t *s_docker(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *why)
@@ -136,13 +135,13 @@ korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher
     l = s_docker(loop, o, &dwhy);
     if (l) {
         if (!o->quiet)
-            fprintf(stderr, "korch: launcher auto picked docker\n");
+            korch_notice("launcher auto picked docker");
         return l;
     }
     l = s_sandbox(loop, o, &swhy);
     if (l) {
         if (!o->quiet)
-            fprintf(stderr, "korch: launcher auto picked sandbox (docker: %s)\n", dwhy.msg);
+            korch_notice("launcher auto picked sandbox (docker: %s)", dwhy.msg);
         return l;
     }
     korch_err_set(err, KORCH_E_LAUNCH,
@@ -164,7 +163,7 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
        cgroups (whichever launcher this korch uses: a no-op without root). */
     int removed = korch_sandbox_sweep(mine, korch_instance_alive, korch_instance_forget);
     if (removed > 0)
-        fprintf(stderr, "korch: removed %d sandbox cgroup(s) left by korch instances that are gone\n", removed);
+        korch_notice("removed %d sandbox cgroup(s) left by korch instances that are gone", removed);
     bool swarm = strcmp(korch_launcher_name(l), "swarm") == 0;
     if ((!korch_launcher_is_docker(l) && !swarm) || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return;
@@ -188,8 +187,8 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
         json_object_set_new(done, inst, json_true());
         int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
         if (n > 0)
-            fprintf(stderr, "korch: removed %d %s left by korch instance '%s', which is gone\n", n,
-                    swarm ? "swarm service(s)" : "container(s)", inst);
+            korch_notice("removed %d %s left by korch instance '%s', which is gone", n,
+                         swarm ? "swarm service(s)" : "container(s)", inst);
         korch_instance_forget(inst);
     }
     json_decref(done);

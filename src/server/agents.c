@@ -415,7 +415,7 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
     }
     if (strcmp(cmd, "ready") == 0 && sa->state == A_STARTING) {
         sa->state = A_IDLE;
-        fprintf(stderr, "korch: agent session %s ready on kernel %s\n", sa->id, sa->kernel_id);
+        korch_notice("agent session %s ready on kernel %s", sa->id, sa->kernel_id);
         if (sa->creating) {
             s_save(sa);
             srv_respond(sa->creating, 201, s_model(sa));
@@ -925,7 +925,7 @@ void srv_agents_load(srv_agents_t *a)
     if (d)
         closedir(d);
     if (n)
-        fprintf(stderr, "korch: %d agent session(s) in %s, resumed on their next message\n", n, s_base(s));
+        korch_notice("%d agent session(s) in %s, resumed on their next message", n, s_base(s));
 }
 
 /* ------------------------------------------------------------ turns */
@@ -1372,7 +1372,7 @@ static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, 
 
 static void s_delete(srv_agent_t *sa, srv_req_t *req)
 {
-    fprintf(stderr, "korch: agent session %s deleted\n", sa->id);
+    korch_notice("agent session %s deleted", sa->id);
     srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(s_kmgr(req->srv), sa->kernel_id) : NULL;
     sa->owns_kernel = false; /* deleted below, answering req once it is gone */
     s_doom(sa);

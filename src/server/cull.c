@@ -48,7 +48,7 @@ static int s_on_tick(korch_loop_t *loop, int id, void *arg)
             continue;
         korch_kernel_state_t st = korch_kernel_state(mk->k);
         if (st == KORCH_KERNEL_DEAD) {
-            fprintf(stderr, "korch: culling dead kernel %s (%s)\n", mk->id, mk->name);
+            korch_notice("culling dead kernel %s (%s)", mk->id, mk->name);
             srv_kmgr_delete(mk);
             continue;
         }
@@ -60,8 +60,8 @@ static int s_on_tick(korch_loop_t *loop, int id, void *arg)
         bool idle_execute = c->cull_busy || st != KORCH_KERNEL_BUSY;
         bool idle_connected = c->cull_connected || conns == 0;
         if (idle_time && idle_execute && idle_connected) {
-            fprintf(stderr, "korch: culling %s kernel %s (%s) with %zu connections after %lld s of inactivity\n",
-                    korch_kernel_state_name(st), mk->id, mk->name, conns, (long long)(idle_ms / 1000));
+            korch_notice("culling %s kernel %s (%s) with %zu connections after %lld s of inactivity",
+                         korch_kernel_state_name(st), mk->id, mk->name, conns, (long long)(idle_ms / 1000));
             srv_kmgr_delete(mk);
         }
     }
@@ -97,9 +97,9 @@ korch_rc_t srv_cull_new(srv_kmgr_t *m, korch_loop_t *loop, const korch_server_op
         return korch_err_set(err, KORCH_E_NOMEM, "cannot create the culling timer");
     }
     *out = c;
-    fprintf(stderr, "korch: culling kernels idle for more than %d s, checked every %d s%s%s\n",
-            o->cull_idle_timeout, interval, o->cull_busy ? ", even busy ones" : "",
-            o->cull_connected ? ", even with connected clients" : "");
+    korch_notice("culling kernels idle for more than %d s, checked every %d s%s%s",
+                 o->cull_idle_timeout, interval, o->cull_busy ? ", even busy ones" : "",
+                 o->cull_connected ? ", even with connected clients" : "");
     return KORCH_OK;
 }
 

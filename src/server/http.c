@@ -49,7 +49,10 @@ void srv_http_log(srv_http_t *h, const char *method, const char *path, int statu
     if (wsi)
         lws_get_peer_simple(wsi, peer, sizeof peer);
     double ms = (double)(srv_now_us() - t0_us) / 1000.0;
-    /* the path is the client's, URL-decoded: ESC, CR, LF ... are escaped */
+    /* The access log is the server's output (--no-access-log turns it off),
+       not logging: it stays on stderr whatever KORCH_LOG says, and is not
+       cut at a log line's length. The path is the client's, URL-decoded:
+       ESC, CR, LF ... are escaped. */
     char safe[4 * sizeof ((srv_req_t *)0)->path + 1];
     fprintf(stderr, "korch: %d %s %s %.2fms %s\n", status, method,
             korch_log_escape(safe, sizeof safe, path, strlen(path), 0), ms, peer);

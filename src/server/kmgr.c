@@ -260,14 +260,14 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
     }
     case KORCH_KERNEL_RESTARTING:
         if (!mk->pooled)
-            fprintf(stderr, "korch: kernel %s restarting%s%s\n", mk->id, detail ? ": " : "", detail ? detail : "");
+            korch_notice("kernel %s restarting%s%s", mk->id, detail ? ": " : "", detail ? detail : "");
         s_emit(mk, SRV_KEV_RESTARTING, detail);
         break;
     case KORCH_KERNEL_DEAD:
         mk->restart_requested = false;
         snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
         if (!mk->pooled)
-            fprintf(stderr, "korch: kernel %s dead: %s\n", mk->id, mk->dead_reason);
+            korch_notice("kernel %s dead: %s", mk->id, mk->dead_reason);
         s_emit(mk, SRV_KEV_DEAD, mk->dead_reason);
         s_fire_all_ready(mk, mk->dead_reason);
         if (!mk->ever_ready && !mk->pooled) /* it never ran: nothing for anyone to look at */
@@ -373,7 +373,7 @@ srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t
         zlistx_add_end(m->pooled, mk);
     else
         zhashx_insert(m->kernels, mk->id, mk);
-    fprintf(stderr, "korch: kernel %s (%s) starting%s\n", mk->id, mk->name, req->pooled ? " for the warm pool" : "");
+    korch_notice("kernel %s (%s) starting%s", mk->id, mk->name, req->pooled ? " for the warm pool" : "");
     s_env_free(envv);
     s_emit(mk, SRV_KEV_STARTED, NULL);
     return mk;
@@ -395,7 +395,7 @@ void srv_kmgr_unpool(srv_kernel_t *mk)
     /* idle from the moment it is handed out, not from its start */
     srv_kernel_touch(mk);
     zhashx_insert(m->kernels, mk->id, mk);
-    fprintf(stderr, "korch: kernel %s (%s) handed out from the warm pool\n", mk->id, mk->name);
+    korch_notice("kernel %s (%s) handed out from the warm pool", mk->id, mk->name);
     s_emit(mk, SRV_KEV_UNPOOLED, NULL);
 }
 
@@ -416,7 +416,7 @@ void srv_kmgr_delete(srv_kernel_t *mk)
         m->reap_timer = korch_loop_timer(m->o.loop, 0, 1, s_on_reap, m);
     korch_kernel_set_callbacks(mk->k, NULL);
     if (!mk->pooled)
-        fprintf(stderr, "korch: kernel %s shutting down\n", mk->id);
+        korch_notice("kernel %s shutting down", mk->id);
     s_emit(mk, SRV_KEV_DELETED, NULL);
     /* closures waiting for it to be ready will not see that */
     s_fire_all_ready(mk, "kernel was shut down");
@@ -460,7 +460,7 @@ static bool s_reap_one(srv_kmgr_t *m)
     }
     s_kernel_free(&mk);
     if (!quiet)
-        fprintf(stderr, "korch: kernel %s shut down\n", id);
+        korch_notice("kernel %s shut down", id);
     return true;
 }
 

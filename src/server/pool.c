@@ -166,8 +166,8 @@ static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void
             p->starting = NULL;
             sp->failures = 0;
             sp->retry_at_ms = 0;
-            fprintf(stderr, "korch: warm pool: kernel %s (%s) ready in %lld ms (%zu of %d)\n", mk->id, mk->name,
-                    (long long)korch_kernel_ready_ms(mk->k), zlistx_size(sp->kernels), sp->size);
+            korch_notice("warm pool: kernel %s (%s) ready in %lld ms (%zu of %d)", mk->id, mk->name,
+                         (long long)korch_kernel_ready_ms(mk->k), zlistx_size(sp->kernels), sp->size);
             s_schedule(p, 0);
         }
         return;
@@ -291,8 +291,8 @@ korch_rc_t srv_pool_new(srv_kmgr_t *m, korch_loop_t *loop, const korch_server_op
     }
     for (size_t i = 0; i < p->nspecs; i++)
         if (p->specs[i].size)
-            fprintf(stderr, "korch: warm pool: keeping %d '%s' kernel(s) ready\n", p->specs[i].size,
-                    p->specs[i].name);
+            korch_notice("warm pool: keeping %d '%s' kernel(s) ready", p->specs[i].size,
+                         p->specs[i].name);
     srv_kmgr_listen(m, s_on_kernel, p);
     p->listening = true;
     s_schedule(p, 0);
