@@ -24,10 +24,6 @@ LDFLAGS += $(SAN)
 
 # -Wformat-truncation is on: a path cut at a fixed buffer's end names another
 # file (build paths with korch_path_join / korch_path_fmt, korch/path.h).
-# These files still have unchecked snprintf sites (issue 13, owned by helpers
-# reworking them now): they build without the warning until converted.
-# Remove a file from this list when its sites are checked; never add one.
-TRUNC_TODO := src/launcher/cgroup.c src/launcher/docker.c
 
 LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o
@@ -46,8 +42,6 @@ endif
 .PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
-
-$(TRUNC_TODO:%.c=$(BUILD)/%.o): CFLAGS += -Wno-format-truncation
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -5,6 +5,7 @@
  */
 #include "korch/cgroup.h"
 #include "korch/log.h"
+#include "korch/path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -240,7 +241,10 @@ korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const k
     for (int i = 0; i < cg->ndirs && !rc; i++) {
         char base[PATH_MAX], inst[PATH_MAX + 80];
         s_base(version, i, base, sizeof base);
-        snprintf(inst, sizeof inst, "%s/%s", base, instance);
+        if (korch_path_join(inst, sizeof inst, base, instance, NULL) != KORCH_OK) {
+            rc = korch_err_set(err, KORCH_E_TOOBIG, "cgroup path '%s/%s' is too long", base, instance);
+            break;
+        }
         if (version == 2)
             s_enable(S_MOUNT);
         rc = s_mkdir(base, err);
@@ -250,9 +254,8 @@ korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const k
             rc = s_mkdir(inst, err);
         if (!rc && version == 2)
             s_enable(inst);
-        int n = snprintf(cg->dirs[i], sizeof cg->dirs[i], "%s/%s", inst, name);
-        if (!rc && (n < 0 || (size_t)n >= sizeof cg->dirs[i]))
-            rc = korch_err_set(err, KORCH_E_INVALID, "cgroup path '%s/%s' is too long", inst, name);
+        if (!rc && korch_path_join(cg->dirs[i], sizeof cg->dirs[i], inst, name, NULL) != KORCH_OK)
+            rc = korch_err_set(err, KORCH_E_TOOBIG, "cgroup path '%s/%s' is too long", inst, name);
         if (!rc && mkdir(cg->dirs[i], 0755) != 0)
             rc = korch_err_set(err, KORCH_E_IO, "cannot create cgroup '%s': %s", cg->dirs[i], strerror(errno));
         if (rc)
@@ -387,14 +390,16 @@ int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), vo
                 strcmp(e->d_name, "default") == 0 || alive(e->d_name))
                 continue;
             char inst[PATH_MAX + 80];
-            snprintf(inst, sizeof inst, "%s/%s", base, e->d_name);
+            if (korch_path_join(inst, sizeof inst, base, e->d_name, NULL) != KORCH_OK)
+                continue; /* never act on a cut path: it names another directory */
             DIR *k = opendir(inst);
             struct dirent *ke;
             while (k && (ke = readdir(k))) {
                 if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name))
                     continue;
                 char leaf[PATH_MAX + 160];
-                snprintf(leaf, sizeof leaf, "%s/%s", inst, ke->d_name);
+                if (korch_path_join(leaf, sizeof leaf, inst, ke->d_name, NULL) != KORCH_OK)
+                    continue;
                 s_kill_dir(leaf);
                 if (rmdir(leaf) == 0 && i == 0)
                     removed++;

@@ -26,6 +26,7 @@
 #include "korch/env.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
+#include "korch/path.h"
 #include "backend.h"
 #include "spawn.h"
 
@@ -1275,7 +1276,11 @@ static void s_on_adopt_inspect(korch_rc_t rc0, const korch_err_t *err0, korch_do
         return s_adopt_end(a, rc, err);
     }
     snprintf(p->runtime_dir, sizeof p->runtime_dir, "%.*s", (int)dl, rdir);
-    snprintf(p->conn_file, sizeof p->conn_file, "%s/%s", p->runtime_dir, S_CONN_FILE);
+    if (korch_path_join(p->conn_file, sizeof p->conn_file, p->runtime_dir, S_CONN_FILE, NULL) != KORCH_OK) {
+        rc = korch_err_set(err, KORCH_E_TOOBIG, "cannot re-adopt kernel '%s': runtime dir '%s' is too long",
+                           kernel_id, p->runtime_dir);
+        return s_adopt_end(a, rc, err);
+    }
     /* The kernel can write that dir: no link, no FIFO, a bounded file. */
     rc = korch_conn_load_nofollow(&inside, p->conn_file, err);
     if (rc)
@@ -1288,8 +1293,12 @@ static void s_on_adopt_inspect(korch_rc_t rc0, const korch_err_t *err0, korch_do
         return s_adopt_end(a, rc, err);
     }
     *conn = inside;
-    snprintf(conn->ip, sizeof conn->ip, "%s/%s", p->runtime_dir, base);
-    snprintf(p->ipc_prefix, sizeof p->ipc_prefix, "%s", conn->ip);
+    if (korch_path_join(conn->ip, sizeof conn->ip, p->runtime_dir, base, NULL) != KORCH_OK ||
+        korch_path_fmt(p->ipc_prefix, sizeof p->ipc_prefix, NULL, "%s", conn->ip) != KORCH_OK) {
+        rc = korch_err_set(err, KORCH_E_TOOBIG, "cannot re-adopt kernel '%s': ipc path '%s/%s' is too long",
+                           kernel_id, p->runtime_dir, base);
+        return s_adopt_end(a, rc, err);
+    }
     memcpy(p->ports, inside.port, sizeof p->ports);
 
     json_t *cfg = json_object_get(r->json, "Config");
