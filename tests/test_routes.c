@@ -239,19 +239,6 @@ out:
     json_decref(j);
 }
 
-TEST(server_routes_error_status_map)
-{
-    CHECK_EQ(srv_http_status(KORCH_E_NOTFOUND), 404);
-    CHECK_EQ(srv_http_status(KORCH_E_INVALID), 400);
-    CHECK_EQ(srv_http_status(KORCH_E_TOOBIG), 413);
-    CHECK_EQ(srv_http_status(KORCH_E_NOMEM), 503);
-    CHECK_EQ(srv_http_status(KORCH_E_STATE), 409);
-    CHECK_EQ(srv_http_status(KORCH_E_TIMEOUT), 504);
-    CHECK_EQ(srv_http_status(KORCH_E_IO), 500);
-    CHECK_EQ(srv_http_status(KORCH_E_DOCKER), 500);
-    CHECK_EQ(srv_http_status(KORCH_E_LAUNCH), 500);
-}
-
 /* ------------------------------------------------------------ on the wire */
 
 typedef struct {

@@ -374,6 +374,9 @@ TEST_T(util_rc_http_status, 10)
     CHECK_EQ(korch_rc_http_status(KORCH_E_NOTFOUND), 404);
     CHECK_EQ(korch_rc_http_status(KORCH_E_TOOBIG), 413);
     CHECK_EQ(korch_rc_http_status(KORCH_E_NOMEM), 503);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_STATE), 409);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_TIMEOUT), 504);
     CHECK_EQ(korch_rc_http_status(KORCH_E_IO), 500);
+    CHECK_EQ(korch_rc_http_status(KORCH_E_DOCKER), 500);
     CHECK_EQ(korch_rc_http_status(KORCH_E__COUNT), 500);
 }

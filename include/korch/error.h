@@ -45,7 +45,8 @@ korch_rc_t korch_err_set(korch_err_t *err, korch_rc_t rc, const char *fmt, ...)
 
 /* The HTTP status a server answers a failed call with: 400 INVALID, 404
    NOTFOUND, 409 STATE, 413 TOOBIG, 503 NOMEM (try again later), 504
-   TIMEOUT, 502 DOCKER/HTTP (an upstream failed), 500 the rest (OK: 200).
+   TIMEOUT, 500 the rest (OK: 200), as jupyter_server answers a kernel that
+   cannot start.
    The one map for the server's handlers (issue 13: three were written). */
 int korch_rc_http_status(korch_rc_t rc);
 

@@ -649,7 +649,7 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
             mk = srv_kmgr_start(s_kmgr(s), &(srv_kstart_t){.name = name, .cwd = s_isolated(s) ? NULL : cwd}, &err);
             if (!mk) {
                 snprintf(why, why_len, "%s", err.msg);
-                return srv_http_status(err.rc);
+                return korch_rc_http_status(err.rc);
             }
         }
         sa->owns_kernel = true;
@@ -1199,7 +1199,7 @@ static void s_figure(srv_agent_t *sa, srv_req_t *req, const char *name)
     korch_err_t err = {0};
     char *data = korch_workdir_read(dir, name, MAX_NOTEBOOK, &len, &err);
     if (!data) {
-        srv_respond_error(req, srv_http_status(err.rc), "%s", err.msg);
+        srv_respond_error(req, korch_rc_http_status(err.rc), "%s", err.msg);
         return;
     }
     srv_respond_raw(req, 200, mime, data, len);
@@ -1273,7 +1273,7 @@ static void s_file_respond(srv_req_t *req, const char *rel, korch_rc_t rc, const
     if (rc != KORCH_OK)
         /* not there, or too big, is the client's to hear; anything else (a link
            the kernel planted, INVALID) is the server's */
-        srv_respond_error(req, rc == KORCH_E_NOTFOUND || rc == KORCH_E_TOOBIG ? srv_http_status(rc) : 500, "%s",
+        srv_respond_error(req, rc == KORCH_E_NOTFOUND || rc == KORCH_E_TOOBIG ? korch_rc_http_status(rc) : 500, "%s",
                           msg);
     else
         srv_respond_raw(req, 200, korch_mime_for(rel), data, len);

@@ -230,7 +230,7 @@ static srv_kernel_t *s_start(korch_server_t *s, srv_req_t *req, const char *name
     korch_err_t err = {0};
     mk = srv_kmgr_start(p->kmgr, &(srv_kstart_t){.name = name, .env = env}, &err);
     if (!mk)
-        srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status : srv_http_status(err.rc), "%s",
+        srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status : korch_rc_http_status(err.rc), "%s",
                           err.msg);
     return mk;
 }

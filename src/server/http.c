@@ -333,7 +333,6 @@ void srv_ws_finish(srv_ws_t *ws, const char *why)
     ws->http->kick(ws->http->kick_arg);
 }
 
-
 /* routes.h: a matched route's parameter (here, beside the request it belongs to). */
 const char *srv_param(const srv_params_t *p, const char *name)
 {
@@ -341,19 +340,4 @@ const char *srv_param(const srv_params_t *p, const char *name)
         if (strcmp(p->name[i], name) == 0)
             return p->value[i];
     return "";
-}
-
-/* routes.h: an error code as an HTTP status. */
-int srv_http_status(korch_rc_t rc)
-{
-    switch (rc) {
-    case KORCH_OK: return 200;
-    case KORCH_E_NOTFOUND: return 404;
-    case KORCH_E_INVALID: return 400;
-    case KORCH_E_TOOBIG: return 413;
-    case KORCH_E_NOMEM: return 503;
-    case KORCH_E_STATE: return 409;
-    case KORCH_E_TIMEOUT: return 504;
-    default: return 500;
-    }
 }

@@ -96,10 +96,6 @@ srv_match_t srv_route_match(const char *method, const char *path, size_t len, co
    path with OpenAPI's parameter syntax ("{path*}" written "{path}"). */
 json_t *srv_routes_json(void);
 
-/* An error code as an HTTP status: NOTFOUND 404, INVALID 400, TOOBIG 413,
-   NOMEM 503 (a budget is spent: try again), STATE 409, TIMEOUT 504, else
-   500. Callers that mean otherwise say so where they call it. (http.c) */
-int srv_http_status(korch_rc_t rc);
 
 /* ----------------------------------------------- the handlers it names */
 

@@ -617,7 +617,7 @@ static void s_body_error(korch_server_t *s, srv_req_t *req, korch_rc_t rc, const
 {
     if (rc == KORCH_E_NOMEM)
         s->metrics.bodies_refused++;
-    srv_respond_error(req, srv_http_status(rc), "%s", err->msg); /* 413, 503 (a budget), 400 (framing), 500 */
+    srv_respond_error(req, korch_rc_http_status(rc), "%s", err->msg); /* 413, 503 (a budget), 400 (framing), 500 */
 }
 
 static int s_http_body(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const void *in, size_t len)

@@ -58,8 +58,6 @@ int korch_rc_http_status(korch_rc_t rc)
     case KORCH_E_TOOBIG: return 413;
     case KORCH_E_NOMEM: return 503;
     case KORCH_E_TIMEOUT: return 504;
-    case KORCH_E_DOCKER:
-    case KORCH_E_HTTP: return 502;
-    default: return 500;
+    default: return 500;    /* docker, launch, io...: the server's fault as a client sees it (jupyter_server: 500) */
     }
 }
