@@ -2,6 +2,7 @@
  *  deadlines. Entries are marked dead on removal and swept after each round,
  *  so any handler may add or remove anything, itself included. */
 #include "korch/loop.h"
+#include "korch/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -66,7 +67,7 @@ static void s_stall(korch_loop_t *loop, int64_t t0, const char *what, int fd, co
     if (ms >= loop->stall_ms) {
         char sym[48]; /* relative to korch_loop_new: nm gives the handler's name */
         snprintf(sym, sizeof sym, "korch_loop_new%+td", (const char *)fn - (const char *)(void *)korch_loop_new);
-        fprintf(stderr, "korch: loop: a %s handler (fd %d, %s) ran %lld ms\n", what, fd, sym, (long long)ms);
+        korch_warn("loop: a %s handler (fd %d, %s) ran %lld ms", what, fd, sym, (long long)ms);
     }
 }
 
