@@ -1,6 +1,7 @@
 /*  Jupyter kernel messages on a websocket: the legacy JSON / binary formats
  *  and the v1.kernel.websocket.jupyter.org subprotocol (see wsmsg.h). */
 #include "korch/wsmsg.h"
+#include "korch/jsonstr.h"
 #include "korch/buf.h"
 
 #include <stddef.h>
@@ -601,54 +602,15 @@ static const unsigned char *s_ws(const unsigned char *p, const unsigned char *en
     return p;
 }
 
-/* The closing quote of the JSON string whose body starts at p, or NULL: a
-   quote is escaped when an odd number of backslashes precede it. */
+/* The JSON scanner (korch/jsonstr.h) on unsigned bytes. */
 static const unsigned char *s_string_end(const unsigned char *p, const unsigned char *end)
 {
-    const unsigned char *from = p;
-    while (p < end) {
-        const unsigned char *q = memchr(p, '"', (size_t)(end - p));
-        if (!q)
-            return NULL;
-        size_t n = 0;
-        while (q - n > from && q[-1 - (ptrdiff_t)n] == '\\')
-            n++;
-        if (n % 2 == 0)
-            return q;
-        p = q + 1;
-    }
-    return NULL;
+    return (const unsigned char *)korch_jsonstr_end((const char *)p, (const char *)end);
 }
 
-static int s_hex4u(const unsigned char *p)
-{
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        v = v << 4 | d;
-    }
-    return v;
-}
-
-/* Bytes the escape at q (a backslash, before end) decodes to, and its length
-   in *elen: \uXXXX to UTF-8 (a surrogate pair, 12 characters, to 4 bytes),
-   the others to 1. */
 static size_t s_escape(const unsigned char *q, const unsigned char *end, size_t *elen)
 {
-    if (end - q >= 6 && q[1] == 'u') {
-        int cp = s_hex4u(q + 2);
-        if (cp >= 0xD800 && cp <= 0xDBFF && end - q >= 12 && q[6] == '\\' && q[7] == 'u') {
-            *elen = 12;
-            return 4;
-        }
-        *elen = 6;
-        return cp < 0 ? 6 : cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
-    }
-    *elen = end - q >= 2 ? 2 : (size_t)(end - q);
-    return 1;
+    return korch_jsonstr_escape((const char *)q, (const char *)end, elen);
 }
 
 bool korch_wsmsg_stream_cut(const void *content, size_t len, size_t max, size_t *keep, size_t *dropped)
