@@ -147,6 +147,10 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   log.addEventListener('scroll', () => { if (log.clientHeight) atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 200; });
   const resized = typeof ResizeObserver === 'function' ? new ResizeObserver(() => { if (atEnd && log.clientHeight) log.scrollTop = log.scrollHeight; }) : null;
   resized?.observe(log);
+  // content that grows in place (a step's status line, outputs streaming in) keeps an
+  // at-the-end log at the end too: not every change goes through scroll()
+  const grew = typeof MutationObserver === 'function' ? new MutationObserver(() => { if (atEnd && log.clientHeight) log.scrollTop = log.scrollHeight; }) : null;
+  grew?.observe(log, { childList: true, subtree: true, characterData: true });
 
   function setBusy(busy: boolean): void {
     stopBtn.disabled = !busy;
@@ -445,7 +449,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     update(m: any) {
       if (m && m.id === sid && turn?.status !== 'running' && badge.textContent !== m.state) showSession(m);
     },
-    destroy() { follow?.abort(); resized?.disconnect(); root.remove(); },
+    destroy() { follow?.abort(); resized?.disconnect(); grew?.disconnect(); root.remove(); },
     get sessionId() { return sid; },
     block(b: boolean) { blocked = b; showSession(shown); },
   };
