@@ -49,6 +49,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -354,7 +355,25 @@ static char *s_exchange(const void *data, size_t size, bool half_close, int wait
     REQUIRE(c.fd >= 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s_port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(connect(c.fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    /* libFuzzer's SIGALRM (its -timeout watchdog, no SA_RESTART) can land in a
+       blocking connect: EINTR, and the connection goes on being made (POSIX) */
+    int crc = connect(c.fd, (struct sockaddr *)&sa, sizeof sa);
+    if (crc != 0 && errno == EINTR) {
+        struct pollfd pfd = {.fd = c.fd, .events = POLLOUT};
+        int prc;
+        while ((prc = poll(&pfd, 1, 10000)) < 0 && errno == EINTR)
+            ;
+        int soerr = prc == 1 ? 0 : ETIMEDOUT;
+        socklen_t sl = sizeof soerr;
+        if (prc == 1)
+            getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        crc = soerr ? -1 : 0;
+        errno = soerr;
+    }
+    if (crc != 0) {
+        fprintf(stderr, "fuzz_http: connect to the server: %s\n", strerror(errno));
+        REQUIRE(!"connect");
+    }
     fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
     REQUIRE(korch_loop_poller(s_loop, c.fd, s_on_readable, &c) == 0);
     c.deadline = korch_now_ms() + wait_ms;
