@@ -781,18 +781,24 @@ static void s_follow_conn(korch_kernel_t *k, const korch_conn_t *to)
     memcpy(k->conn.port, to->port, sizeof k->conn.port);
 }
 
+/* The launcher could not start (or re-attach to) the kernel: it is dead, and
+   why goes to start_err, the pending executions and the state listeners. */
+static void s_launch_failed(korch_kernel_t *k, korch_rc_t rc, const char *msg)
+{
+    korch_err_set(&k->start_err, rc, "%s", msg);
+    if (k->ready_timer >= 0)
+        korch_loop_timer_end(k->loop, k->ready_timer);
+    k->ready_timer = -1;
+    s_fail_pending(k, msg, false);
+    s_set_state(k, KORCH_KERNEL_DEAD, msg);
+}
+
 static void s_on_started(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
 {
     korch_kernel_t *k = arg;
     k->launch_op = NULL;
     if (rc) {
-        const char *msg = err ? err->msg : korch_strerror(rc);
-        korch_err_set(&k->start_err, rc, "%s", msg);
-        if (k->ready_timer >= 0)
-            korch_loop_timer_end(k->loop, k->ready_timer);
-        k->ready_timer = -1;
-        s_fail_pending(k, msg, false);
-        s_set_state(k, KORCH_KERNEL_DEAD, msg);
+        s_launch_failed(k, rc, err ? err->msg : korch_strerror(rc));
         return;
     }
     k->proc = proc;
@@ -1002,13 +1008,7 @@ static void s_on_adopted(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *e
         err = &e;
     }
     if (rc) {
-        const char *msg = err && err->rc ? err->msg : korch_strerror(rc);
-        korch_err_set(&k->start_err, rc, "%s", msg);
-        if (k->ready_timer >= 0)
-            korch_loop_timer_end(k->loop, k->ready_timer);
-        k->ready_timer = -1;
-        s_fail_pending(k, msg, false);
-        s_set_state(k, KORCH_KERNEL_DEAD, msg);
+        s_launch_failed(k, rc, err && err->rc ? err->msg : korch_strerror(rc));
         return;
     }
     s_watch(k);
