@@ -43,7 +43,8 @@ typedef struct {
     korch_rc_t (*put_file)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
                            korch_err_t *err);
     korch_rc_t (*get_file)(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err);
-    /* The transitional blocking calls (korch_proc_put_file_sync): no loop. */
+    /* Done at once, no loop: the transitional blocking calls (korch_proc_put_file_sync),
+       and the ops themselves when put_file / get_file are NULL (a host directory). */
     korch_rc_t (*put_file_now)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err);
     korch_rc_t (*get_file_now)(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
                                korch_err_t *err);

@@ -296,15 +296,22 @@ korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *d
         korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
         return NULL;
     }
-    if (!p->launcher->ops->put_file) {
-        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot put files", p->launcher->ops->name);
+    const korch_launcher_ops_t *ops = p->launcher->ops;
+    if (!ops->put_file && !ops->put_file_now) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot put files", ops->name);
         return NULL;
     }
     lop_t *op = s_op_new(p->launcher, p, OP_PLAIN, arg, err);
     if (!op)
         return NULL;
     op->odone = done;
-    return s_started(op, p->launcher->ops->put_file(p, name, data, len, &op->base, err));
+    if (ops->put_file)
+        return s_started(op, ops->put_file(p, name, data, len, &op->base, err));
+    /* a host directory: done at once, the callback still a round later */
+    korch_err_t e = {0};
+    korch_rc_t rc = ops->put_file_now(p, name, data, len, &e);
+    s_finish(op, rc, &e);
+    return &op->base;
 }
 
 korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
@@ -314,15 +321,23 @@ korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, k
         korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
         return NULL;
     }
-    if (!p->launcher->ops->get_file) {
-        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot get files", p->launcher->ops->name);
+    const korch_launcher_ops_t *ops = p->launcher->ops;
+    if (!ops->get_file && !ops->get_file_now) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot get files", ops->name);
         return NULL;
     }
     lop_t *op = s_op_new(p->launcher, p, OP_FILE, arg, err);
     if (!op)
         return NULL;
     op->fdone = done;
-    return s_started(op, p->launcher->ops->get_file(p, name, max, &op->base, err));
+    if (ops->get_file)
+        return s_started(op, ops->get_file(p, name, max, &op->base, err));
+    korch_err_t e = {0};
+    char *data = NULL;
+    size_t len = 0;
+    korch_rc_t rc = ops->get_file_now(p, name, max, &data, &len, &e);
+    korch_op_finish_file(&op->base, data, len, rc, &e);
+    return &op->base;
 }
 
 /* ------------------------------------------------------------- the end */

@@ -251,26 +251,6 @@ static korch_rc_t s_get_file_now(korch_proc_t *proc, const char *name, size_t ma
     return *data ? KORCH_OK : err && err->rc ? err->rc : KORCH_E_IO;
 }
 
-/* Local files: done at once. */
-static korch_rc_t s_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
-                             korch_err_t *err)
-{
-    korch_err_t e = {0};
-    korch_rc_t rc = s_put_file_now(proc, name, data, len, &e);
-    korch_op_finish(op, rc, &e);
-    return KORCH_OK;
-}
-
-static korch_rc_t s_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err)
-{
-    korch_err_t e = {0};
-    char *data = NULL;
-    size_t len = 0;
-    korch_rc_t rc = s_get_file_now(proc, name, max, &data, &len, &e);
-    korch_op_finish_file(op, data, len, rc, &e);
-    return KORCH_OK;
-}
-
 static const korch_launcher_ops_t s_ops = {
     .name = "local",
     .caps = KORCH_LAUNCHER_HOST_FILES,
@@ -281,8 +261,6 @@ static const korch_launcher_ops_t s_ops = {
     .log_tail = s_log_tail,
     .proc_free = s_proc_free,
     .free = s_free,
-    .put_file = s_put_file,
-    .get_file = s_get_file,
     .put_file_now = s_put_file_now,
     .get_file_now = s_get_file_now,
 };
