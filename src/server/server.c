@@ -62,13 +62,6 @@ struct korch_server {
     srv_parts_t parts;              /* first: what it made, for the handlers (srv_parts) */
     korch_server_opts_t opts;
     srv_metrics_t metrics;
-    srv_kmgr_t *kmgr;
-    srv_relay_t *relay;
-    srv_pool_t *pool;
-    srv_cull_t *cull;
-    srv_api_t *api;
-    srv_agents_t *agents;
-    srv_conns_t *conns;
     char started[32];
     char last_activity[32];         /* of requests and websockets (kernels keep their own) */
     uint64_t ws_seq;
@@ -544,7 +537,7 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
    callback returns. */
 static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
 {
-    srv_conns_headers_done(s->conns, wsi);
+    srv_conns_headers_done(s->parts.conns, wsi);
     /* One request per connection (see s_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -691,7 +684,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = srv_now_us();
-    srv_conns_headers_done(s->conns, wsi);
+    srv_conns_headers_done(s->parts.conns, wsi);
     bool routed = s_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
@@ -703,7 +696,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         status = 403, msg = "missing or wrong token";
     else if (!routed)
         status = 404, msg = "not found";
-    else if (!srv_kmgr_find(s->kmgr, id))
+    else if (!srv_kmgr_find(s->parts.kmgr, id))
         status = 404, msg = "kernel does not exist";
     if (!status)
         return 0;
@@ -744,7 +737,7 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->ws_seq);
     pss->ws = ws;
     s_touch(s);
-    srv_kernel_t *mk = srv_kmgr_find(s->kmgr, id);
+    srv_kernel_t *mk = srv_kmgr_find(s->parts.kmgr, id);
     srv_http_log(&s->http, "GET", uri, mk ? 101 : 404, t0, wsi);
     if (!mk) {
         srv_ws_close(ws, "kernel is gone");
@@ -896,11 +889,11 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         if (fd >= 0)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         /* at a limit, and nothing idle to close for it: refused */
-        return s && !srv_conns_accept(s->conns, wsi, fd) ? -1 : 0;
+        return s && !srv_conns_accept(s->parts.conns, wsi, fd) ? -1 : 0;
     }
     case LWS_CALLBACK_WSI_DESTROY:
         if (s)
-            srv_conns_closed(s->conns, wsi);
+            srv_conns_closed(s->parts.conns, wsi);
         return 0;
     case LWS_CALLBACK_HTTP:
         return s && pss ? s_http_begin(s, pss, wsi, in) : -1;
@@ -1046,25 +1039,21 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     s->parts = (srv_parts_t){.opts = &s->opts, .loop = loop, .metrics = &s->metrics, .started = s->started,
                              .last_activity = s->last_activity};
     /* the kernel manager first, then those who listen to it */
-    s->kmgr = srv_kmgr_new(&(srv_kmgr_opts_t){.loop = loop, .launcher = o.launcher,
+    s->parts.kmgr = srv_kmgr_new(&(srv_kmgr_opts_t){.loop = loop, .launcher = o.launcher,
                                               .start_timeout_ms = o.kernel_start_timeout_ms},
                            err);
-    if (!s->kmgr)
+    if (!s->parts.kmgr)
         goto fail;
-    s->parts.kmgr = s->kmgr;
-    s->relay = srv_relay_new(s->kmgr, &(srv_relay_opts_t){.loop = loop, .max_replay_bytes = o.max_replay_bytes,
+    s->parts.relay = srv_relay_new(s->parts.kmgr, &(srv_relay_opts_t){.loop = loop, .max_replay_bytes = o.max_replay_bytes,
                                                           .metrics = &s->metrics});
-    srv_metrics_listen(&s->metrics, s->kmgr);
-    s->parts.relay = s->relay;
-    s->api = s->relay ? srv_api_new(s) : NULL;
-    s->parts.api = s->api;
-    s->agents = s->api ? srv_agents_new(s) : NULL;
-    s->parts.agents = s->agents;
-    if (!s->origins || !s->agents) {
+    srv_metrics_listen(&s->metrics, s->parts.kmgr);
+    s->parts.api = s->parts.relay ? srv_api_new(s) : NULL;
+    s->parts.agents = s->parts.api ? srv_agents_new(s) : NULL;
+    if (!s->origins || !s->parts.agents) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
-    srv_agents_load(s->agents);
+    srv_agents_load(s->parts.agents);
 
     if (uv_loop_init(&s->uv) != 0) {
         korch_err_set(err, KORCH_E_IO, "cannot create the libuv loop");
@@ -1106,7 +1095,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
                               .max_pending = CONN_PENDING,
                               .max_pending_per_peer = CONN_PENDING_PER_PEER,
                               .header_timeout_ms = o.header_timeout_ms};
-    if (!(s->conns = srv_conns_new(loop, &s->metrics, s_kick_cb, s, &lim))) {
+    if (!(s->parts.conns = srv_conns_new(loop, &s->metrics, s_kick_cb, s, &lim))) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -1115,12 +1104,9 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         korch_err_set(err, KORCH_E_IO, "cannot poll the libuv loop");
         goto fail;
     }
-    s->parts.conns = s->conns;
-    if (srv_pool_new(s->kmgr, loop, &s->opts, &s->pool, err) != KORCH_OK ||
-        srv_cull_new(s->kmgr, loop, &s->opts, &s->cull, err) != KORCH_OK)
+    if (srv_pool_new(s->parts.kmgr, loop, &s->opts, &s->parts.pool, err) != KORCH_OK ||
+        srv_cull_new(s->parts.kmgr, loop, &s->opts, &s->parts.cull, err) != KORCH_OK)
         goto fail;
-    s->parts.pool = s->pool;
-    s->parts.cull = s->cull;
     s_uv_service(s);
     return s;
 fail:
@@ -1143,13 +1129,11 @@ void korch_server_destroy(korch_server_t **ps)
     korch_server_t *s = *ps;
     *ps = NULL;
     s->closing = true;
-    srv_cull_destroy(&s->cull);
-    s->parts.cull = NULL;
-    srv_pool_destroy(&s->pool); /* its kernels are shut down with the others */
-    s->parts.pool = NULL;
-    srv_agents_destroy(&s->agents); /* before their kernels */
-    if (s->kmgr)
-        srv_kmgr_delete_all(s->kmgr); /* the relay and api hear of it */
+    srv_cull_destroy(&s->parts.cull);
+    srv_pool_destroy(&s->parts.pool); /* its kernels are shut down with the others */
+    srv_agents_destroy(&s->parts.agents); /* before their kernels */
+    if (s->parts.kmgr)
+        srv_kmgr_delete_all(s->parts.kmgr); /* the relay and api hear of it */
     struct lws_context *ctx = s->ctx;
     s->ctx = NULL;
     if (ctx)
@@ -1171,12 +1155,12 @@ void korch_server_destroy(korch_server_t **ps)
         if (uv_loop_close(&s->uv) != 0)
             korch_debug("libuv loop still had handles at exit");
     }
-    srv_conns_destroy(&s->conns); /* after lws: its connections are gone */
+    srv_conns_destroy(&s->parts.conns); /* after lws: its connections are gone */
     if (s->spool_fd >= 0)
         close(s->spool_fd);
-    srv_kmgr_destroy(&s->kmgr);
-    srv_api_destroy(&s->api);
-    srv_relay_destroy(&s->relay);
+    srv_kmgr_destroy(&s->parts.kmgr);
+    srv_api_destroy(&s->parts.api);
+    srv_relay_destroy(&s->parts.relay);
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);
