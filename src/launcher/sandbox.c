@@ -25,6 +25,7 @@
 #include "korch/sandbox.h"
 #include "korch/env.h"
 #include "korch/cgroup.h"
+#include "korch/instance.h"
 #include "korch/log.h"
 #include "backend.h"
 #include "spawn.h"
@@ -59,6 +60,7 @@ typedef struct {
     gid_t gid;
     bool drop;                  /* korch is root and the kernel is not: give up root before bwrap */
     unsigned seq;               /* makes cgroup names unique across restarts */
+    char scope[32];             /* korch_cgroup_scope of the runtime base: cgroups in korch/{scope}/{instance} */
 } sandbox_launcher_t;
 
 typedef struct {
@@ -495,7 +497,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
 
     s_cgroup_name(l, req->kernel_id, cgname, sizeof cgname);
     korch_cgroup_limits_t lim = {.memory = l->o.memory, .nano_cpus = l->o.nano_cpus, .pids = l->o.pids_limit};
-    p->cg = korch_cgroup_new(l->o.instance ? l->o.instance : "default", cgname, &lim, err);
+    p->cg = korch_cgroup_new(l->scope, l->o.instance ? l->o.instance : "default", cgname, &lim, err);
     if (!p->cg) {
         rc = err ? err->rc : KORCH_E_LAUNCH;
         goto out;
@@ -862,6 +864,15 @@ static const korch_launcher_ops_t s_ops = {
 
 
 
+/* The cgroup scope of this korch's runtime base (cgroup.h): instances of
+   another runtime base are never judged by our locks. */
+static korch_rc_t s_scope(char *buf, size_t len, korch_err_t *err)
+{
+    char base[PATH_MAX];
+    korch_rc_t rc = korch_runtime_base(base, sizeof base, err);
+    return rc ? rc : korch_cgroup_scope(base, buf, len, err);
+}
+
 /* Start a trivial sandbox the way kernels will be started: user namespaces
    may be off, bwrap may lack something. The reason is bwrap's own words. */
 static korch_rc_t s_probe(sandbox_launcher_t *l, korch_err_t *err)
@@ -976,6 +987,8 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         korch_err_set(err, KORCH_E_LAUNCH, "sandbox unavailable: %s (the limits need a cgroup)", why);
         goto fail;
     }
+    if (s_scope(l->scope, sizeof l->scope, err) != KORCH_OK)
+        goto fail;
     if (s_probe(l, err) != KORCH_OK)
         goto fail;
     return &l->base;
@@ -986,5 +999,11 @@ fail:
 
 int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
 {
-    return korch_cgroup_sweep(mine, alive, gone);
+    char scope[32];
+    korch_err_t err = {0};
+    if (s_scope(scope, sizeof scope, &err) != KORCH_OK) {
+        korch_debug("no sandbox cgroup sweep: %s", err.msg);
+        return 0;
+    }
+    return korch_cgroup_sweep(scope, mine, alive, gone);
 }
