@@ -297,8 +297,8 @@ static bool s_ended(pid_t pid, int ms, int *status)
    used to take it for the cgroup of a dead instance and kill it), while
    a really dead instance of its own runtime dir is still swept; the
    layout before scopes (korch/{instance}/{kernel}) keeps a cgroup that
-   still holds processes (whose korch cannot be judged) and loses empty
-   ones. */
+   still holds processes (whose korch cannot be judged) or was just made,
+   and loses one empty for long. */
 TEST_T(sandbox_sweep_spares_other_runtime_dirs, 150)
 {
     char dir_a[] = "/tmp/korch-rt-scope-a-XXXXXX", dir_b[] = "/tmp/korch-rt-scope-b-XXXXXX";
@@ -333,12 +333,18 @@ TEST_T(sandbox_sweep_spares_other_runtime_dirs, 150)
     if (!CHECK(dead))
         fprintf(stderr, "  %s\n", err.msg);
     pid_t dead_pid = dead ? s_sleeper_in(korch_cgroup_procs_fds(dead)) : -1;
-    s_cg_dir_in("pids", "", "sbx-old", old, sizeof old);
+    /* ("default": an older korch running meanwhile sweeps any other name) */
+    s_cg_dir_in("pids", "", "default", old, sizeof old);
     snprintf(busy, sizeof busy, "%s/busy", old);
     snprintf(empty, sizeof empty, "%s/empty", old);
     CHECK(mkdir(old, 0755) == 0 || errno == EEXIST);
     CHECK(mkdir(busy, 0755) == 0 || errno == EEXIST);
     CHECK(mkdir(empty, 0755) == 0 || errno == EEXIST);
+    char young[PATH_MAX + 16];
+    snprintf(young, sizeof young, "%s/young", old);
+    CHECK(mkdir(young, 0755) == 0 || errno == EEXIST);
+    /* empty for an hour; young was made just now (by an older korch starting a kernel?) */
+    CHECK_EQ(utimensat(AT_FDCWD, empty, (struct timespec[2]){{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}}, 0), 0);
     snprintf(procs, sizeof procs, "%s/cgroup.procs", busy);
     int busy_fds[2] = {open(procs, O_WRONLY | O_CLOEXEC), -1};
     CHECK_GE(busy_fds[0], 0);
@@ -373,6 +379,8 @@ TEST_T(sandbox_sweep_spares_other_runtime_dirs, 150)
     CHECK(!s_ended(old_pid, 100, &st));
     CHECK_EQ(stat(busy, &sb), 0);
     CHECK(stat(empty, &sb) != 0);
+    CHECK_EQ(stat(young, &sb), 0);
+    rmdir(young);
     /* A's kernel: alive, in its cgroup, and it still answers */
     s_cg_read(pids_a, "pids.current", v, sizeof v);
     CHECK_GT(atoi(v), 2);

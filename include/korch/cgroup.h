@@ -70,10 +70,17 @@ bool korch_cgroup_oom_killed(const korch_cgroup_t *cg);
 /* How many processes are in it now (-1 when it cannot be read). */
 int korch_cgroup_count(const korch_cgroup_t *cg);
 
-/* SIGKILL everything in it until it is empty (at most about 2 s); true when empty. */
+/* SIGKILL everything in it until it is empty (at most about 2 s); true when empty.
+   Blocking: not on a loop. */
 bool korch_cgroup_kill(korch_cgroup_t *cg);
 
-/* Kill what is left, remove the cgroup (and the instance's and scope's, once empty). */
+/* SIGKILL everything in it once, without waiting; true when it is empty
+   already (processes being killed leave it a moment later: call it again).
+   NULL is empty. */
+bool korch_cgroup_kill_now(korch_cgroup_t *cg);
+
+/* Kill what is left, remove the cgroup (and the instance's and scope's,
+   once empty). Blocks (korch_cgroup_kill) unless it is empty already. */
 void korch_cgroup_destroy(korch_cgroup_t **cg);
 
 /* Kill and remove the cgroups of korch instances of scope that are gone:
@@ -81,8 +88,9 @@ void korch_cgroup_destroy(korch_cgroup_t **cg);
    alive(instance) (a lock in that scope's runtime base) is false;
    gone(instance) (may be NULL) is told of each. Other scopes are never
    touched. The layout before scopes, korch/{instance}/{name}: its owner's
-   runtime base is unknown, so nothing there is killed; empty kernel
-   cgroups are removed, one with processes is left with a notice. Returns
+   runtime base is unknown, so nothing there is killed; kernel cgroups
+   empty for a minute are removed, one with processes is left with a
+   notice. Returns
    how many kernel cgroups of scope were removed. */
 int korch_cgroup_sweep(const char *scope, const char *mine, bool (*alive)(const char *instance),
                        void (*gone)(const char *instance));

@@ -51,6 +51,7 @@ static bool s_valid_name(const char *s)
 /* A scope name: "rt-" and S_SCOPE_HEX lowercase hex digits. Anything
    else directly under korch/ is the layout before scopes. */
 #define S_SCOPE_HEX 16
+#define S_OLD_EMPTY_S 60 /* an empty kernel cgroup of the old layout is a leftover after this long */
 static bool s_is_scope(const char *s)
 {
     if (strncmp(s, "rt-", 3) != 0 || strlen(s) != 3 + S_SCOPE_HEX)
@@ -360,33 +361,41 @@ int korch_cgroup_count(const korch_cgroup_t *cg)
     return cg->dirs[0][0] ? s_pids(cg->dirs[0], pids, 1024) : -1;
 }
 
-/* SIGKILL what is in dir until it is empty; true when it is. */
-static bool s_kill_dir(const char *dir)
+/* SIGKILL what is in dir, once (rounds > 1: until it is empty, 5 ms
+   apart); true when it is empty. */
+static bool s_kill_dir_rounds(const char *dir, int rounds)
 {
     pid_t pids[1024];
     char kill_file[PATH_MAX + 16];
     snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", dir);
     if (s_exists(kill_file)) /* v2 since Linux 5.14: the kernel kills them all at once */
         s_write(dir, "cgroup.kill", "1", NULL);
-    for (int round = 0; round < 400; round++) {
+    for (int round = 0; round < rounds; round++) {
         int n = s_pids(dir, pids, 1024);
         if (n <= 0)
             return n == 0 || !s_exists(dir);
         for (int i = 0; i < n; i++)
             kill(pids[i], SIGKILL);
-        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+        if (round + 1 < rounds)
+            nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
-    return false;
+    return rounds == 1 && s_pids(dir, pids, 1) == 0;
 }
 
-bool korch_cgroup_kill(korch_cgroup_t *cg)
+static bool s_kill_dir(const char *dir) { return s_kill_dir_rounds(dir, 400); }
+
+static bool s_kill_all(korch_cgroup_t *cg, int rounds)
 {
     bool empty = true;
     for (int i = 0; i < cg->ndirs; i++)
         if (cg->dirs[i][0])
-            empty = s_kill_dir(cg->dirs[i]) && empty;
+            empty = s_kill_dir_rounds(cg->dirs[i], rounds) && empty;
     return empty;
 }
+
+bool korch_cgroup_kill(korch_cgroup_t *cg) { return s_kill_all(cg, 400); }
+
+bool korch_cgroup_kill_now(korch_cgroup_t *cg) { return !cg || s_kill_all(cg, 1); }
 
 /* rmdir dir, then its parent (the instance's) and grandparent (the
    scope's) when they are empty now. */
@@ -447,12 +456,14 @@ static int s_sweep_instance(const char *inst)
 }
 
 /* korch/{instance}/{kernel} from a korch before scopes: whose runtime
-   dir, hence whose lock, is unknown, so nothing in it is killed. Empty
-   kernel cgroups (a sandbox dies with its korch) are removed, and the
+   dir, hence whose lock, is unknown, so nothing in it is killed. Kernel
+   cgroups empty for a minute (a sandbox dies with its korch; an older korch
+   still running fills a new one within milliseconds) are removed, and the
    instance's once empty; one still holding processes is left, and said. */
 static void s_sweep_old(const char *inst, bool *said)
 {
     pid_t pids[8];
+    struct stat st;
     DIR *k = opendir(inst);
     struct dirent *ke;
     while (k && (ke = readdir(k))) {
@@ -460,7 +471,10 @@ static void s_sweep_old(const char *inst, bool *said)
         if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name) ||
             korch_path_join(leaf, sizeof leaf, inst, ke->d_name, NULL) != KORCH_OK)
             continue;
-        if (s_pids(leaf, pids, 8) == 0 && rmdir(leaf) == 0)
+        int n = s_pids(leaf, pids, 8);
+        if (n == 0 && (stat(leaf, &st) != 0 || st.st_mtime > time(NULL) - S_OLD_EMPTY_S))
+            continue; /* maybe an older korch's, just made */
+        if (n == 0 && rmdir(leaf) == 0)
             continue;
         if (!*said)
             korch_notice("cgroup '%s' is from an older korch and still holds processes: left alone (korch cannot "

@@ -94,6 +94,19 @@ static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+/* The exit seen by the pidfd poller, else a WNOHANG timer. */
+static void s_watch(korch_proc_t *proc)
+{
+    local_proc_t *p = (local_proc_t *)proc;
+    korch_loop_t *loop = proc->launcher->loop;
+    if (p->pidfd >= 0 && korch_loop_poller(loop, p->pidfd, s_on_pidfd, p) == 0)
+        p->polled = true;
+    else
+        p->poll_timer = korch_loop_timer(loop, 100, 0, s_on_poll, p);
+}
+
+static void s_proc_free(korch_proc_t *proc);
+
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
     korch_rc_t rc = KORCH_OK;
@@ -105,6 +118,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->pidfd = -1;
+    p->pid = -1;
     p->poll_timer = -1;
     rc = korch_conn_save(req->conn, conn_file, err);
     if (rc)
@@ -136,25 +150,20 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     }
     snprintf(what, sizeof what, "kernel '%s'", req->spec->name);
     korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .cwd = req->cwd, .out_fd = log_fd};
-    rc = korch_spawn(&sp, &p->pid, &p->pidfd, err);
-    if (rc)
-        goto out;
-    korch_debug("started kernel '%s' pid %d", req->spec->name, (int)p->pid);
+    /* the op finishes once the child has exec'd (spawn.h), from the loop */
+    rc = korch_spawn_start(&p->base, op, &sp, &p->pid, &p->pidfd, s_watch, err);
+    if (!rc)
+        korch_debug("started kernel '%s' pid %d", req->spec->name, (int)p->pid);
 out:
     if (log_fd >= 0)
         close(log_fd);
     korch_spawn_strv_free(argv);
     korch_env_free(env);
-    if (rc) {
+    if (rc && p->pid > 0)
+        s_proc_free(&p->base);
+    else if (rc)
         free(p);
-        return rc;
-    }
-    if (p->pidfd >= 0 && korch_loop_poller(self->loop, p->pidfd, s_on_pidfd, p) == 0)
-        p->polled = true;
-    else
-        p->poll_timer = korch_loop_timer(self->loop, 100, 0, s_on_poll, p);
-    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
-    return KORCH_OK;
+    return rc;
 }
 
 static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)

@@ -416,7 +416,8 @@ out:
 
 /* ---------------------------------------------------------------- start */
 
-static void s_watch(sandbox_proc_t *p);
+static void s_watch_proc(korch_proc_t *proc);
+static void s_proc_free(korch_proc_t *proc);
 
 /* A cgroup name from the kernel id: its safe characters and a sequence. */
 static void s_cgroup_name(sandbox_launcher_t *l, const char *kernel_id, char *buf, size_t len)
@@ -596,11 +597,12 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .out_fd = p->log_fd, .keep_fds = &fds[F_CONN],
                         .cgroup_fds = korch_cgroup_procs_fds(p->cg), .bind_fds = binds, .bind_at = S_BIND_AT, .new_session = true, .set_ids = l->drop,
                         .uid = l->uid, .gid = l->gid};
-    rc = korch_spawn(&sp, &p->pid, &p->pidfd, err);
-    if (rc)
-        goto out;
     p->info_fd = info[0];
     info[0] = -1;
+    /* the op finishes once bwrap has exec'd (spawn.h), from the loop */
+    rc = korch_spawn_start(&p->base, op, &sp, &p->pid, &p->pidfd, s_watch_proc, err);
+    if (rc)
+        goto out;
     korch_debug("started kernel '%s' in a sandbox: bwrap pid %d, uid %u, cgroup v%d %s", req->spec->name,
                 (int)p->pid, (unsigned)l->uid, korch_cgroup_version(p->cg), cgname);
 out:
@@ -614,18 +616,19 @@ out:
     for (int i = 0; i < 2; i++)
         if (info[i] >= 0)
             close(info[i]);
-    if (rc) {
+    if (rc && p->pid > 0) {
+        s_proc_free(&p->base); /* kills and reaps the child in the background */
+    } else if (rc) {
+        if (p->info_fd >= 0)
+            close(p->info_fd);
         if (p->log_fd >= 0)
             close(p->log_fd);
         if (p->work_fd >= 0)
             close(p->work_fd);
         korch_cgroup_destroy(&p->cg);
         free(p);
-        return rc;
     }
-    s_watch(p);
-    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
-    return KORCH_OK;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- life */
@@ -679,8 +682,9 @@ static void s_reap(sandbox_proc_t *p, bool block)
     if (r < 0)
         p->status = 0;
     /* pid 1 gone means its namespace is gone, but bwrap may have been killed
-       first: make sure nothing of the kernel's outlives it. */
-    korch_cgroup_kill(p->cg);
+       first: make sure nothing of the kernel's outlives it (without waiting
+       on the loop: the zombie job waits for the cgroup to empty). */
+    korch_cgroup_kill_now(p->cg);
 }
 
 /* Why the sandbox ended, once reaped. */
@@ -748,6 +752,8 @@ static void s_watch(sandbox_proc_t *p)
         p->info_polled = true;
 }
 
+static void s_watch_proc(korch_proc_t *proc) { s_watch((sandbox_proc_t *)proc); }
+
 /* The end is seen by the pidfd poller. */
 static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
@@ -756,7 +762,7 @@ static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
         return KORCH_OK;
     kill(-p->pid, SIGKILL);
     kill(p->pid, SIGKILL);
-    korch_cgroup_kill(p->cg);
+    korch_cgroup_kill_now(p->cg);
     return KORCH_OK;
 }
 
@@ -767,7 +773,7 @@ static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
         return korch_err_set(err, KORCH_E_DIED, "the sandbox of the kernel (bwrap pid %d) is gone", (int)p->pid);
     if (sig == SIGKILL) {
         kill(-p->pid, SIGKILL);
-        korch_cgroup_kill(p->cg);
+        korch_cgroup_kill_now(p->cg);
         return KORCH_OK;
     }
     pid_t init = s_init_pid(p);
@@ -801,23 +807,26 @@ static const char *s_log_tail(korch_proc_t *proc)
     return p->tail;
 }
 
-/* A killed sandbox, reaped (and its cgroup removed) in the background. */
+/* A killed sandbox, reaped (and its cgroup removed once empty) in the
+   background. */
 static bool s_zombie_step(void *arg)
 {
     sandbox_proc_t *p = arg;
     s_reap(p, false);
-    if (!p->reaped)
+    if (!p->reaped || !korch_cgroup_kill_now(p->cg))
         return false;
     korch_cgroup_destroy(&p->cg);
     free(p);
     return true;
 }
 
+/* At korch_launcher_destroy: may block. */
 static void s_zombie_finish(void *arg)
 {
     sandbox_proc_t *p = arg;
     s_reap(p, true);
-    s_zombie_step(p);
+    korch_cgroup_destroy(&p->cg);
+    free(p);
 }
 
 static void s_proc_free(korch_proc_t *proc)
