@@ -181,6 +181,12 @@ static korch_rc_t s_fork(const korch_spawn_t *s, char *path, pid_t *out_pid, int
     *report = -1;
     if (!s_resolve(s->argv[0], path, PATH_MAX))
         return korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: '%s' is not on the PATH", s->what, s->argv[0]);
+    /* a program that is not there fails now rather than in the child (its
+       words as the child's report would give them) */
+    if (access(path, X_OK) != 0) {
+        s_report_t r = {S_EXEC, errno};
+        return s_report_err(&r, s->what, path, s->cwd, s->bind_at, err);
+    }
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: %s", s->what, strerror(errno));
