@@ -346,6 +346,76 @@ korch_rc_t korch_spawn_start(korch_proc_t *proc, korch_op_t *op, const korch_spa
     return KORCH_OK;
 }
 
+/* ------------------------------------------------------------ children */
+
+void korch_child_init(korch_child_t *c) { *c = (korch_child_t){.pid = -1, .pidfd = -1, .poll_timer = -1}; }
+
+bool korch_child_reap(korch_child_t *c, bool block)
+{
+    if (c->reaped || c->pid <= 0)
+        return true; /* (no child: nothing to wait for) */
+    pid_t r;
+    while ((r = waitpid(c->pid, &c->status, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r == 0)
+        return false;
+    c->reaped = true;
+    if (r < 0)
+        c->status = 0;
+    return true;
+}
+
+static void s_child_check(korch_child_t *c)
+{
+    if (!korch_child_reap(c, false))
+        return;
+    korch_child_unwatch(c);
+    if (c->ended)
+        c->ended(c->arg);
+}
+
+static int s_on_pidfd(korch_loop_t *loop, int fd, void *arg)
+{
+    s_child_check(arg);
+    return 0;
+}
+
+static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_child_check(arg);
+    return 0;
+}
+
+void korch_child_watch(korch_child_t *c, korch_loop_t *loop, void (*ended)(void *arg), void *arg)
+{
+    korch_child_unwatch(c);
+    c->loop = loop;
+    c->ended = ended;
+    c->arg = arg;
+    if (c->pidfd >= 0 && korch_loop_poller(loop, c->pidfd, s_on_pidfd, c) == 0)
+        c->polled = true;
+    else
+        c->poll_timer = korch_loop_timer(loop, 100, 0, s_on_poll, c);
+}
+
+void korch_child_unwatch(korch_child_t *c)
+{
+    if (c->polled)
+        korch_loop_poller_end(c->loop, c->pidfd);
+    c->polled = false;
+    if (c->poll_timer >= 0)
+        korch_loop_timer_end(c->loop, c->poll_timer);
+    c->poll_timer = -1;
+}
+
+void korch_child_close(korch_child_t *c)
+{
+    korch_child_unwatch(c);
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    c->pidfd = -1;
+}
+
 char **korch_spawn_argv(const char *const *prefix, const korch_kernelspec_t *spec, const char *conn_file)
 {
     size_t np = 0, n = 0;
