@@ -433,35 +433,19 @@ void korch_cgroup_destroy(korch_cgroup_t **pcg)
     *pcg = NULL;
 }
 
-/* Kill what is in each kernel cgroup of inst and remove them, then inst
-   itself; how many were removed. */
-static int s_sweep_instance(const char *inst)
+/* What the sweep does to each kernel cgroup of an instance dir. */
+typedef enum { S_SWEEP_KILL, S_SWEEP_OLD } s_sweep_how_t;
+
+/* Kill: kill what is in each kernel cgroup of inst (a dead instance of our
+   scope) and remove them. Old: korch/{instance}/{kernel} from a korch
+   before scopes, whose runtime dir, hence whose lock, is unknown: nothing
+   is killed; kernel cgroups empty for a minute (a sandbox dies with its
+   korch; an older korch still running fills a new one within ms) are
+   removed, one still holding processes is left, and said (once: *said).
+   Then inst itself, once empty. Returns how many were removed. */
+static int s_sweep_instance(const char *inst, s_sweep_how_t how, bool *said)
 {
     int removed = 0;
-    DIR *k = opendir(inst);
-    struct dirent *ke;
-    while (k && (ke = readdir(k))) {
-        char leaf[PATH_MAX + 160];
-        if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name) ||
-            korch_path_join(leaf, sizeof leaf, inst, ke->d_name, NULL) != KORCH_OK)
-            continue; /* never act on a cut path: it names another directory */
-        s_kill_dir(leaf);
-        if (rmdir(leaf) == 0)
-            removed++;
-    }
-    if (k)
-        closedir(k);
-    rmdir(inst);
-    return removed;
-}
-
-/* korch/{instance}/{kernel} from a korch before scopes: whose runtime
-   dir, hence whose lock, is unknown, so nothing in it is killed. Kernel
-   cgroups empty for a minute (a sandbox dies with its korch; an older korch
-   still running fills a new one within milliseconds) are removed, and the
-   instance's once empty; one still holding processes is left, and said. */
-static void s_sweep_old(const char *inst, bool *said)
-{
     pid_t pids[8];
     struct stat st;
     DIR *k = opendir(inst);
@@ -470,21 +454,26 @@ static void s_sweep_old(const char *inst, bool *said)
         char leaf[PATH_MAX + 160];
         if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name) ||
             korch_path_join(leaf, sizeof leaf, inst, ke->d_name, NULL) != KORCH_OK)
-            continue;
-        int n = s_pids(leaf, pids, 8);
-        if (n == 0 && (stat(leaf, &st) != 0 || st.st_mtime > time(NULL) - S_OLD_EMPTY_S))
+            continue; /* never act on a cut path: it names another directory */
+        int n = how == S_SWEEP_OLD ? s_pids(leaf, pids, 8) : 0;
+        if (how == S_SWEEP_OLD && n == 0 && (stat(leaf, &st) != 0 || st.st_mtime > time(NULL) - S_OLD_EMPTY_S))
             continue; /* maybe an older korch's, just made */
-        if (n == 0 && rmdir(leaf) == 0)
+        if (how == S_SWEEP_KILL)
+            s_kill_dir(leaf);
+        if (n == 0 && rmdir(leaf) == 0) {
+            removed++;
             continue;
-        if (!*said)
+        }
+        if (how == S_SWEEP_OLD && !*said)
             korch_notice("cgroup '%s' is from an older korch and still holds processes: left alone (korch cannot "
                          "tell whether its korch is alive; remove it by hand when it is not)",
                          leaf);
-        *said = true;
+        *said = how == S_SWEEP_OLD || *said;
     }
     if (k)
         closedir(k);
     rmdir(inst);
+    return removed;
 }
 
 int korch_cgroup_sweep(const char *scope, const char *mine, bool (*alive)(const char *instance),
@@ -505,7 +494,7 @@ int korch_cgroup_sweep(const char *scope, const char *mine, bool (*alive)(const 
             char inst[PATH_MAX + 80];
             if (e->d_type == DT_DIR && s_valid_name(e->d_name) && !s_is_scope(e->d_name) &&
                 korch_path_join(inst, sizeof inst, base, e->d_name, NULL) == KORCH_OK)
-                s_sweep_old(inst, &said);
+                s_sweep_instance(inst, S_SWEEP_OLD, &said);
         }
         if (d)
             closedir(d);
@@ -520,7 +509,7 @@ int korch_cgroup_sweep(const char *scope, const char *mine, bool (*alive)(const 
             char inst[PATH_MAX + 100];
             if (korch_path_join(inst, sizeof inst, sdir, e->d_name, NULL) != KORCH_OK)
                 continue;
-            int n = s_sweep_instance(inst);
+            int n = s_sweep_instance(inst, S_SWEEP_KILL, &said);
             if (i == 0)
                 removed += n;
             if (gone && i == s_ndirs(version) - 1 && access(inst, F_OK) != 0)
