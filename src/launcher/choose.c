@@ -181,10 +181,11 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
             json_object_get(done, inst) || korch_instance_alive(inst))
             continue;
         json_object_set_new(done, inst, json_true());
+        int64_t t0 = korch_now_ms();
         int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
         if (n > 0)
-            korch_notice("removed %d %s left by korch instance '%s', which is gone", n,
-                         swarm ? "swarm service(s)" : "container(s)", inst);
+            korch_notice("removed %d %s left by korch instance '%s', which is gone (%lld ms)", n,
+                         swarm ? "swarm service(s)" : "container(s)", inst, (long long)(korch_now_ms() - t0));
         korch_instance_forget(inst);
     }
     json_decref(done);

@@ -899,9 +899,16 @@ static korch_rc_t s_probe(sandbox_launcher_t *l, korch_err_t *err)
                                                    : "");
 }
 
+/* Blocking (the probe waits for a trivial sandbox): made at a command's
+   set-up, before its loop runs, never from a handler (refused). */
 korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_sandbox_opts_t *opts, korch_err_t *err)
 {
     char why[256];
+    if (loop && korch_loop_running(loop)) {
+        korch_err_set(err, KORCH_E_STATE, "the sandbox launcher is made before the loop runs (its probe blocks), "
+                                          "not from a handler");
+        return NULL;
+    }
     sandbox_launcher_t *l = calloc(1, sizeof *l);
     if (!l) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
