@@ -306,81 +306,6 @@ static bool s_runtime(char *dir, size_t len, korch_conn_t *conn)
     return korch_conn_init_ipc(conn, prefix, &err) == KORCH_OK;
 }
 
-TEST(launcher_ops_done_once_deferred_never_after_cancel)
-{
-    korch_loop_t *loop = korch_loop_new();
-    korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_local_new(loop, &err);
-    CHECK(l);
-    CHECK_EQ(korch_launcher_caps(l) & KORCH_LAUNCHER_CONFINED, 0);
-    CHECK_STREQ(korch_launcher_name(l), "local");
-    char dir[PATH_MAX];
-    korch_conn_t conn;
-    CHECK(s_runtime(dir, sizeof dir, &conn));
-    korch_kernelspec_t *spec = s_sleep_spec();
-    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = "loop-test"};
-
-    /* done is deferred: not from inside korch_launcher_start */
-    op_ctx_t c = {.in_call = true};
-    korch_op_t *op = korch_launcher_start(l, &req, s_on_start, &c, &err);
-    c.in_call = false;
-    CHECK(op);
-    CHECK_EQ(c.started, 0);
-    CHECK(korch_loop_run(loop, s_started, &c, 5000));
-    CHECK_EQ(c.started, 1);
-    CHECK(!c.early);
-    CHECK_EQ(c.rc, KORCH_OK);
-    if (!CHECK(c.proc))
-        goto out;
-    CHECK_STREQ(korch_proc_runtime_dir(c.proc), dir);
-    CHECK_STREQ(korch_proc_conn(c.proc)->key, conn.key);
-
-    /* kill: the exit fn runs first, then done, each once; a signal after is refused */
-    korch_proc_on_exit(c.proc, s_on_exit, &c);
-    c.in_call = true;
-    op = korch_proc_kill(c.proc, s_on_kill, &c, &err);
-    c.in_call = false;
-    CHECK(op);
-    CHECK_EQ(c.killed, 0);
-    CHECK(korch_loop_run(loop, s_killed, &c, 5000));
-    korch_loop_run(loop, NULL, NULL, 50);
-    CHECK_EQ(c.killed, 1);
-    CHECK_EQ(c.exits, 1);
-    CHECK(!c.killed_before_exit);
-    CHECK(!c.early);
-    CHECK_STREQ(c.why, "killed by signal 9 (Killed)");
-    CHECK(korch_proc_signal(c.proc, SIGINT, s_on_kill, &c, &err) == NULL);
-    CHECK_EQ(err.rc, KORCH_E_DIED);
-    korch_err_clear(&err);
-    korch_proc_destroy(&c.proc);
-
-    /* cancelled at once: never called, and the proc it made goes too */
-    op_ctx_t c2 = {0};
-    op = korch_launcher_start(l, &req, s_on_start, &c2, &err);
-    CHECK(op);
-    korch_op_cancel(&op);
-    CHECK(op == NULL);
-    korch_loop_run(loop, NULL, NULL, 200);
-    CHECK_EQ(c2.started, 0);
-
-    /* a start that fails at once: NULL + err, done never called */
-    korch_kernelspec_t bad = *spec;
-    char *argv[] = {"/nonexistent/korch-no-such-program", NULL};
-    bad.argv = argv;
-    req.spec = &bad;
-    op = korch_launcher_start(l, &req, s_on_start, &c2, &err);
-    CHECK(op == NULL);
-    CHECK_EQ(err.rc, KORCH_E_LAUNCH);
-    korch_loop_run(loop, NULL, NULL, 50);
-    CHECK_EQ(c2.started, 0);
-out:
-    korch_launcher_destroy(&l);
-    CHECK(l == NULL);
-    korch_kernelspec_destroy(&spec);
-    korch_fs_rm_tree(dir);
-    korch_loop_destroy(&loop);
-}
-
 typedef struct {
     int64_t last, worst;        /* a 2 ms timer's ticks: the longest gap */
     int ticks;
@@ -508,6 +433,81 @@ out:
     free(data);
     free(c.data);
     korch_launcher_destroy(&l);
+    korch_kernelspec_destroy(&spec);
+    korch_fs_rm_tree(dir);
+    korch_loop_destroy(&loop);
+}
+
+TEST(launcher_ops_done_once_deferred_never_after_cancel)
+{
+    korch_loop_t *loop = korch_loop_new();
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_local_new(loop, &err);
+    CHECK(l);
+    CHECK_EQ(korch_launcher_caps(l) & KORCH_LAUNCHER_CONFINED, 0);
+    CHECK_STREQ(korch_launcher_name(l), "local");
+    char dir[PATH_MAX];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    korch_kernelspec_t *spec = s_sleep_spec();
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = "loop-test"};
+
+    /* done is deferred: not from inside korch_launcher_start */
+    op_ctx_t c = {.in_call = true};
+    korch_op_t *op = korch_launcher_start(l, &req, s_on_start, &c, &err);
+    c.in_call = false;
+    CHECK(op);
+    CHECK_EQ(c.started, 0);
+    CHECK(korch_loop_run(loop, s_started, &c, 5000));
+    CHECK_EQ(c.started, 1);
+    CHECK(!c.early);
+    CHECK_EQ(c.rc, KORCH_OK);
+    if (!CHECK(c.proc))
+        goto out;
+    CHECK_STREQ(korch_proc_runtime_dir(c.proc), dir);
+    CHECK_STREQ(korch_proc_conn(c.proc)->key, conn.key);
+
+    /* kill: the exit fn runs first, then done, each once; a signal after is refused */
+    korch_proc_on_exit(c.proc, s_on_exit, &c);
+    c.in_call = true;
+    op = korch_proc_kill(c.proc, s_on_kill, &c, &err);
+    c.in_call = false;
+    CHECK(op);
+    CHECK_EQ(c.killed, 0);
+    CHECK(korch_loop_run(loop, s_killed, &c, 5000));
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c.killed, 1);
+    CHECK_EQ(c.exits, 1);
+    CHECK(!c.killed_before_exit);
+    CHECK(!c.early);
+    CHECK_STREQ(c.why, "killed by signal 9 (Killed)");
+    CHECK(korch_proc_signal(c.proc, SIGINT, s_on_kill, &c, &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_DIED);
+    korch_err_clear(&err);
+    korch_proc_destroy(&c.proc);
+
+    /* cancelled at once: never called, and the proc it made goes too */
+    op_ctx_t c2 = {0};
+    op = korch_launcher_start(l, &req, s_on_start, &c2, &err);
+    CHECK(op);
+    korch_op_cancel(&op);
+    CHECK(op == NULL);
+    korch_loop_run(loop, NULL, NULL, 200);
+    CHECK_EQ(c2.started, 0);
+
+    /* a start that fails at once: NULL + err, done never called */
+    korch_kernelspec_t bad = *spec;
+    char *argv[] = {"/nonexistent/korch-no-such-program", NULL};
+    bad.argv = argv;
+    req.spec = &bad;
+    op = korch_launcher_start(l, &req, s_on_start, &c2, &err);
+    CHECK(op == NULL);
+    CHECK_EQ(err.rc, KORCH_E_LAUNCH);
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c2.started, 0);
+out:
+    korch_launcher_destroy(&l);
+    CHECK(l == NULL);
     korch_kernelspec_destroy(&spec);
     korch_fs_rm_tree(dir);
     korch_loop_destroy(&loop);
