@@ -163,7 +163,7 @@ korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t ma
                                     korch_err_t *err);
 /* Run the loop until the background work is done (containers being
    removed, zombies being reaped, detached kernels tearing down: everything
-   korch_launcher_defer holds), or timeout_ms passes (-1 = never). True when
+   korch_launcher_defer holds; file ops on the file worker), or timeout_ms passes (-1 = never). True when
    done. For tests and the CLI, never from a handler. */
 bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms);
 

@@ -68,6 +68,7 @@ struct korch_launcher {
     korch_backend_job_t *jobs;      /* background work left by freed procs */
     void *worker;                   /* the file worker (launcher.c), NULL until the first host-dir file op */
     int work_fd[2];                 /* its results: pointers it writes, the loop reads; -1 until then */
+    int works;                      /* file ops queued or running on it */
 };
 
 /* Backends embed this as their first member (korch_backend_proc_new). */

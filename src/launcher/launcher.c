@@ -459,6 +459,7 @@ static void s_work_done(korch_launcher_t *l, korch_backend_work_t *w)
     if (w->fd >= 0)
         close(w->fd);
     korch_proc_t *p = w->proc;
+    l->works--;
     if (--p->busy == 0 && p->doomed)
         l->ops->proc_free(p);
     free(w->name);
@@ -546,6 +547,7 @@ static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void
     if (w->data && len)
         memcpy(w->data, data, len);
     op->proc->busy++;
+    l->works++;
     korch_op_on_cancel(&op->base, s_work_cancel, w);
     s_worker_t *k = l->worker;
     pthread_mutex_lock(&k->mu);
@@ -835,8 +837,13 @@ korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t ma
     return rc;
 }
 
-/* Settled: no background work left (freed procs' jobs, detached kernels). */
-static bool s_settled(void *arg) { return ((korch_launcher_t *)arg)->jobs == NULL; }
+/* Settled: no background work left (freed procs' jobs, detached kernels,
+   file ops on the worker). */
+static bool s_settled(void *arg)
+{
+    korch_launcher_t *l = arg;
+    return l->jobs == NULL && l->works == 0;
+}
 
 bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms)
 {
