@@ -192,6 +192,7 @@ const char *korch_kernel_id(const korch_kernel_t *k);
 const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k);
 /* The last kernel_info_reply content, borrowed; NULL before ready. */
 json_t *korch_kernel_info(const korch_kernel_t *k);
+/* NULL before its channels are open (a kernel being re-adopted). */
 const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k);
 /* How long the last (re)start took to become ready, in ms. */
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k);

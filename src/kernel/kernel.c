@@ -1406,7 +1406,10 @@ korch_kernel_state_t korch_kernel_state(const korch_kernel_t *k) { return k->sta
 const char *korch_kernel_id(const korch_kernel_t *k) { return k->id; }
 const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k) { return &k->conn; }
 json_t *korch_kernel_info(const korch_kernel_t *k) { return k->info; }
-const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k) { return korch_session_stats(k->session); }
+const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k)
+{
+    return k->session ? korch_session_stats(k->session) : NULL; /* none while being adopted */
+}
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k) { return k->ready_ms; }
 void korch_kernel_set_auto_restart(korch_kernel_t *k, bool on) { k->opts.no_auto_restart = !on; }
 
