@@ -12,6 +12,9 @@ tests/test_server_adopt.c and tests/test_swarm_cluster.c.
                            VALUE -> {"ok", "stdout"}
           delete KID       DELETE through jupyter_server -> {"ok", "status"}
         and stops jupyter_server at EOF.
+    adopt_peer.py new URL TOKEN VALUE
+        POST /api/kernels, then `v = VALUE` over korch's websocket (v1)
+        -> {"ok", "kernel"}.
     adopt_peer.py set URL TOKEN KID VALUE
         `v = VALUE` in the kernel over korch's own websocket (v1 protocol).
     adopt_peer.py direct URL TOKEN KID VALUE
@@ -100,7 +103,7 @@ def main():
     if mode == "front":
         front(sys.argv[2], sys.argv[3])
         return 0
-    url, token, kid = sys.argv[2], sys.argv[3], sys.argv[4]
+    url, token, kid = sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None
     api = wc.Http(url, token)
     failures, res = [], {}
 
@@ -110,7 +113,16 @@ def main():
         return ok
 
     try:
-        if mode == "set":
+        if mode == "new":
+            st, model = api.req("POST", "api/kernels", {"name": "python3"}, timeout=240)
+            if st != 201:
+                raise RuntimeError("POST /api/kernels -> %s %r" % (st, model))
+            res["kernel"] = kid = model["id"]
+            c = conn(api.base, token, kid, "v1", timeout=180)
+            r = c.execute("v = %r\nprint(v)" % sys.argv[4], 60)
+            c.close()
+            check(r.stdout() == sys.argv[4] + "\n", "setting v printed %r" % r.stdout())
+        elif mode == "set":
             c = conn(api.base, token, kid, "v1")
             r = c.execute("v = %r\nprint(v)" % sys.argv[5], 60)
             c.close()
