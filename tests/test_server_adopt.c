@@ -361,6 +361,8 @@ TEST_T(server_adopt_docker_kill9, 600)
     CHECK(s_log_has(&s, "being re-adopted"));
     fprintf(stderr, "server-adopt: /api/status answered %.0f ms after the restart began (%s)\n", status_ms,
             adopted_before ? "adoption was done" : "while the kernels were being re-adopted");
+    /* at once, one kernel_info_request (no retry): held while it is adopted */
+    CHECK(s_peer_ok(&s, "set", k0, "adopt-0"));
 
     /* the live kernel: same id, v kept, through jupyter_server (which kept
        running) and through korch's own websocket; interrupt works */

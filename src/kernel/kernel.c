@@ -89,7 +89,16 @@ struct korch_kernel {
     int free_timer;
     /* executions */
     zlistx_t *pending;              /* korch_exec_t*, not owned */
+    zlistx_t *held;                 /* s_held_t* (owned): sent while being re-adopted, before the
+                                       channels exist; sent when they open (NULL: none yet) */
 };
+
+#define HELD_MAX 256 /* messages held for a kernel being re-adopted */
+
+typedef struct {
+    korch_channel_t ch;
+    korch_msg_t *msg;
+} s_held_t;
 
 #define RESTART_BUSY_WAIT_MS 1000 /* see s_stop_begin */
 #define S_KILL_WAIT_MS 10000      /* after SIGKILL, for the exit notification */
@@ -783,8 +792,24 @@ static void s_follow_conn(korch_kernel_t *k, const korch_conn_t *to)
 
 /* The launcher could not start (or re-attach to) the kernel: it is dead, and
    why goes to start_err, the pending executions and the state listeners. */
+/* Send (flush) or drop what was held while the kernel was being re-adopted. */
+static void s_held_end(korch_kernel_t *k, bool send)
+{
+    s_held_t *h;
+    while (k->held && (h = zlistx_first(k->held))) {
+        zlistx_delete(k->held, zlistx_cursor(k->held));
+        korch_err_t err = {0};
+        if (send && korch_session_send(k->session, k->sock[h->ch], &h->msg, &err) != KORCH_OK)
+            korch_warn("kernel %.8s: a message held while it was re-adopted: %s", k->id, err.msg);
+        korch_msg_destroy(&h->msg);
+        free(h);
+    }
+    zlistx_destroy(&k->held);
+}
+
 static void s_launch_failed(korch_kernel_t *k, korch_rc_t rc, const char *msg)
 {
+    s_held_end(k, false);
     korch_err_set(&k->start_err, rc, "%s", msg);
     if (k->ready_timer >= 0)
         korch_loop_timer_end(k->loop, k->ready_timer);
@@ -1012,6 +1037,7 @@ static void s_on_adopted(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *e
         return;
     }
     s_watch(k);
+    s_held_end(k, true); /* as a DEALER queues them for a kernel that is starting */
     s_begin_ready(k);
 }
 
@@ -1212,6 +1238,21 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err)
 
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err)
 {
+    if (ch != KORCH_CH_IOPUB && ch < KORCH_CH_HB && !k->session && k->launch_op) {
+        /* being re-adopted: the channels open with the proc; hold it until then */
+        s_held_t *h = NULL;
+        if (!k->held)
+            k->held = zlistx_new();
+        if (!k->held || zlistx_size(k->held) >= HELD_MAX || !(h = malloc(sizeof *h))) {
+            korch_msg_destroy(msg);
+            return korch_err_set(err, KORCH_E_TOOBIG, "kernel %.8s is being re-adopted: %d messages wait already",
+                                 k->id, HELD_MAX);
+        }
+        *h = (s_held_t){ch, *msg};
+        *msg = NULL;
+        zlistx_add_end(k->held, h);
+        return KORCH_OK;
+    }
     if (ch == KORCH_CH_IOPUB || ch >= KORCH_CH_HB || !k->sock[ch]) {
         korch_msg_destroy(msg);
         return korch_err_set(err, KORCH_E_INVALID, "cannot send on the %s channel", korch_channel_name(ch));
@@ -1324,6 +1365,7 @@ static void s_free(korch_kernel_t *k)
     k->deferred = NULL;
     s_detach_execs(k);
     zlistx_destroy(&k->pending);
+    s_held_end(k, false);
     korch_op_cancel(&k->launch_op);
     s_unwatch(k);
     s_stop_timers(k);
