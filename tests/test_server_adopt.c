@@ -15,6 +15,8 @@
 #include "korch/fsutil.h"
 #include "korch/instance.h"
 #include "korch/uuid.h"
+#include "korch/docker.h"
+#include "korch/kernel.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -436,4 +438,97 @@ out:
     if (bad_dir[0])
         rmdir(bad_dir);
     korch_docker_destroy(&d);
+}
+
+/* ------------------------------------------------- the held messages */
+
+typedef struct {
+    char text[256];
+} s_seen_t;
+
+static void s_on_msg(korch_kernel_t *k, korch_channel_t ch, const korch_msg_t *msg, void *arg)
+{
+    s_seen_t *seen = arg;
+    const char *type = json_string_value(json_object_get(msg->header, "msg_type"));
+    const char *text = json_string_value(json_object_get(msg->content, "text"));
+    if (ch == KORCH_CH_IOPUB && type && strcmp(type, "stream") == 0 && text)
+        snprintf(seen->text + strlen(seen->text), sizeof seen->text - strlen(seen->text), "%s", text);
+}
+
+static bool s_seen_42(void *arg) { return strstr(((s_seen_t *)arg)->text, "42\n") != NULL; }
+
+/* What the gateway relays for a kernel it is still re-adopting is held and
+   sent once its channels open: `korch kernel --instance I` (docker) gets x
+   set and is killed with -9; this process lists I's kernels
+   (korch_launcher_list_mine), re-adopts the one it finds and, before the
+   adoption has even begun on the loop, sends print(x) - which prints 42. */
+TEST_T(server_adopt_holds_messages_until_adopted, 240)
+{
+    char inst[64], conn[PATH_MAX], line[PATH_MAX];
+    snprintf(inst, sizeof inst, "adopt-held-%d", (int)getpid());
+    snprintf(conn, sizeof conn, "/tmp/korch-adopt-held-%d.json", (int)getpid());
+    const char *argv[] = {korch_test_korch_bin(), "kernel", "--launcher", "docker", "--instance", inst,
+                          "--connection-file", conn, NULL};
+    korch_loop_t *loop = korch_loop_new();
+    korch_launcher_t *l = NULL;
+    korch_kernel_t *k = NULL;
+    korch_exec_t *ex = NULL;
+    json_t *mine = NULL;
+    korch_err_t err = {0};
+    s_seen_t seen = {""};
+    pid_t kp = korch_test_spawn_line(argv, line, sizeof line, 120, NULL);
+    if (!CHECK_GT(kp, 0))
+        goto out;
+    k = korch_kernel_new(loop, &(korch_kernel_opts_t){.existing = conn}, &err);
+    if (!CHECK(k) || !CHECK_EQ(korch_kernel_wait_ready(k, &err), KORCH_OK))
+        goto out;
+    ex = korch_kernel_execute_wait(k, "x = 6 * 7", NULL, NULL, &err);
+    CHECK(ex && korch_exec_result(ex)->status == KORCH_EXEC_OK);
+    korch_exec_destroy(&ex);
+    korch_kernel_destroy(&k); /* attached: not shut down */
+    kill(kp, SIGKILL);
+    waitpid(kp, NULL, 0);
+    kp = 0;
+
+    l = korch_launcher_choose(loop, &(korch_launcher_choice_t){.name = "docker", .instance = inst, .quiet = true},
+                              &err);
+    if (!CHECK(l))
+        goto out;
+    mine = korch_launcher_list_mine(l, &err);
+    if (!CHECK_EQ(json_array_size(mine), 1))
+        goto out;
+    const char *kid = json_string_value(json_object_get(json_array_get(mine, 0), "kernel_id"));
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(mine, 0), "state")), "running");
+    k = korch_kernel_new(loop, &(korch_kernel_opts_t){.launcher = l, .kernel_id = kid, .adopt = true}, &err);
+    if (!CHECK(k))
+        goto out;
+    korch_kernel_set_callbacks(k, &(korch_kernel_cb_t){.on_message = s_on_msg, .arg = &seen});
+    korch_msg_t *msg = korch_msg_new("execute_request",
+                                     json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", "print(x)", "silent", 0,
+                                               "store_history", 0, "user_expressions", "allow_stdin", 0,
+                                               "stop_on_error", 0));
+    CHECK_EQ(korch_kernel_send(k, KORCH_CH_SHELL, &msg, &err), KORCH_OK); /* the adoption has not begun */
+    CHECK(msg == NULL);
+    korch_loop_run(loop, s_seen_42, &seen, 60000);
+    CHECK_CONTAINS(seen.text, "42\n");
+    CHECK_EQ(korch_kernel_wait_ready(k, &err), KORCH_OK);
+    korch_kernel_destroy(&k); /* adopted: shut down, its container removed */
+    korch_launcher_settle(l, 30000);
+    json_decref(mine);
+    mine = korch_launcher_list_mine(l, &err);
+    CHECK_EQ(json_array_size(mine), 0);
+out:
+    if (kp > 0) {
+        kill(kp, SIGKILL);
+        waitpid(kp, NULL, 0);
+    }
+    korch_exec_destroy(&ex);
+    korch_kernel_destroy(&k);
+    if (l) {
+        korch_docker_remove_all(l, inst, NULL);
+        korch_launcher_destroy(&l);
+    }
+    json_decref(mine);
+    korch_loop_destroy(&loop);
+    unlink(conn);
 }

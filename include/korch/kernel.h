@@ -184,10 +184,10 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err);
 void korch_kernel_shutdown_begin(korch_kernel_t *k);
 
 /* Send a message of ours on a channel (for relays). Consumes *msg. */
-/* While the kernel is being re-adopted (opts.adopt, its channels not open
-   yet) messages are held (at most 256) and sent when they open, as a
-   DEALER queues them for a kernel that is starting; dropped if the
-   adoption fails. */
+/* While the kernel is being re-adopted (opts.adopt, until it is first
+   ready) messages are held (at most 256) and sent once it is ready, its
+   IOPub live (it runs already: outputs published before korch's
+   subscription lands would be lost); dropped if the adoption fails. */
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err);
 
 korch_kernel_state_t korch_kernel_state(const korch_kernel_t *k);

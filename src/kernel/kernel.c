@@ -89,8 +89,9 @@ struct korch_kernel {
     int free_timer;
     /* executions */
     zlistx_t *pending;              /* korch_exec_t*, not owned */
-    zlistx_t *held;                 /* s_held_t* (owned): sent while being re-adopted, before the
-                                       channels exist; sent when they open (NULL: none yet) */
+    bool adopting;                  /* opts.adopt, until first ready */
+    zlistx_t *held;                 /* s_held_t* (owned): sent while being re-adopted; sent once it
+                                       is ready, its IOPub live (NULL: none yet) */
 };
 
 #define HELD_MAX 256 /* messages held for a kernel being re-adopted */
@@ -104,6 +105,7 @@ typedef struct {
 #define S_KILL_WAIT_MS 10000      /* after SIGKILL, for the exit notification */
 
 static void s_launch(korch_kernel_t *k);
+static void s_held_end(korch_kernel_t *k, bool send);
 static void s_free(korch_kernel_t *k);
 static void s_on_death(korch_kernel_t *k, const char *why);
 static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason);
@@ -346,6 +348,12 @@ static void s_check_ready(korch_kernel_t *k)
     korch_debug("kernel %.8s: ready in %lld ms", k->id, (long long)k->ready_ms);
     s_set_state(k, KORCH_KERNEL_IDLE, NULL);
     s_flush_unsent(k);
+    if (k->adopting) {
+        /* now, not when the channels opened: the kernel runs already, and
+           what it published before our subscription landed would be lost */
+        k->adopting = false;
+        s_held_end(k, true);
+    }
 }
 
 static void s_on_iopub(korch_kernel_t *k, korch_msg_t *msg)
@@ -809,6 +817,7 @@ static void s_held_end(korch_kernel_t *k, bool send)
 
 static void s_launch_failed(korch_kernel_t *k, korch_rc_t rc, const char *msg)
 {
+    k->adopting = false;
     s_held_end(k, false);
     korch_err_set(&k->start_err, rc, "%s", msg);
     if (k->ready_timer >= 0)
@@ -1037,7 +1046,6 @@ static void s_on_adopted(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *e
         return;
     }
     s_watch(k);
-    s_held_end(k, true); /* as a DEALER queues them for a kernel that is starting */
     s_begin_ready(k);
 }
 
@@ -1119,6 +1127,7 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             k->launch_op = korch_launcher_adopt(k->launcher, k->id, s_on_adopted, k, err);
             if (!k->launch_op)
                 goto fail;
+            k->adopting = true;
             k->start_began = korch_now_ms();
             k->ready_timer = korch_loop_timer(k->loop, 50, 0, s_on_ready_timer, k);
             return k;
@@ -1238,8 +1247,8 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err)
 
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err)
 {
-    if (ch != KORCH_CH_IOPUB && ch < KORCH_CH_HB && !k->session && k->launch_op) {
-        /* being re-adopted: the channels open with the proc; hold it until then */
+    if (ch != KORCH_CH_IOPUB && ch < KORCH_CH_HB && k->adopting && k->state == KORCH_KERNEL_STARTING) {
+        /* being re-adopted: hold it until the kernel is ready (see s_check_ready) */
         s_held_t *h = NULL;
         if (!k->held)
             k->held = zlistx_new();
