@@ -239,7 +239,9 @@ def attribute(recs, trace):
 
 
 def stall_lines(path):
-    """What KORCH_LOOP_STALL_MS reported in korch's log."""
+    """What KORCH_LOOP_STALL_MS reported in korch's log: late wake-ups (ms),
+    and slow handlers and rounds as (ms, blocked ms, line), blocked being
+    what was neither on a CPU nor waiting for one (a blocking call)."""
     woke, handlers = [], []
     try:
         with open(path) as f:
@@ -247,9 +249,12 @@ def stall_lines(path):
                 m = re.search(r"loop: woke (\d+) ms late", line)
                 if m:
                     woke.append(int(m.group(1)))
-                m = re.search(r"loop: (a \w+ handler .*|a round) ran (\d+) ms(.*)", line)
+                m = re.search(r"loop: (a \w+ handler .*|a round) ran (\d+) ms(?: \(on a cpu (\d+), "
+                              r"runnable waiting for a cpu (\d+)\))?", line)
                 if m:
-                    handlers.append((int(m.group(2)), line.split("loop: ", 1)[1].strip()))
+                    ran = int(m.group(2))
+                    blocked = ran - int(m.group(3)) - int(m.group(4)) if m.group(3) else ran
+                    handlers.append((ran, blocked, line.split("loop: ", 1)[1].strip()))
     except OSError:
         pass
     return woke, sorted(handlers, reverse=True)
@@ -276,11 +281,15 @@ def report_attribution(res, recs, trace, srv):
         print("bench-loop:   the slowest (%.1f ms, %s last): %s" % (
             worst["ms"], worst["last"], ", ".join("%s %.1f" % (s, worst["seg"][s]) for s in SEGMENTS)))
     woke, handlers = stall_lines(srv.log_path)
+    blocked = max(handlers, key=lambda h: h[1]) if handlers else None
     res["loop_woke_late"] = {"count": len(woke), "max_ms": max(woke) if woke else 0}
-    res["loop_slowest"] = handlers[:3]
+    res["loop_slowest"] = [h[2] for h in handlers[:3]]
+    res["loop_max_blocked_ms"] = blocked[1] if blocked else 0
     print("bench-loop: korch's loop (KORCH_LOOP_STALL_MS=%s): %d wake-ups >= %s ms late waiting for a CPU (max %s ms); "
-          "slowest handler/round: %s" % (STALL_MS, len(woke), STALL_MS, max(woke) if woke else 0,
-                                        handlers[0][1] if handlers else "none"))
+          "%d slow handlers/rounds, slowest: %s" % (STALL_MS, len(woke), STALL_MS, max(woke) if woke else 0,
+                                                   len(handlers), handlers[0][2] if handlers else "none"))
+    print("bench-loop: korch's loop blocked (neither on a CPU nor waiting for one) at most %d ms in one handler/round%s"
+          % (blocked[1] if blocked else 0, (": " + blocked[2]) if blocked and blocked[1] > 0 else ""))
 
 
 def main():
