@@ -34,6 +34,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -370,6 +371,7 @@ def main():
         if r:
             r.close()
         srv.stop()
+        shutil.rmtree(tdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
