@@ -6,7 +6,7 @@ ipykernel that runs `for i in range(BENCH_LINES): print(i, flush=True)`,
 stream messages received / seconds until idle), for build A and build B in
 turn, BENCH_AB_ROUNDS rounds (default 3) of 2 runs each, the order flipped
 every round; a fresh `korch serve` per round and build. Prints each build's
-runs, the load average beside each round, and the ratio B/A of the medians
+runs, the load average and the server's RSS after each round, and the ratio B/A of the medians
 and of the bests. Nothing is timed against a limit: it is a comparison.
   Usage: tests/bench/relay_ab.py KORCH_A KORCH_B     (A = old, B = new)
 """
@@ -40,7 +40,7 @@ def relay_runs(korch, runs=2):
         for _ in range(runs):
             r = sb.bench_relay({"x": c.execute})
             out.extend(r["x"]["runs"] if "x" in r else [])
-        return out
+        return out, sb.status_kib(srv.pid)["VmRSS"]
     finally:
         if c:
             c.close()
@@ -54,9 +54,10 @@ def main():
         order = (a, b) if i % 2 == 0 else (b, a)
         for k in order:
             l0 = load()
-            runs = relay_runs(k, 1)  # bench_relay itself runs twice
+            runs, rss = relay_runs(k, 1)  # bench_relay itself runs twice
             res[k].extend(runs)
-            print("relay-ab: round %d %s: %s msg/s (load %s)" % (i + 1, "A" if k == a else "B", runs, l0), flush=True)
+            print("relay-ab: round %d %s: %s msg/s (load %s; korch serve RSS after: %d KiB)" %
+                  (i + 1, "A" if k == a else "B", runs, l0, rss), flush=True)
     ma, mb = statistics.median(res[a]), statistics.median(res[b])
     print("relay-ab: A %s: median %.0f best %.0f msg/s; B %s: median %.0f best %.0f msg/s" %
           (a, ma, max(res[a]), b, mb, max(res[b])))
