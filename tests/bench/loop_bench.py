@@ -290,7 +290,8 @@ def report_attribution(res, recs, trace, srv):
           "%d slow handlers/rounds, slowest: %s" % (STALL_MS, len(woke), STALL_MS, max(woke) if woke else 0,
                                                    len(handlers), handlers[0][2] if handlers else "none"))
     print("bench-loop: korch's loop blocked (neither on a CPU nor waiting for one) at most %d ms in one handler/round%s"
-          % (blocked[1] if blocked else 0, (": " + blocked[2]) if blocked and blocked[1] > 0 else ""))
+          % (blocked[1] if blocked else 0, (": " + blocked[2]) if blocked and blocked[1] >= 3 else
+             " (the reports are in whole ms: up to 2 ms is rounding)"))
 
 
 def main():
