@@ -129,6 +129,95 @@ TEST_T(util_buf_bounded, 10)
     free(s);
 }
 
+/* A budget shared by buffers: asked before each growth, by how much. */
+typedef struct {
+    size_t used, max, calls;
+} s_budget_t;
+
+static korch_rc_t s_budget_grow(void *arg, size_t more, korch_err_t *err)
+{
+    s_budget_t *g = arg;
+    g->calls++;
+    if (more > g->max - g->used)
+        return korch_err_set(err, KORCH_E_NOMEM, "the budget of %zu bytes is spent", g->max);
+    g->used += more;
+    return KORCH_OK;
+}
+
+TEST_T(util_buf_budget, 10)
+{
+    s_budget_t g = {.max = 1000};
+    korch_buf_t a = KORCH_BUF_INIT(4096), b = KORCH_BUF_INIT(4096);
+    a.grow = b.grow = s_budget_grow;
+    a.grow_arg = b.grow_arg = &g;
+    korch_err_t err = {0};
+    char blob[600];
+    memset(blob, 'x', sizeof blob);
+    /* what the buffers hold in memory is charged, not just their length */
+    CHECK_EQ(korch_buf_add(&a, blob, 10, "first", &err), KORCH_OK);
+    CHECK_EQ(g.used, a.cap);
+    CHECK_EQ(a.cap, 256);
+    CHECK_EQ(korch_buf_add(&a, blob, 300, "first", &err), KORCH_OK);
+    CHECK_EQ(g.used, a.cap);
+    CHECK_EQ(a.cap, 512);
+    /* the second buffer's growth would pass the shared bound: its error, nothing changed */
+    CHECK_EQ(korch_buf_add(&b, blob, 100, "second", &err), KORCH_OK);
+    size_t calls = g.calls;
+    CHECK_EQ(korch_buf_add(&b, blob, 400, "second", &err), KORCH_E_NOMEM);
+    CHECK_CONTAINS(err.msg, "budget of 1000 bytes");
+    CHECK_EQ(g.calls, calls + 1);
+    CHECK_EQ(b.len, 100);
+    CHECK_EQ(b.cap, 256);
+    CHECK_EQ(g.used, 512 + 256);
+    /* adds that fit the memory it has ask nothing */
+    calls = g.calls;
+    CHECK_EQ(korch_buf_add(&b, blob, 100, "second", NULL), KORCH_OK);
+    CHECK_EQ(g.calls, calls);
+    /* memory never passes max + 1, so a small bound is charged little */
+    s_budget_t h = {.max = 1000};
+    korch_buf_t c = KORCH_BUF_INIT(40);
+    c.grow = s_budget_grow;
+    c.grow_arg = &h;
+    CHECK_EQ(korch_buf_add(&c, blob, 40, "small", NULL), KORCH_OK);
+    CHECK_EQ(c.cap, 41);
+    CHECK_EQ(h.used, 41);
+    CHECK_EQ(korch_buf_add(&c, blob, 1, "small", &err), KORCH_E_TOOBIG);
+    korch_buf_free(&a);
+    korch_buf_free(&b);
+    korch_buf_free(&c);
+}
+
+TEST_T(util_buf_reserve_drop, 10)
+{
+    korch_buf_t b = KORCH_BUF_INIT(100000);
+    korch_err_t err = {0};
+    /* reserve allocates once what is known to come */
+    CHECK_EQ(korch_buf_reserve(&b, 70000, "archive", &err), KORCH_OK);
+    CHECK(b.cap >= 70001 && b.cap <= 100001);
+    size_t cap = b.cap;
+    char *p = b.p;
+    for (int i = 0; i < 700; i++)
+        korch_buf_add(&b, "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789", 100,
+                      "archive", NULL);
+    CHECK_EQ(b.len, 70000);
+    CHECK(b.cap == cap && b.p == p);
+    CHECK_EQ(korch_buf_reserve(&b, 40000, "archive", &err), KORCH_E_TOOBIG);
+    CHECK_CONTAINS(err.msg, "archive");
+    /* drop: what was sent goes, the rest moves to the front, NUL kept */
+    korch_buf_drop(&b, 69995);
+    CHECK_EQ(b.len, 5);
+    CHECK_STREQ(b.p, "56789");
+    CHECK_EQ(b.cap, cap);
+    korch_buf_drop(&b, 0);
+    CHECK_STREQ(b.p, "56789");
+    korch_buf_drop(&b, 99);
+    CHECK_EQ(b.len, 0);
+    CHECK_STREQ(b.p, "");
+    korch_buf_free(&b);
+    korch_buf_drop(&b, 3); /* empty, no memory: nothing to do */
+    CHECK(!b.p && b.len == 0);
+}
+
 TEST_T(util_path_join, 10)
 {
     char p[16];

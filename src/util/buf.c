@@ -27,12 +27,25 @@ static korch_rc_t s_reserve(korch_buf_t *b, size_t n, const char *what, korch_er
     size_t need = b->len + n + 1, cap = b->cap ? b->cap : 256;
     while (cap < need)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (b->max < SIZE_MAX && cap > b->max + 1) /* need <= max + 1 (checked above) */
+        cap = b->max + 1;
+    if (b->grow) {
+        korch_rc_t rc = b->grow(b->grow_arg, cap - b->cap, err);
+        if (rc)
+            return rc;
+    }
     char *p = realloc(b->p, cap);
     if (!p)
-        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory for a %s of %zu bytes", what ? what : "buffer",
+                             cap);
     b->p = p;
     b->cap = cap;
     return KORCH_OK;
+}
+
+korch_rc_t korch_buf_reserve(korch_buf_t *b, size_t n, const char *what, korch_err_t *err)
+{
+    return s_reserve(b, n, what, err);
 }
 
 korch_rc_t korch_buf_add(korch_buf_t *b, const void *data, size_t n, const char *what, korch_err_t *err)
@@ -75,6 +88,16 @@ korch_rc_t korch_buf_addf(korch_buf_t *b, const char *what, korch_err_t *err, co
     korch_rc_t rc = korch_buf_vaddf(b, what, err, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+void korch_buf_drop(korch_buf_t *b, size_t n)
+{
+    if (n >= b->len) {
+        korch_buf_reset(b);
+        return;
+    }
+    memmove(b->p, b->p + n, b->len - n + 1); /* with the NUL */
+    b->len -= n;
 }
 
 void korch_buf_reset(korch_buf_t *b)
