@@ -7,7 +7,6 @@
 #include "korch/buf.h"
 #include "korch/fsutil.h"
 #include "korch/jsonstr.h"
-#include "korch/launcher.h"
 #include "korch/log.h"
 #include "korch/media.h"
 #include "korch/path.h"
@@ -16,6 +15,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -73,6 +73,36 @@ TEST_T(util_safe_relpath, 10)
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
     CHECK(!korch_safe_relpath(longname));
+    longname[KORCH_RELPATH_MAX] = 0; /* exactly the bound */
+    CHECK(korch_safe_relpath(longname));
+    /* another bound, and no hidden component (what a work-dir walk lists) */
+    CHECK(korch_relpath_ok("abc", 3, 0));
+    CHECK(!korch_relpath_ok("abcd", 3, 0));
+    CHECK(korch_relpath_ok(".hidden/x", 100, 0));
+    CHECK(!korch_relpath_ok(".hidden/x", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(!korch_relpath_ok("a/.x", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(!korch_relpath_ok("a/..", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(korch_relpath_ok("a/b.c", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(!korch_relpath_ok(NULL, 100, 0));
+}
+
+TEST_T(util_path_is_name, 10)
+{
+    static const char *const good[] = {"a", "a.csv", ".hidden", "a..b", "..."};
+    static const char *const bad[] = {"", ".", "..", "a/b", "/a", "a/"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (!CHECK(korch_path_is_name(good[i])))
+            fprintf(stderr, "  refused '%s'\n", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (!CHECK(!korch_path_is_name(bad[i])))
+            fprintf(stderr, "  accepted '%s'\n", bad[i]);
+    CHECK(!korch_path_is_name(NULL));
+    char name[NAME_MAX + 2];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    CHECK(!korch_path_is_name(name)); /* NAME_MAX + 1 bytes */
+    name[NAME_MAX] = 0;
+    CHECK(korch_path_is_name(name));
 }
 
 TEST_T(util_buf_bounded, 10)

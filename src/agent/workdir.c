@@ -2,6 +2,7 @@
  *  the difference between two walks. See include/korch/workdir.h. */
 #include "korch/workdir.h"
 #include "korch/fsutil.h"
+#include "korch/path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -175,20 +176,7 @@ json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err)
 }
 
 /* A listed path as a walk would give it: relative, no empty, ".", ".." or hidden component. */
-static bool s_plain_rel(const char *p)
-{
-    if (!p || !*p || *p == '/' || strlen(p) >= PATH_MAX)
-        return false;
-    for (const char *c = p; *c;) {
-        size_t n = strcspn(c, "/");
-        if (n == 0 || c[0] == '.')
-            return false;
-        c += n;
-        if (*c == '/')
-            c++;
-    }
-    return p[strlen(p) - 1] != '/';
-}
+static bool s_plain_rel(const char *p) { return korch_relpath_ok(p, PATH_MAX - 1, KORCH_RELPATH_NO_HIDDEN); }
 
 json_t *korch_workdir_update(korch_workdir_t *w, json_t *entries, bool truncated)
 {
@@ -230,6 +218,10 @@ char *korch_workdir_read(const char *root, const char *rel, size_t max, size_t *
         korch_err_set(err, KORCH_E_INVALID, "'%s' is not a path inside the work dir", rel ? rel : "");
         return NULL;
     }
+    if (!korch_relpath_ok(rel, sizeof buf - 1, 0)) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel);
+        return NULL;
+    }
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         korch_err_set(err, KORCH_E_IO, "cannot open the work dir '%s': %s", root, strerror(errno));
@@ -243,10 +235,6 @@ char *korch_workdir_read(const char *root, const char *rel, size_t max, size_t *
         save = slash ? slash + 1 : NULL;
         if (slash)
             *slash = 0;
-        if (!*comp || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
-            korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel);
-            goto out;
-        }
         int next = openat(fd, comp, (save ? O_DIRECTORY : 0) | O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (next < 0) {
             korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID,
@@ -292,7 +280,7 @@ out:
 korch_rc_t korch_workdir_write(const char *root, const char *name, const void *data, size_t len, long uid, long gid,
                                korch_err_t *err)
 {
-    if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    if (!korch_path_is_name(name))
         return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain file name", name ? name : "");
     /* fsutil.h: a random temp name (O_CREAT|O_EXCL|O_NOFOLLOW), fchown on the fd, renameat */
     int dfd = korch_fs_open_dir(root, err);

@@ -1,5 +1,6 @@
 /*  Safe file operations in directories a kernel can write (fsutil.h). */
 #include "korch/fsutil.h"
+#include "korch/path.h"
 #include "korch/buf.h"
 #include "korch/log.h"
 
@@ -17,12 +18,6 @@
 #define S_MAX_DEPTH 64
 
 static const korch_fs_opts_t s_default_opts = {.mode = 0600};
-
-static bool s_plain_name(const char *name)
-{
-    return name && *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/') &&
-           strlen(name) <= NAME_MAX;
-}
 
 int korch_fs_open_dir(const char *path, korch_err_t *err)
 {
@@ -195,7 +190,7 @@ korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size
 {
     if (!o)
         o = &s_default_opts;
-    if (!s_plain_name(name))
+    if (!korch_path_is_name(name))
         return korch_err_set(err, KORCH_E_INVALID, "cannot write '%s': not a plain file name", name ? name : "");
     char tmp[NAME_MAX + 1];
     int fd = s_create_temp(dirfd, name, tmp, err);
@@ -216,7 +211,7 @@ static int s_parent(const char *path, char *base, size_t baselen, korch_err_t *e
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     const char *b = slash ? slash + 1 : path;
-    if (strlen(b) >= baselen || !s_plain_name(b)) {
+    if (strlen(b) >= baselen || !korch_path_is_name(b)) {
         korch_err_set(err, KORCH_E_INVALID, "'%s' does not name a file", path);
         return -1;
     }
