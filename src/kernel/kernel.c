@@ -1153,10 +1153,10 @@ static bool s_stopped(void *arg)
     return k->state == KORCH_KERNEL_STOPPED || k->state == KORCH_KERNEL_DEAD;
 }
 
-korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
+void korch_kernel_shutdown(korch_kernel_t *k)
 {
     if (s_stopped(k))
-        return KORCH_OK;
+        return;
     s_stop_begin(k, false, "kernel shut down");
     korch_loop_run(k->loop, s_stopped, k, k->opts.shutdown_grace_ms + 2000);
     if (!s_stopped(k)) {
@@ -1166,7 +1166,6 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
         }
         s_on_death(k, "killed");
     }
-    return KORCH_OK;
 }
 
 void korch_kernel_shutdown_begin(korch_kernel_t *k)
@@ -1363,7 +1362,7 @@ static void s_finish_detached(void *arg)
         korch_loop_timer_end(k->loop, k->free_timer);
     k->free_timer = -1;
     k->detached = false; /* s_set_state must not schedule a free now */
-    korch_kernel_shutdown(k, NULL);
+    korch_kernel_shutdown(k);
     s_free(k);
 }
 
@@ -1393,7 +1392,7 @@ void korch_kernel_destroy(korch_kernel_t **pk)
         return;
     }
     if (running)
-        korch_kernel_shutdown(k, NULL); /* outside handlers: may run the loop */
+        korch_kernel_shutdown(k); /* outside handlers: may run the loop */
     s_free(k);
 }
 
