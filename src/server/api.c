@@ -179,7 +179,7 @@ static void s_wait_on(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req, s_wai
 static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, NULL); }
 
 /* Shut mk down; req gets 204 once it is gone. */
-static void s_delete(srv_kernel_t *mk, srv_req_t *req)
+static void s_kernel_delete(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
     srv_kmgr_delete(mk);
     srv_req_wait(req);
@@ -275,8 +275,6 @@ static void s_kernel_get(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
     srv_respond(req, 200, srv_kernel_model(mk));
 }
-
-static void s_kernel_delete(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req) { s_delete(mk, req); }
 
 static void s_kernel_interrupt(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
@@ -481,7 +479,7 @@ static void s_session_delete(korch_server_t *s, json_t *sess, srv_req_t *req, co
     srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
     zhashx_delete(s_api(s)->sessions, srv_param(p, "session_id")); /* frees sess */
     if (mk)
-        s_delete(mk, req);
+        s_kernel_delete(s, mk, req);
     else
         srv_respond(req, 204, NULL);
 }
