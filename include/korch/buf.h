@@ -54,7 +54,8 @@ korch_rc_t korch_buf_vaddf(korch_buf_t *b, const char *what, korch_err_t *err, c
     __attribute__((format(printf, 4, 0)));
 
 /* Room for n more bytes without another allocation (errors as for add):
-   a caller that knows the total size allocates it once. */
+   when it has less, exactly that much is allocated, so a caller that knows
+   the total size allocates it once and no more. */
 korch_rc_t korch_buf_reserve(korch_buf_t *b, size_t n, const char *what, korch_err_t *err);
 
 /* Remove the first n bytes (all of them when n >= len), keeping the memory:

@@ -985,9 +985,10 @@ static korch_rc_t s_open(korch_kernel_t *k, korch_err_t *err)
     /* The wire layer leaves out what outputs.c would drop anyway. */
     korch_session_limits_t lim = {.max_stream_text = k->opts.max_stream_bytes,
                                   .max_rich_content = k->opts.max_rich_bytes};
-    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
+    korch_err_t e = {0};
+    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim, &e);
     if (!k->session)
-        return korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
+        return korch_err_set(err, e.rc, "cannot create a session: %s", e.msg);
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
         if (s_connect(k, (korch_channel_t)ch, err) != KORCH_OK)
             return err ? err->rc : KORCH_E_IO;

@@ -258,6 +258,34 @@ korch_rc_t korch_fs_write_rel(const char *root, const char *rel, const void *dat
     return rc;
 }
 
+/* All of fd, at most max bytes (it may grow while it is read), NUL-terminated;
+   hint: its size, allocated at once. label names it in messages. */
+static char *s_read_fd(int fd, size_t max, size_t hint, const char *label, size_t *plen, korch_err_t *err)
+{
+    korch_buf_t b = KORCH_BUF_INIT(max);
+    korch_rc_t rc = korch_buf_reserve(&b, hint < max ? hint : max, "file", NULL);
+    char chunk[65536];
+    while (rc == KORCH_OK) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot read '%s': %s", label, strerror(errno));
+        if (n <= 0)
+            break;
+        rc = korch_buf_add(&b, chunk, (size_t)n, "file", NULL);
+    }
+    if (rc == KORCH_E_TOOBIG)
+        korch_err_set(err, rc, "'%s' is larger than %zu bytes", label, max);
+    else if (rc == KORCH_E_NOMEM)
+        korch_err_set(err, rc, "out of memory reading '%s'", label);
+    char *out = rc ? NULL : korch_buf_release(&b, plen);
+    if (!rc && !out)
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
+    korch_buf_free(&b);
+    return out;
+}
+
 /* label names the file in messages (the path the caller knows). */
 static char *s_read_at(int dirfd, const char *name, const char *label, size_t max, bool nofollow, size_t *plen,
                        korch_err_t *err)
@@ -281,54 +309,7 @@ static char *s_read_at(int dirfd, const char *name, const char *label, size_t ma
         korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
         goto out;
     }
-    /* The file may grow while we read: never more than max. */
-    size_t cap = (size_t)st.st_size + 1, len = 0;
-    buf = malloc(cap + 1);
-    if (!buf) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            if (ncap <= cap) {
-                free(buf);
-                buf = NULL;
-                korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
-                goto out;
-            }
-            char *nb = realloc(buf, ncap + 1);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
-                goto out;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            korch_err_set(err, KORCH_E_IO, "cannot read '%s': %s", label, strerror(errno));
-            free(buf);
-            buf = NULL;
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    if (len > max) {
-        free(buf);
-        buf = NULL;
-        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
-        goto out;
-    }
-    buf[len] = 0;
-    if (plen)
-        *plen = len;
+    buf = s_read_fd(fd, max, (size_t)st.st_size, label, plen, err);
 out:
     close(fd);
     return buf;
@@ -599,33 +580,15 @@ korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err)
 
 char *korch_read_file(const char *path, size_t max, size_t *plen, korch_err_t *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
+    bool in = strcmp(path, "-") == 0;
+    int fd = in ? STDIN_FILENO : open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read '%s': %s", path,
                       strerror(errno));
         return NULL;
     }
-    korch_buf_t b = KORCH_BUF_INIT(max);
-    korch_rc_t rc = KORCH_OK;
-    char chunk[65536];
-    size_t n;
-    while (rc == KORCH_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = korch_buf_add(&b, chunk, n, "file", NULL);
-    bool failed = f != stdin ? ferror(f) : false;
-    if (f != stdin)
-        fclose(f);
-    if (rc == KORCH_E_TOOBIG)
-        korch_err_set(err, rc, "'%s' is larger than %zu bytes", path, max);
-    else if (rc)
-        korch_err_set(err, rc, "out of memory reading '%s'", path);
-    else if (failed)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot read '%s'", path);
-    if (rc) {
-        korch_buf_free(&b);
-        return NULL;
-    }
-    char *out = korch_buf_release(&b, plen);
-    if (!out)
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", path);
+    char *out = s_read_fd(fd, max, 0, path, plen, err);
+    if (!in)
+        close(fd);
     return out;
 }
