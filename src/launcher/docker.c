@@ -1572,7 +1572,8 @@ static bool s_tar_entry(korch_buf_t *b, const char *name, size_t name_len, char 
    directories of name from byte missing on (those that do not exist yet),
    the file, and the two zero blocks that end an archive. Into b (empty),
    allocated once: each entry takes at most five blocks besides its data (a
-   pax header and its record of up to 1200 bytes, its own header, padding). */
+   pax header and its record of up to 1200 bytes, its own header), the
+   file's data one more of padding. */
 static bool s_tar_archive(korch_buf_t *b, const docker_proc_t *p, const char *name, size_t missing,
                           const void *data, size_t len)
 {
@@ -1581,7 +1582,7 @@ static bool s_tar_archive(korch_buf_t *b, const docker_proc_t *p, const char *na
         entries++;
     korch_buf_init(b, SIZE_MAX - 1, NULL);
     bool ok = len < SIZE_MAX / 2 &&
-              korch_buf_reserve(b, len + (5 * entries + 2) * S_TAR_BLOCK, "archive", NULL) == KORCH_OK;
+              korch_buf_reserve(b, len + (5 * entries + 3) * S_TAR_BLOCK, "archive", NULL) == KORCH_OK;
     for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
         if ((size_t)(s - name) >= missing)
             ok = s_tar_entry(b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
