@@ -329,6 +329,7 @@ typedef struct {
     size_t max_replay_bytes;
     srv_metrics_t *metrics;
 } srv_relay_opts_t;
+/* NULL only when out of memory (so are srv_api_new and srv_agents_new). */
 srv_relay_t *srv_relay_new(srv_kmgr_t *m, const srv_relay_opts_t *o);
 void srv_relay_destroy(srv_relay_t **r);
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws);
