@@ -219,15 +219,21 @@ static int s_parent(const char *path, char *base, size_t baselen, korch_err_t *e
     return korch_fs_open_dir(dir, err);
 }
 
-korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const korch_fs_opts_t *o, korch_err_t *err)
+/* korch_fs_write_at into dfd (closed; -1: opening it failed, err says why). */
+static korch_rc_t s_write_in(int dfd, const char *base, const void *data, size_t len, const korch_fs_opts_t *o,
+                             korch_err_t *err)
 {
-    char base[NAME_MAX + 1];
-    int dfd = s_parent(path, base, sizeof base, err);
     if (dfd < 0)
         return err ? err->rc : KORCH_E_IO;
     korch_rc_t rc = korch_fs_write_at(dfd, base, data, len, o, err);
     close(dfd);
     return rc;
+}
+
+korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const korch_fs_opts_t *o, korch_err_t *err)
+{
+    char base[NAME_MAX + 1];
+    return s_write_in(s_parent(path, base, sizeof base, err), base, data, len, o, err);
 }
 
 /* The directory part of rel, opened below root, and its last component. */
@@ -251,11 +257,7 @@ korch_rc_t korch_fs_write_rel(const char *root, const char *rel, const void *dat
 {
     const char *base;
     int dfd = s_rel_parent(root, rel, mkparents, o, &base, err);
-    if (dfd < 0)
-        return err ? err->rc : KORCH_E_IO;
-    korch_rc_t rc = korch_fs_write_at(dfd, base, data, len, o, err);
-    close(dfd);
-    return rc;
+    return s_write_in(dfd, base, data, len, o, err);
 }
 
 /* All of fd, at most max bytes (it may grow while it is read), NUL-terminated;
