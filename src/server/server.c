@@ -30,6 +30,7 @@
  *  that lets it overflow is dropped.
  */
 #include "server_int.h"
+#include "trace.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -816,6 +817,8 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
             korch_wsframe_unref(&f);
             ws->sent++;
             s->metrics.ws_sent++;
+            if (srv_trace_on)
+                srv_trace("w %s %llu %lld", ws->session_key, (unsigned long long)ws->sent, (long long)srv_trace_now());
             n++;
         }
         /* lws keeps what the socket did not take; wait for it to drain */
@@ -1095,6 +1098,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         srv_cull_new(s->parts.kmgr, loop, &s->opts, &s->parts.cull, err) != KORCH_OK)
         goto fail;
     s_uv_service(s);
+    srv_trace_open();
     return s;
 fail:
     korch_server_destroy(&s);
@@ -1148,6 +1152,7 @@ void korch_server_destroy(korch_server_t **ps)
     srv_kmgr_destroy(&s->parts.kmgr);
     srv_api_destroy(&s->parts.api);
     srv_relay_destroy(&s->parts.relay);
+    srv_trace_close();
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);
