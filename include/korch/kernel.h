@@ -173,8 +173,9 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err);
    korch_kernel_wait_ready waits for it. Pending executions end as DIED. */
 korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err);
 
-/* Shut the kernel down and run the loop until it is gone. */
-korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err);
+/* Shut the kernel down and run the loop until it is gone (killed when it
+   does not go within its grace period): it is gone on return. */
+void korch_kernel_shutdown(korch_kernel_t *k);
 
 /* The same without waiting, for loop handlers: begins the shutdown
    (shutdown_request, grace, SIGTERM, SIGKILL) and returns at once; on_state

@@ -40,6 +40,7 @@
 #include "korch/kernelspec.h" /* plain data: argv, env, metadata */
 #include "korch/loop.h"
 #include "korch/op.h"
+#include "korch/path.h"       /* korch_safe_relpath: the names put/get_file take */
 
 typedef struct korch_launcher korch_launcher_t; /* opaque outside src/launcher */
 typedef struct korch_proc korch_proc_t;         /* opaque outside src/launcher */
@@ -211,9 +212,5 @@ korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher
    sandbox cgroups, so a korch killed with -9 leaks nothing past the next
    start. mine is this korch's instance. Blocking: call it at start-up. */
 void korch_launcher_sweep(korch_launcher_t *l, const char *mine);
-
-/* Is name a relative path that stays inside a directory (no "..", no
-   leading "/", no empty or "." parts, no NUL, at most 1024 bytes)? */
-bool korch_safe_relpath(const char *name);
 
 #endif

@@ -1019,9 +1019,10 @@ static korch_rc_t s_open(korch_kernel_t *k, korch_err_t *err)
     /* The wire layer leaves out what outputs.c would drop anyway. */
     korch_session_limits_t lim = {.max_stream_text = k->opts.max_stream_bytes,
                                   .max_rich_content = k->opts.max_rich_bytes};
-    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
+    korch_err_t e = {0};
+    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim, &e);
     if (!k->session)
-        return korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
+        return korch_err_set(err, e.rc, "cannot create a session: %s", e.msg);
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
         if (s_connect(k, (korch_channel_t)ch, err) != KORCH_OK)
             return err ? err->rc : KORCH_E_IO;
@@ -1188,10 +1189,10 @@ static bool s_stopped(void *arg)
     return k->state == KORCH_KERNEL_STOPPED || k->state == KORCH_KERNEL_DEAD;
 }
 
-korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
+void korch_kernel_shutdown(korch_kernel_t *k)
 {
     if (s_stopped(k))
-        return KORCH_OK;
+        return;
     s_stop_begin(k, false, "kernel shut down");
     korch_loop_run(k->loop, s_stopped, k, k->opts.shutdown_grace_ms + 2000);
     if (!s_stopped(k)) {
@@ -1201,7 +1202,6 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
         }
         s_on_death(k, "killed");
     }
-    return KORCH_OK;
 }
 
 void korch_kernel_shutdown_begin(korch_kernel_t *k)
@@ -1414,7 +1414,7 @@ static void s_finish_detached(void *arg)
         korch_loop_timer_end(k->loop, k->free_timer);
     k->free_timer = -1;
     k->detached = false; /* s_set_state must not schedule a free now */
-    korch_kernel_shutdown(k, NULL);
+    korch_kernel_shutdown(k);
     s_free(k);
 }
 
@@ -1444,7 +1444,7 @@ void korch_kernel_destroy(korch_kernel_t **pk)
         return;
     }
     if (running)
-        korch_kernel_shutdown(k, NULL); /* outside handlers: may run the loop */
+        korch_kernel_shutdown(k); /* outside handlers: may run the loop */
     s_free(k);
 }
 

@@ -4,6 +4,7 @@
  */
 #include "backend.h"
 #include "korch/log.h"
+#include "korch/path.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -635,20 +636,3 @@ bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms)
     return korch_loop_run(p->launcher->loop, s_exited, p, timeout_ms);
 }
 
-/* ----------------------------------------------------------------- paths */
-
-bool korch_safe_relpath(const char *name)
-{
-    if (!name || !*name || name[0] == '/' || strlen(name) > 1024)
-        return false;
-    const char *p = name;
-    while (*p) {
-        size_t n = strcspn(p, "/");
-        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-            return false;
-        p += n;
-        if (*p == '/')
-            p++;
-    }
-    return name[strlen(name) - 1] != '/';
-}

@@ -977,7 +977,7 @@ fail:
 static korch_session_t *s_session(swarm_proc_t *p)
 {
     if (!p->session)
-        p->session = korch_session_new(p->base.conn.key, strlen(p->base.conn.key), "korch", NULL);
+        p->session = korch_session_new(p->base.conn.key, strlen(p->base.conn.key), "korch", NULL, NULL);
     return p->session;
 }
 
