@@ -34,6 +34,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <jansson.h>
 #include "korch/conn.h"       /* plain data: endpoints and key */
 #include "korch/error.h"
 #include "korch/kernelspec.h" /* plain data: argv, env, metadata */
@@ -91,6 +92,21 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
    read from the proc afterwards. */
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
                                  korch_err_t *err);
+
+/* The kernels labelled with this launcher's instance, left by an earlier
+   korch of that instance (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
+   KORCH_E_STATE): a new array of {"id" (the container or service),
+   "kernel_id", "kernelspec", "state" ("running" when adoptable)}, strings
+   as the labels say ("" when missing: labels are anyone's to write, check
+   them before use). Blocking (one or two Engine API calls): call it at
+   start-up, never from a handler. */
+json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err);
+/* Remove what is left of one of those by its "id" (a dead or unusable
+   kernel): its container or service and secret, and korch's files for it
+   (the connection file, its sockets and runtime dir, never through a
+   link). Refused (KORCH_E_STATE) when its label names another instance.
+   Blocking, as above. */
+korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err);
 
 /* What korch connects to (borrowed from p): for a started proc the conn of
    the request, for an adopted one what the backend found. */

@@ -25,6 +25,7 @@
 #include "korch/docker_api.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
+#include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/path.h"
 #include "backend.h"
@@ -1211,7 +1212,21 @@ typedef struct {
     char kernel_id[128];
     char rdir[PATH_MAX];            /* the container's korch.runtime_dir label */
     bool has_rdir;
+    bool owned;                     /* labelled ours: removed when it cannot be adopted */
+    char target[PATH_MAX];          /* where it really mounts rdir ("" unknown) */
 } s_adopt_t;
+
+static void s_cleanup_runtime(const char *dir, const char *target);
+
+/* Is dir directly inside our runtime base (what korch made for a kernel)? */
+static bool s_rdir_in_base(const char *dir)
+{
+    char base[PATH_MAX];
+    size_t bl;
+    return dir && korch_runtime_base(base, sizeof base, NULL) == KORCH_OK &&
+           strncmp(dir, base, (bl = strlen(base))) == 0 && dir[bl] == '/' && dir[bl + 1] &&
+           !strchr(dir + bl + 1, '/');
+}
 
 static void s_adopt_end(s_adopt_t *a, korch_rc_t rc, const korch_err_t *err)
 {
@@ -1222,6 +1237,16 @@ static void s_adopt_end(s_adopt_t *a, korch_rc_t rc, const korch_err_t *err)
         s_watch(a->p);
         korch_op_finish_proc(a->op, &a->p->base, KORCH_OK, NULL);
     } else {
+        /* Ours but not adoptable (exited, no runtime dir, no usable
+           connection file): nobody can reach it any more, so it goes
+           rather than leak. Not on a failed or cancelled Engine API call. */
+        if (a->op && a->owned && a->p->id[0] && rc != KORCH_E_DOCKER && rc != KORCH_E_INTERRUPTED) {
+            korch_notice("removing container %.12s of kernel %s, which cannot be re-adopted", a->p->id,
+                         a->kernel_id);
+            s_remove_later(a->p->l, a->p->id);
+            if (a->target[0] && a->has_rdir && s_rdir_in_base(a->rdir))
+                s_cleanup_runtime(a->rdir, a->target);
+        }
         free(a->p);
         if (a->op)
             korch_op_finish_proc(a->op, NULL, rc, err);
@@ -1258,6 +1283,8 @@ static void s_on_adopt_inspect(korch_rc_t rc0, const korch_err_t *err0, korch_do
         return s_adopt_end(a, rc, err);
     }
     const char *target = s_runtime_target(r->json, rdir);
+    if (target && strlen(target) < sizeof a->target)
+        snprintf(a->target, sizeof a->target, "%s", target);
     if (!target) {
         rc = korch_err_set(err, KORCH_E_INVALID,
                            "cannot re-adopt kernel '%s': container %.12s does not mount its runtime dir '%s'",
@@ -1351,6 +1378,12 @@ static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docke
             c = item;
     }
     if (!c) {
+        const char *aid = json_string_value(json_object_get(any, "Id"));
+        const char *aowner = json_string_value(json_object_get(json_object_get(any, "Labels"), "korch.instance"));
+        if (aid && strlen(aid) < sizeof p->id && aowner && strcmp(aowner, mine) == 0) {
+            snprintf(p->id, sizeof p->id, "%s", aid);
+            a->owned = true;
+        }
         rc = any ? korch_err_set(err, KORCH_E_DIED, "cannot re-adopt kernel '%s': its container %.12s is %s",
                                  kernel_id, json_string_value(json_object_get(any, "Id")),
                                  json_string_value(json_object_get(any, "State")))
@@ -1375,6 +1408,7 @@ static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docke
         return s_adopt_end(a, rc, err);
     }
     snprintf(p->id, sizeof p->id, "%s", cid);
+    a->owned = true;
     a->has_rdir = rdir && strlen(rdir) < sizeof a->rdir;
     if (a->has_rdir)
         snprintf(a->rdir, sizeof a->rdir, "%s", rdir);
@@ -1954,6 +1988,71 @@ static void s_free(korch_launcher_t *self)
     free(l);
 }
 
+/* ------------------------------------------------------- adoption lists */
+
+static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    json_t *all = korch_docker_list(self, l->o.instance ? l->o.instance : "default", err);
+    json_t *out = all ? json_array() : NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(all, i, c) {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        const char *kid = json_string_value(json_object_get(c, "kernel_id"));
+        const char *spec = json_string_value(json_object_get(c, "kernelspec"));
+        const char *state = json_string_value(json_object_get(c, "state"));
+        if (out && id)
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", id, "kernel_id", kid ? kid : "",
+                                                 "kernelspec", spec ? spec : "", "state", state ? state : ""));
+    }
+    json_decref(all);
+    if (all && !out)
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    return out;
+}
+
+/* One container of ours, by id: inspected first (its labels must name this
+   instance; a runtime dir is cleaned only where the container really
+   bind-mounts it), then removed with its volume. */
+static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    char path[200];
+    korch_docker_reply_t r = {0};
+    korch_rc_t rc;
+    for (const char *c = id; *c; c++)
+        if (!strchr("0123456789abcdef", *c) || c - id > 64)
+            return korch_err_set(err, KORCH_E_INVALID, "'%.80s' is not a container id", id);
+    snprintf(path, sizeof path, "/containers/%s/json", id);
+    if ((rc = korch_docker_request(l->api, "GET", path, NULL, &r, err)))
+        return rc;
+    if (r.status == 404) {
+        korch_docker_reply_clear(&r);
+        return KORCH_OK; /* gone already */
+    }
+    json_t *labels = json_object_get(json_object_get(r.json, "Config"), "Labels");
+    const char *owner = json_string_value(json_object_get(labels, "korch.instance"));
+    const char *rdir = json_string_value(json_object_get(labels, "korch.runtime_dir"));
+    if (r.status != 200)
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot inspect container %.12s: %s", id,
+                           korch_docker_reply_message(&r));
+    else if (!owner || strcmp(owner, mine) != 0)
+        rc = korch_err_set(err, KORCH_E_STATE, "container %.12s belongs to korch instance '%.60s', not '%s'", id,
+                           owner ? owner : "", mine);
+    else if (!s_remove(l, id))
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot remove container %.12s", id);
+    else {
+        const char *target = s_runtime_target(r.json, rdir);
+        /* only a dir directly in our runtime base, which the container mounted */
+        if (target && s_rdir_in_base(rdir))
+            s_cleanup_runtime(rdir, target);
+    }
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
 static const korch_launcher_ops_t s_ops = {
     .name = "docker",
     .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
@@ -1965,6 +2064,8 @@ static const korch_launcher_ops_t s_ops = {
     .proc_free = s_proc_free,
     .free = s_free,
     .adopt = s_adopt,
+    .list_mine = s_list_mine,
+    .remove_mine = s_remove_mine,
     .put_file = s_put_file,
     .get_file = s_get_file,
     .put_file_now = s_put_file_now,

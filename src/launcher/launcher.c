@@ -259,6 +259,24 @@ korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, kor
     return s_started(op, l->ops->adopt(l, kernel_id, &op->base, err));
 }
 
+json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err)
+{
+    if (!l->ops->list_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS)) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher's kernels die with korch: none to re-adopt", l->ops->name);
+        return NULL;
+    }
+    return l->ops->list_mine(l, err);
+}
+
+korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err)
+{
+    if (!l->ops->remove_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS))
+        return korch_err_set(err, KORCH_E_STATE, "the %s launcher leaves no kernels behind", l->ops->name);
+    if (!id || !*id)
+        return korch_err_set(err, KORCH_E_INVALID, "no id to remove");
+    return l->ops->remove_mine(l, id, err);
+}
+
 korch_op_t *korch_proc_signal(korch_proc_t *p, int sig, korch_op_done_fn *done, void *arg, korch_err_t *err)
 {
     if (p->exited) {

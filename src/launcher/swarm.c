@@ -366,8 +366,11 @@ static void s_start_fail(swarm_proc_t *p, korch_rc_t rc)
     p->start_op = NULL;
     s_proc_unlink(p);
     s_reap(p->l, p->service, p->secret);
-    if (p->conn_file[0] && !p->adopting)
+    /* an adopted service of ours that goes takes korch's copy along */
+    if (p->conn_file[0] && (!p->adopting || p->service[0]))
         unlink(p->conn_file);
+    if (p->adopting && p->service[0] && p->base.runtime_dir[0] && rmdir(p->base.runtime_dir) != 0 && errno != ENOENT)
+        korch_debug("runtime dir '%s' kept: %s", p->base.runtime_dir, strerror(errno));
     s_proc_release(p);
     korch_op_finish_proc(op, NULL, rc, &err);
 }
@@ -1609,12 +1612,84 @@ static korch_rc_t s_network(swarm_launcher_t *l, korch_err_t *err)
     return rc;
 }
 
+/* ------------------------------------------------------- adoption lists */
+
+static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
+{
+    swarm_launcher_t *l = (swarm_launcher_t *)self;
+    json_t *all = korch_swarm_list(self, l->o.instance ? l->o.instance : "default", err);
+    json_t *out = all ? json_array() : NULL;
+    size_t i;
+    json_t *s;
+    json_array_foreach(all, i, s) {
+        if (out && *s_str(s, "id", NULL))
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", s_str(s, "id", NULL), "kernel_id",
+                                                 s_str(s, "kernel_id", NULL), "kernelspec",
+                                                 s_str(s, "kernelspec", NULL), "state", s_str(s, "state", NULL)));
+    }
+    json_decref(all);
+    return out;
+}
+
+/* Is dir directly inside our runtime base (what korch made for a kernel)? */
+static bool s_rdir_in_base(const char *dir)
+{
+    char base[PATH_MAX];
+    size_t bl;
+    return dir[0] == '/' && korch_runtime_base(base, sizeof base, NULL) == KORCH_OK &&
+           strncmp(dir, base, (bl = strlen(base))) == 0 && dir[bl] == '/' && dir[bl + 1] &&
+           !strchr(dir + bl + 1, '/');
+}
+
+/* One service of ours by id, its secret and korch's copy of its
+   connection file (in a dir of our runtime base only, never through a
+   link: unlink removes a link itself). */
+static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *err)
+{
+    swarm_launcher_t *l = (swarm_launcher_t *)self;
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    char path[200];
+    if (!s_valid_name(id) || strlen(id) > 80)
+        return korch_err_set(err, KORCH_E_INVALID, "'%.80s' is not a service id", id);
+    snprintf(path, sizeof path, "/services/%s", id);
+    korch_docker_reply_t r = {0};
+    korch_rc_t rc = korch_docker_request(l->api, "GET", path, NULL, &r, err);
+    if (rc)
+        return rc;
+    json_t *labels = json_object_get(json_object_get(r.json, "Spec"), "Labels");
+    if (r.status == 404)
+        rc = KORCH_OK; /* gone already */
+    else if (r.status != 200)
+        rc = korch_err_set(err, KORCH_E_DOCKER, "GET %s: %s", path, korch_docker_reply_message(&r));
+    else if (strcmp(s_str(labels, "korch.instance", NULL), mine) != 0)
+        rc = korch_err_set(err, KORCH_E_STATE, "service %.25s belongs to korch instance '%.60s', not '%s'", id,
+                           s_str(labels, "korch.instance", NULL), mine);
+    else if (!s_delete_sync(l, "services", id))
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot remove service %.25s", id);
+    else {
+        const char *secret = s_str(labels, "korch.secret", NULL);
+        const char *rdir = s_str(labels, "korch.runtime_dir", NULL);
+        char cf[PATH_MAX + 16];
+        if (*secret && s_valid_name(secret))
+            s_delete_sync(l, "secrets", secret);
+        if (s_rdir_in_base(rdir) && snprintf(cf, sizeof cf, "%s/%s", rdir, S_CONN_FILE) < (int)sizeof cf) {
+            unlink(cf);
+            if (rmdir(rdir) != 0 && errno != ENOENT)
+                korch_debug("runtime dir '%s' kept: %s", rdir, strerror(errno));
+        }
+    }
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
 static const korch_launcher_ops_t s_ops = {
     .name = "swarm",
     .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
     .transport = "tcp",
     .start = s_start,
     .adopt = s_adopt,
+    .list_mine = s_list_mine,
+    .remove_mine = s_remove_mine,
     .signal = s_signal,
     .kill = s_kill,
     .put_file = s_put_file,

@@ -1107,6 +1107,8 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (srv_pool_new(s->parts.kmgr, loop, &s->opts, &s->parts.pool, err) != KORCH_OK ||
         srv_cull_new(s->parts.kmgr, loop, &s->opts, &s->parts.cull, err) != KORCH_OK)
         goto fail;
+    if (o.adopt) /* listed now, ready once each handshake is done on the loop */
+        srv_kmgr_adopt_mine(s->parts.kmgr);
     s_uv_service(s);
     return s;
 fail:
