@@ -1091,14 +1091,16 @@ static int s_on_shell(korch_loop_t *loop, zsock_t *sock, void *arg)
             rc = !strncmp(text, "E:NOTFOUND", 10)
                      ? korch_err_set(&err, KORCH_E_NOTFOUND, "no file in the kernel's work dir by that name")
                  : !strncmp(text, "E:TOOBIG", 8)
-                     ? korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes", p->file_max)
+                     ? korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes%s", p->file_max,
+                                     p->file_max == S_FILE_MAX ? " (files through a swarm kernel are at most 16 MiB)" : "")
                      : korch_err_set(&err, KORCH_E_IO, "the kernel could not read the file: %.*s", (int)tl, text);
         } else {
             unsigned char *raw = korch_b64_decode(text, tl, &len);
             if (!raw)
                 rc = korch_err_set(&err, KORCH_E_PROTOCOL, "the kernel's answer is not base64");
             else if (len > p->file_max)
-                rc = korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes", p->file_max);
+                rc = korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes%s", p->file_max,
+                                   p->file_max == S_FILE_MAX ? " (files through a swarm kernel are at most 16 MiB)" : "");
             if (raw && !rc) {
                 data = malloc(len + 1);
                 if (data) {
@@ -1193,7 +1195,11 @@ static korch_rc_t s_file_op(swarm_proc_t *p, const char *name, bool get, const v
     if (p->file_op) {
         return korch_err_set(err, KORCH_E_STATE, "a file operation on this kernel is in progress");
     }
-    if ((get ? max : len) > S_FILE_MAX) {
+    /* A get's max is the caller's bound (the agent API passes its upload
+       limit, 64 MiB): read up to ours, and say ours if the file is larger. */
+    if (get && max > S_FILE_MAX)
+        max = S_FILE_MAX;
+    if (!get && len > S_FILE_MAX) {
         return korch_err_set(err, KORCH_E_TOOBIG, "files through a swarm kernel are at most %u MiB", S_FILE_MAX >> 20);
     }
     if (!s_session(p)) {
