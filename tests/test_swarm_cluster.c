@@ -929,6 +929,54 @@ TEST_T(swarm_launcher, 900)
                 (s_mono_ms() - t1) / 1e3);
         serve_stop(&s);
 
+        /* korch serve --instance X killed: the next one of X re-adopts its
+           kernel (same id, variables kept, interrupt works; the key from
+           korch's own copy of the connection file, as the secret cannot be
+           read back), and SIGTERM then removes it. */
+        char inst[64], tok[256] = "", kid[64] = "";
+        snprintf(inst, sizeof inst, "swarm-adopt-%d", (int)getpid());
+        const char *ia[] = {"--launcher", "swarm", "--image", image, "--instance", inst, NULL};
+        if (!CHECK(serve_start_args(&s, ia)))
+            goto out;
+        snprintf(tok, sizeof tok, "%s", s.token);
+        {
+            const char *pa[] = {PY, serve_peer("adopt_peer.py"), "new", s.url, s.token, "kept-on-swarm", NULL};
+            char *pout = NULL;
+            int prc = korch_test_run(pa, NULL, &pout, NULL, 300);
+            json_t *pj = pout ? json_loads(strrchr(pout, '{') ? strrchr(pout, '{') : pout, JSON_DISABLE_EOF_CHECK, NULL)
+                              : NULL;
+            if (CHECK_EQ(prc, 0) && CHECK(json_is_true(json_object_get(pj, "ok"))))
+                snprintf(kid, sizeof kid, "%s", json_string_value(json_object_get(pj, "kernel")) ?: "");
+            else
+                fprintf(stderr, "adopt_peer.py new: %s\n", pout ? pout : "");
+            json_decref(pj);
+            free(pout);
+        }
+        kill(s.pid, SIGKILL);
+        waitpid(s.pid, NULL, 0);
+        s.pid = 0;
+        serve_stop(&s);
+        const char *ib[] = {"--launcher", "swarm", "--image", image, "--instance", inst, "--token", tok, NULL};
+        t1 = s_mono_ms();
+        if (!CHECK(kid[0]) || !CHECK(serve_start_args(&s, ib)))
+            goto out;
+        {
+            const char *pa[] = {PY, serve_peer("adopt_peer.py"), "direct", s.url, s.token, kid, "kept-on-swarm", NULL};
+            char *pout = NULL, *perr = NULL;
+            int prc = korch_test_run(pa, NULL, &pout, &perr, 240);
+            if (!CHECK_EQ(prc, 0)) {
+                fprintf(stderr, "adopt_peer.py direct: %s\n%s\n", pout ? pout : "", perr ? perr : "");
+                serve_log_tail(&s);
+            } else
+                fprintf(stderr, "swarm-launcher: korch serve --instance killed: the next one re-adopted kernel %.8s "
+                                "with its variables in %.1f s\n",
+                        kid, (s_mono_ms() - t1) / 1e3);
+            free(pout);
+            free(perr);
+        }
+        serve_stop(&s);
+        CHECK(sl_wait_count(d, 0, 0, 20000));
+
         char conn[PATH_MAX], log[PATH_MAX], how[32] = "";
         snprintf(conn, sizeof conn, "/tmp/korch-swarmtest-%d.json", (int)getpid());
         snprintf(log, sizeof log, "/tmp/korch-swarmtest-%d.log", (int)getpid());

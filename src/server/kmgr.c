@@ -513,6 +513,9 @@ void srv_kmgr_delete(srv_kernel_t *mk)
 
 korch_rc_t srv_kmgr_restart(srv_kernel_t *mk, korch_err_t *err)
 {
+    if (mk->adopted && !mk->ever_ready) /* no process of ours to stop yet */
+        return korch_err_set(err, KORCH_E_STATE, "kernel %s is still being re-adopted: restart it once it is ready",
+                             mk->id);
     bool was = mk->restart_requested;
     mk->restart_requested = true;
     korch_rc_t rc = korch_kernel_restart(mk->k, err);
