@@ -377,3 +377,86 @@ down:
     korch_docker_destroy(&d);
     korch_docker_destroy(&d1);
 }
+
+/* `docker-compose ARGS...` on the host's engine for project proj: its
+   status, stdout into *out when out is given. */
+static int st_compose(const char *file, const char *proj, const char *const *args, char **out, int timeout_s)
+{
+    const char *argv[16] = {"docker-compose", "-f", file, "-p", proj};
+    int n = 5;
+    for (int i = 0; args[i] && n < 15; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    char *o = NULL, *e = NULL;
+    int st = korch_test_run(argv, NULL, &o, &e, timeout_s);
+    if (st != 0)
+        fprintf(stderr, "docker-compose %s: status %d\n%s%s", args[0], st, o ? o : "", e ? e : "");
+    if (out)
+        *out = o;
+    else
+        free(o);
+    free(e);
+    return st;
+}
+
+/* The same file under Debian's docker-compose 1.29 on one host (its .env
+   picks the single-host service): `docker-compose up` runs korch kernel in
+   a container of the host's engine, whose kernel answers through the
+   connection file on the host; the stack's serve does not run; `down`
+   leaves no container of the project or of its kernel. */
+TEST_T(swarm_stack_file_under_docker_compose, 240)
+{
+    char file[PATH_MAX], dir[] = "/tmp/korch-compose-XXXXXX", proj[64], conn[PATH_MAX];
+    const char *old_rt = getenv("KORCH_RUNTIME_DIR");
+    char saved[PATH_MAX] = "";
+    if (old_rt)
+        snprintf(saved, sizeof saved, "%s", old_rt);
+    snprintf(file, sizeof file, "%s/docker-compose.yml", korch_test_root());
+    snprintf(proj, sizeof proj, "korchtest%d", (int)getpid());
+    if (!CHECK_EQ(s_script("build-korch-image.sh", NULL, 600), 0) || !CHECK(mkdtemp(dir) != NULL))
+        return;
+    unsetenv("DOCKER_HOST");
+    setenv("KORCH_RUNTIME_DIR", dir, 1); /* the same path in korch's container and here */
+    snprintf(conn, sizeof conn, "%s/compose.json", dir);
+    const char *up[] = {"up", "-d", NULL};
+    if (CHECK_EQ(st_compose(file, proj, up, NULL, 120), 0)) {
+        struct stat sb;
+        double end = s_mono_ms() + 60000;
+        while ((stat(conn, &sb) != 0 || sb.st_size == 0) && s_mono_ms() < end)
+            usleep(200 * 1000);
+        const char *ex[] = {korch_test_korch_bin(), "exec", "--existing", conn, "-c", "print(6 * 7)", NULL};
+        char *out = NULL, *err = NULL;
+        CHECK_EQ(korch_test_run(ex, NULL, &out, &err, 90), 0);
+        CHECK_STREQ(out, "42\n");
+        if (!out || strcmp(out, "42\n"))
+            fprintf(stderr, "korch exec: %s\n", err ? err : "");
+        free(out);
+        free(err);
+        out = NULL;
+        const char *ps[] = {"ps", "--services", "--filter", "status=running", NULL};
+        CHECK_EQ(st_compose(file, proj, ps, &out, 60), 0);
+        CHECK_STREQ(out, "korch\n");
+        free(out);
+    }
+    const char *down[] = {"down", "-v", NULL};
+    CHECK_EQ(st_compose(file, proj, down, NULL, 120), 0);
+    /* nothing of the project, nor a kernel container of this runtime dir */
+    char filt[128], *left = NULL;
+    snprintf(filt, sizeof filt, "label=com.docker.compose.project=%s", proj);
+    const char *pa[] = {"docker", "ps", "-aq", "--filter", filt, NULL};
+    CHECK_EQ(korch_test_run(pa, NULL, &left, NULL, 30), 0);
+    CHECK_STREQ(left ? left : "", "");
+    free(left);
+    left = NULL;
+    const char *ka[] = {"docker", "ps", "-a", "--filter", "label=korch.instance=compose", "--format",
+                        "{{.Label \"korch.runtime_dir\"}}", NULL};
+    CHECK_EQ(korch_test_run(ka, NULL, &left, NULL, 30), 0);
+    CHECK(!left || !strstr(left, dir));
+    free(left);
+    if (saved[0])
+        setenv("KORCH_RUNTIME_DIR", saved, 1);
+    else
+        unsetenv("KORCH_RUNTIME_DIR");
+    const char *rm[] = {"rm", "-rf", dir, NULL};
+    korch_test_run(rm, NULL, NULL, NULL, 30);
+}
