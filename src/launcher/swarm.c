@@ -1676,8 +1676,16 @@ static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_er
         const char *secret = s_str(labels, "korch.secret", NULL);
         const char *rdir = s_str(labels, "korch.runtime_dir", NULL);
         char cf[PATH_MAX + 16];
-        if (*secret && s_valid_name(secret))
+        /* the label is anyone's: the secret must be this instance's too */
+        char sp[200];
+        json_t *sec = NULL;
+        if (*secret && s_valid_name(secret) && strlen(secret) < 100) {
+            snprintf(sp, sizeof sp, "/secrets/%s", secret);
+            sec = s_get_sync(l, sp, NULL);
+        }
+        if (sec && !strcmp(s_str(json_object_get(json_object_get(sec, "Spec"), "Labels"), "korch.instance", NULL), mine))
             s_delete_sync(l, "secrets", secret);
+        json_decref(sec);
         if (s_rdir_in_base(rdir) && snprintf(cf, sizeof cf, "%s/%s", rdir, S_CONN_FILE) < (int)sizeof cf) {
             unlink(cf);
             if (rmdir(rdir) != 0 && errno != ENOENT)
