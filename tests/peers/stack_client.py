@@ -12,7 +12,7 @@ tests/peers/ws_client.py).
 
 files: a session created with a file (put into its kernel as it starts),
 then PUT of a second file and of a file in a subdirectory through
-.../files/{path}; the kernel's own code reads all three from its work dir,
+.../files/{path}, and three PUTs at once; the kernel's own code reads them from its work dir,
 writes one, and GET .../files/{path} returns what it wrote.
 
 Prints one JSON line {"ok", "failures", ...}; exits 0 when everything held.
@@ -20,6 +20,7 @@ Prints one JSON line {"ok", "failures", ...}; exits 0 when everything held.
 import base64
 import json
 import sys
+import threading
 import time
 
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
@@ -121,7 +122,21 @@ def files(api, conn, check, out):
     st, b = api.req("PUT", "api/agent/sessions/%s/files/sales.csv" % sid, raw=b"x\n1\n2\n3\n",
                     headers={"Content-Type": "application/octet-stream"}, timeout=90)
     check(st == 200 and isinstance(b, dict) and b.get("replaced") is True, "PUT over sales.csv -> %s %r" % (st, b))
+    # Three at once: the launcher runs them one after another in the kernel.
+    res = {}
+
+    def put(i):
+        res[i] = api.req("PUT", "api/agent/sessions/%s/files/c%d.txt" % (sid, i), raw=b"c%d" % i,
+                         headers={"Content-Type": "application/octet-stream"}, timeout=90)[0]
+    th = [threading.Thread(target=put, args=(i,)) for i in range(3)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    check(res == {0: 201, 1: 201, 2: 201}, "three PUTs at once -> %r" % res)
     c = conn(kid)
+    r = c.execute("print(''.join(open('c%d.txt' % i).read() for i in range(3)))")
+    check(r.stdout() == "c0c1c2\n", "the kernel read the three: %r" % r.stdout())
     r = c.execute("import os\nprint(os.getcwd())\n"
                   "print(repr(open('sales.csv').read()), repr(open('notes.txt').read()), "
                   "repr(open('data/more.csv').read()))\n"
