@@ -30,6 +30,7 @@
  *  that lets it overflow is dropped.
  */
 #include "server_int.h"
+#include "trace.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -815,6 +816,8 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
             korch_wsframe_unref(&f);
             ws->sent++;
             s->metrics.ws_sent++;
+            if (srv_trace_on)
+                srv_trace("w %s %llu %lld", ws->session_key, (unsigned long long)ws->sent, (long long)srv_trace_now());
             n++;
         }
         /* lws keeps what the socket did not take; wait for it to drain */
@@ -1110,6 +1113,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (o.adopt) /* listed now, ready once each handshake is done on the loop */
         srv_kmgr_adopt_mine(s->parts.kmgr);
     s_uv_service(s);
+    srv_trace_open();
     return s;
 fail:
     korch_server_destroy(&s);
@@ -1163,6 +1167,7 @@ void korch_server_destroy(korch_server_t **ps)
     srv_kmgr_destroy(&s->parts.kmgr);
     srv_api_destroy(&s->parts.api);
     srv_relay_destroy(&s->parts.relay);
+    srv_trace_close();
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);
