@@ -952,10 +952,64 @@ TEST_T(swarm_launcher, 900)
             json_decref(pj);
             free(pout);
         }
+        /* a second kernel, whose container is killed on its node while korch is down */
+        char kid2[64] = "", svc2[80] = "";
+        {
+            const char *pa[] = {PY, serve_peer("adopt_peer.py"), "new", s.url, s.token, "dies", NULL};
+            char *pout = NULL;
+            int prc = korch_test_run(pa, NULL, &pout, NULL, 300);
+            json_t *pj = pout ? json_loads(strrchr(pout, '{') ? strrchr(pout, '{') : pout, JSON_DISABLE_EOF_CHECK, NULL)
+                              : NULL;
+            if (CHECK_EQ(prc, 0) && CHECK(json_is_true(json_object_get(pj, "ok"))))
+                snprintf(kid2, sizeof kid2, "%s", json_string_value(json_object_get(pj, "kernel")) ?: "");
+            json_decref(pj);
+            free(pout);
+        }
+        char nd2[32] = "";
+        if (kid2[0]) {
+            json_t *sv = sl_services_of(d, kid2);
+            snprintf(svc2, sizeof svc2, "%s", json_string_value(json_object_get(json_array_get(sv, 0), "ID")) ?: "");
+            json_decref(sv);
+            sl_kernel_node(d, nodes, kid2, nd2, sizeof nd2);
+        }
         kill(s.pid, SIGKILL);
         waitpid(s.pid, NULL, 0);
         s.pid = 0;
         serve_stop(&s);
+        if (CHECK(svc2[0]) && CHECK(nd2[0])) {
+            char nh[160];
+            snprintf(nh, sizeof nh, "unix://" S_RUN "/korch-%s.sock", nd2);
+            korch_docker_t *dn = korch_docker_new(NULL, nh, NULL);
+            json_t *cs = dn ? s_list(dn, "containers/json", "label", "com.docker.swarm.service.id") : NULL;
+            size_t ci;
+            json_t *cc;
+            int killed = 0;
+            json_array_foreach(cs, ci, cc) {
+                const char *lsvc = json_string_value(
+                    json_object_get(json_object_get(cc, "Labels"), "com.docker.swarm.service.id"));
+                char kp2[200];
+                snprintf(kp2, sizeof kp2, "/containers/%.80s/kill", json_string_value(json_object_get(cc, "Id")) ?: "");
+                korch_docker_reply_t kr = {0};
+                if (lsvc && !strcmp(lsvc, svc2) && korch_docker_request(dn, "POST", kp2, NULL, &kr, NULL) == KORCH_OK &&
+                    kr.status == 204)
+                    killed++;
+                korch_docker_reply_clear(&kr);
+            }
+            CHECK_EQ(killed, 1);
+            json_decref(cs);
+            /* the manager hears of it: its task is past running */
+            json_t *t = NULL;
+            for (int w = 0; w < 100; w++) {
+                json_decref(t);
+                t = s_task(d, svc2);
+                if (t && strcmp(s_task_state(t), "running"))
+                    break;
+                usleep(200 * 1000);
+            }
+            CHECK(t && strcmp(s_task_state(t), "running"));
+            json_decref(t);
+            korch_docker_destroy(&dn);
+        }
         const char *ib[] = {"--launcher", "swarm", "--image", image, "--instance", inst, "--token", tok, NULL};
         t1 = s_mono_ms();
         if (!CHECK(kid[0]) || !CHECK(serve_start_args(&s, ib)))
@@ -973,6 +1027,16 @@ TEST_T(swarm_launcher, 900)
                         kid, (s_mono_ms() - t1) / 1e3);
             free(pout);
             free(perr);
+        }
+        /* the one that died meanwhile: removed (service and secret), not listed */
+        {
+            json_t *sv = sl_services_of(d, kid2);
+            CHECK_EQ(json_array_size(sv), 0);
+            json_decref(sv);
+            CHECK_EQ(serve_kernel_count(&s), 1);
+            char *text = korch_read_file(s.log, 1 << 20, NULL, NULL);
+            CHECK_CONTAINS(text ? text : "", "not re-adopted: it ended while korch was down");
+            free(text);
         }
         serve_stop(&s);
         CHECK(sl_wait_count(d, 0, 0, 20000));
