@@ -131,7 +131,7 @@ struct swarm_proc {
     korch_op_t *call;           /* the proc's own Engine API call in flight */
     korch_op_t *start_op;       /* the start or adopt */
     json_t *spec;               /* the service's, while its secret is made */
-    char why[256];
+    char why[512]; /* room for every message below at its %.Ns bounds */
     /* the launcher's own sockets to the kernel (interrupt, files) */
     korch_session_t *session;
     zsock_t *control;
