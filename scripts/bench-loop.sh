@@ -1,11 +1,16 @@
 #!/bin/sh
 # Does kernel churn stall korch serve's loop? A websocket client loops `pass`
 # round trips on one kernel, first on a quiet server, then while 5 docker
-# kernels are started, restarted and deleted through REST; prints p50/p99/max
-# of both and the ratios (issue 13's goal: churn max <= 20 ms).
+# kernels are started, restarted and deleted through REST, each alternating
+# with a round trip straight to another kernel's sockets (the reference, no
+# korch in the path, same run); prints p50/p99/max of both, the ratios (issue
+# 13's goal: churn max <= 20 ms) and where the slow round trips spent their
+# time (tests/bench/loop_bench.py says how).
 #   Usage: scripts/bench-loop.sh [BUILD]      (default: build)
 # Knobs: BENCH_LOOP_LAUNCHER (docker), BENCH_LOOP_KERNELS (5), BENCH_LOOP_CYCLES
-# (2), BENCH_LOOP_QUIET (400 round trips), BENCH_OUT=FILE keeps the JSON.
+# (2), BENCH_LOOP_QUIET (400 round trips), BENCH_LOOP_TRACE (1; 0 runs korch
+# without KORCH_TRACE_WS / KORCH_LOOP_STALL_MS), BENCH_LOOP_STALL_MS (10),
+# BENCH_OUT=FILE keeps the JSON.
 set -eu
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -18,13 +18,18 @@
 # The node engines program only their own namespaces' iptables.
 #
 # Idempotent: what exists and works is kept, what is missing is made (run it
-# twice, or after a node's engine died). Prints the manager's DOCKER_HOST and
+# twice, or after a node's engine died). The daemons it starts get no file
+# descriptor above 2: run under `flock /tmp/korch-swarm.lock`, they would
+# otherwise inherit the lock's and hold it for as long as the swarm is up. Prints the manager's DOCKER_HOST and
 # writes /run/korch-swarm/env for tests to source. scripts/swarm-down.sh
 # removes everything this made. Run as root.
 #
 # Environment: KORCH_SWARM_IMAGE_SRC (the host engine's image to publish,
 # default korch-kernel-python3:latest), KORCH_SWARM_SRC_HOST (the engine that
-# holds it, default unix:///var/run/docker.sock), KORCH_SWARM_HEARTBEAT (the swarm's
+# holds it, default unix:///var/run/docker.sock), KORCH_SWARM_KORCH (1: also
+# build the korch image, scripts/build-korch-image.sh, cached, and publish it
+# as 10.231.0.1:5231/korch:latest for docker-compose.yml's stack; 0: not),
+# KORCH_SWARM_KORCH_SRC (its name on the host engine, korch:latest), KORCH_SWARM_HEARTBEAT (the swarm's
 # dispatcher heartbeat, default 2s: a node that goes away is seen down after
 # about three of them), KORCH_SWARM_WAIT (seconds to wait for each engine, 60),
 # KORCH_SWARM_NODE_SIZE (the bound of each node's tmpfs data root, 4g; the
@@ -46,6 +51,10 @@ HEARTBEAT=${KORCH_SWARM_HEARTBEAT:-2s}
 WAIT_S=${KORCH_SWARM_WAIT:-60}
 NODE_SIZE=${KORCH_SWARM_NODE_SIZE:-4g}
 TAG=korch-swarm
+KORCH_BUILD=${KORCH_SWARM_KORCH:-1}
+KORCH_SRC=${KORCH_SWARM_KORCH_SRC:-korch:latest}
+KORCH_NAME=korch:latest
+KORCH_IMAGE_REG=$REG/$KORCH_NAME
 
 say() { echo "swarm-up: $*" >&2; }
 die() { echo "swarm-up: error: $*" >&2; exit 1; }
@@ -131,7 +140,7 @@ EOF
 reg_up() { curl -fsS "http://$1/v2/" >/dev/null 2>&1; }
 reg_start() { # name addr
     reg_config "$2" >"$RUN/$1.yml"
-    setsid docker-registry serve "$RUN/$1.yml" >>"$RUN/$1.log" 2>&1 </dev/null &
+    setsid docker-registry serve "$RUN/$1.yml" >>"$RUN/$1.log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
     echo $! >"$RUN/$1.pid"
     t=0
     until reg_up "$2"; do
@@ -144,24 +153,40 @@ reg_start() { # name addr
 mkdir -p "$LIB/registry"
 reg_up "$REG" || reg_start registry "$REG"
 
+# publish SRC NAME: the host engine's image SRC as $REG/NAME, unless the
+# registry has it already (the pushed image id is kept beside the storage).
+publish() {
+    _id=$(hdk image inspect -f '{{.Id}}' "$1")
+    _stamp=$LIB/registry.pushed${3:-}
+    [ "$_id" != "$(cat "$_stamp" 2>/dev/null || true)" ] || return 0
+    say "publishing $1 as $REG/$2"
+    # One left by a crashed run is reused (and swarm-down stops it).
+    _started=0
+    reg_up "127.0.0.1:$REG_PORT" || { reg_start registry-push "127.0.0.1:$REG_PORT"; _started=1; }
+    hdk tag "$1" "127.0.0.1:$REG_PORT/$2"
+    _rc=0
+    hdk push -q "127.0.0.1:$REG_PORT/$2" >/dev/null || _rc=$?
+    hdk rmi "127.0.0.1:$REG_PORT/$2" >/dev/null 2>&1 || true
+    # Our child, not yet reaped: its pid cannot have been reused.
+    [ "$_started" -eq 0 ] || kill "$(cat "$RUN/registry-push.pid")" 2>/dev/null || true
+    rm -f "$RUN/registry-push.pid"
+    [ "$_rc" -eq 0 ] || die "docker push of $2 to the local registry failed"
+    echo "$_id" >"$_stamp"
+}
+
 hdk image inspect "$IMAGE_SRC" >/dev/null 2>&1 ||
     die "the host engine has no image '$IMAGE_SRC' (scripts/build-image.sh)"
 src_id=$(hdk image inspect -f '{{.Id}}' "$IMAGE_SRC")
-pushed_id=$(cat "$LIB/registry.pushed" 2>/dev/null || true)
-if [ "$src_id" != "$pushed_id" ]; then
-    say "publishing $IMAGE_SRC as $IMAGE"
-    # One left by a crashed run is reused (and swarm-down stops it).
-    started=0
-    reg_up "127.0.0.1:$REG_PORT" || { reg_start registry-push "127.0.0.1:$REG_PORT"; started=1; }
-    hdk tag "$IMAGE_SRC" "127.0.0.1:$REG_PORT/$IMAGE_NAME"
-    rc=0
-    hdk push -q "127.0.0.1:$REG_PORT/$IMAGE_NAME" >/dev/null || rc=$?
-    hdk rmi "127.0.0.1:$REG_PORT/$IMAGE_NAME" >/dev/null 2>&1 || true
-    # Our child, not yet reaped: its pid cannot have been reused.
-    [ "$started" -eq 0 ] || kill "$(cat "$RUN/registry-push.pid")" 2>/dev/null || true
-    rm -f "$RUN/registry-push.pid"
-    [ "$rc" -eq 0 ] || die "docker push to the local registry failed"
-    echo "$src_id" >"$LIB/registry.pushed"
+publish "$IMAGE_SRC" "$IMAGE_NAME"
+
+# The korch image (docker-compose.yml's stack service), built here from
+# this checkout (cached: seconds when nothing changed).
+korch_id=""
+if [ "$KORCH_BUILD" = 1 ]; then
+    KORCH_IMAGE=$KORCH_SRC DOCKER_HOST=${KORCH_SWARM_SRC_HOST:-unix:///var/run/docker.sock} \
+        "$(dirname "$0")/build-korch-image.sh" || die "the korch image did not build"
+    korch_id=$(hdk image inspect -f '{{.Id}}' "$KORCH_SRC")
+    publish "$KORCH_SRC" "$KORCH_NAME" .korch
 fi
 
 # --- one engine per namespace ---------------------------------------------------
@@ -196,7 +221,7 @@ EOF
                 --config-file "$d/daemon.json" \
                 --data-root "$LIB/node$i" --exec-root "$d/exec" --pidfile "$d/dockerd.pid" \
                 -H "unix://$(sock "$i")" --bip "10.233.$i.1/24" --iptables=true \
-                >>"$d/dockerd.log" 2>&1 </dev/null &
+                >>"$d/dockerd.log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
         fi
     fi
     i=$((i + 1))
@@ -274,7 +299,13 @@ while [ "$i" -le "$N" ]; do
     fi
     i=$((i + 1))
 done
-for p in $pulls; do wait "$p" || die "a node could not pull $IMAGE"; done
+# The korch image on the manager, where the stack runs it.
+if [ -n "$korch_id" ] && [ "$(dk 1 image inspect -f '{{.Id}}' "$KORCH_IMAGE_REG" 2>/dev/null)" != "$korch_id" ]; then
+    say "node 1: pulling $KORCH_IMAGE_REG"
+    dk 1 pull -q "$KORCH_IMAGE_REG" >/dev/null &
+    pulls="$pulls $!"
+fi
+for p in $pulls; do wait "$p" || die "a node could not pull an image of $REG"; done
 
 # --- the env file -----------------------------------------------------------------
 {
@@ -284,6 +315,8 @@ for p in $pulls; do wait "$p" || die "a node could not pull $IMAGE"; done
     echo "export KORCH_SWARM_MANAGER_ADDR=$(addr 1)"
     echo "export KORCH_SWARM_REGISTRY=$REG"
     echo "export KORCH_SWARM_IMAGE=$IMAGE"
+    [ -z "$korch_id" ] || echo "export KORCH_SWARM_KORCH_IMAGE=$KORCH_IMAGE_REG"
+    echo "export KORCH_SWARM_MANAGER_SOCK=$(sock 1)"
     i=1
     while [ "$i" -le "$N" ]; do
         echo "export KORCH_SWARM_NODE${i}_HOST=unix://$(sock "$i")"

@@ -37,7 +37,7 @@ TEST(conn_save_load_and_jupyter_client_reads_it)
              "'", path, "'");
     const char *argv[] = {"/usr/bin/python3", "-c", code, NULL};
     CHECK_EQ(korch_test_run(argv, NULL, &out, NULL, 30), 0);
-    char want[256];
+    char want[320];
     snprintf(want, sizeof want, "%d %d %s tcp\n", a.port[KORCH_CH_SHELL], a.port[KORCH_CH_HB], a.key);
     CHECK_STREQ(out, want);
     free(out);

@@ -52,7 +52,7 @@ TEST(feedback_text_errors_and_charts)
     korch_feedback_opts_t o = {.max_chars = 4000, .vision = true, .figures_dir = dir, .figure_counter = &counter};
     char *text = NULL;
     json_t *images = NULL, *saved = NULL;
-    CHECK_EQ(korch_feedback_build(&r, &o, &text, &images, &saved, NULL), KORCH_OK);
+    korch_feedback_build(&r, &o, &text, &images, &saved);
     CHECK_CONTAINS(text, "rows: 120\n");
     CHECK_CONTAINS(text, "[chart 5: image/png 1x1 saved as fig-5.png, attached]");
     CHECK(strstr(text, "<Figure") == NULL);
@@ -75,7 +75,7 @@ TEST(feedback_text_errors_and_charts)
     json_decref(saved);
     /* without vision: no image, a line with the file name */
     o.vision = false;
-    CHECK_EQ(korch_feedback_build(&r, &o, &text, &images, &saved, NULL), KORCH_OK);
+    korch_feedback_build(&r, &o, &text, &images, &saved);
     CHECK_CONTAINS(text, "[chart 6: image/png 1x1 saved as fig-6.png]");
     CHECK_EQ(json_array_size(images), 0);
     free(text);
@@ -84,7 +84,7 @@ TEST(feedback_text_errors_and_charts)
     /* died */
     korch_exec_result_t d = {.status = KORCH_EXEC_DIED, .outputs = json_array(), .restarted = true};
     snprintf(d.detail, sizeof d.detail, "kernel died: out of memory (limit 1 GiB)");
-    CHECK_EQ(korch_feedback_build(&d, &o, &text, &images, &saved, NULL), KORCH_OK);
+    korch_feedback_build(&d, &o, &text, &images, &saved);
     CHECK_CONTAINS(text, "kernel died: out of memory (limit 1 GiB)");
     CHECK_CONTAINS(text, "variables are lost");
     free(text);

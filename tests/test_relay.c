@@ -66,7 +66,7 @@ static bool s_yes_content(const korch_msg_t *msg, void *arg)
 
 TEST(relay_session_raw_and_lazy_content)
 {
-    korch_session_t *tx = korch_session_new("k3y", 3, "t", NULL), *rx = korch_session_new("k3y", 3, "t", NULL);
+    korch_session_t *tx = korch_session_new("k3y", 3, "t", NULL, NULL), *rx = korch_session_new("k3y", 3, "t", NULL, NULL);
     korch_msg_t *m = s_tricky("stream", 100000, 0);
     json_t *content = json_incref(m->content);
     zmsg_t *wire = korch_session_serialize(tx, &m);
@@ -97,7 +97,7 @@ TEST(relay_session_raw_and_lazy_content)
     CHECK_EQ(why, KORCH_REJ_DUPLICATE);
     CHECK(raw[0] == NULL && out == NULL);
     /* wanted: parsed as korch_session_deserialize does (a fresh session) */
-    korch_session_t *rx2 = korch_session_new("k3y", 3, "t", NULL);
+    korch_session_t *rx2 = korch_session_new("k3y", 3, "t", NULL, NULL);
     again = zmsg_dup(copy);
     CHECK_EQ(korch_session_deserialize_raw(rx2, &again, &out, raw, s_yes_content, &asked, NULL, NULL), KORCH_OK);
     CHECK(out && out->content && json_equal(json_object_get(out->content, "text"), json_object_get(content, "text")));
@@ -105,7 +105,7 @@ TEST(relay_session_raw_and_lazy_content)
     for (int i = 0; i < 4; i++)
         zframe_destroy(&raw[i]);
     /* a tampered content is caught by the HMAC even when nobody parses it */
-    korch_session_t *rx3 = korch_session_new("k3y", 3, "t", NULL);
+    korch_session_t *rx3 = korch_session_new("k3y", 3, "t", NULL, NULL);
     again = zmsg_dup(copy);
     zframe_t *c = zmsg_last(again);
     ((unsigned char *)zframe_data(c))[10] ^= 1;

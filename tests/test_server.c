@@ -318,6 +318,16 @@ TEST_T(server_legacy_slow_reader, 120)
 
 /* A client sending malformed messages (with a session_id and content made
    to forge log lines) is logged ten times, printably, and keeps working. */
+/* A client message is reassembled from its fragments up to the bound; one
+   past it is dropped, said in the log, and the socket goes on. */
+TEST_T(server_v1_big_message, 150)
+{
+    s_scenario_opts("v1", "big_message", 130, NULL, "message over 67108864 bytes dropped");
+}
+TEST_T(server_legacy_big_message, 150)
+{
+    s_scenario_opts("legacy", "big_message", 130, NULL, "message over 67108864 bytes dropped");
+}
 TEST_T(server_v1_malformed_flood, 90)
 {
     s_scenario_opts("v1", "malformed_flood", 70, NULL, "further malformed messages are not logged");

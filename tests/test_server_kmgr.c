@@ -197,3 +197,34 @@ out:
     srv_kmgr_destroy(&m);
     korch_loop_destroy(&loop);
 }
+
+/* Re-adoption asks the launcher; one whose kernels die with korch (local)
+   refuses at once, saying so, and a bad id or name is refused before: no
+   event, nothing listed. (With docker: tests/test_server_adopt.c.) */
+TEST_T(server_kmgr_adopt_refuses_what_cannot_be_adopted, 60)
+{
+    korch_loop_t *loop = korch_loop_new();
+    s_heard_t heard = {0};
+    korch_err_t err = {0};
+    srv_kmgr_t *m = s_mgr(loop, &heard);
+    if (!m)
+        goto out;
+    CHECK_EQ(srv_kmgr_adopt_mine(m), 0); /* no launcher that adopts: nothing to list */
+    CHECK(srv_kmgr_adopt(m, "3f2b8a1c-0d4e-4f6a-9b7c-1e2d3c4b5a69", "python3", &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_STATE);
+    CHECK_CONTAINS(err.msg, "cannot re-adopt");
+    korch_err_clear(&err);
+    CHECK(srv_kmgr_adopt(m, "", "python3", &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_INVALID);
+    korch_err_clear(&err);
+    char longname[200];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    CHECK(srv_kmgr_adopt(m, "3f2b8a1c-0d4e-4f6a-9b7c-1e2d3c4b5a69", longname, &err) == NULL);
+    CHECK_EQ(err.rc, KORCH_E_INVALID);
+    CHECK_EQ(heard.n, 0);
+    CHECK_EQ(srv_kmgr_count(m), 0);
+out:
+    srv_kmgr_destroy(&m);
+    korch_loop_destroy(&loop);
+}

@@ -20,9 +20,8 @@
  *  It owns /run/korch-swarm: a swarm brought up by hand is taken down at the
  *  end.
  */
-#include "test.h"
+#include "swarm_fixture.h"
 
-#include "korch/docker_api.h"
 #include "korch/media.h"
 
 #include <dirent.h>
@@ -33,19 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_NODES 3
-#define S_RUN "/run/korch-swarm"
 #define S_NET "korch-swarmtest"
 #define S_CLIENT "korch-swarmtest-client"
 #define S_STOPPED_NODE 3          /* whose engine is stopped */
 #define S_GONE_WITHIN_S 30        /* the swarm must give its task up by then */
-
-static double s_mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 /* The host's wall clock, which the containers share (answered_at). */
 static double s_wall_s(void)
@@ -53,96 +43,6 @@ static double s_wall_s(void)
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* Run a script of ours; its exit status (stderr shown on failure). */
-static int s_script(const char *name, const char *arg, int timeout_s)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/scripts/%s", korch_test_root(), name);
-    const char *argv[] = {path, arg, NULL};
-    char *out = NULL, *err = NULL;
-    int st = korch_test_run(argv, NULL, &out, &err, timeout_s);
-    if (st != 0)
-        fprintf(stderr, "%s %s: status %d\n%s%s", name, arg ? arg : "", st, out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return st;
-}
-
-/* The value of "export NAME=VALUE" in the env file, into buf. */
-static bool s_env(const char *name, char *buf, size_t len)
-{
-    FILE *f = fopen(S_RUN "/env", "r");
-    char line[512];
-    size_t nl = strlen(name);
-    bool found = false;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "export ", 7) || strncmp(line + 7, name, nl) || line[7 + nl] != '=')
-            continue;
-        snprintf(buf, len, "%s", line + 8 + nl);
-        buf[strcspn(buf, "\n")] = 0;
-        found = true;
-    }
-    if (f)
-        fclose(f);
-    return found;
-}
-
-/* One Engine API call; the reply's JSON (new reference) when the status is
-   want, else NULL with the engine's message on stderr. */
-static json_t *s_api(korch_docker_t *d, const char *method, const char *path, json_t *body, long want)
-{
-    korch_err_t err = {0};
-    korch_docker_reply_t r;
-    json_t *j = NULL;
-    if (korch_docker_request(d, method, path, body, &r, &err) != KORCH_OK) {
-        fprintf(stderr, "%s %s: %s\n", method, path, err.msg);
-        return NULL;
-    }
-    if (r.status == want)
-        j = r.json ? json_incref(r.json) : json_true();
-    else
-        fprintf(stderr, "%s %s: HTTP %ld: %s\n", method, path, r.status, korch_docker_reply_message(&r));
-    korch_docker_reply_clear(&r);
-    return j;
-}
-
-/* GET path?filters={"key":[value]} as a new array (NULL on failure). */
-static json_t *s_list(korch_docker_t *d, const char *what, const char *key, const char *value)
-{
-    json_t *f = json_pack("{s:[s]}", key, value);
-    char *fs = f ? json_dumps(f, JSON_COMPACT) : NULL;
-    char *esc = fs ? korch_docker_escape(d, fs) : NULL;
-    char path[1024];
-    json_t *j = NULL;
-    if (esc) {
-        snprintf(path, sizeof path, "/%s?filters=%s", what, esc);
-        j = s_api(d, "GET", path, NULL, 200);
-    }
-    free(esc);
-    free(fs);
-    json_decref(f);
-    if (j && !json_is_array(j)) {
-        json_decref(j);
-        j = NULL;
-    }
-    return j;
-}
-
-/* The one task of a service (new reference), NULL while there is none. */
-static json_t *s_task(korch_docker_t *d, const char *service)
-{
-    json_t *tasks = s_list(d, "tasks", "service", service);
-    json_t *t = json_array_size(tasks) > 0 ? json_incref(json_array_get(tasks, 0)) : NULL;
-    json_decref(tasks);
-    return t;
-}
-
-static const char *s_task_state(json_t *t)
-{
-    const char *s = json_string_value(json_object_get(json_object_get(t, "Status"), "State"));
-    return s ? s : "";
 }
 
 /* Wait until the service's task reaches one of the states (space-separated);
@@ -184,21 +84,6 @@ static bool s_task_addr(json_t *t, char *buf, size_t len)
         }
     }
     return false;
-}
-
-/* The korch.node label of a node id ("node2"), "" when unknown. */
-static const char *s_node_label(json_t *nodes, const char *id)
-{
-    size_t i;
-    json_t *n;
-    json_array_foreach(nodes, i, n) {
-        if (!strcmp(json_string_value(json_object_get(n, "ID")) ?: "", id ? id : "")) {
-            const char *l = json_string_value(
-                json_object_get(json_object_get(json_object_get(n, "Spec"), "Labels"), "korch.node"));
-            return l ? l : "";
-        }
-    }
-    return "";
 }
 
 /* A connection file for a kernel that binds tcp on every address of its
@@ -293,122 +178,6 @@ static char *s_logs(korch_docker_t *d, const char *id)
     }
     korch_docker_reply_clear(&r);
     return out;
-}
-
-/* DELETE until the engine agrees (a network is busy while tasks go). */
-static bool s_delete(korch_docker_t *d, const char *what, const char *id, int timeout_ms)
-{
-    char path[200];
-    snprintf(path, sizeof path, "/%s/%s", what, id);
-    double end = s_mono_ms() + timeout_ms;
-    for (;;) {
-        korch_err_t err = {0};
-        korch_docker_reply_t r;
-        long st = 0;
-        if (korch_docker_request(d, "DELETE", path, NULL, &r, &err) == KORCH_OK) {
-            st = r.status;
-            korch_docker_reply_clear(&r);
-        }
-        if (st == 200 || st == 204 || st == 404)
-            return true;
-        if (s_mono_ms() > end) {
-            fprintf(stderr, "DELETE %s: HTTP %ld\n", path, st);
-            return false;
-        }
-        usleep(200 * 1000);
-    }
-}
-
-/* Containers on one node's engine (all states). -1 when it cannot be asked. */
-static long s_containers(const char *host)
-{
-    korch_err_t err = {0};
-    korch_docker_t *d = korch_docker_new(NULL, host, &err);
-    json_t *j = d ? s_api(d, "GET", "/containers/json?all=1", NULL, 200) : NULL;
-    long n = json_is_array(j) ? (long)json_array_size(j) : -1;
-    json_decref(j);
-    korch_docker_destroy(&d);
-    return n;
-}
-
-/* Something of ours still on the machine: a description into buf, or false. */
-static bool s_leftover(char *buf, size_t len)
-{
-    char *out = NULL;
-    const char *ipt[] = {"iptables", "-S", NULL};
-    const char *links[] = {"ip", "-o", "link", "show", NULL};
-    bool found = false;
-    DIR *dir = opendir("/run/netns");
-    struct dirent *e;
-    while (!found && dir && (e = readdir(dir)))
-        if (!strncmp(e->d_name, "korch-node", 10)) {
-            snprintf(buf, len, "network namespace %s", e->d_name);
-            found = true;
-        }
-    if (dir)
-        closedir(dir);
-    if (!found && korch_test_run(links, NULL, &out, NULL, 10) == 0 && out &&
-        (strstr(out, "korch-sw0") || strstr(out, "ksw-"))) {
-        snprintf(buf, len, "a link korch-sw0 / ksw-*");
-        found = true;
-    }
-    free(out);
-    out = NULL;
-    if (!found && korch_test_run(ipt, NULL, &out, NULL, 10) == 0 && out && strstr(out, "korch-swarm")) {
-        snprintf(buf, len, "an iptables rule 'korch-swarm'");
-        found = true;
-    }
-    free(out);
-    if (!found && access(S_RUN, F_OK) == 0) {
-        snprintf(buf, len, "%s", S_RUN);
-        found = true;
-    }
-    for (int i = 1; !found && i <= S_NODES; i++) {
-        char p[128];
-        snprintf(p, sizeof p, "/var/lib/korch-swarm/node%d", i);
-        if (access(p, F_OK) == 0) {
-            snprintf(buf, len, "the data root %s", p);
-            found = true;
-        }
-        snprintf(p, sizeof p, "/sys/fs/cgroup/pids/korch-swarm-node%d", i);
-        if (!found && access(p, F_OK) == 0) {
-            snprintf(buf, len, "the cgroup %s", p);
-            found = true;
-        }
-    }
-    /* A process of ours names /run/korch-swarm (dockerd's exec root,
-       containerd's and the shims' sockets, the registry's config). */
-    dir = opendir("/proc");
-    while (!found && dir && (e = readdir(dir))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        char p[300], cmd[4096];
-        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(p, "r");
-        size_t n = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
-        if (f)
-            fclose(f);
-        for (size_t i = 0; i < n; i++)
-            if (!cmd[i])
-                cmd[i] = ' ';
-        cmd[n] = 0;
-        if (strstr(cmd, S_RUN "/")) {
-            snprintf(buf, len, "process %s: %.200s", e->d_name, cmd);
-            found = true;
-        }
-    }
-    if (dir)
-        closedir(dir);
-    FILE *m = fopen("/proc/self/mountinfo", "r");
-    char line[1024];
-    while (!found && m && fgets(line, sizeof line, m))
-        if (strstr(line, " " S_RUN) || strstr(line, " /var/lib/korch-swarm/node")) {
-            snprintf(buf, len, "a mount: %.300s", line);
-            found = true;
-        }
-    if (m)
-        fclose(m);
-    return found;
 }
 
 TEST_T(swarm_cluster, 900)
@@ -1159,6 +928,118 @@ TEST_T(swarm_launcher, 900)
         fprintf(stderr, "swarm-launcher: korch serve killed: the next one removed its services in %.1f s\n",
                 (s_mono_ms() - t1) / 1e3);
         serve_stop(&s);
+
+        /* korch serve --instance X killed: the next one of X re-adopts its
+           kernel (same id, variables kept, interrupt works; the key from
+           korch's own copy of the connection file, as the secret cannot be
+           read back), and SIGTERM then removes it. */
+        char inst[64], tok[256] = "", kid[64] = "";
+        snprintf(inst, sizeof inst, "swarm-adopt-%d", (int)getpid());
+        const char *ia[] = {"--launcher", "swarm", "--image", image, "--instance", inst, NULL};
+        if (!CHECK(serve_start_args(&s, ia)))
+            goto out;
+        snprintf(tok, sizeof tok, "%s", s.token);
+        {
+            const char *pa[] = {PY, serve_peer("adopt_peer.py"), "new", s.url, s.token, "kept-on-swarm", NULL};
+            char *pout = NULL;
+            int prc = korch_test_run(pa, NULL, &pout, NULL, 300);
+            json_t *pj = pout ? json_loads(strrchr(pout, '{') ? strrchr(pout, '{') : pout, JSON_DISABLE_EOF_CHECK, NULL)
+                              : NULL;
+            if (CHECK_EQ(prc, 0) && CHECK(json_is_true(json_object_get(pj, "ok"))))
+                snprintf(kid, sizeof kid, "%s", json_string_value(json_object_get(pj, "kernel")) ?: "");
+            else
+                fprintf(stderr, "adopt_peer.py new: %s\n", pout ? pout : "");
+            json_decref(pj);
+            free(pout);
+        }
+        /* a second kernel, whose container is killed on its node while korch is down */
+        char kid2[64] = "", svc2[80] = "";
+        {
+            const char *pa[] = {PY, serve_peer("adopt_peer.py"), "new", s.url, s.token, "dies", NULL};
+            char *pout = NULL;
+            int prc = korch_test_run(pa, NULL, &pout, NULL, 300);
+            json_t *pj = pout ? json_loads(strrchr(pout, '{') ? strrchr(pout, '{') : pout, JSON_DISABLE_EOF_CHECK, NULL)
+                              : NULL;
+            if (CHECK_EQ(prc, 0) && CHECK(json_is_true(json_object_get(pj, "ok"))))
+                snprintf(kid2, sizeof kid2, "%s", json_string_value(json_object_get(pj, "kernel")) ?: "");
+            json_decref(pj);
+            free(pout);
+        }
+        char nd2[32] = "";
+        if (kid2[0]) {
+            json_t *sv = sl_services_of(d, kid2);
+            snprintf(svc2, sizeof svc2, "%s", json_string_value(json_object_get(json_array_get(sv, 0), "ID")) ?: "");
+            json_decref(sv);
+            sl_kernel_node(d, nodes, kid2, nd2, sizeof nd2);
+        }
+        kill(s.pid, SIGKILL);
+        waitpid(s.pid, NULL, 0);
+        s.pid = 0;
+        serve_stop(&s);
+        if (CHECK(svc2[0]) && CHECK(nd2[0])) {
+            char nh[160];
+            snprintf(nh, sizeof nh, "unix://" S_RUN "/korch-%s.sock", nd2);
+            korch_docker_t *dn = korch_docker_new(NULL, nh, NULL);
+            json_t *cs = dn ? s_list(dn, "containers/json", "label", "com.docker.swarm.service.id") : NULL;
+            size_t ci;
+            json_t *cc;
+            int killed = 0;
+            json_array_foreach(cs, ci, cc) {
+                const char *lsvc = json_string_value(
+                    json_object_get(json_object_get(cc, "Labels"), "com.docker.swarm.service.id"));
+                char kp2[200];
+                snprintf(kp2, sizeof kp2, "/containers/%.80s/kill", json_string_value(json_object_get(cc, "Id")) ?: "");
+                korch_docker_reply_t kr = {0};
+                if (lsvc && !strcmp(lsvc, svc2) && korch_docker_request(dn, "POST", kp2, NULL, &kr, NULL) == KORCH_OK &&
+                    kr.status == 204)
+                    killed++;
+                korch_docker_reply_clear(&kr);
+            }
+            CHECK_EQ(killed, 1);
+            json_decref(cs);
+            /* the manager hears of it: its task is past running */
+            json_t *t = NULL;
+            for (int w = 0; w < 100; w++) {
+                json_decref(t);
+                t = s_task(d, svc2);
+                if (t && strcmp(s_task_state(t), "running"))
+                    break;
+                usleep(200 * 1000);
+            }
+            CHECK(t && strcmp(s_task_state(t), "running"));
+            json_decref(t);
+            korch_docker_destroy(&dn);
+        }
+        const char *ib[] = {"--launcher", "swarm", "--image", image, "--instance", inst, "--token", tok, NULL};
+        t1 = s_mono_ms();
+        if (!CHECK(kid[0]) || !CHECK(serve_start_args(&s, ib)))
+            goto out;
+        {
+            const char *pa[] = {PY, serve_peer("adopt_peer.py"), "direct", s.url, s.token, kid, "kept-on-swarm", NULL};
+            char *pout = NULL, *perr = NULL;
+            int prc = korch_test_run(pa, NULL, &pout, &perr, 240);
+            if (!CHECK_EQ(prc, 0)) {
+                fprintf(stderr, "adopt_peer.py direct: %s\n%s\n", pout ? pout : "", perr ? perr : "");
+                serve_log_tail(&s);
+            } else
+                fprintf(stderr, "swarm-launcher: korch serve --instance killed: the next one re-adopted kernel %.8s "
+                                "with its variables in %.1f s\n",
+                        kid, (s_mono_ms() - t1) / 1e3);
+            free(pout);
+            free(perr);
+        }
+        /* the one that died meanwhile: removed (service and secret), not listed */
+        {
+            json_t *sv = sl_services_of(d, kid2);
+            CHECK_EQ(json_array_size(sv), 0);
+            json_decref(sv);
+            CHECK_EQ(serve_kernel_count(&s), 1);
+            char *text = korch_read_file(s.log, 1 << 20, NULL, NULL);
+            CHECK_CONTAINS(text ? text : "", "not re-adopted: it ended while korch was down");
+            free(text);
+        }
+        serve_stop(&s);
+        CHECK(sl_wait_count(d, 0, 0, 20000));
 
         char conn[PATH_MAX], log[PATH_MAX], how[32] = "";
         snprintf(conn, sizeof conn, "/tmp/korch-swarmtest-%d.json", (int)getpid());

@@ -7,7 +7,6 @@
 #include "korch/buf.h"
 #include "korch/fsutil.h"
 #include "korch/jsonstr.h"
-#include "korch/launcher.h"
 #include "korch/log.h"
 #include "korch/media.h"
 #include "korch/path.h"
@@ -16,6 +15,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -57,22 +57,52 @@ TEST_T(util_base64, 10)
     CHECK(!korch_b64_decode("Zm9", 3, &len) || len == 2);
 }
 
+/* ok accepts each of good (NULL-terminated) and refuses each of bad, and NULL. */
+static void s_check_names(bool (*ok)(const char *), const char *const *good, const char *const *bad)
+{
+    for (; *good; good++)
+        if (!CHECK(ok(*good)))
+            fprintf(stderr, "  refused '%s'\n", *good);
+    for (; *bad; bad++)
+        if (!CHECK(!ok(*bad)))
+            fprintf(stderr, "  accepted '%s'\n", *bad);
+    CHECK(!ok(NULL));
+}
+
 TEST_T(util_safe_relpath, 10)
 {
-    static const char *const good[] = {"a", "a.csv", "dir/a.csv", "a/b/c", ".hidden", "a..b", "...", "x/.y"};
+    static const char *const good[] = {"a", "a.csv", "dir/a.csv", "a/b/c", ".hidden", "a..b", "...", "x/.y", NULL};
     static const char *const bad[] = {"", "/etc/passwd", "..", "../x", "a/../../x", "a/..", ".", "./a",
-                                      "a//b", "a/", "a/./b", "//x"};
-    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
-        if (!CHECK(korch_safe_relpath(good[i])))
-            fprintf(stderr, "  refused '%s'\n", good[i]);
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        if (!CHECK(!korch_safe_relpath(bad[i])))
-            fprintf(stderr, "  accepted '%s'\n", bad[i]);
-    CHECK(!korch_safe_relpath(NULL));
+                                      "a//b", "a/", "a/./b", "//x", NULL};
+    s_check_names(korch_safe_relpath, good, bad);
     char longname[1100];
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
     CHECK(!korch_safe_relpath(longname));
+    longname[KORCH_RELPATH_MAX] = 0; /* exactly the bound */
+    CHECK(korch_safe_relpath(longname));
+    /* another bound, and no hidden component (what a work-dir walk lists) */
+    CHECK(korch_relpath_ok("abc", 3, 0));
+    CHECK(!korch_relpath_ok("abcd", 3, 0));
+    CHECK(korch_relpath_ok(".hidden/x", 100, 0));
+    CHECK(!korch_relpath_ok(".hidden/x", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(!korch_relpath_ok("a/.x", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(!korch_relpath_ok("a/..", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(korch_relpath_ok("a/b.c", 100, KORCH_RELPATH_NO_HIDDEN));
+    CHECK(!korch_relpath_ok(NULL, 100, 0));
+}
+
+TEST_T(util_path_is_name, 10)
+{
+    static const char *const good[] = {"a", "a.csv", ".hidden", "a..b", "...", NULL};
+    static const char *const bad[] = {"", ".", "..", "a/b", "/a", "a/", NULL};
+    s_check_names(korch_path_is_name, good, bad);
+    char name[NAME_MAX + 2];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    CHECK(!korch_path_is_name(name)); /* NAME_MAX + 1 bytes */
+    name[NAME_MAX] = 0;
+    CHECK(korch_path_is_name(name));
 }
 
 TEST_T(util_buf_bounded, 10)
@@ -127,6 +157,100 @@ TEST_T(util_buf_bounded, 10)
     s = korch_buf_release(&big, NULL);
     CHECK_STREQ(s, "");
     free(s);
+}
+
+/* A budget shared by buffers: asked before each growth, by how much. */
+typedef struct {
+    size_t used, max, calls;
+} s_budget_t;
+
+static korch_rc_t s_budget_grow(void *arg, size_t more, korch_err_t *err)
+{
+    s_budget_t *g = arg;
+    g->calls++;
+    if (more > g->max - g->used)
+        return korch_err_set(err, KORCH_E_NOMEM, "the budget of %zu bytes is spent", g->max);
+    g->used += more;
+    return KORCH_OK;
+}
+
+TEST_T(util_buf_budget, 10)
+{
+    s_budget_t g = {.max = 1000};
+    korch_buf_t a = KORCH_BUF_INIT(4096), b = KORCH_BUF_INIT(4096);
+    a.grow = b.grow = s_budget_grow;
+    a.grow_arg = b.grow_arg = &g;
+    korch_err_t err = {0};
+    char blob[600];
+    memset(blob, 'x', sizeof blob);
+    /* what the buffers hold in memory is charged, not just their length */
+    CHECK_EQ(korch_buf_add(&a, blob, 10, "first", &err), KORCH_OK);
+    CHECK_EQ(g.used, a.cap);
+    CHECK_EQ(a.cap, 256);
+    CHECK_EQ(korch_buf_add(&a, blob, 300, "first", &err), KORCH_OK);
+    CHECK_EQ(g.used, a.cap);
+    CHECK_EQ(a.cap, 512);
+    /* the second buffer's growth would pass the shared bound: its error, nothing changed */
+    CHECK_EQ(korch_buf_add(&b, blob, 100, "second", &err), KORCH_OK);
+    size_t calls = g.calls;
+    CHECK_EQ(korch_buf_add(&b, blob, 400, "second", &err), KORCH_E_NOMEM);
+    CHECK_CONTAINS(err.msg, "budget of 1000 bytes");
+    CHECK_EQ(g.calls, calls + 1);
+    CHECK_EQ(b.len, 100);
+    CHECK_EQ(b.cap, 256);
+    CHECK_EQ(g.used, 512 + 256);
+    /* adds that fit the memory it has ask nothing */
+    calls = g.calls;
+    CHECK_EQ(korch_buf_add(&b, blob, 100, "second", NULL), KORCH_OK);
+    CHECK_EQ(g.calls, calls);
+    /* memory never passes max + 1, so a small bound is charged little */
+    s_budget_t h = {.max = 1000};
+    korch_buf_t c = KORCH_BUF_INIT(40);
+    c.grow = s_budget_grow;
+    c.grow_arg = &h;
+    CHECK_EQ(korch_buf_add(&c, blob, 40, "small", NULL), KORCH_OK);
+    CHECK_EQ(c.cap, 41);
+    CHECK_EQ(h.used, 41);
+    CHECK_EQ(korch_buf_add(&c, blob, 1, "small", &err), KORCH_E_TOOBIG);
+    korch_buf_free(&a);
+    korch_buf_free(&b);
+    korch_buf_free(&c);
+}
+
+TEST_T(util_buf_reserve_drop, 10)
+{
+    korch_buf_t b = KORCH_BUF_INIT(100000);
+    korch_err_t err = {0};
+    /* reserve allocates once what is known to come */
+    CHECK_EQ(korch_buf_reserve(&b, 70000, "archive", &err), KORCH_OK);
+    CHECK_EQ(b.cap, 70001); /* exactly: no doubling past what is known to come */
+    size_t cap = b.cap;
+    char *p = b.p;
+    for (int i = 0; i < 700; i++)
+        korch_buf_add(&b, "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789", 100,
+                      "archive", NULL);
+    CHECK_EQ(b.len, 70000);
+    CHECK(b.cap == cap && b.p == p);
+    CHECK_EQ(korch_buf_reserve(&b, 40000, "archive", &err), KORCH_E_TOOBIG);
+    korch_buf_t r = KORCH_BUF_INIT(10);
+    CHECK_EQ(korch_buf_reserve(&r, 0, "empty", &err), KORCH_OK); /* memory, and it is "" */
+    CHECK(r.p && r.len == 0 && r.cap == 1);
+    CHECK_STREQ(r.p, "");
+    korch_buf_free(&r);
+    CHECK_CONTAINS(err.msg, "archive");
+    /* drop: what was sent goes, the rest moves to the front, NUL kept */
+    korch_buf_drop(&b, 69995);
+    CHECK_EQ(b.len, 5);
+    CHECK_STREQ(b.p, "56789");
+    CHECK_EQ(b.cap, cap);
+    korch_buf_drop(&b, 0);
+    CHECK_STREQ(b.p, "56789");
+    korch_buf_drop(&b, 99);
+    CHECK_EQ(b.len, 0);
+    CHECK_STREQ(b.p, "");
+    korch_buf_free(&b);
+    korch_buf_drop(&b, 3); /* empty, no memory: nothing to do */
+    CHECK(!b.p && b.len == 0);
 }
 
 TEST_T(util_path_join, 10)
@@ -247,6 +371,57 @@ static char *s_slurp(const char *path)
 /* The kernel can write the directory: it plants a symlink where korch will
    write, pointing at a file of korch's (root's) outside. The write must
    replace the link, never write through it, and leave the victim alone. */
+TEST_T(util_read_bounded, 10)
+{
+    char dir[] = "/tmp/korch-read-XXXXXX";
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    char path[256], big[256];
+    snprintf(path, sizeof path, "%s/f.bin", dir);
+    snprintf(big, sizeof big, "%s/big.bin", dir);
+    /* binary, NUL-terminated, read exactly; both readers give the same */
+    size_t n = 200000;
+    char *data = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (char)(i * 7);
+    korch_err_t err = {0};
+    CHECK_EQ(korch_fs_write(path, data, n, NULL, &err), KORCH_OK);
+    size_t len = 0;
+    char *a = korch_fs_read(path, n, true, &len, &err);
+    CHECK(a && len == n && memcmp(a, data, n) == 0 && a[n] == 0);
+    free(a);
+    len = 0;
+    a = korch_read_file(path, n, &len, &err);
+    CHECK(a && len == n && memcmp(a, data, n) == 0 && a[n] == 0);
+    free(a);
+    /* one byte over the bound: refused, saying the bound */
+    korch_err_clear(&err);
+    CHECK(!korch_fs_read(path, n - 1, true, &len, &err));
+    CHECK_EQ(err.rc, KORCH_E_TOOBIG);
+    CHECK_CONTAINS(err.msg, "larger than 199999 bytes");
+    korch_err_clear(&err);
+    CHECK(!korch_read_file(path, n - 1, &len, &err));
+    CHECK_EQ(err.rc, KORCH_E_TOOBIG);
+    CHECK_CONTAINS(err.msg, "larger than 199999 bytes");
+    /* an empty file is "" */
+    CHECK_EQ(korch_fs_write(big, "", 0, NULL, &err), KORCH_OK);
+    a = korch_read_file(big, 10, &len, &err);
+    CHECK(a && len == 0 && a[0] == 0);
+    free(a);
+    a = korch_fs_read(big, 10, true, &len, &err);
+    CHECK(a && len == 0 && a[0] == 0);
+    free(a);
+    /* not there: NOTFOUND, naming the file */
+    korch_err_clear(&err);
+    CHECK(!korch_read_file("/nonexistent/korch-x", 10, &len, &err));
+    CHECK_EQ(err.rc, KORCH_E_NOTFOUND);
+    CHECK_CONTAINS(err.msg, "/nonexistent/korch-x");
+    unlink(path);
+    unlink(big);
+    rmdir(dir);
+    free(data);
+}
+
 TEST_T(util_atomic_write_symlink_attacker, 10)
 {
     char dir[] = "/tmp/korch-util-XXXXXX", victim[] = "/tmp/korch-victim-XXXXXX";

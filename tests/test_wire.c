@@ -45,7 +45,7 @@ TEST(wire_vectors_from_jupyter_client)
     json_t *v;
     json_array_foreach(vecs, i, v) {
         const char *key = json_string_value(json_object_get(v, "key"));
-        korch_session_t *s = korch_session_new(key, strlen(key), "t", NULL);
+        korch_session_t *s = korch_session_new(key, strlen(key), "t", NULL, NULL);
         /* Same signature over the same bytes. */
         zmsg_t *m = s_frames(json_object_get(v, "frames"), false);
         zframe_t *sig = zmsg_first(m);
@@ -86,7 +86,7 @@ TEST(wire_vectors_from_jupyter_client)
 
 TEST(wire_roundtrip_and_header)
 {
-    korch_session_t *a = korch_session_new("k3y", 3, "alice", NULL);
+    korch_session_t *a = korch_session_new("k3y", 3, "alice", NULL, NULL);
     korch_msg_t *m = korch_msg_new("execute_request", json_pack("{s:s}", "code", "print('h\xc3\xa9')"));
     zmsg_addstr(m->buffers, "buf");
     zmsg_t *frames = korch_session_serialize(a, &m);
@@ -147,7 +147,7 @@ static void s_replace(zmsg_t *m, int i, const char *data, size_t len)
 TEST(wire_rejects_bad_input)
 {
     korch_session_t *s = korch_session_new("secret", 6, "t", &(korch_session_limits_t){.max_json_part = 4096,
-                                                                                        .max_content = 1 << 20});
+                                                                                        .max_content = 1 << 20}, NULL);
     zmsg_t *m;
     /* missing delimiter */
     m = s_valid(s, "a");
@@ -194,7 +194,7 @@ TEST(wire_rejects_bad_input)
     korch_msg_destroy(&ok);
     CHECK_EQ(s_expect_reject(s, copy), KORCH_REJ_DUPLICATE);
     /* invalid JSON, correctly signed (a peer with the key but a bug) */
-    korch_session_t *peer = korch_session_new("secret", 6, "p", NULL);
+    korch_session_t *peer = korch_session_new("secret", 6, "p", NULL, NULL);
     const char *parts[4] = {"{\"msg_id\":\"1\",\"msg_type\":\"x\",\"session\":\"s\"}", "{}", "{}", "{not json"};
     size_t lens[4];
     for (int i = 0; i < 4; i++)
@@ -254,7 +254,7 @@ TEST(wire_rejects_bad_input)
 
 TEST(wire_unsigned_session)
 {
-    korch_session_t *s = korch_session_new(NULL, 0, "t", NULL);
+    korch_session_t *s = korch_session_new(NULL, 0, "t", NULL, NULL);
     zmsg_t *m = s_valid(s, "x");
     zframe_t *sig = zmsg_next(zmsg_first(m) ? m : m);
     CHECK_EQ(zframe_size(sig), 0);
@@ -266,7 +266,7 @@ TEST(wire_unsigned_session)
 
 TEST(wire_digest_history_is_bounded)
 {
-    korch_session_t *s = korch_session_new("k", 1, "t", &(korch_session_limits_t){.digest_history = 8});
+    korch_session_t *s = korch_session_new("k", 1, "t", &(korch_session_limits_t){.digest_history = 8}, NULL);
     zmsg_t *first = s_valid(s, "first");
     zmsg_t *again = zmsg_dup(first);
     korch_msg_t *msg = NULL;
@@ -286,7 +286,7 @@ TEST(wire_digest_history_is_bounded)
 /* Random mutations of valid messages: never a crash, never a tampered accept. */
 TEST(wire_mutations_never_crash)
 {
-    korch_session_t *s = korch_session_new("fuzzkey", 7, "t", NULL);
+    korch_session_t *s = korch_session_new("fuzzkey", 7, "t", NULL, NULL);
     srand(1234);
     int accepted = 0;
     for (int iter = 0; iter < 3000; iter++) {
@@ -339,7 +339,7 @@ static char *s_frames_line(zmsg_t *m)
 TEST(wire_live_roundtrip_with_jupyter_client)
 {
     const char *key = "6f1d8c2a9e0b4d7f8a3c5e1b2d4f6a8c";
-    korch_session_t *s = korch_session_new(key, strlen(key), "korch", NULL);
+    korch_session_t *s = korch_session_new(key, strlen(key), "korch", NULL, NULL);
     /* korch signs, jupyter_client verifies: 50 messages, one tampered, one replayed. */
     size_t cap = 1 << 20, len = 0;
     char *input = calloc(1, cap);
@@ -428,8 +428,8 @@ TEST(wire_live_roundtrip_with_jupyter_client)
    result must equal jansson's for what is kept. */
 TEST(wire_large_stream_bounded_parse)
 {
-    korch_session_t *tx = korch_session_new("k", 1, "t", NULL);
-    korch_session_t *rx = korch_session_new("k", 1, "t", &(korch_session_limits_t){.max_stream_text = 1000});
+    korch_session_t *tx = korch_session_new("k", 1, "t", NULL, NULL);
+    korch_session_t *rx = korch_session_new("k", 1, "t", &(korch_session_limits_t){.max_stream_text = 1000}, NULL);
     /* 60000 pieces (over the 64 KiB where the bounded parser takes over)
        mixing ASCII runs, escapes, 2/3/4-byte UTF-8 and control characters */
     size_t cap = 512 * 1024, n = 0;

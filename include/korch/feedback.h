@@ -24,9 +24,10 @@ typedef struct {
 
 /* From a finished execution: *text (new string), *images (new array of
    neutral IMAGE objects; empty without vision) and *saved (new array of the
-   paths written). */
-korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opts_t *opts, char **text,
-                                json_t **images, json_t **saved, korch_err_t *err);
+   paths written; a chart that cannot be saved is logged and left out).
+   Cannot fail. */
+void korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opts_t *opts, char **text,
+                          json_t **images, json_t **saved);
 
 /* s (len bytes) cut to at most max bytes: the head, a note
    "\n[... N characters cut ...]\n", the tail; UTF-8 kept whole. New string. */

@@ -173,8 +173,9 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err);
    korch_kernel_wait_ready waits for it. Pending executions end as DIED. */
 korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err);
 
-/* Shut the kernel down and run the loop until it is gone. */
-korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err);
+/* Shut the kernel down and run the loop until it is gone (killed when it
+   does not go within its grace period): it is gone on return. */
+void korch_kernel_shutdown(korch_kernel_t *k);
 
 /* The same without waiting, for loop handlers: begins the shutdown
    (shutdown_request, grace, SIGTERM, SIGKILL) and returns at once; on_state
@@ -184,6 +185,10 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err);
 void korch_kernel_shutdown_begin(korch_kernel_t *k);
 
 /* Send a message of ours on a channel (for relays). Consumes *msg. */
+/* While the kernel is being re-adopted (opts.adopt, until it is first
+   ready) messages are held (at most 256) and sent once it is ready, its
+   IOPub live (it runs already: outputs published before korch's
+   subscription lands would be lost); dropped if the adoption fails. */
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err);
 
 korch_kernel_state_t korch_kernel_state(const korch_kernel_t *k);
@@ -192,6 +197,7 @@ const char *korch_kernel_id(const korch_kernel_t *k);
 const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k);
 /* The last kernel_info_reply content, borrowed; NULL before ready. */
 json_t *korch_kernel_info(const korch_kernel_t *k);
+/* NULL before its channels are open (a kernel being re-adopted). */
 const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k);
 /* How long the last (re)start took to become ready, in ms. */
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k);

@@ -34,11 +34,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <jansson.h>
 #include "korch/conn.h"       /* plain data: endpoints and key */
 #include "korch/error.h"
 #include "korch/kernelspec.h" /* plain data: argv, env, metadata */
 #include "korch/loop.h"
 #include "korch/op.h"
+#include "korch/path.h"       /* korch_safe_relpath: the names put/get_file take */
 
 typedef struct korch_launcher korch_launcher_t; /* opaque outside src/launcher */
 typedef struct korch_proc korch_proc_t;         /* opaque outside src/launcher */
@@ -91,6 +93,21 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
    read from the proc afterwards. */
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
                                  korch_err_t *err);
+
+/* The kernels labelled with this launcher's instance, left by an earlier
+   korch of that instance (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
+   KORCH_E_STATE): a new array of {"id" (the container or service),
+   "kernel_id", "kernelspec", "state" ("running" when adoptable)}, strings
+   as the labels say ("" when missing: labels are anyone's to write, check
+   them before use). Blocking (one or two Engine API calls): call it at
+   start-up, never from a handler. */
+json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err);
+/* Remove what is left of one of those by its "id" (a dead or unusable
+   kernel): its container or service and secret, and korch's files for it
+   (the connection file, its sockets and runtime dir, never through a
+   link). Refused (KORCH_E_STATE) when its label names another instance.
+   Blocking, as above. */
+korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err);
 
 /* What korch connects to (borrowed from p): for a started proc the conn of
    the request, for an adopted one what the backend found. */
@@ -197,9 +214,5 @@ korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher
    sandbox cgroups, so a korch killed with -9 leaks nothing past the next
    start. mine is this korch's instance. Blocking: call it at start-up. */
 void korch_launcher_sweep(korch_launcher_t *l, const char *mine);
-
-/* Is name a relative path that stays inside a directory (no "..", no
-   leading "/", no empty or "." parts, no NUL, at most 1024 bytes)? */
-bool korch_safe_relpath(const char *name);
 
 #endif

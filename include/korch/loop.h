@@ -40,6 +40,7 @@ typedef int (korch_poller_ev_fn)(korch_loop_t *loop, int fd, unsigned revents, v
 
 enum { KORCH_POLL_IN = 1u << 0, KORCH_POLL_OUT = 1u << 1, KORCH_POLL_ERR = 1u << 2 };
 
+/* A new loop; NULL only when out of memory. */
 korch_loop_t *korch_loop_new(void);
 void korch_loop_destroy(korch_loop_t **loop);
 

@@ -33,7 +33,8 @@ typedef enum {
     KORCH_OUTPUT_CLEAR,     /* all outputs were cleared */
 } korch_output_event_t;
 
-/* 0 for a limit = its default (8 MiB of stream text, 10000 outputs). */
+/* 0 for a limit = its default (8 MiB of stream text, 10000 outputs). The
+   constructors return NULL only when out of memory. */
 korch_outputs_t *korch_outputs_new(size_t max_stream_bytes, size_t max_outputs);
 
 #define KORCH_OUTPUTS_RICH_DEFAULT (32u << 20)

@@ -36,6 +36,8 @@ typedef struct {
     int port;                           /* 0 = any free port (see korch_server_port) */
     const char *token;                  /* NULL = generate one; "" = no authentication */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
+    bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
+                                           instance left (launchers that can: docker, swarm) */
     const char *kernel;                 /* default kernelspec (default python3) */
     int max_kernels;                    /* 0 = no limit */
     const char *const *allow_origins;   /* NULL-terminated; "*" allows any origin */

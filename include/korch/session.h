@@ -55,9 +55,11 @@ typedef struct {
 } korch_session_limits_t;
 
 /* A session with the given HMAC key (key_len 0 = unsigned) and username
-   (NULL = $USER or "korch"). Limits may be NULL for the defaults. */
+   (NULL = $USER or "korch"). Limits may be NULL for the defaults. NULL and
+   err set when out of memory, without random bytes for its id, or when
+   OpenSSL cannot set up HMAC-SHA256. */
 korch_session_t *korch_session_new(const void *key, size_t key_len, const char *username,
-                                   const korch_session_limits_t *limits);
+                                   const korch_session_limits_t *limits, korch_err_t *err);
 void korch_session_destroy(korch_session_t **self);
 
 /* This session's id (a uuid string), put into every header it makes. */

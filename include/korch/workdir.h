@@ -31,7 +31,8 @@ typedef struct {
 
 /* A watcher of dir (copied; need not exist yet; NULL: a tree korch cannot
    walk itself, fed with korch_workdir_update). limits may be NULL. The
-   first scan is the baseline: call korch_workdir_scan once before the code runs. */
+   first scan is the baseline: call korch_workdir_scan once before the code runs.
+   NULL only when out of memory. */
 korch_workdir_t *korch_workdir_new(const char *dir, const korch_workdir_limits_t *limits);
 void korch_workdir_destroy(korch_workdir_t **w);
 

@@ -844,11 +844,11 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
 
 /* Reload messages and the notebook from the transcript; collect every
    execution's code and status, in order (to rebuild the kernel's state). */
-static korch_rc_t s_load_transcript(korch_agent_t *a, json_t *replay, korch_err_t *err)
+static void s_load_transcript(korch_agent_t *a, json_t *replay)
 {
     FILE *f = fopen(a->transcript_path, "r");
     if (!f)
-        return KORCH_OK;
+        return;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -919,7 +919,6 @@ static korch_rc_t s_load_transcript(korch_agent_t *a, json_t *replay, korch_err_
                                         json_string_value(json_object_get(c, "id")), "name", a->tool_name, "content",
                                         "[not run: the session stopped before this code ran]", "is_error", 1));
     }
-    return KORCH_OK;
 }
 
 korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
@@ -992,8 +991,8 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         s_wd_save(a);
     }
     a->wd_in_kernel = a->wd_in_kernel && a->wd;
-    if (resuming && s_load_transcript(a, replay, err) != KORCH_OK)
-        goto fail;
+    if (resuming)
+        s_load_transcript(a, replay);
     a->transcript = fopen(a->transcript_path, "a");
     if (!a->transcript) {
         korch_err_set(err, KORCH_E_IO, "cannot open '%s': %s", a->transcript_path, strerror(errno));
@@ -1603,7 +1602,7 @@ static bool s_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
                                 .vision = korch_llm_vision(a->o.llm),
                                 .figures_dir = a->figures_dir,
                                 .figure_counter = &a->figures};
-    korch_feedback_build(r, &fo, &text, &images, &saved, NULL);
+    korch_feedback_build(r, &fo, &text, &images, &saved);
     json_t *figures = json_array();
     size_t fi;
     json_t *fp;
@@ -1680,14 +1679,15 @@ static void s_answer_unrun(korch_agent_t *a, json_t *calls, size_t from)
 
 /* ---------------------------------------------------------- the turn */
 
-static korch_rc_t s_finish(korch_agent_t *a, korch_llm_reply_t *reply, char **answer, korch_err_t *err)
+/* The answer: recorded (a record that cannot be written is an error event,
+   not a failed turn), told and handed over. */
+static void s_finish(korch_agent_t *a, korch_llm_reply_t *reply, char **answer)
 {
     const char *text = reply->text ? reply->text : "";
-    s_record(a, json_pack("{s:s, s:s}", "type", "final", "content", text), err);
+    s_record(a, json_pack("{s:s, s:s}", "type", "final", "content", text), NULL);
     s_emit(a, KORCH_AGENT_FINAL, text, NULL);
     if (answer)
         *answer = strdup(text);
-    return KORCH_OK;
 }
 
 korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer, korch_err_t *err)
@@ -1745,10 +1745,10 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
             if (reply.text && *reply.text)
                 korch_notebook_add_markdown(a->nb, reply.text);
             json_decref(calls);
-            rc = s_finish(a, &reply, answer, err);
+            s_finish(a, &reply, answer);
             korch_llm_reply_clear(&reply);
             s_write_notebook(a);
-            return rc;
+            return KORCH_OK;
         }
         korch_llm_reply_clear(&reply);
         for (size_t i = 0; i < json_array_size(calls); i++) {
@@ -1793,7 +1793,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
                               reply.finish),
                  NULL);
         korch_notebook_add_markdown(a->nb, reply.text ? reply.text : "");
-        rc = s_finish(a, &reply, answer, err);
+        s_finish(a, &reply, answer);
     } else
         s_record(a, json_pack("{s:s, s:s}", "type", "error", "message", err ? err->msg : korch_strerror(rc)), NULL);
     korch_llm_reply_clear(&reply);

@@ -2,6 +2,7 @@
 #include "korch/path.h"
 #include "korch/feedback.h"
 #include "korch/buf.h"
+#include "korch/log.h"
 #include "korch/media.h"
 
 #include <stdio.h>
@@ -67,8 +68,8 @@ static void s_newline(korch_buf_t *t)
         s_adds(t, "\n");
 }
 
-korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opts_t *o, char **ptext,
-                                json_t **pimages, json_t **psaved, korch_err_t *err)
+void korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opts_t *o, char **ptext,
+                          json_t **pimages, json_t **psaved)
 {
     korch_buf_t t = KORCH_BUF_INIT(S_MAX);
     json_t *images = json_array(), *saved = json_array();
@@ -126,10 +127,13 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
             int n = o->figure_counter ? ++*o->figure_counter : (int)json_array_size(saved) + 1;
             char name[64], path[4200], line[4400];
             snprintf(name, sizeof name, "fig-%d.%s", n, ext);
+            korch_err_t e = {0};
             if (o->figures_dir && bytes) {
-                if (korch_path_join(path, sizeof path, o->figures_dir, name, err) == KORCH_OK &&
-                    korch_write_file(path, bytes, blen, err) == KORCH_OK)
+                if (korch_path_join(path, sizeof path, o->figures_dir, name, &e) == KORCH_OK &&
+                    korch_write_file(path, bytes, blen, &e) == KORCH_OK)
                     json_array_append_new(saved, json_string(path));
+                else /* the model still gets the chart; only the saved copy is missing */
+                    korch_warn("cannot save chart %s: %s", name, e.msg);
             }
             s_newline(&t);
             snprintf(line, sizeof line, "[chart %d: %s%s saved as %s%s]\n", n, mime, dims, name,
@@ -187,5 +191,4 @@ korch_rc_t korch_feedback_build(const korch_exec_result_t *r, const korch_feedba
     *ptext = final.p;
     *pimages = images;
     *psaved = saved;
-    return KORCH_OK;
 }

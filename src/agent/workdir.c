@@ -2,6 +2,7 @@
  *  the difference between two walks. See include/korch/workdir.h. */
 #include "korch/workdir.h"
 #include "korch/fsutil.h"
+#include "korch/path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -175,20 +176,7 @@ json_t *korch_workdir_scan(korch_workdir_t *w, korch_err_t *err)
 }
 
 /* A listed path as a walk would give it: relative, no empty, ".", ".." or hidden component. */
-static bool s_plain_rel(const char *p)
-{
-    if (!p || !*p || *p == '/' || strlen(p) >= PATH_MAX)
-        return false;
-    for (const char *c = p; *c;) {
-        size_t n = strcspn(c, "/");
-        if (n == 0 || c[0] == '.')
-            return false;
-        c += n;
-        if (*c == '/')
-            c++;
-    }
-    return p[strlen(p) - 1] != '/';
-}
+static bool s_plain_rel(const char *p) { return korch_relpath_ok(p, PATH_MAX - 1, KORCH_RELPATH_NO_HIDDEN); }
 
 json_t *korch_workdir_update(korch_workdir_t *w, json_t *entries, bool truncated)
 {
@@ -225,74 +213,32 @@ json_t *korch_workdir_list(korch_workdir_t *w)
 
 char *korch_workdir_read(const char *root, const char *rel, size_t max, size_t *len, korch_err_t *err)
 {
-    char buf[PATH_MAX];
-    if (!rel || !*rel || rel[0] == '/' || snprintf(buf, sizeof buf, "%s", rel) >= (int)sizeof buf) {
+    if (!rel || !*rel || rel[0] == '/' || strnlen(rel, PATH_MAX) >= PATH_MAX) {
         korch_err_set(err, KORCH_E_INVALID, "'%s' is not a path inside the work dir", rel ? rel : "");
         return NULL;
     }
-    int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        korch_err_set(err, KORCH_E_IO, "cannot open the work dir '%s': %s", root, strerror(errno));
+    if (!korch_relpath_ok(rel, PATH_MAX - 1, 0)) {
+        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel);
         return NULL;
     }
     /* one component at a time, none of them followed if it is a symlink */
-    char *save = buf, *comp;
-    char *data = NULL;
-    while ((comp = save)) {
-        char *slash = strchr(comp, '/');
-        save = slash ? slash + 1 : NULL;
-        if (slash)
-            *slash = 0;
-        if (!*comp || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
-            korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel);
-            goto out;
-        }
-        int next = openat(fd, comp, (save ? O_DIRECTORY : 0) | O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (next < 0) {
-            korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID,
-                          errno == ENOENT ? "no file '%s' in the work dir" : "cannot open '%s': %s", rel,
-                          strerror(errno));
-            goto out;
-        }
-        close(fd);
-        fd = next;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        korch_err_set(err, KORCH_E_INVALID, "'%s' is not a regular file", rel);
-        goto out;
-    }
-    if ((size_t)st.st_size > max) {
-        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", rel, max);
-        goto out;
-    }
-    data = malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (data && got <= max) {
-        ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-        if (got == (size_t)st.st_size)
-            break;
-    }
-    if (!data) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    data[got] = 0;
-    *len = got;
-out:
-    close(fd);
-    return data;
+    korch_err_t e = {0};
+    char *data = korch_fs_read_rel(root, rel, max, len, &e);
+    if (data)
+        return data;
+    if (e.rc == KORCH_E_NOTFOUND)
+        korch_err_set(err, e.rc, "no file '%s' in the work dir", rel);
+    else if (e.rc == KORCH_E_TOOBIG)
+        korch_err_set(err, e.rc, "'%s' is larger than %zu bytes", rel, max);
+    else
+        korch_err_set(err, e.rc, "%s", e.msg);
+    return NULL;
 }
 
 korch_rc_t korch_workdir_write(const char *root, const char *name, const void *data, size_t len, long uid, long gid,
                                korch_err_t *err)
 {
-    if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    if (!korch_path_is_name(name))
         return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain file name", name ? name : "");
     /* fsutil.h: a random temp name (O_CREAT|O_EXCL|O_NOFOLLOW), fchown on the fd, renameat */
     int dfd = korch_fs_open_dir(root, err);

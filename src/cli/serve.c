@@ -5,7 +5,7 @@
  *              [--pool N] [--pool NAME=N]... [--cull-idle-timeout S] [--cull-interval S]
  *              [--cull-connected] [--cull-busy] [--llm P:M] [--agent-dir DIR]
  *              [--max-agent-sessions N] [--max-steps N] [--max-body B] [--max-upload B]
- *              [--max-body-total B] [--max-upload-total B]
+ *              [--max-body-total B] [--max-upload-total B] [--instance NAME]
  *
  *  Prints `http://IP:PORT/?token=TOKEN` as the first line on stdout once it
  *  listens, then serves until SIGINT / SIGTERM, when it shuts its kernels
@@ -29,7 +29,7 @@
 enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
 /* long-only options of the agent API */
 enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS };
-enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL };
+enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTANCE };
 
 /* A non-negative number of seconds or kernels; -1 when it is not one. */
 static int s_count(const char *v)
@@ -75,6 +75,15 @@ static void s_help(FILE *f)
             "      --max-steps N        model calls per agent turn (default 20)\n"
             "      --no-access-log      no line per request on stderr\n"
             "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
+            "      --instance NAME      this korch's stable name (default $KORCH_INSTANCE, else random).\n"
+            "                           Docker and swarm kernels outlive a korch that is killed: the next\n"
+            "                           korch serve of the same instance (and runtime dir) re-adopts them\n"
+            "                           with their ids and variables, and removes those that died meanwhile.\n"
+            "                           Without it, what a gone korch left is removed. Sandbox and local\n"
+            "                           kernels are never re-adopted: they are korch's child processes on\n"
+            "                           this host and end with it (bubblewrap --die-with-parent; ipykernel\n"
+            "                           watches JPY_PARENT_PID), and their connections lived in korch only.\n"
+            "                           SIGTERM / Ctrl-C still shut every kernel down.\n"
             KORCH_CLI_ENV_HELP
             "  -h, --help               this text\n");
 }
@@ -90,6 +99,8 @@ int korch_cmd_serve(int argc, char **argv)
     double memory_mb = 0, cpus = 0;
     long pids = 0;
     bool no_access_log = false;
+    /* a stack or compose service sets it in its environment */
+    const char *instance_name = getenv("KORCH_INSTANCE") && *getenv("KORCH_INSTANCE") ? getenv("KORCH_INSTANCE") : NULL;
     const char *pool_specs[MAX_POOL_SPECS + 1] = {0};
     int npool_specs = 0, pool_size = 0, cull_idle = 0, cull_interval = 0, n;
     bool cull_connected = false, cull_busy = false;
@@ -107,6 +118,7 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-upload", required_argument, 0, OPT_MAX_UPLOAD},
         {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
+        {"instance", required_argument, 0, OPT_INSTANCE},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
         {"token", required_argument, 0, 't'},       {"launcher", required_argument, 0, 'L'},
         {"kernel", required_argument, 0, 'k'},      {"max-kernels", required_argument, 0, 'M'},
@@ -146,6 +158,7 @@ int korch_cmd_serve(int argc, char **argv)
         case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)strtoull(optarg, NULL, 10); break;
         case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)strtoull(optarg, NULL, 10); break;
         case 'q': no_access_log = true; break;
+        case OPT_INSTANCE: instance_name = optarg; break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt("serve", optarg))
                 return 2;
@@ -200,7 +213,7 @@ int korch_cmd_serve(int argc, char **argv)
     korch_loop_t *loop = NULL;
     korch_launcher_t *launcher = NULL;
     korch_server_t *srv = NULL;
-    korch_instance_t *inst = korch_instance_new(NULL, &err);
+    korch_instance_t *inst = korch_instance_new(instance_name, &err);
     if (!inst) {
         fprintf(stderr, "korch serve: %s\n", err.msg);
         goto out;
@@ -216,7 +229,13 @@ int korch_cmd_serve(int argc, char **argv)
         goto out;
     }
     korch_launcher_sweep(launcher, korch_instance_name(inst));
+    bool adopt = instance_name && (korch_launcher_caps(launcher) & KORCH_LAUNCHER_ADOPTS);
+    if (instance_name && !adopt)
+        korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
+                     "none to re-adopt (docker and swarm kernels outlive it)",
+                     instance_name, korch_launcher_name(launcher));
     korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .launcher = launcher, .kernel = kernel,
+                              .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
                               .max_upload = max_upload, .max_body_total = max_body_total,
                               .max_upload_total = max_upload_total,

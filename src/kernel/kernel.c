@@ -89,12 +89,23 @@ struct korch_kernel {
     int free_timer;
     /* executions */
     zlistx_t *pending;              /* korch_exec_t*, not owned */
+    bool adopting;                  /* opts.adopt, until first ready */
+    zlistx_t *held;                 /* s_held_t* (owned): sent while being re-adopted; sent once it
+                                       is ready, its IOPub live (NULL: none yet) */
 };
+
+#define HELD_MAX 256 /* messages held for a kernel being re-adopted */
+
+typedef struct {
+    korch_channel_t ch;
+    korch_msg_t *msg;
+} s_held_t;
 
 #define RESTART_BUSY_WAIT_MS 1000 /* see s_stop_begin */
 #define S_KILL_WAIT_MS 10000      /* after SIGKILL, for the exit notification */
 
 static void s_launch(korch_kernel_t *k);
+static void s_held_end(korch_kernel_t *k, bool send);
 static void s_free(korch_kernel_t *k);
 static void s_on_death(korch_kernel_t *k, const char *why);
 static void s_stop_begin(korch_kernel_t *k, bool restart, const char *reason);
@@ -337,6 +348,12 @@ static void s_check_ready(korch_kernel_t *k)
     korch_debug("kernel %.8s: ready in %lld ms", k->id, (long long)k->ready_ms);
     s_set_state(k, KORCH_KERNEL_IDLE, NULL);
     s_flush_unsent(k);
+    if (k->adopting) {
+        /* now, not when the channels opened: the kernel runs already, and
+           what it published before our subscription landed would be lost */
+        k->adopting = false;
+        s_held_end(k, true);
+    }
 }
 
 static void s_on_iopub(korch_kernel_t *k, korch_msg_t *msg)
@@ -783,8 +800,25 @@ static void s_follow_conn(korch_kernel_t *k, const korch_conn_t *to)
 
 /* The launcher could not start (or re-attach to) the kernel: it is dead, and
    why goes to start_err, the pending executions and the state listeners. */
+/* Send (flush) or drop what was held while the kernel was being re-adopted. */
+static void s_held_end(korch_kernel_t *k, bool send)
+{
+    s_held_t *h;
+    while (k->held && (h = zlistx_first(k->held))) {
+        zlistx_delete(k->held, zlistx_cursor(k->held));
+        korch_err_t err = {0};
+        if (send && korch_session_send(k->session, k->sock[h->ch], &h->msg, &err) != KORCH_OK)
+            korch_warn("kernel %.8s: a message held while it was re-adopted: %s", k->id, err.msg);
+        korch_msg_destroy(&h->msg);
+        free(h);
+    }
+    zlistx_destroy(&k->held);
+}
+
 static void s_launch_failed(korch_kernel_t *k, korch_rc_t rc, const char *msg)
 {
+    k->adopting = false;
+    s_held_end(k, false);
     korch_err_set(&k->start_err, rc, "%s", msg);
     if (k->ready_timer >= 0)
         korch_loop_timer_end(k->loop, k->ready_timer);
@@ -985,9 +1019,10 @@ static korch_rc_t s_open(korch_kernel_t *k, korch_err_t *err)
     /* The wire layer leaves out what outputs.c would drop anyway. */
     korch_session_limits_t lim = {.max_stream_text = k->opts.max_stream_bytes,
                                   .max_rich_content = k->opts.max_rich_bytes};
-    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim);
+    korch_err_t e = {0};
+    k->session = korch_session_new(k->conn.key, strlen(k->conn.key), NULL, &lim, &e);
     if (!k->session)
-        return korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
+        return korch_err_set(err, e.rc, "cannot create a session: %s", e.msg);
     for (int ch = 0; ch < KORCH_CH_HB; ch++)
         if (s_connect(k, (korch_channel_t)ch, err) != KORCH_OK)
             return err ? err->rc : KORCH_E_IO;
@@ -1093,6 +1128,7 @@ korch_kernel_t *korch_kernel_new(korch_loop_t *loop, const korch_kernel_opts_t *
             k->launch_op = korch_launcher_adopt(k->launcher, k->id, s_on_adopted, k, err);
             if (!k->launch_op)
                 goto fail;
+            k->adopting = true;
             k->start_began = korch_now_ms();
             k->ready_timer = korch_loop_timer(k->loop, 50, 0, s_on_ready_timer, k);
             return k;
@@ -1153,10 +1189,10 @@ static bool s_stopped(void *arg)
     return k->state == KORCH_KERNEL_STOPPED || k->state == KORCH_KERNEL_DEAD;
 }
 
-korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
+void korch_kernel_shutdown(korch_kernel_t *k)
 {
     if (s_stopped(k))
-        return KORCH_OK;
+        return;
     s_stop_begin(k, false, "kernel shut down");
     korch_loop_run(k->loop, s_stopped, k, k->opts.shutdown_grace_ms + 2000);
     if (!s_stopped(k)) {
@@ -1166,7 +1202,6 @@ korch_rc_t korch_kernel_shutdown(korch_kernel_t *k, korch_err_t *err)
         }
         s_on_death(k, "killed");
     }
-    return KORCH_OK;
 }
 
 void korch_kernel_shutdown_begin(korch_kernel_t *k)
@@ -1212,6 +1247,21 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err)
 
 korch_rc_t korch_kernel_send(korch_kernel_t *k, korch_channel_t ch, korch_msg_t **msg, korch_err_t *err)
 {
+    if (ch != KORCH_CH_IOPUB && ch < KORCH_CH_HB && k->adopting && k->state == KORCH_KERNEL_STARTING) {
+        /* being re-adopted: hold it until the kernel is ready (see s_check_ready) */
+        s_held_t *h = NULL;
+        if (!k->held)
+            k->held = zlistx_new();
+        if (!k->held || zlistx_size(k->held) >= HELD_MAX || !(h = malloc(sizeof *h))) {
+            korch_msg_destroy(msg);
+            return korch_err_set(err, KORCH_E_TOOBIG, "kernel %.8s is being re-adopted: %d messages wait already",
+                                 k->id, HELD_MAX);
+        }
+        *h = (s_held_t){ch, *msg};
+        *msg = NULL;
+        zlistx_add_end(k->held, h);
+        return KORCH_OK;
+    }
     if (ch == KORCH_CH_IOPUB || ch >= KORCH_CH_HB || !k->sock[ch]) {
         korch_msg_destroy(msg);
         return korch_err_set(err, KORCH_E_INVALID, "cannot send on the %s channel", korch_channel_name(ch));
@@ -1324,6 +1374,7 @@ static void s_free(korch_kernel_t *k)
     k->deferred = NULL;
     s_detach_execs(k);
     zlistx_destroy(&k->pending);
+    s_held_end(k, false);
     korch_op_cancel(&k->launch_op);
     s_unwatch(k);
     s_stop_timers(k);
@@ -1363,7 +1414,7 @@ static void s_finish_detached(void *arg)
         korch_loop_timer_end(k->loop, k->free_timer);
     k->free_timer = -1;
     k->detached = false; /* s_set_state must not schedule a free now */
-    korch_kernel_shutdown(k, NULL);
+    korch_kernel_shutdown(k);
     s_free(k);
 }
 
@@ -1393,7 +1444,7 @@ void korch_kernel_destroy(korch_kernel_t **pk)
         return;
     }
     if (running)
-        korch_kernel_shutdown(k, NULL); /* outside handlers: may run the loop */
+        korch_kernel_shutdown(k); /* outside handlers: may run the loop */
     s_free(k);
 }
 
@@ -1406,7 +1457,10 @@ korch_kernel_state_t korch_kernel_state(const korch_kernel_t *k) { return k->sta
 const char *korch_kernel_id(const korch_kernel_t *k) { return k->id; }
 const korch_conn_t *korch_kernel_conn(const korch_kernel_t *k) { return &k->conn; }
 json_t *korch_kernel_info(const korch_kernel_t *k) { return k->info; }
-const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k) { return korch_session_stats(k->session); }
+const korch_session_stats_t *korch_kernel_stats(const korch_kernel_t *k)
+{
+    return k->session ? korch_session_stats(k->session) : NULL; /* none while being adopted */
+}
 int64_t korch_kernel_ready_ms(const korch_kernel_t *k) { return k->ready_ms; }
 void korch_kernel_set_auto_restart(korch_kernel_t *k, bool on) { k->opts.no_auto_restart = !on; }
 

@@ -1,6 +1,7 @@
 /*  nbformat v4 outputs from IOPub messages (messaging spec "IOPub";
  *  nbformat v4 schema "output"). */
 #include "korch/outputs.h"
+#include "korch/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +13,7 @@ struct korch_outputs {
     json_t *chunk;              /* the last stream chunk handed out */
     bool clear_pending;         /* clear_output(wait=True) seen */
     bool finished;
-    char *sbuf;                 /* text of the last output once a second chunk joined it */
-    size_t slen, scap;
+    korch_buf_t sbuf;           /* text of the last output once a second chunk joined it (max_stream) */
     bool sopen;                 /* the last output is a stream later chunks may join */
     bool sbuf_valid;            /* its text lives in sbuf (else in the output itself) */
     size_t max_stream, max_outputs;
@@ -45,6 +45,7 @@ korch_outputs_t *korch_outputs_new_limits(const korch_outputs_limits_t *lim)
         self->max_rich = l.session_rich_left;
         self->rich_by_session = true;
     }
+    korch_buf_init(&self->sbuf, self->max_stream, NULL); /* it holds at most the stream text kept */
     if (!self->outputs || !self->display_ids)
         korch_outputs_destroy(&self);
     return self;
@@ -73,7 +74,7 @@ void korch_outputs_destroy(korch_outputs_t **pself)
     json_decref((*pself)->outputs);
     json_decref((*pself)->display_ids);
     json_decref((*pself)->chunk);
-    free((*pself)->sbuf);
+    korch_buf_free(&(*pself)->sbuf);
     free(*pself);
     *pself = NULL;
 }
@@ -87,10 +88,10 @@ static void s_flush_stream(korch_outputs_t *self)
     size_t n = json_array_size(self->outputs);
     if (n && self->sbuf_valid)
         json_object_set_new(json_array_get(self->outputs, n - 1), "text",
-                            json_stringn_nocheck(self->sbuf ? self->sbuf : "", self->slen));
+                            json_stringn_nocheck(self->sbuf.p ? self->sbuf.p : "", self->sbuf.len));
     self->sopen = false;
     self->sbuf_valid = false;
-    self->slen = 0;
+    korch_buf_reset(&self->sbuf);
 }
 
 json_t *korch_outputs_json(korch_outputs_t *self)
@@ -171,7 +172,7 @@ static void s_clear(korch_outputs_t *self)
 {
     self->sopen = false;
     self->sbuf_valid = false;
-    self->slen = 0;
+    korch_buf_reset(&self->sbuf);
     json_array_clear(self->outputs);
     json_array_clear(self->display_ids);
     self->stream_bytes = 0;
@@ -233,26 +234,16 @@ static korch_output_event_t s_stream(korch_outputs_t *self, json_t *content, jso
     const char *ln = json_string_value(json_object_get(last, "name"));
     if (self->sopen && ln && strcmp(ln, name) == 0) {
         json_t *have = json_object_get(last, "text");
-        size_t base = self->sbuf_valid ? self->slen : json_string_length(have);
-        if (base + len + 1 > self->scap) {
-            size_t cap = self->scap ? self->scap : 4096;
-            while (cap < base + len + 1)
-                cap *= 2;
-            char *nb = realloc(self->sbuf, cap);
-            if (!nb) {
-                json_decref(tv);
-                return KORCH_OUTPUT_NONE;
-            }
-            self->sbuf = nb;
-            self->scap = cap;
-        }
         if (!self->sbuf_valid) { /* the second chunk: from now on the text grows here */
-            memcpy(self->sbuf, json_string_value(have), base);
-            self->slen = base;
-            self->sbuf_valid = true;
+            korch_buf_reset(&self->sbuf);
+            self->sbuf_valid = korch_buf_add(&self->sbuf, json_string_value(have), json_string_length(have),
+                                             "stream", NULL) == KORCH_OK;
         }
-        memcpy(self->sbuf + self->slen, text, len);
-        self->slen += len;
+        /* (within max_stream: all the stream text kept is) */
+        if (!self->sbuf_valid || korch_buf_add(&self->sbuf, text, len, "stream", NULL) != KORCH_OK) {
+            json_decref(tv);
+            return KORCH_OUTPUT_NONE;
+        }
         json_decref(tv);
         *index = n - 1;
         *out = self->chunk;
@@ -264,7 +255,7 @@ static korch_output_event_t s_stream(korch_outputs_t *self, json_t *content, jso
         *out = self->chunk;
         self->sopen = true;
         self->sbuf_valid = false;
-        self->slen = 0;
+        korch_buf_reset(&self->sbuf);
     }
     return ev;
 }

@@ -36,6 +36,10 @@ typedef struct {
     korch_rc_t (*start)(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err);
     /* Re-attach (NULL when the backend cannot): the proc's conn and runtime_dir are filled. */
     korch_rc_t (*adopt)(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err);
+    /* korch_launcher_list_mine / korch_launcher_remove_mine (NULL when the
+       backend cannot adopt). Blocking: start-up only. */
+    json_t *(*list_mine)(korch_launcher_t *self, korch_err_t *err);
+    korch_rc_t (*remove_mine)(korch_launcher_t *self, const char *id, korch_err_t *err);
     korch_rc_t (*signal)(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
     /* Deliver SIGKILL (or remove the task); launcher.c finishes op at the end. op may be NULL. */
     korch_rc_t (*kill)(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);

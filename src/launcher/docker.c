@@ -22,9 +22,11 @@
  *    killer fired in the container; is_alive reports it with the limit.
  */
 #include "korch/docker.h"
+#include "korch/buf.h"
 #include "korch/docker_api.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
+#include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/path.h"
 #include "backend.h"
@@ -1211,7 +1213,21 @@ typedef struct {
     char kernel_id[128];
     char rdir[PATH_MAX];            /* the container's korch.runtime_dir label */
     bool has_rdir;
+    bool owned;                     /* labelled ours: removed when it cannot be adopted */
+    char target[PATH_MAX];          /* where it really mounts rdir ("" unknown) */
 } s_adopt_t;
+
+static void s_cleanup_runtime(const char *dir, const char *target);
+
+/* Is dir directly inside our runtime base (what korch made for a kernel)? */
+static bool s_rdir_in_base(const char *dir)
+{
+    char base[PATH_MAX];
+    size_t bl;
+    return dir && korch_runtime_base(base, sizeof base, NULL) == KORCH_OK &&
+           strncmp(dir, base, (bl = strlen(base))) == 0 && dir[bl] == '/' && dir[bl + 1] &&
+           !strchr(dir + bl + 1, '/');
+}
 
 static void s_adopt_end(s_adopt_t *a, korch_rc_t rc, const korch_err_t *err)
 {
@@ -1222,6 +1238,16 @@ static void s_adopt_end(s_adopt_t *a, korch_rc_t rc, const korch_err_t *err)
         s_watch(a->p);
         korch_op_finish_proc(a->op, &a->p->base, KORCH_OK, NULL);
     } else {
+        /* Ours but not adoptable (exited, no runtime dir, no usable
+           connection file): nobody can reach it any more, so it goes
+           rather than leak. Not on a failed or cancelled Engine API call. */
+        if (a->op && a->owned && a->p->id[0] && rc != KORCH_E_DOCKER && rc != KORCH_E_INTERRUPTED) {
+            korch_notice("removing container %.12s of kernel %s, which cannot be re-adopted", a->p->id,
+                         a->kernel_id);
+            s_remove_later(a->p->l, a->p->id);
+            if (a->target[0] && a->has_rdir && s_rdir_in_base(a->rdir))
+                s_cleanup_runtime(a->rdir, a->target);
+        }
         free(a->p);
         if (a->op)
             korch_op_finish_proc(a->op, NULL, rc, err);
@@ -1258,6 +1284,8 @@ static void s_on_adopt_inspect(korch_rc_t rc0, const korch_err_t *err0, korch_do
         return s_adopt_end(a, rc, err);
     }
     const char *target = s_runtime_target(r->json, rdir);
+    if (target && strlen(target) < sizeof a->target)
+        snprintf(a->target, sizeof a->target, "%s", target);
     if (!target) {
         rc = korch_err_set(err, KORCH_E_INVALID,
                            "cannot re-adopt kernel '%s': container %.12s does not mount its runtime dir '%s'",
@@ -1351,6 +1379,12 @@ static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docke
             c = item;
     }
     if (!c) {
+        const char *aid = json_string_value(json_object_get(any, "Id"));
+        const char *aowner = json_string_value(json_object_get(json_object_get(any, "Labels"), "korch.instance"));
+        if (aid && strlen(aid) < sizeof p->id && aowner && strcmp(aowner, mine) == 0) {
+            snprintf(p->id, sizeof p->id, "%s", aid);
+            a->owned = true;
+        }
         rc = any ? korch_err_set(err, KORCH_E_DIED, "cannot re-adopt kernel '%s': its container %.12s is %s",
                                  kernel_id, json_string_value(json_object_get(any, "Id")),
                                  json_string_value(json_object_get(any, "State")))
@@ -1375,6 +1409,7 @@ static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docke
         return s_adopt_end(a, rc, err);
     }
     snprintf(p->id, sizeof p->id, "%s", cid);
+    a->owned = true;
     a->has_rdir = rdir && strlen(rdir) < sizeof a->rdir;
     if (a->has_rdir)
         snprintf(a->rdir, sizeof a->rdir, "%s", rdir);
@@ -1436,10 +1471,7 @@ static korch_rc_t s_adopt(korch_launcher_t *self, const char *kernel_id, korch_o
 #define S_GO_MODE_SYMLINK (1ULL << 27)  /* Go os.ModeSymlink */
 #define S_TAR_SIZE_MAX 077777777777ULL  /* 11 octal digits */
 
-typedef struct {
-    unsigned char *buf;
-    size_t len, cap;
-} s_tarbuf_t;
+static const unsigned char s_tar_zeros[2 * S_TAR_BLOCK]; /* padding; two of them end an archive */
 
 /* "/containers/{id}/archive?path=" + escaped workdir[/rel[0..rel_len]] + extra. */
 static char *s_archive_path(docker_proc_t *p, const char *rel, size_t rel_len, const char *extra)
@@ -1513,34 +1545,12 @@ static korch_rc_t s_check_parents(docker_proc_t *p, const char *name, size_t *mi
     return KORCH_OK;
 }
 
-static bool s_tar_reserve(s_tarbuf_t *b, size_t n)
-{
-    if (n > SIZE_MAX - b->len)
-        return false;
-    if (b->len + n <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 4 * S_TAR_BLOCK;
-    while (cap < b->len + n)
-        cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
-    unsigned char *nb = realloc(b->buf, cap);
-    if (!nb)
-        return false;
-    b->buf = nb;
-    b->cap = cap;
-    return true;
-}
-
 /* Append data padded with zeros to a whole number of blocks. */
-static bool s_tar_data(s_tarbuf_t *b, const void *data, size_t len)
+static bool s_tar_data(korch_buf_t *b, const void *data, size_t len)
 {
-    size_t padded = (len + S_TAR_BLOCK - 1) / S_TAR_BLOCK * S_TAR_BLOCK;
-    if (!s_tar_reserve(b, padded))
-        return false;
-    if (len)
-        memcpy(b->buf + b->len, data, len);
-    memset(b->buf + b->len + len, 0, padded - len);
-    b->len += padded;
-    return true;
+    size_t pad = (S_TAR_BLOCK - len % S_TAR_BLOCK) % S_TAR_BLOCK;
+    return korch_buf_add(b, data, len, "archive", NULL) == KORCH_OK &&
+           korch_buf_add(b, s_tar_zeros, pad, "archive", NULL) == KORCH_OK;
 }
 
 /* One ustar header (POSIX.1-1988: name[100] mode[8] uid[8] gid[8] size[12]
@@ -1548,7 +1558,7 @@ static bool s_tar_data(s_tarbuf_t *b, const void *data, size_t len)
    uname[32] gname[32] devmajor[8] devminor[8] prefix[155]). Numbers are
    octal, NUL-terminated; the checksum is the sum of the header's bytes with
    the checksum field taken as eight spaces. */
-static bool s_tar_header(s_tarbuf_t *b, const char *name, size_t name_len, char type, unsigned mode,
+static bool s_tar_header(korch_buf_t *b, const char *name, size_t name_len, char type, unsigned mode,
                          unsigned uid, unsigned gid, unsigned long long size)
 {
     unsigned char h[S_TAR_BLOCK];
@@ -1576,7 +1586,7 @@ static bool s_tar_header(s_tarbuf_t *b, const char *name, size_t name_len, char 
 /* An entry; names longer than the 99 bytes of ustar's name field go first
    into a pax extended header (POSIX.1-2001): records "LEN path=NAME\n",
    LEN counting the whole record, its own digits included. */
-static bool s_tar_entry(s_tarbuf_t *b, const char *name, size_t name_len, char type, unsigned mode, unsigned uid,
+static bool s_tar_entry(korch_buf_t *b, const char *name, size_t name_len, char type, unsigned mode, unsigned uid,
                         unsigned gid, const void *data, size_t len)
 {
     if (name_len > 99) {
@@ -1590,6 +1600,28 @@ static bool s_tar_entry(s_tarbuf_t *b, const char *name, size_t name_len, char t
             return false;
     }
     return s_tar_header(b, name, name_len, type, mode, uid, gid, len) && s_tar_data(b, data, len);
+}
+
+/* The archive PUT /archive extracts into the work dir: entries for the
+   directories of name from byte missing on (those that do not exist yet),
+   the file, and the two zero blocks that end an archive. Into b (empty),
+   allocated once: each entry takes at most five blocks besides its data (a
+   pax header and its record of up to 1200 bytes, its own header), the
+   file's data one more of padding. */
+static bool s_tar_archive(korch_buf_t *b, const docker_proc_t *p, const char *name, size_t missing,
+                          const void *data, size_t len)
+{
+    size_t entries = 1;
+    for (const char *s = strchr(name, '/'); s; s = strchr(s + 1, '/'))
+        entries++;
+    korch_buf_init(b, SIZE_MAX - 1, NULL);
+    bool ok = len < SIZE_MAX / 2 &&
+              korch_buf_reserve(b, len + (5 * entries + 3) * S_TAR_BLOCK, "archive", NULL) == KORCH_OK;
+    for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
+        if ((size_t)(s - name) >= missing)
+            ok = s_tar_entry(b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
+    return ok && s_tar_entry(b, name, strlen(name), '0', 0644, p->uid, p->gid, data, len) &&
+           korch_buf_add(b, s_tar_zeros, 2 * S_TAR_BLOCK, "archive", NULL) == KORCH_OK;
 }
 
 /* A tar number: octal text, or base-256 when the high bit of the first byte
@@ -1663,10 +1695,10 @@ static korch_rc_t s_put_file_now(korch_proc_t *proc, const char *name, const voi
                                  korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
-    s_tarbuf_t b = {0};
+    korch_buf_t b = {0};
     char *path = NULL;
     korch_docker_reply_t r = {0};
-    size_t missing = SIZE_MAX, nl = strlen(name);
+    size_t missing = SIZE_MAX;
     korch_rc_t rc = KORCH_OK;
     if (len > S_TAR_SIZE_MAX)
         return korch_err_set(err, KORCH_E_TOOBIG, "cannot put '%s' into the kernel: larger than %llu bytes", name,
@@ -1674,22 +1706,13 @@ static korch_rc_t s_put_file_now(korch_proc_t *proc, const char *name, const voi
     rc = s_check_parents(p, name, &missing, err);
     if (rc)
         return rc;
-    /* Directories the file needs, as directory entries, then the file. */
-    bool ok = true;
-    for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
-        if ((size_t)(s - name) >= missing)
-            ok = s_tar_entry(&b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
-    ok = ok && s_tar_entry(&b, name, nl, '0', 0644, p->uid, p->gid, data, len) && s_tar_reserve(&b, 2 * S_TAR_BLOCK);
-    if (ok) {
-        memset(b.buf + b.len, 0, 2 * S_TAR_BLOCK); /* end of archive: two zero blocks */
-        b.len += 2 * S_TAR_BLOCK;
-    }
+    bool ok = s_tar_archive(&b, p, name, missing, data, len);
     path = ok ? s_archive_path(p, NULL, 0, "&noOverwriteDirNonDir=1") : NULL;
     if (!path) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
-    rc = korch_docker_request_raw(p->l->api, "PUT", path, "application/x-tar", b.buf, b.len, &r, err);
+    rc = korch_docker_request_raw(p->l->api, "PUT", path, "application/x-tar", b.p, b.len, &r, err);
     if (rc)
         goto out;
     if (r.status != 200)
@@ -1699,7 +1722,7 @@ static korch_rc_t s_put_file_now(korch_proc_t *proc, const char *name, const voi
 out:
     korch_docker_reply_clear(&r);
     free(path);
-    free(b.buf);
+    korch_buf_free(&b);
     return rc;
 }
 
@@ -1814,29 +1837,18 @@ static void s_fop_transfer(s_fop_t *f)
     docker_proc_t *p = f->p;
     korch_err_t e = {0};
     if (f->put) {
-        s_tarbuf_t b = {0};
-        const char *name = f->name;
-        size_t nl = strlen(name);
-        bool ok = true;
-        for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
-            if ((size_t)(s - name) >= f->missing)
-                ok = s_tar_entry(&b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
-        ok = ok && s_tar_entry(&b, name, nl, '0', 0644, p->uid, p->gid, f->data, f->len) &&
-             s_tar_reserve(&b, 2 * S_TAR_BLOCK);
+        korch_buf_t b;
+        bool ok = s_tar_archive(&b, p, f->name, f->missing, f->data, f->len);
         free(f->data);
         f->data = NULL;
-        if (ok) {
-            memset(b.buf + b.len, 0, 2 * S_TAR_BLOCK); /* end of archive: two zero blocks */
-            b.len += 2 * S_TAR_BLOCK;
-        }
         char *path = ok ? s_archive_path(p, NULL, 0, "&noOverwriteDirNonDir=1") : NULL;
         if (!path) {
-            free(b.buf);
+            korch_buf_free(&b);
             korch_err_set(&e, KORCH_E_NOMEM, "out of memory");
             return s_fop_fail(f, e.rc, &e);
         }
         korch_docker_async_opts_t o = {.timeout_ms = -1, .take = true}; /* the tar is the request's */
-        f->req = korch_docker_request_raw_async(p->l->api, "PUT", path, "application/x-tar", b.buf, b.len, &o,
+        f->req = korch_docker_request_raw_async(p->l->api, "PUT", path, "application/x-tar", b.p, b.len, &o,
                                                 s_on_put, f, &e);
         free(path);
     } else {
@@ -1954,6 +1966,71 @@ static void s_free(korch_launcher_t *self)
     free(l);
 }
 
+/* ------------------------------------------------------- adoption lists */
+
+static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    json_t *all = korch_docker_list(self, l->o.instance ? l->o.instance : "default", err);
+    json_t *out = all ? json_array() : NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(all, i, c) {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        const char *kid = json_string_value(json_object_get(c, "kernel_id"));
+        const char *spec = json_string_value(json_object_get(c, "kernelspec"));
+        const char *state = json_string_value(json_object_get(c, "state"));
+        if (out && id)
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", id, "kernel_id", kid ? kid : "",
+                                                 "kernelspec", spec ? spec : "", "state", state ? state : ""));
+    }
+    json_decref(all);
+    if (all && !out)
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    return out;
+}
+
+/* One container of ours, by id: inspected first (its labels must name this
+   instance; a runtime dir is cleaned only where the container really
+   bind-mounts it), then removed with its volume. */
+static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *err)
+{
+    docker_launcher_t *l = (docker_launcher_t *)self;
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    char path[200];
+    korch_docker_reply_t r = {0};
+    korch_rc_t rc;
+    for (const char *c = id; *c; c++)
+        if (!strchr("0123456789abcdef", *c) || c - id > 64)
+            return korch_err_set(err, KORCH_E_INVALID, "'%.80s' is not a container id", id);
+    snprintf(path, sizeof path, "/containers/%s/json", id);
+    if ((rc = korch_docker_request(l->api, "GET", path, NULL, &r, err)))
+        return rc;
+    if (r.status == 404) {
+        korch_docker_reply_clear(&r);
+        return KORCH_OK; /* gone already */
+    }
+    json_t *labels = json_object_get(json_object_get(r.json, "Config"), "Labels");
+    const char *owner = json_string_value(json_object_get(labels, "korch.instance"));
+    const char *rdir = json_string_value(json_object_get(labels, "korch.runtime_dir"));
+    if (r.status != 200)
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot inspect container %.12s: %s", id,
+                           korch_docker_reply_message(&r));
+    else if (!owner || strcmp(owner, mine) != 0)
+        rc = korch_err_set(err, KORCH_E_STATE, "container %.12s belongs to korch instance '%.60s', not '%s'", id,
+                           owner ? owner : "", mine);
+    else if (!s_remove(l, id))
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot remove container %.12s", id);
+    else {
+        const char *target = s_runtime_target(r.json, rdir);
+        /* only a dir directly in our runtime base, which the container mounted */
+        if (target && s_rdir_in_base(rdir))
+            s_cleanup_runtime(rdir, target);
+    }
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
 static const korch_launcher_ops_t s_ops = {
     .name = "docker",
     .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
@@ -1965,6 +2042,8 @@ static const korch_launcher_ops_t s_ops = {
     .proc_free = s_proc_free,
     .free = s_free,
     .adopt = s_adopt,
+    .list_mine = s_list_mine,
+    .remove_mine = s_remove_mine,
     .put_file = s_put_file,
     .get_file = s_get_file,
     .put_file_now = s_put_file_now,

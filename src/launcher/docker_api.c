@@ -2,6 +2,7 @@
  *  a bounded reply, and errors that say what to do.
  */
 #include "korch/docker_api.h"
+#include "korch/buf.h"
 #include "korch/log.h"
 #include "korch/media.h"
 
@@ -34,8 +35,7 @@ struct korch_docker {
 };
 
 typedef struct {
-    char *buf;
-    size_t len, cap, max;
+    korch_buf_t buf;            /* the reply, bounded by max_reply */
     bool too_big;
 } s_sink_t;
 
@@ -216,25 +216,9 @@ void korch_docker_reply_clear(korch_docker_reply_t *reply)
 static size_t s_write(char *data, size_t size, size_t nmemb, void *arg)
 {
     s_sink_t *s = arg;
-    size_t n = size * nmemb;
-    if (n > s->max - s->len) {
-        s->too_big = true;
-        return 0; /* curl stops with CURLE_WRITE_ERROR */
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *b = realloc(s->buf, cap);
-        if (!b)
-            return 0;
-        s->buf = b;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, n);
-    s->len += n;
-    s->buf[s->len] = 0;
-    return n;
+    korch_rc_t rc = korch_buf_add(&s->buf, data, size * nmemb, "reply", NULL);
+    s->too_big = s->too_big || rc == KORCH_E_TOOBIG;
+    return rc ? 0 : size * nmemb; /* 0: curl stops with CURLE_WRITE_ERROR */
 }
 
 /* Why the engine could not be reached, in words a user can act on. */
@@ -352,7 +336,7 @@ static korch_rc_t s_outcome(korch_docker_t *d, CURL *c, CURLcode cc, const char 
     if (cc != CURLE_OK) {
         if (sink->too_big) {
             rc = korch_err_set(err, KORCH_E_TOOBIG, "reply from docker at '%s' to %s %s is larger than %zu bytes",
-                               d->where, method, path, sink->max);
+                               d->where, method, path, sink->buf.max);
         } else if (cc == CURLE_OPERATION_TIMEDOUT) {
             rc = korch_err_set(err, KORCH_E_TIMEOUT, "docker at '%s' did not answer within %ld ms", d->where,
                                timeout_ms);
@@ -364,9 +348,7 @@ static korch_rc_t s_outcome(korch_docker_t *d, CURL *c, CURLcode cc, const char 
         goto out;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply->status);
-    reply->body = sink->buf ? sink->buf : strdup("");
-    reply->body_len = sink->len;
-    sink->buf = NULL;
+    reply->body = korch_buf_release(&sink->buf, &reply->body_len);
     if (!reply->body) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
@@ -379,8 +361,7 @@ static korch_rc_t s_outcome(korch_docker_t *d, CURL *c, CURLcode cc, const char 
 out:
     if (rc)
         korch_docker_reply_clear(reply);
-    free(sink->buf);
-    sink->buf = NULL;
+    korch_buf_free(&sink->buf);
     return rc;
 }
 
@@ -389,7 +370,7 @@ static korch_rc_t s_perform(korch_docker_t *d, const char *method, const char *p
                             const void *body, size_t len, korch_docker_reply_t *reply, korch_err_t *err)
 {
     struct curl_slist *headers = NULL;
-    s_sink_t sink = {.max = d->max_reply};
+    s_sink_t sink = {.buf = KORCH_BUF_INIT(d->max_reply)};
     char errbuf[CURL_ERROR_SIZE] = "";
     CURL *c = d->curl;
     char *url = s_strdup_printf("%s%s", d->base_url, path);
@@ -441,7 +422,7 @@ static void s_areq_free(s_areq_t *r)
     }
     curl_slist_free_all(r->headers);
     korch_docker_reply_clear(&r->reply);
-    free(r->sink.buf);
+    korch_buf_free(&r->sink.buf);
     free(r->url);
     free(r->path);
     free(r->body);
@@ -565,7 +546,7 @@ static korch_op_t *s_start_async(korch_docker_t *d, const char *method, const ch
     d->npending++;
     snprintf(r->method, sizeof r->method, "%s", method);
     r->timeout_ms = opts && opts->timeout_ms >= 0 ? opts->timeout_ms : d->timeout_ms;
-    r->sink.max = opts && opts->max_reply ? opts->max_reply : d->max_reply;
+    korch_buf_init(&r->sink.buf, opts && opts->max_reply ? opts->max_reply : d->max_reply, NULL);
     r->url = s_strdup_printf("%s%s", d->base_url, path);
     r->path = strdup(path);
     r->easy = curl_easy_init();

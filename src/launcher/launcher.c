@@ -4,6 +4,7 @@
  */
 #include "backend.h"
 #include "korch/log.h"
+#include "korch/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -263,6 +264,24 @@ korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, kor
         return NULL;
     op->pdone = done;
     return s_started(op, l->ops->adopt(l, kernel_id, &op->base, err));
+}
+
+json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err)
+{
+    if (!l->ops->list_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS)) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher's kernels die with korch: none to re-adopt", l->ops->name);
+        return NULL;
+    }
+    return l->ops->list_mine(l, err);
+}
+
+korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err)
+{
+    if (!l->ops->remove_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS))
+        return korch_err_set(err, KORCH_E_STATE, "the %s launcher leaves no kernels behind", l->ops->name);
+    if (!id || !*id)
+        return korch_err_set(err, KORCH_E_INVALID, "no id to remove");
+    return l->ops->remove_mine(l, id, err);
 }
 
 korch_op_t *korch_proc_signal(korch_proc_t *p, int sig, korch_op_done_fn *done, void *arg, korch_err_t *err)
@@ -857,20 +876,3 @@ bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms)
     return korch_loop_run(p->launcher->loop, s_exited, p, timeout_ms);
 }
 
-/* ----------------------------------------------------------------- paths */
-
-bool korch_safe_relpath(const char *name)
-{
-    if (!name || !*name || name[0] == '/' || strlen(name) > 1024)
-        return false;
-    const char *p = name;
-    while (*p) {
-        size_t n = strcspn(p, "/");
-        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-            return false;
-        p += n;
-        if (*p == '/')
-            p++;
-    }
-    return name[strlen(name) - 1] != '/';
-}

@@ -94,6 +94,7 @@ typedef enum {
 
 typedef struct swarm_launcher swarm_launcher_t;
 typedef struct swarm_proc swarm_proc_t;
+typedef struct s_fileq s_fileq_t;
 
 struct swarm_launcher {
     korch_launcher_t base;
@@ -130,12 +131,13 @@ struct swarm_proc {
     korch_op_t *call;           /* the proc's own Engine API call in flight */
     korch_op_t *start_op;       /* the start or adopt */
     json_t *spec;               /* the service's, while its secret is made */
-    char why[256];
+    char why[512]; /* room for every message below at its %.Ns bounds */
     /* the launcher's own sockets to the kernel (interrupt, files) */
     korch_session_t *session;
     zsock_t *control;
     zsock_t *shell;
-    korch_op_t *file_op;        /* one file operation at a time */
+    korch_op_t *file_op;        /* one file operation at a time in the kernel */
+    s_fileq_t *fileq;           /* the ones waiting for it, oldest first */
     bool file_get;
     size_t file_max;
     char file_msg_id[64];
@@ -366,8 +368,11 @@ static void s_start_fail(swarm_proc_t *p, korch_rc_t rc)
     p->start_op = NULL;
     s_proc_unlink(p);
     s_reap(p->l, p->service, p->secret);
-    if (p->conn_file[0] && !p->adopting)
+    /* an adopted service of ours that goes takes korch's copy along */
+    if (p->conn_file[0] && (!p->adopting || p->service[0]))
         unlink(p->conn_file);
+    if (p->adopting && p->service[0] && p->base.runtime_dir[0] && rmdir(p->base.runtime_dir) != 0 && errno != ENOENT)
+        korch_debug("runtime dir '%s' kept: %s", p->base.runtime_dir, strerror(errno));
     s_proc_release(p);
     korch_op_finish_proc(op, NULL, rc, &err);
 }
@@ -974,7 +979,7 @@ fail:
 static korch_session_t *s_session(swarm_proc_t *p)
 {
     if (!p->session)
-        p->session = korch_session_new(p->base.conn.key, strlen(p->base.conn.key), "korch", NULL);
+        p->session = korch_session_new(p->base.conn.key, strlen(p->base.conn.key), "korch", NULL, NULL);
     return p->session;
 }
 
@@ -1022,6 +1027,27 @@ static korch_rc_t s_interrupt(swarm_proc_t *p, korch_err_t *err)
 
 /* -------------------------------------------------------------- files */
 
+/* A file operation that waits for the one under way (p->file_op): the
+   kernel runs them one after another anyway, on its shell channel. */
+struct s_fileq {
+    s_fileq_t *next;
+    swarm_proc_t *p;
+    korch_op_t *op;
+    bool get;
+    char *name;
+    char *data; /* a put's bytes (a copy), NULL for a get */
+    size_t len, max;
+};
+
+static void s_fileq_free(s_fileq_t *q)
+{
+    free(q->name);
+    free(q->data);
+    free(q);
+}
+
+static void s_file_next(swarm_proc_t *p);
+
 static void s_file_end(swarm_proc_t *p, korch_rc_t rc, const korch_err_t *err, char *data, size_t len)
 {
     korch_op_t *op = p->file_op;
@@ -1040,6 +1066,7 @@ static void s_file_end(swarm_proc_t *p, korch_rc_t rc, const korch_err_t *err, c
         free(data);
         korch_op_finish(op, rc, err);
     }
+    s_file_next(p); /* its callback runs a round later: nothing re-enters here */
 }
 
 static void s_file_cancel(korch_op_t *op, void *arg)
@@ -1050,6 +1077,20 @@ static void s_file_cancel(korch_op_t *op, void *arg)
         korch_loop_timer_end(p->l->base.loop, p->file_timer);
     p->file_timer = -1;
     p->file_op = NULL; /* a late reply finds no op and is dropped */
+    s_file_next(p);
+}
+
+/* A waiting operation cancelled: it leaves the queue. */
+static void s_fileq_cancel(korch_op_t *op, void *arg)
+{
+    (void)op;
+    s_fileq_t *q = arg;
+    for (s_fileq_t **pq = &q->p->fileq; *pq; pq = &(*pq)->next)
+        if (*pq == q) {
+            *pq = q->next;
+            break;
+        }
+    s_fileq_free(q);
 }
 
 /* The execute_reply of a file operation on our shell DEALER. */
@@ -1088,14 +1129,16 @@ static int s_on_shell(korch_loop_t *loop, zsock_t *sock, void *arg)
             rc = !strncmp(text, "E:NOTFOUND", 10)
                      ? korch_err_set(&err, KORCH_E_NOTFOUND, "no file in the kernel's work dir by that name")
                  : !strncmp(text, "E:TOOBIG", 8)
-                     ? korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes", p->file_max)
+                     ? korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes%s", p->file_max,
+                                     p->file_max == S_FILE_MAX ? " (files through a swarm kernel are at most 16 MiB)" : "")
                      : korch_err_set(&err, KORCH_E_IO, "the kernel could not read the file: %.*s", (int)tl, text);
         } else {
             unsigned char *raw = korch_b64_decode(text, tl, &len);
             if (!raw)
                 rc = korch_err_set(&err, KORCH_E_PROTOCOL, "the kernel's answer is not base64");
             else if (len > p->file_max)
-                rc = korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes", p->file_max);
+                rc = korch_err_set(&err, KORCH_E_TOOBIG, "the file is larger than %zu bytes%s", p->file_max,
+                                   p->file_max == S_FILE_MAX ? " (files through a swarm kernel are at most 16 MiB)" : "");
             if (raw && !rc) {
                 data = malloc(len + 1);
                 if (data) {
@@ -1177,8 +1220,8 @@ static const char S_PY_PUT[] = "d = _walk(True)\n"
                                "    os.close(f)\n"
                                "r = len(x)\n";
 
-static korch_rc_t s_file_op(swarm_proc_t *p, const char *name, bool get, const void *data, size_t len, size_t max,
-                            korch_op_t *op, korch_err_t *err)
+/* What refuses a file operation whether it runs now or waits. */
+static korch_rc_t s_file_check(swarm_proc_t *p, bool get, size_t len, korch_err_t *err)
 {
     if (p->st != ST_RUNNING) {
         return korch_err_set(err, KORCH_E_DIED, "the kernel is not running (%s)", p->why[0] ? p->why : "not started");
@@ -1187,12 +1230,20 @@ static korch_rc_t s_file_op(swarm_proc_t *p, const char *name, bool get, const v
         return korch_err_set(err, KORCH_E_STATE, "the swarm launcher moves files through the kernel, and only a Python "
                                           "kernel's (this one's language is not python)");
     }
-    if (p->file_op) {
-        return korch_err_set(err, KORCH_E_STATE, "a file operation on this kernel is in progress");
-    }
-    if ((get ? max : len) > S_FILE_MAX) {
+    if (!get && len > S_FILE_MAX) {
         return korch_err_set(err, KORCH_E_TOOBIG, "files through a swarm kernel are at most %u MiB", S_FILE_MAX >> 20);
     }
+    return KORCH_OK;
+}
+
+/* Send the operation to the kernel; it becomes p->file_op. */
+static korch_rc_t s_file_send(swarm_proc_t *p, const char *name, bool get, const void *data, size_t len, size_t max,
+                              korch_op_t *op, korch_err_t *err)
+{
+    /* A get's max is the caller's bound (the agent API passes its upload
+       limit, 64 MiB): read up to ours, and say ours if the file is larger. */
+    if (get && max > S_FILE_MAX)
+        max = S_FILE_MAX;
     if (!s_session(p)) {
         return korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
     }
@@ -1240,6 +1291,61 @@ static korch_rc_t s_file_op(swarm_proc_t *p, const char *name, bool get, const v
     p->file_op = op;
     korch_op_on_cancel(op, s_file_cancel, p);
     p->file_timer = korch_loop_timer(p->l->base.loop, 30000, 1, s_on_file_timer, p);
+    return KORCH_OK;
+}
+
+/* Start the oldest waiting operation once none is under way; one that
+   cannot start (the kernel died meanwhile) ends with why. */
+static void s_file_next(swarm_proc_t *p)
+{
+    while (!p->file_op && p->fileq) {
+        s_fileq_t *q = p->fileq;
+        p->fileq = q->next;
+        korch_op_on_cancel(q->op, NULL, NULL);
+        korch_err_t e = {0};
+        korch_rc_t rc = s_file_check(p, q->get, q->len, &e);
+        if (rc == KORCH_OK)
+            rc = s_file_send(p, q->name, q->get, q->data, q->len, q->max, q->op, &e);
+        if (rc != KORCH_OK) {
+            if (q->get)
+                korch_op_finish_file(q->op, NULL, 0, rc, &e);
+            else
+                korch_op_finish(q->op, rc, &e);
+        }
+        s_fileq_free(q);
+    }
+}
+
+static korch_rc_t s_file_op(swarm_proc_t *p, const char *name, bool get, const void *data, size_t len, size_t max,
+                            korch_op_t *op, korch_err_t *err)
+{
+    korch_rc_t rc = s_file_check(p, get, len, err);
+    if (rc != KORCH_OK)
+        return rc;
+    if (!p->file_op)
+        return s_file_send(p, name, get, data, len, max, op, err);
+    s_fileq_t *q = calloc(1, sizeof *q);
+    if (q) {
+        q->name = strdup(name);
+        q->data = get ? NULL : malloc(len ? len : 1);
+    }
+    if (!q || !q->name || (!get && !q->data)) {
+        if (q)
+            s_fileq_free(q);
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    }
+    if (!get)
+        memcpy(q->data, data, len);
+    q->p = p;
+    q->op = op;
+    q->get = get;
+    q->len = len;
+    q->max = max;
+    s_fileq_t **pq = &p->fileq;
+    while (*pq)
+        pq = &(*pq)->next;
+    *pq = q;
+    korch_op_on_cancel(op, s_fileq_cancel, q);
     return KORCH_OK;
 }
 
@@ -1329,6 +1435,11 @@ static void s_proc_release(swarm_proc_t *p)
     }
     if (p->file_timer >= 0)
         korch_loop_timer_end(p->l->base.loop, p->file_timer);
+    while (p->fileq) { /* their ops were cancelled with the proc */
+        s_fileq_t *q = p->fileq;
+        p->fileq = q->next;
+        s_fileq_free(q);
+    }
     json_decref(p->spec);
     korch_session_destroy(&p->session);
     explicit_bzero(p->base.conn.key, sizeof p->base.conn.key);
@@ -1609,12 +1720,92 @@ static korch_rc_t s_network(swarm_launcher_t *l, korch_err_t *err)
     return rc;
 }
 
+/* ------------------------------------------------------- adoption lists */
+
+static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
+{
+    swarm_launcher_t *l = (swarm_launcher_t *)self;
+    json_t *all = korch_swarm_list(self, l->o.instance ? l->o.instance : "default", err);
+    json_t *out = all ? json_array() : NULL;
+    size_t i;
+    json_t *s;
+    json_array_foreach(all, i, s) {
+        if (out && *s_str(s, "id", NULL))
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", s_str(s, "id", NULL), "kernel_id",
+                                                 s_str(s, "kernel_id", NULL), "kernelspec",
+                                                 s_str(s, "kernelspec", NULL), "state", s_str(s, "state", NULL)));
+    }
+    json_decref(all);
+    return out;
+}
+
+/* Is dir directly inside our runtime base (what korch made for a kernel)? */
+static bool s_rdir_in_base(const char *dir)
+{
+    char base[PATH_MAX];
+    size_t bl;
+    return dir[0] == '/' && korch_runtime_base(base, sizeof base, NULL) == KORCH_OK &&
+           strncmp(dir, base, (bl = strlen(base))) == 0 && dir[bl] == '/' && dir[bl + 1] &&
+           !strchr(dir + bl + 1, '/');
+}
+
+/* One service of ours by id, its secret and korch's copy of its
+   connection file (in a dir of our runtime base only, never through a
+   link: unlink removes a link itself). */
+static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *err)
+{
+    swarm_launcher_t *l = (swarm_launcher_t *)self;
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    char path[200];
+    if (!s_valid_name(id) || strlen(id) > 80)
+        return korch_err_set(err, KORCH_E_INVALID, "'%.80s' is not a service id", id);
+    snprintf(path, sizeof path, "/services/%s", id);
+    korch_docker_reply_t r = {0};
+    korch_rc_t rc = korch_docker_request(l->api, "GET", path, NULL, &r, err);
+    if (rc)
+        return rc;
+    json_t *labels = json_object_get(json_object_get(r.json, "Spec"), "Labels");
+    if (r.status == 404)
+        rc = KORCH_OK; /* gone already */
+    else if (r.status != 200)
+        rc = korch_err_set(err, KORCH_E_DOCKER, "GET %s: %s", path, korch_docker_reply_message(&r));
+    else if (strcmp(s_str(labels, "korch.instance", NULL), mine) != 0)
+        rc = korch_err_set(err, KORCH_E_STATE, "service %.25s belongs to korch instance '%.60s', not '%s'", id,
+                           s_str(labels, "korch.instance", NULL), mine);
+    else if (!s_delete_sync(l, "services", id))
+        rc = korch_err_set(err, KORCH_E_DOCKER, "cannot remove service %.25s", id);
+    else {
+        const char *secret = s_str(labels, "korch.secret", NULL);
+        const char *rdir = s_str(labels, "korch.runtime_dir", NULL);
+        char cf[PATH_MAX + 16];
+        /* the label is anyone's: the secret must be this instance's too */
+        char sp[200];
+        json_t *sec = NULL;
+        if (*secret && s_valid_name(secret) && strlen(secret) < 100) {
+            snprintf(sp, sizeof sp, "/secrets/%s", secret);
+            sec = s_get_sync(l, sp, NULL);
+        }
+        if (sec && !strcmp(s_str(json_object_get(json_object_get(sec, "Spec"), "Labels"), "korch.instance", NULL), mine))
+            s_delete_sync(l, "secrets", secret);
+        json_decref(sec);
+        if (s_rdir_in_base(rdir) && snprintf(cf, sizeof cf, "%s/%s", rdir, S_CONN_FILE) < (int)sizeof cf) {
+            unlink(cf);
+            if (rmdir(rdir) != 0 && errno != ENOENT)
+                korch_debug("runtime dir '%s' kept: %s", rdir, strerror(errno));
+        }
+    }
+    korch_docker_reply_clear(&r);
+    return rc;
+}
+
 static const korch_launcher_ops_t s_ops = {
     .name = "swarm",
     .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
     .transport = "tcp",
     .start = s_start,
     .adopt = s_adopt,
+    .list_mine = s_list_mine,
+    .remove_mine = s_remove_mine,
     .signal = s_signal,
     .kill = s_kill,
     .put_file = s_put_file,

@@ -41,6 +41,7 @@
 #include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/path.h"
 #include "korch/session.h"
 #include "korch/workdir.h"
 #include "korch/uuid.h"
@@ -981,7 +982,7 @@ static void s_resume(srv_agent_t *sa, const char *question)
         s_fail(sa, status, "%s", why);
 }
 
-static void s_message(srv_agent_t *sa, srv_req_t *req, json_t *body)
+static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     json_t *c = json_object_get(body, "content");
     if (!json_is_string(c) || json_string_length(c) == 0) {
@@ -1023,7 +1024,7 @@ static void s_on_follower_gone(srv_req_t *req, void *arg)
 
 /* GET .../events: the running turn's events after ?after=N (or the
    Last-Event-ID header), then the live ones until its `done`. */
-static void s_follow(srv_agent_t *sa, srv_req_t *req)
+static void s_follow(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     if (!sa->turn_open) {
         srv_respond(req, 204, NULL);
@@ -1184,8 +1185,9 @@ static json_t *s_file_list(srv_agent_t *sa)
 }
 
 /* GET .../figures/{name}: a chart the agent kept (figures/fig-N.ext). */
-static void s_figure(srv_agent_t *sa, srv_req_t *req, const char *name)
+static void s_figure(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
+    const char *name = srv_param(p, "name");
     int num = 0, used = 0;
     char ext[8] = "";
     if (strlen(name) > 40 || sscanf(name, "fig-%d.%7[a-z]%n", &num, ext, &used) != 2 ||
@@ -1228,8 +1230,11 @@ static korch_proc_t *s_proc(srv_agent_t *sa)
     return mk && sa->state != A_STARTING ? korch_kernel_proc(mk->k) : NULL;
 }
 
-static void s_file_put(srv_agent_t *sa, srv_req_t *req, const char *rel)
+static void s_file_put(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
+    const char *rel = s_rel(req, p);
+    if (!rel)
+        return;
     korch_proc_t *proc = s_proc(sa);
     korch_err_t err = {0};
     if (!proc) {
@@ -1295,8 +1300,11 @@ static void s_on_get_done(korch_rc_t rc, const korch_err_t *err, char *data, siz
     free(data);
 }
 
-static void s_file_get(srv_agent_t *sa, srv_req_t *req, const char *rel)
+static void s_file_get(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
+    const char *rel = s_rel(req, p);
+    if (!rel)
+        return;
     korch_proc_t *proc = s_proc(sa);
     korch_err_t err = {0};
     size_t max = s_opts(sa->srv)->max_upload;
@@ -1339,7 +1347,7 @@ bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
 
 /* ------------------------------------------------------ the others */
 
-static void s_get(srv_agent_t *sa, srv_req_t *req)
+static void s_get(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     json_t *m = s_model(sa);
     json_t *records = json_array();
@@ -1348,8 +1356,8 @@ static void s_get(srv_agent_t *sa, srv_req_t *req)
     size_t len = 0;
     char *text = korch_fs_read(path, MAX_TRANSCRIPT, true, &len, NULL);
     /* one record per line; a line being written (no newline yet) is left out */
-    for (char *p = text, *nl; p && (nl = memchr(p, '\n', len - (size_t)(p - text))); p = nl + 1) {
-        json_t *r = json_loadb(p, (size_t)(nl - p), 0, NULL);
+    for (char *line = text, *nl; line && (nl = memchr(line, '\n', len - (size_t)(line - text))); line = nl + 1) {
+        json_t *r = json_loadb(line, (size_t)(nl - line), 0, NULL);
         json_object_del(r, "saved"); /* host paths (older sessions): figures carry names */
         if (r)
             json_array_append_new(records, r);
@@ -1359,7 +1367,7 @@ static void s_get(srv_agent_t *sa, srv_req_t *req)
     srv_respond(req, 200, m);
 }
 
-static void s_notebook(srv_agent_t *sa, srv_req_t *req)
+static void s_notebook(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/notebook.ipynb", sa->cfg.dir);
@@ -1375,7 +1383,7 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req)
 
 static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, NULL); }
 
-static void s_delete(srv_agent_t *sa, srv_req_t *req)
+static void s_delete(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     korch_notice("agent session %s deleted", sa->id);
     srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(s_kmgr(req->srv), sa->kernel_id) : NULL;
@@ -1385,6 +1393,20 @@ static void s_delete(srv_agent_t *sa, srv_req_t *req)
     srv_req_wait(req);
     if (!mk || !srv_kernel_when_gone(mk, s_on_gone, req))
         srv_respond(req, 204, NULL);
+}
+
+static void s_interrupt(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    if (sa->state == A_RUNNING) {
+        atomic_store(&sa->cfg.cancel, 1);
+        zstr_send(sa->actor, "INTERRUPT");
+    }
+    srv_respond(req, 204, NULL);
+}
+
+static void s_files(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_respond(req, 200, s_file_list(sa));
 }
 
 /* ------------------------------------------------------ the handlers */
@@ -1402,91 +1424,68 @@ void srv_agent_create(korch_server_t *s, srv_req_t *req, const srv_params_t *p, 
     s_create(s, req, body);
 }
 
-/* The session the path names, or NULL when req has been answered 404. */
-static srv_agent_t *s_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
+/* What a route under /api/agent/sessions/{session_id} does with its session. */
+typedef void s_session_fn(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+
+/* fn with the session the path names, or 404. */
+static void s_with(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body, s_session_fn *fn)
 {
     const char *id = srv_param(p, "session_id");
     srv_agent_t *sa = zhashx_lookup(s_all(s), id);
-    if (!sa)
+    if (sa)
+        fn(sa, req, p, body);
+    else
         srv_respond_error(req, 404, "no agent session '%s'", id);
-    return sa;
 }
 
 void srv_agent_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        s_get(sa, req);
+    s_with(s, req, p, body, s_get);
 }
 
 void srv_agent_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        s_delete(sa, req);
+    s_with(s, req, p, body, s_delete);
 }
 
 void srv_agent_message(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        s_message(sa, req, body);
+    s_with(s, req, p, body, s_message);
 }
 
 void srv_agent_interrupt(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (!sa)
-        return;
-    if (sa->state == A_RUNNING) {
-        atomic_store(&sa->cfg.cancel, 1);
-        zstr_send(sa->actor, "INTERRUPT");
-    }
-    srv_respond(req, 204, NULL);
+    s_with(s, req, p, body, s_interrupt);
 }
 
 void srv_agent_notebook(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        s_notebook(sa, req);
+    s_with(s, req, p, body, s_notebook);
 }
 
 void srv_agent_events(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        s_follow(sa, req);
+    s_with(s, req, p, body, s_follow);
 }
 
 void srv_agent_files(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        srv_respond(req, 200, s_file_list(sa));
+    s_with(s, req, p, body, s_files);
 }
 
 void srv_agent_file_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    const char *rel = sa ? s_rel(req, p) : NULL;
-    if (rel)
-        s_file_get(sa, req, rel);
+    s_with(s, req, p, body, s_file_get);
 }
 
 void srv_agent_file_put(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    const char *rel = sa ? s_rel(req, p) : NULL;
-    if (rel)
-        s_file_put(sa, req, rel);
+    s_with(s, req, p, body, s_file_put);
 }
 
 void srv_agent_figure(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    srv_agent_t *sa = s_of(s, req, p);
-    if (sa)
-        s_figure(sa, req, srv_param(p, "name"));
+    s_with(s, req, p, body, s_figure);
 }
 
 void srv_agents_count(srv_agents_t *a, uint64_t n[4])

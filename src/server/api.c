@@ -179,7 +179,7 @@ static void s_wait_on(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req, s_wai
 static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, NULL); }
 
 /* Shut mk down; req gets 204 once it is gone. */
-static void s_delete(srv_kernel_t *mk, srv_req_t *req)
+static void s_kernel_delete(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
     srv_kmgr_delete(mk);
     srv_req_wait(req);
@@ -271,48 +271,23 @@ void srv_api_kernels_start(korch_server_t *s, srv_req_t *req, const srv_params_t
     s_kernels_post(s, req, body);
 }
 
-/* The kernel the path names, or NULL when it has been answered 404. */
-static srv_kernel_t *s_kernel_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
+static void s_kernel_get(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
-    const char *id = srv_param(p, "kernel_id");
-    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), id);
-    if (!mk)
-        srv_respond_error(req, 404, "Kernel does not exist: %.80s", id);
-    return mk;
+    srv_respond(req, 200, srv_kernel_model(mk));
 }
 
-void srv_api_kernel_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+static void s_kernel_interrupt(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
-    srv_kernel_t *mk = s_kernel_of(s, req, p);
-    if (mk)
-        srv_respond(req, 200, srv_kernel_model(mk));
-}
-
-void srv_api_kernel_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
-{
-    srv_kernel_t *mk = s_kernel_of(s, req, p);
-    if (mk)
-        s_delete(mk, req);
-}
-
-void srv_api_kernel_interrupt(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
-{
-    srv_kernel_t *mk = s_kernel_of(s, req, p);
     korch_err_t err = {0};
-    if (!mk)
-        return;
     if (korch_kernel_interrupt(mk->k, &err) != KORCH_OK)
         srv_respond_error(req, 500, "%s", err.msg);
     else
         srv_respond(req, 204, NULL);
 }
 
-void srv_api_kernel_restart(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+static void s_kernel_restart(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
-    srv_kernel_t *mk = s_kernel_of(s, req, p);
     korch_err_t err = {0};
-    if (!mk)
-        return;
     if (srv_kmgr_restart(mk, &err) != KORCH_OK)
         srv_respond_error(req, 500, "%s", err.msg);
     else
@@ -320,10 +295,48 @@ void srv_api_kernel_restart(korch_server_t *s, srv_req_t *req, const srv_params_
 }
 
 /* The channels' path without an upgrade (upgrades go to server.c's s_ws_confirm). */
+static void s_kernel_channels(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
+{
+    srv_respond_error(req, 400, "a websocket upgrade is needed");
+}
+
+/* What a route under /api/kernels/{kernel_id} does with its kernel. */
+typedef void s_kernel_fn(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req);
+
+/* fn with the kernel the path names, or 404. */
+static void s_with_kernel(korch_server_t *s, srv_req_t *req, const srv_params_t *p, s_kernel_fn *fn)
+{
+    const char *id = srv_param(p, "kernel_id");
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), id);
+    if (mk)
+        fn(s, mk, req);
+    else
+        srv_respond_error(req, 404, "Kernel does not exist: %.80s", id);
+}
+
+void srv_api_kernel_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_with_kernel(s, req, p, s_kernel_get);
+}
+
+void srv_api_kernel_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_with_kernel(s, req, p, s_kernel_delete);
+}
+
+void srv_api_kernel_interrupt(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_with_kernel(s, req, p, s_kernel_interrupt);
+}
+
+void srv_api_kernel_restart(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_with_kernel(s, req, p, s_kernel_restart);
+}
+
 void srv_api_kernel_channels(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    if (s_kernel_of(s, req, p))
-        srv_respond_error(req, 400, "a websocket upgrade is needed");
+    s_with_kernel(s, req, p, s_kernel_channels);
 }
 
 /* ------------------------------------------------------------ sessions */
@@ -390,7 +403,7 @@ static void s_sessions_post(korch_server_t *s, srv_req_t *req, json_t *body)
     s_wait_on(s, mk, req, W_SESSION, id, NULL);
 }
 
-static void s_sessions_patch(korch_server_t *s, srv_req_t *req, json_t *sess, json_t *body)
+static void s_session_patch(korch_server_t *s, json_t *sess, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     if (!body) {
         srv_respond_error(req, 400, "No JSON data provided");
@@ -455,9 +468,29 @@ void srv_api_sessions_create(korch_server_t *s, srv_req_t *req, const srv_params
     s_sessions_post(s, req, body);
 }
 
-/* The session the path names (borrowed), or NULL when it has been answered
-   404; one whose kernel is gone is forgotten. */
-static json_t *s_session_of(korch_server_t *s, srv_req_t *req, const srv_params_t *p)
+static void s_session_get(korch_server_t *s, json_t *sess, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    srv_respond(req, 200, s_session_model(s, sess));
+}
+
+static void s_session_delete(korch_server_t *s, json_t *sess, srv_req_t *req, const srv_params_t *p,
+                             json_t *body)
+{
+    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
+    zhashx_delete(s_api(s)->sessions, srv_param(p, "session_id")); /* frees sess */
+    if (mk)
+        s_kernel_delete(s, mk, req);
+    else
+        srv_respond(req, 204, NULL);
+}
+
+/* What a route under /api/sessions/{session_id} does with its session (borrowed). */
+typedef void s_session_fn(korch_server_t *s, json_t *sess, srv_req_t *req, const srv_params_t *p, json_t *body);
+
+/* fn with the session the path names, or 404; one whose kernel is gone is
+   forgotten. */
+static void s_with_session(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body,
+                           s_session_fn *fn)
 {
     zhashx_t *all = s_api(s)->sessions;
     const char *id = srv_param(p, "session_id");
@@ -467,37 +500,25 @@ static json_t *s_session_of(korch_server_t *s, srv_req_t *req, const srv_params_
         if (sess)
             zhashx_delete(all, id); /* its kernel is gone */
         srv_respond_error(req, 404, "Session not found: %.80s", id);
-        return NULL;
+        return;
     }
     json_decref(model);
-    return sess;
+    fn(s, sess, req, p, body);
 }
 
 void srv_api_session_get(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    json_t *sess = s_session_of(s, req, p);
-    if (sess)
-        srv_respond(req, 200, s_session_model(s, sess));
+    s_with_session(s, req, p, body, s_session_get);
 }
 
 void srv_api_session_patch(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    json_t *sess = s_session_of(s, req, p);
-    if (sess)
-        s_sessions_patch(s, req, sess, body);
+    s_with_session(s, req, p, body, s_session_patch);
 }
 
 void srv_api_session_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
-    json_t *sess = s_session_of(s, req, p);
-    if (!sess)
-        return;
-    srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id")));
-    zhashx_delete(s_api(s)->sessions, srv_param(p, "session_id"));
-    if (mk)
-        s_delete(mk, req);
-    else
-        srv_respond(req, 204, NULL);
+    s_with_session(s, req, p, body, s_session_delete);
 }
 
 /* ------------------------------------------------------------- routing */

@@ -1,7 +1,7 @@
 /*  A request body as it arrives: bounded, de-chunked, in memory or spooled.
  *
- *  Memory grows with what has arrived (doubling, capped at the declared
- *  length): a Content-Length alone never allocates anything. Every byte
+ *  Memory grows with what has arrived (a korch_buf, doubling, capped at the
+ *  declared length): a Content-Length alone never allocates anything. Every byte
  *  held is charged to a budget shared by all requests, so many requests
  *  at once cannot take more than its bound (the caller answers 503).
  *  Spooled bodies (big uploads) go to an unnamed file (O_TMPFILE, so
@@ -21,6 +21,7 @@
  *  such leniency).
  */
 #include "server_int.h"
+#include "korch/buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +31,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MIN_CAP (16 * 1024)
 #define MAX_LINE 4096           /* a chunk-size line with its extensions, a trailer field */
 
 typedef enum {
@@ -53,11 +53,9 @@ struct srv_body {
     bool chunked;
     srv_budget_t *budget;       /* what the bytes are charged to */
     size_t charged;
-    /* memory */
-    char *data;
-    size_t len, cap;
-    /* spool */
-    int fd;
+    size_t len;                 /* decoded bytes so far (in mem, or in the spool file) */
+    korch_buf_t mem;            /* the body in memory; bounded by expect (or limit), charged to budget */
+    int fd;                     /* the spool file, or -1 */
     /* chunked decoding */
     s_cstate_t cs;
     uint64_t left;              /* of the current chunk's data */
@@ -66,8 +64,10 @@ struct srv_body {
     size_t line;                /* bytes of the current line */
 };
 
-static korch_rc_t s_charge(srv_body_t *b, size_t n, korch_err_t *err)
+/* Charge n more bytes held to the budget (also mem's korch_buf_grow_fn). */
+static korch_rc_t s_charge(void *arg, size_t n, korch_err_t *err)
 {
+    srv_body_t *b = arg;
     srv_budget_t *g = b->budget;
     if (g->max && (g->used > g->max || n > g->max - g->used))
         return korch_err_set(err, KORCH_E_NOMEM,
@@ -111,6 +111,9 @@ srv_body_t *srv_body_new(size_t limit, size_t expect, bool chunked, srv_budget_t
     b->expect = chunked ? 0 : expect;
     b->chunked = chunked;
     b->budget = budget;
+    korch_buf_init(&b->mem, b->expect && b->expect < limit ? b->expect : limit, NULL);
+    b->mem.grow = s_charge;
+    b->mem.grow_arg = b;
     b->fd = -1;
     if (spool_dirfd >= 0 && (b->fd = s_spool_open(spool_dirfd, err)) < 0) {
         free(b);
@@ -128,7 +131,7 @@ void srv_body_destroy(srv_body_t **pb)
     b->budget->used -= b->charged < b->budget->used ? b->charged : b->budget->used;
     if (b->fd >= 0)
         close(b->fd);
-    free(b->data);
+    korch_buf_free(&b->mem);
     free(b);
 }
 
@@ -155,25 +158,9 @@ static korch_rc_t s_append(srv_body_t *b, const char *p, size_t n, korch_err_t *
         b->len += n;
         return KORCH_OK;
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t most = (b->expect ? b->expect : b->limit) + 1, cap = b->cap ? b->cap : MIN_CAP;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > most)
-            cap = most;
-        if (cap < b->len + n + 1)
-            cap = b->len + n + 1;
-        if ((rc = s_charge(b, cap - b->cap, err)))
-            return rc;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return korch_err_set(err, KORCH_E_NOMEM, "out of memory for a request body of %zu bytes", cap);
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
+    if ((rc = korch_buf_add(&b->mem, p, n, "request body", err)))
+        return rc;
     b->len += n;
-    b->data[b->len] = 0;
     return KORCH_OK;
 }
 
@@ -316,7 +303,7 @@ char *srv_body_data(srv_body_t *b)
 {
     if (b->fd >= 0)
         return NULL;
-    return b->data ? b->data : "";
+    return b->mem.p ? b->mem.p : "";
 }
 
 int srv_body_fd(const srv_body_t *b) { return b->fd; }

@@ -35,7 +35,7 @@ void srv_req_free(srv_req_t **preq)
     srv_req_upload_unmap(req);
     srv_body_destroy(&req->rx); /* req->body is rx's */
     free(req->resp);
-    free(req->out);
+    korch_buf_free(&req->out);
     free(req);
     *preq = NULL;
 }
@@ -170,6 +170,7 @@ void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
 void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(srv_req_t *, void *), void *arg)
 {
     req->streaming = true;
+    korch_buf_init(&req->out, SIZE_MAX / 2, NULL); /* srv_stream_write bounds what is pending */
     req->owner = SRV_REQ_STREAM;
     req->status = 200;
     snprintf(req->content_type, sizeof req->content_type, "%s", content_type);
@@ -183,45 +184,29 @@ void srv_stream_begin(srv_req_t *req, const char *content_type, void (*on_gone)(
 
 korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t max)
 {
-    if (!req->wsi || req->stream_ended)
+    if (!req->wsi || !req->streaming || req->stream_ended)
         return KORCH_E_STATE;
-    if (req->out_len - req->out_off + len > max) {
+    korch_buf_t *o = &req->out;
+    if (o->len - req->out_off + len > max) {
         korch_warn("%s %s: the client does not read its stream (%zu bytes pending); closing it", req->method,
-                   req->path, req->out_len - req->out_off); /* korch_warn escapes */
+                   req->path, o->len - req->out_off); /* korch_warn escapes */
         req->stream_ended = true;
         req->responded = true; /* marks the overflow: the next writable closes */
         s_wake(req);
         return KORCH_E_TOOBIG;
     }
-    if (req->out_off && req->out_off == req->out_len)
-        req->out_off = req->out_len = 0;
-    /* each chunk goes out framed: hex size CRLF data CRLF */
-    size_t need = req->out_len + len + 32;
-    if (need > req->out_cap) {
-        if (req->out_off) { /* reclaim what was sent before growing */
-            memmove(req->out, req->out + req->out_off, req->out_len - req->out_off);
-            req->out_len -= req->out_off;
-            req->out_off = 0;
-            need = req->out_len + len + 32;
-        }
-        if (need > req->out_cap) {
-            size_t cap = req->out_cap ? req->out_cap : 4096;
-            while (cap < need)
-                cap *= 2;
-            unsigned char *n = realloc(req->out, cap);
-            if (!n)
-                return KORCH_E_NOMEM;
-            req->out = n;
-            req->out_cap = cap;
-        }
+    /* reclaim what was sent: at once when it was all of it, else before growing */
+    if (req->out_off && (req->out_off == o->len || o->len + len + 32 >= o->cap)) {
+        korch_buf_drop(o, req->out_off);
+        req->out_off = 0;
     }
+    /* each chunk goes out framed: hex size CRLF data CRLF (all of it or nothing) */
     if (len) {
-        int h = snprintf((char *)req->out + req->out_len, 32, "%zx\r\n", len);
-        req->out_len += (size_t)h;
-        memcpy(req->out + req->out_len, data, len);
-        req->out_len += len;
-        memcpy(req->out + req->out_len, "\r\n", 2);
-        req->out_len += 2;
+        if (korch_buf_reserve(o, len + 32, "stream", NULL) != KORCH_OK)
+            return KORCH_E_NOMEM;
+        korch_buf_addf(o, "stream", NULL, "%zx\r\n", len);
+        korch_buf_add(o, data, len, "stream", NULL);
+        korch_buf_add(o, "\r\n", 2, "stream", NULL);
     }
     s_wake(req);
     return KORCH_OK;
@@ -231,10 +216,8 @@ void srv_stream_end(srv_req_t *req)
 {
     if (!req->wsi || req->stream_ended)
         return;
-    if (srv_stream_write(req, NULL, 0, (size_t)-1) == KORCH_OK) {
-        memcpy(req->out + req->out_len, "0\r\n\r\n", 5); /* the last chunk */
-        req->out_len += 5;
-    }
+    if (srv_stream_write(req, NULL, 0, (size_t)-1) == KORCH_OK)
+        korch_buf_add(&req->out, "0\r\n\r\n", 5, "stream", NULL); /* the last chunk */
     req->stream_ended = true;
 }
 

@@ -28,6 +28,7 @@
  *  session before they get here.
  */
 #include "server_int.h"
+#include "trace.h"
 #include "korch/log.h"
 #include "korch/session.h"
 #include "korch/uuid.h"
@@ -248,13 +249,26 @@ static srv_ws_t *s_conn_for(srv_kernel_t *mk, const char *key)
     return found;
 }
 
-/* Send f to ws, or hold it while ws waits for its name. */
-static void s_deliver(srv_ws_t *ws, korch_wsframe_t *f)
+/* $KORCH_TRACE_WS (trace.h): msg queued for ws as its N-th message. */
+static void s_trace_q(srv_ws_t *ws, const korch_msg_t *msg)
+{
+    const char *type = korch_msg_type(msg);
+    json_t *st = strcmp(type, "status") == 0 ? json_object_get(msg->content, "execution_state") : NULL;
+    srv_trace("q %s %llu %s %s%s%s %lld", ws->session_key, (unsigned long long)(ws->sent + zlistx_size(ws->queue)),
+              *korch_msg_parent_id(msg) ? korch_msg_parent_id(msg) : "-", type, st ? "/" : "",
+              st ? json_string_value(st) : "", (long long)srv_trace_now());
+}
+
+/* Send f (made of msg) to ws, or hold it while ws waits for its name. */
+static void s_deliver(srv_ws_t *ws, korch_wsframe_t *f, const korch_msg_t *msg)
 {
     if (ws->held)
         zlistx_add_end(ws->held, korch_wsframe_ref(f));
-    else
+    else {
         srv_ws_send(ws, f);
+        if (srv_trace_on && zlistx_size(ws->queue))
+            s_trace_q(ws, msg);
+    }
 }
 
 /* Stop holding: send what was held (send) or forget it. */
@@ -292,7 +306,7 @@ static void s_broadcast(srv_kernel_t *mk, s_frames_t *fs)
     for (srv_ws_t *ws = zlistx_first(KR(mk)->conns); ws; ws = zlistx_next(KR(mk)->conns)) {
         korch_wsframe_t *f = s_frame(fs, ws->proto);
         if (f)
-            s_deliver(ws, f);
+            s_deliver(ws, f, fs->msg);
     }
     /* The relay may have closed connections: never mid-iteration. */
     s_replay_t *r = zlistx_first(KR(mk)->replay);
@@ -351,7 +365,7 @@ static void s_on_message(srv_kernel_t *mk, korch_channel_t ch, const korch_msg_t
     if (ws) {
         korch_wsframe_t *f = s_frame(&fs, ws->proto);
         if (f)
-            s_deliver(ws, f);
+            s_deliver(ws, f, msg);
     } else {
         s_replay_t *r = s_replay_find(mk, key);
         if (r)
@@ -595,6 +609,7 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     korch_channel_t ch;
     korch_msg_t *msg = NULL;
     korch_err_t err = {0};
+    int64_t t_rx = srv_trace_on ? srv_trace_now() : 0;
     if (korch_wsmsg_parse(ws->proto, binary, data, len, &ch, &msg, &err) != KORCH_OK) {
         if (ws->relay)
             ws->relay->metrics->ws_malformed++;
@@ -645,6 +660,9 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
         korch_warn("kernel %.8s: cannot relay a message: %s", mk->id, err.msg);
         if (answered)
             zhashx_delete(KR(mk)->routes, idcopy);
-    } else
+    } else {
         KR(mk)->r->metrics->ws_received++;
+        if (srv_trace_on)
+            srv_trace("rx %s %s %lld %lld", ws->session_key, idcopy, (long long)t_rx, (long long)srv_trace_now());
+    }
 }

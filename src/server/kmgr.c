@@ -249,6 +249,8 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
     case KORCH_KERNEL_IDLE:
     case KORCH_KERNEL_BUSY: {
         bool up = mk->ever_ready && !mk->restart_requested;
+        if (mk->adopted && !mk->ever_ready)
+            korch_notice("kernel %s (%s) re-adopted: its state is kept", mk->id, mk->name);
         mk->ever_ready = true;
         mk->restart_requested = false;
         if (!up) { /* from starting or restarting */
@@ -266,7 +268,10 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
     case KORCH_KERNEL_DEAD:
         mk->restart_requested = false;
         snprintf(mk->dead_reason, sizeof mk->dead_reason, "%s", detail ? detail : "kernel died");
-        if (!mk->pooled)
+        if (mk->adopted && !mk->ever_ready)
+            korch_notice("kernel %s could not be re-adopted (%s): it is removed, not listed", mk->id,
+                         mk->dead_reason);
+        else if (!mk->pooled)
             korch_notice("kernel %s dead: %s", mk->id, mk->dead_reason);
         s_emit(mk, SRV_KEV_DEAD, mk->dead_reason);
         s_fire_all_ready(mk, mk->dead_reason);
@@ -333,7 +338,8 @@ static void s_env_free(char **envv)
     free(envv);
 }
 
-srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t *err)
+/* A start, or (adopt_id) the re-adoption of a kernel an earlier korch left. */
+static srv_kernel_t *s_make(srv_kmgr_t *m, const srv_kstart_t *req, const char *adopt_id, korch_err_t *err)
 {
     srv_kernel_t *mk = calloc(1, sizeof *mk);
     char **envv = mk ? s_env(req->env, err) : NULL;
@@ -357,6 +363,8 @@ srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t
         .cwd = req->cwd,
         /* a pool kernel that dies is replaced, not restarted (srv_kmgr_unpool turns it on) */
         .no_auto_restart = req->pooled,
+        .kernel_id = adopt_id,
+        .adopt = adopt_id != NULL,
     };
     mk->k = korch_kernel_new(m->o.loop, &ko, err);
     if (!mk->k) {
@@ -373,7 +381,9 @@ srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t
         zlistx_add_end(m->pooled, mk);
     else
         zhashx_insert(m->kernels, mk->id, mk);
-    korch_notice("kernel %s (%s) starting%s", mk->id, mk->name, req->pooled ? " for the warm pool" : "");
+    mk->adopted = adopt_id != NULL;
+    korch_notice("kernel %s (%s) %s%s", mk->id, mk->name, adopt_id ? "being re-adopted" : "starting",
+                 req->pooled ? " for the warm pool" : "");
     s_env_free(envv);
     s_emit(mk, SRV_KEV_STARTED, NULL);
     return mk;
@@ -381,6 +391,85 @@ fail:
     s_env_free(envv);
     s_kernel_free(&mk);
     return NULL;
+}
+
+srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t *err)
+{
+    return s_make(m, req, NULL, err);
+}
+
+srv_kernel_t *srv_kmgr_adopt(srv_kmgr_t *m, const char *kernel_id, const char *name, korch_err_t *err)
+{
+    if (!kernel_id || !*kernel_id || strlen(kernel_id) >= sizeof ((srv_kernel_t *)0)->id || !name || !*name ||
+        strlen(name) >= sizeof ((srv_kernel_t *)0)->name) {
+        korch_err_set(err, KORCH_E_INVALID, "cannot re-adopt kernel '%.40s' (%.40s): bad kernel id or kernelspec name",
+                      kernel_id ? kernel_id : "", name ? name : "");
+        return NULL;
+    }
+    if (zhashx_lookup(m->kernels, kernel_id)) {
+        korch_err_set(err, KORCH_E_STATE, "kernel %s is listed already", kernel_id);
+        return NULL;
+    }
+    return s_make(m, &(srv_kstart_t){.name = name}, kernel_id, err);
+}
+
+/* Does s look like a kernel id korch serve makes (a uuid: 8-4-4-4-12 hex)? */
+static bool s_uuid_like(const char *s)
+{
+    if (strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++)
+        if (i == 8 || i == 13 || i == 18 || i == 23 ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+            return false;
+    return true;
+}
+
+int srv_kmgr_adopt_mine(srv_kmgr_t *m)
+{
+    korch_launcher_t *l = m->o.launcher;
+    korch_err_t err = {0};
+    if (!l || !(korch_launcher_caps(l) & KORCH_LAUNCHER_ADOPTS))
+        return 0;
+    json_t *mine = korch_launcher_list_mine(l, &err);
+    if (!mine) {
+        korch_warn("cannot list the kernels to re-adopt: %s", err.msg);
+        return -1;
+    }
+    int n = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(mine, i, c) {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        const char *kid = json_string_value(json_object_get(c, "kernel_id"));
+        const char *spec = json_string_value(json_object_get(c, "kernelspec"));
+        const char *state = json_string_value(json_object_get(c, "state"));
+        char why[sizeof err.msg + 64] = "";
+        korch_err_clear(&err);
+        if (!id || !kid || !spec || !state)
+            continue;
+        if (!s_uuid_like(kid))
+            snprintf(why, sizeof why, "its korch.kernel_id label '%.40s' is not a kernel id of korch serve", kid);
+        else if (strcmp(state, "running") != 0)
+            snprintf(why, sizeof why, "it ended while korch was down (%.40s)", state[0] ? state : "no task");
+        else if (zhashx_lookup(m->kernels, kid)) {
+            /* two of ours claim one id: the first is being adopted, this one is left alone */
+            korch_warn("kernel %s: %s %.25s claims that id too; left as it is", kid, korch_launcher_name(l), id);
+            continue;
+        } else if (!srv_kmgr_adopt(m, kid, spec, &err))
+            snprintf(why, sizeof why, "%s", err.msg);
+        else {
+            n++;
+            continue;
+        }
+        korch_err_clear(&err);
+        korch_rc_t rc = korch_launcher_remove_mine(l, id, &err);
+        korch_notice("kernel %.40s (%s %.25s) not re-adopted: %s; %s%s", kid, korch_launcher_name(l), id, why,
+                     rc ? "cannot remove it: " : "removed", rc ? err.msg : "");
+    }
+    json_decref(mine);
+    if (n)
+        korch_notice("re-adopting %d kernel(s) of this instance left by an earlier korch", n);
+    return n;
 }
 
 void srv_kmgr_unpool(srv_kernel_t *mk)
@@ -424,6 +513,9 @@ void srv_kmgr_delete(srv_kernel_t *mk)
 
 korch_rc_t srv_kmgr_restart(srv_kernel_t *mk, korch_err_t *err)
 {
+    if (mk->adopted && !mk->ever_ready) /* no process of ours to stop yet */
+        return korch_err_set(err, KORCH_E_STATE, "kernel %s is still being re-adopted: restart it once it is ready",
+                             mk->id);
     bool was = mk->restart_requested;
     mk->restart_requested = true;
     korch_rc_t rc = korch_kernel_restart(mk->k, err);

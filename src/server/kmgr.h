@@ -61,6 +61,7 @@ struct srv_kernel {
     unsigned readies;           /* times it became ready (SRV_KEV_READY): 1 = its first start */
     bool pooled;                /* started for the warm pool: not listed until srv_kmgr_unpool */
     bool restart_requested;     /* srv_kmgr_restart: until it is up again */
+    bool adopted;               /* re-adopted from an earlier korch (srv_kmgr_adopt) */
     char dead_reason[256];
 };
 
@@ -112,6 +113,23 @@ typedef struct {
    err (KORCH_E_NOTFOUND: no such kernelspec, KORCH_E_INVALID: bad env, else
    the launch failed). */
 srv_kernel_t *srv_kmgr_start(srv_kmgr_t *m, const srv_kstart_t *req, korch_err_t *err);
+
+/* Re-adopt kernel_id (kernelspec name), which an earlier korch of this
+   instance left running (the launcher has KORCH_LAUNCHER_ADOPTS): listed
+   at once under its own id, STARTING until its handshake is done (ready
+   closures wait for it), as a start is; if it cannot be reached it dies
+   before ever being ready and is deleted (the launcher removes what is
+   left of it). Returns at once. NULL + err: a bad id or name, the id
+   listed already, no such kernelspec. */
+srv_kernel_t *srv_kmgr_adopt(srv_kmgr_t *m, const char *kernel_id, const char *name, korch_err_t *err);
+
+/* At start-up (before serving; blocking for the launcher's list): re-adopt
+   every running kernel the launcher lists as this instance's
+   (korch_launcher_list_mine); those that ended while korch was down, or
+   whose labels cannot be used, are removed with a notice. Returns how many
+   are being re-adopted, -1 when the list failed (said), 0 for a launcher
+   whose kernels die with korch. */
+int srv_kmgr_adopt_mine(srv_kmgr_t *m);
 
 /* A listed kernel by id (NULL: none, or not listed). */
 srv_kernel_t *srv_kmgr_find(srv_kmgr_t *m, const char *id);

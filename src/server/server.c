@@ -30,6 +30,7 @@
  *  that lets it overflow is dropped.
  */
 #include "server_int.h"
+#include "trace.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -255,19 +256,19 @@ static int s_stream_writable(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
         lws_callback_on_writable(wsi);
         return 0;
     }
-    size_t pending = req->out_len - req->out_off;
+    size_t pending = req->out.len - req->out_off;
     if (pending) {
         size_t n = pending < STREAM_CHUNK ? pending : STREAM_CHUNK;
         unsigned char *buf = malloc(LWS_PRE + n);
         if (!buf)
             return -1;
-        memcpy(buf + LWS_PRE, req->out + req->out_off, n);
+        memcpy(buf + LWS_PRE, req->out.p + req->out_off, n);
         int w = lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_HTTP);
         free(buf);
         if (w < (int)n)
             return -1;
         req->out_off += n;
-        if (req->out_off < req->out_len) {
+        if (req->out_off < req->out.len) {
             lws_callback_on_writable(wsi);
             return 0;
         }
@@ -723,6 +724,7 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     ws->srv = s;
     ws->http = &s->http;
     ws->wsi = wsi;
+    korch_buf_init(&ws->rx, s->opts.max_ws_message, NULL);
     s->metrics.ws_open++;
     const struct lws_protocols *proto = lws_get_protocol(wsi);
     ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
@@ -761,7 +763,7 @@ static void s_ws_free(srv_ws_t **pws)
         korch_wsframe_unref(&f);
     }
     zlistx_destroy(&ws->queue);
-    free(ws->rx);
+    korch_buf_free(&ws->rx);
     free(ws);
     *pws = NULL;
 }
@@ -815,6 +817,8 @@ static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
             korch_wsframe_unref(&f);
             ws->sent++;
             s->metrics.ws_sent++;
+            if (srv_trace_on)
+                srv_trace("w %s %llu %lld", ws->session_key, (unsigned long long)ws->sent, (long long)srv_trace_now());
             n++;
         }
         /* lws keeps what the socket did not take; wait for it to drain */
@@ -837,41 +841,27 @@ static int s_ws_receive(korch_server_t *s, srv_ws_t *ws, struct lws *wsi, const 
     if (ws->dropping)
         return 0;
     if (lws_is_first_fragment(wsi)) {
-        ws->rx_len = 0;
+        korch_buf_reset(&ws->rx);
         ws->rx_skip = false;
         ws->rx_binary = lws_frame_is_binary(wsi);
     }
     if (!ws->rx_skip) {
-        if (ws->rx_len + len > s->opts.max_ws_message) {
+        korch_rc_t rc = korch_buf_add(&ws->rx, in, len, "websocket message", NULL);
+        if (rc == KORCH_E_TOOBIG) {
             korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->opts.max_ws_message);
             ws->rx_skip = true;
-        } else {
-            if (ws->rx_len + len + 1 > ws->rx_cap) {
-                size_t cap = ws->rx_cap ? ws->rx_cap : 4096;
-                while (cap < ws->rx_len + len + 1)
-                    cap *= 2;
-                unsigned char *n = realloc(ws->rx, cap);
-                if (!n)
-                    return -1;
-                ws->rx = n;
-                ws->rx_cap = cap;
-            }
-            memcpy(ws->rx + ws->rx_len, in, len);
-            ws->rx_len += len;
-        }
+        } else if (rc)
+            return -1;
     }
     if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
         return 0;
     ws->received++;
     if (!ws->rx_skip)
-        srv_kernel_client_message(ws, ws->rx, ws->rx_len, ws->rx_binary);
-    ws->rx_len = 0;
+        srv_kernel_client_message(ws, ws->rx.p, ws->rx.len, ws->rx_binary);
+    korch_buf_reset(&ws->rx);
     /* do not keep a huge buffer around for one big message */
-    if (ws->rx_cap > 1 << 20) {
-        free(ws->rx);
-        ws->rx = NULL;
-        ws->rx_cap = 0;
-    }
+    if (ws->rx.cap > 1 << 20)
+        korch_buf_free(&ws->rx);
     return 0;
 }
 
@@ -1107,7 +1097,10 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (srv_pool_new(s->parts.kmgr, loop, &s->opts, &s->parts.pool, err) != KORCH_OK ||
         srv_cull_new(s->parts.kmgr, loop, &s->opts, &s->parts.cull, err) != KORCH_OK)
         goto fail;
+    if (o.adopt) /* listed now, ready once each handshake is done on the loop */
+        srv_kmgr_adopt_mine(s->parts.kmgr);
     s_uv_service(s);
+    srv_trace_open();
     return s;
 fail:
     korch_server_destroy(&s);
@@ -1161,6 +1154,7 @@ void korch_server_destroy(korch_server_t **ps)
     srv_kmgr_destroy(&s->parts.kmgr);
     srv_api_destroy(&s->parts.api);
     srv_relay_destroy(&s->parts.relay);
+    srv_trace_close();
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);

@@ -54,6 +54,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "korch/buf.h"
 #include "korch/kernel.h"
 #include "korch/server.h"
 #include "korch/wsmsg.h"
@@ -112,8 +113,8 @@ struct srv_req {
     char location[256];
     /* streaming (srv_stream_begin): written as it comes, then the connection closes */
     bool streaming, stream_started, stream_ended;
-    unsigned char *out;         /* pending bytes, out_off .. out_len */
-    size_t out_len, out_cap, out_off;
+    korch_buf_t out;            /* pending bytes: out.p[out_off .. out.len) (bounded by srv_stream_write's max) */
+    size_t out_off;
     bool page;                  /* the web app's files: srv_web_headers go with them */
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
@@ -244,8 +245,7 @@ struct srv_ws {
     zlistx_t *held;             /* korch_wsframe_t*, referenced: what it gets until it is named (kernels.c) */
     int hold_timer;             /* releases held after a while (0: none) */
     /* receiving */
-    unsigned char *rx;
-    size_t rx_len, rx_cap;
+    korch_buf_t rx;             /* the message being reassembled, bounded by --max-ws-message */
     bool rx_binary, rx_skip;
     /* sending */
     zlistx_t *queue;            /* korch_wsframe_t*, referenced */
@@ -329,6 +329,7 @@ typedef struct {
     size_t max_replay_bytes;
     srv_metrics_t *metrics;
 } srv_relay_opts_t;
+/* NULL only when out of memory (so are srv_api_new and srv_agents_new). */
 srv_relay_t *srv_relay_new(srv_kmgr_t *m, const srv_relay_opts_t *o);
 void srv_relay_destroy(srv_relay_t **r);
 void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws);

@@ -1,5 +1,6 @@
 /*  Safe file operations in directories a kernel can write (fsutil.h). */
 #include "korch/fsutil.h"
+#include "korch/path.h"
 #include "korch/buf.h"
 #include "korch/log.h"
 
@@ -17,12 +18,6 @@
 #define S_MAX_DEPTH 64
 
 static const korch_fs_opts_t s_default_opts = {.mode = 0600};
-
-static bool s_plain_name(const char *name)
-{
-    return name && *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/') &&
-           strlen(name) <= NAME_MAX;
-}
 
 int korch_fs_open_dir(const char *path, korch_err_t *err)
 {
@@ -195,7 +190,7 @@ korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size
 {
     if (!o)
         o = &s_default_opts;
-    if (!s_plain_name(name))
+    if (!korch_path_is_name(name))
         return korch_err_set(err, KORCH_E_INVALID, "cannot write '%s': not a plain file name", name ? name : "");
     char tmp[NAME_MAX + 1];
     int fd = s_create_temp(dirfd, name, tmp, err);
@@ -216,7 +211,7 @@ static int s_parent(const char *path, char *base, size_t baselen, korch_err_t *e
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     const char *b = slash ? slash + 1 : path;
-    if (strlen(b) >= baselen || !s_plain_name(b)) {
+    if (strlen(b) >= baselen || !korch_path_is_name(b)) {
         korch_err_set(err, KORCH_E_INVALID, "'%s' does not name a file", path);
         return -1;
     }
@@ -224,15 +219,21 @@ static int s_parent(const char *path, char *base, size_t baselen, korch_err_t *e
     return korch_fs_open_dir(dir, err);
 }
 
-korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const korch_fs_opts_t *o, korch_err_t *err)
+/* korch_fs_write_at into dfd (closed; -1: opening it failed, err says why). */
+static korch_rc_t s_write_in(int dfd, const char *base, const void *data, size_t len, const korch_fs_opts_t *o,
+                             korch_err_t *err)
 {
-    char base[NAME_MAX + 1];
-    int dfd = s_parent(path, base, sizeof base, err);
     if (dfd < 0)
         return err ? err->rc : KORCH_E_IO;
     korch_rc_t rc = korch_fs_write_at(dfd, base, data, len, o, err);
     close(dfd);
     return rc;
+}
+
+korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const korch_fs_opts_t *o, korch_err_t *err)
+{
+    char base[NAME_MAX + 1];
+    return s_write_in(s_parent(path, base, sizeof base, err), base, data, len, o, err);
 }
 
 /* The directory part of rel, opened below root, and its last component. */
@@ -256,11 +257,35 @@ korch_rc_t korch_fs_write_rel(const char *root, const char *rel, const void *dat
 {
     const char *base;
     int dfd = s_rel_parent(root, rel, mkparents, o, &base, err);
-    if (dfd < 0)
-        return err ? err->rc : KORCH_E_IO;
-    korch_rc_t rc = korch_fs_write_at(dfd, base, data, len, o, err);
-    close(dfd);
-    return rc;
+    return s_write_in(dfd, base, data, len, o, err);
+}
+
+/* All of fd, at most max bytes (it may grow while it is read), NUL-terminated;
+   hint: its size, allocated at once. label names it in messages. */
+static char *s_read_fd(int fd, size_t max, size_t hint, const char *label, size_t *plen, korch_err_t *err)
+{
+    korch_buf_t b = KORCH_BUF_INIT(max);
+    korch_rc_t rc = korch_buf_reserve(&b, hint < max ? hint : max, "file", NULL);
+    char chunk[65536];
+    while (rc == KORCH_OK) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot read '%s': %s", label, strerror(errno));
+        if (n <= 0)
+            break;
+        rc = korch_buf_add(&b, chunk, (size_t)n, "file", NULL);
+    }
+    if (rc == KORCH_E_TOOBIG)
+        korch_err_set(err, rc, "'%s' is larger than %zu bytes", label, max);
+    else if (rc == KORCH_E_NOMEM)
+        korch_err_set(err, rc, "out of memory reading '%s'", label);
+    char *out = rc ? NULL : korch_buf_release(&b, plen);
+    if (!rc && !out)
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
+    korch_buf_free(&b);
+    return out;
 }
 
 /* label names the file in messages (the path the caller knows). */
@@ -286,54 +311,7 @@ static char *s_read_at(int dirfd, const char *name, const char *label, size_t ma
         korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
         goto out;
     }
-    /* The file may grow while we read: never more than max. */
-    size_t cap = (size_t)st.st_size + 1, len = 0;
-    buf = malloc(cap + 1);
-    if (!buf) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            if (ncap <= cap) {
-                free(buf);
-                buf = NULL;
-                korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
-                goto out;
-            }
-            char *nb = realloc(buf, ncap + 1);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", label);
-                goto out;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            korch_err_set(err, KORCH_E_IO, "cannot read '%s': %s", label, strerror(errno));
-            free(buf);
-            buf = NULL;
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    if (len > max) {
-        free(buf);
-        buf = NULL;
-        korch_err_set(err, KORCH_E_TOOBIG, "'%s' is larger than %zu bytes", label, max);
-        goto out;
-    }
-    buf[len] = 0;
-    if (plen)
-        *plen = len;
+    buf = s_read_fd(fd, max, (size_t)st.st_size, label, plen, err);
 out:
     close(fd);
     return buf;
@@ -604,33 +582,15 @@ korch_rc_t korch_mkdirs(const char *path, int mode, korch_err_t *err)
 
 char *korch_read_file(const char *path, size_t max, size_t *plen, korch_err_t *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
+    bool in = strcmp(path, "-") == 0;
+    int fd = in ? STDIN_FILENO : open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot read '%s': %s", path,
                       strerror(errno));
         return NULL;
     }
-    korch_buf_t b = KORCH_BUF_INIT(max);
-    korch_rc_t rc = KORCH_OK;
-    char chunk[65536];
-    size_t n;
-    while (rc == KORCH_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = korch_buf_add(&b, chunk, n, "file", NULL);
-    bool failed = f != stdin ? ferror(f) : false;
-    if (f != stdin)
-        fclose(f);
-    if (rc == KORCH_E_TOOBIG)
-        korch_err_set(err, rc, "'%s' is larger than %zu bytes", path, max);
-    else if (rc)
-        korch_err_set(err, rc, "out of memory reading '%s'", path);
-    else if (failed)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot read '%s'", path);
-    if (rc) {
-        korch_buf_free(&b);
-        return NULL;
-    }
-    char *out = korch_buf_release(&b, plen);
-    if (!out)
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory reading '%s'", path);
+    char *out = s_read_fd(fd, max, 0, path, plen, err);
+    if (!in)
+        close(fd);
     return out;
 }

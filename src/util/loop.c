@@ -5,9 +5,11 @@
 #include "korch/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     zsock_t *sock;          /* reader, or NULL for an fd poller */
@@ -41,7 +43,16 @@ struct korch_loop {
     bool broken;
     bool running;           /* inside korch_loop_run: re-entry aborts */
     int64_t stall_ms;       /* $KORCH_LOOP_STALL_MS: report handlers slower than this; 0 off */
+    int sched_fd;           /* with stall_ms: the running thread's /proc schedstat, -1 before / without */
 };
+
+/* With $KORCH_LOOP_STALL_MS, where the time of a slow stretch went: on a
+   CPU, runnable but waiting for one (the kernel's run_delay), or neither
+   (blocked in a system call). Linux's /proc/thread-self/schedstat: "time
+   on the cpu, time spent waiting on a runqueue, timeslices" in ns. */
+typedef struct {
+    int64_t wall_us, cpu_us, wait_us;
+} s_sample_t;
 
 int64_t korch_now_ms(void)
 {
@@ -54,20 +65,50 @@ korch_loop_t *korch_loop_new(void)
 {
     korch_loop_t *loop = calloc(1, sizeof(korch_loop_t));
     const char *stall = getenv("KORCH_LOOP_STALL_MS");
-    if (loop && stall)
-        loop->stall_ms = strtol(stall, NULL, 10);
+    if (loop) {
+        loop->sched_fd = -1;
+        if (stall)
+            loop->stall_ms = strtol(stall, NULL, 10);
+    }
     return loop;
+}
+
+static s_sample_t s_sample(korch_loop_t *loop)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s_sample_t x = {.wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, .cpu_us = -1, .wait_us = -1};
+    if (loop->sched_fd < 0) /* opened by the thread that runs the loop */
+        loop->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    char b[96];
+    ssize_t n = loop->sched_fd >= 0 ? pread(loop->sched_fd, b, sizeof b - 1, 0) : -1;
+    long long cpu, wait;
+    if (n > 0 && (b[n] = 0, sscanf(b, "%lld %lld", &cpu, &wait) == 2))
+        x.cpu_us = cpu / 1000, x.wait_us = wait / 1000;
+    return x;
+}
+
+/* "N ms (on a cpu C, waiting for one W)": what happened between a and b. */
+static void s_span(char *out, size_t len, s_sample_t a, s_sample_t b)
+{
+    if (a.cpu_us < 0 || b.cpu_us < 0)
+        snprintf(out, len, "%lld ms", (long long)(b.wall_us - a.wall_us) / 1000);
+    else
+        snprintf(out, len, "%lld ms (on a cpu %lld, runnable waiting for a cpu %lld)",
+                 (long long)(b.wall_us - a.wall_us) / 1000, (long long)(b.cpu_us - a.cpu_us) / 1000,
+                 (long long)(b.wait_us - a.wait_us) / 1000);
 }
 
 /* A handler that held the loop longer than $KORCH_LOOP_STALL_MS (a
    diagnostic for benchmarks: which handler blocks). */
-static void s_stall(korch_loop_t *loop, int64_t t0, const char *what, int fd, const void *fn)
+static void s_stall(korch_loop_t *loop, s_sample_t t0, const char *what, int fd, const void *fn)
 {
-    int64_t ms = korch_now_ms() - t0;
-    if (ms >= loop->stall_ms) {
-        char sym[48]; /* relative to korch_loop_new: nm gives the handler's name */
+    s_sample_t t1 = s_sample(loop);
+    if (t1.wall_us - t0.wall_us >= loop->stall_ms * 1000) {
+        char sym[48], span[96]; /* relative to korch_loop_new: nm gives the handler's name */
         snprintf(sym, sizeof sym, "korch_loop_new%+td", (const char *)fn - (const char *)(void *)korch_loop_new);
-        korch_warn("loop: a %s handler (fd %d, %s) ran %lld ms", what, fd, sym, (long long)ms);
+        s_span(span, sizeof span, t0, t1);
+        korch_warn("loop: a %s handler (fd %d, %s) ran %s", what, fd, sym, span);
     }
 }
 
@@ -78,6 +119,8 @@ void korch_loop_destroy(korch_loop_t **loop)
     free((*loop)->items);
     free((*loop)->timers);
     free((*loop)->pollset);
+    if ((*loop)->sched_fd >= 0)
+        close((*loop)->sched_fd);
     free(*loop);
     *loop = NULL;
 }
@@ -207,7 +250,13 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
         loop->pollset[i] = (zmq_pollitem_t){it->sock ? zsock_resolve(it->sock) : NULL, it->sock ? 0 : it->fd,
                                             it->events, 0};
     }
+    s_sample_t polled = loop->stall_ms ? s_sample(loop) : (s_sample_t){0};
     int rc = zmq_poll(loop->pollset, (int)n, (long)wait);
+    s_sample_t woke = loop->stall_ms ? s_sample(loop) : (s_sample_t){0};
+    if (loop->stall_ms && woke.wait_us - polled.wait_us >= loop->stall_ms * 1000)
+        /* ready, but the thread was not on a CPU: the machine's scheduling */
+        korch_warn("loop: woke %lld ms late (runnable, waiting for a cpu)",
+                   (long long)(woke.wait_us - polled.wait_us) / 1000);
     if (rc < 0) {
         if (zmq_errno() == EINTR)
             return 0; /* signals reach korch through a self-pipe */
@@ -222,7 +271,7 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
             continue;
         s_item_t it = loop->items[i];
         int hrc;
-        int64_t t0 = loop->stall_ms ? korch_now_ms() : 0;
+        s_sample_t t0 = loop->stall_ms ? s_sample(loop) : (s_sample_t){0};
         if (it.sock)
             hrc = it.on_sock(loop, it.sock, it.arg);
         else if (it.on_ev)
@@ -252,11 +301,19 @@ static int s_round(korch_loop_t *loop, int64_t max_wait)
         korch_timer_fn *fn = t->handler;
         void *arg = t->arg;
         /* t may move if the handler adds timers: use copies. */
-        int64_t t0 = loop->stall_ms ? korch_now_ms() : 0;
+        s_sample_t t0 = loop->stall_ms ? s_sample(loop) : (s_sample_t){0};
         if (fn(loop, id, arg) < 0)
             loop->broken = true;
         if (loop->stall_ms)
             s_stall(loop, t0, "timer", -1, (const void *)fn);
+    }
+    if (loop->stall_ms) {
+        s_sample_t end = s_sample(loop);
+        if (end.wall_us - woke.wall_us >= loop->stall_ms * 1000) {
+            char span[96]; /* several handlers, none slow alone, or the loop's own work */
+            s_span(span, sizeof span, woke, end);
+            korch_warn("loop: a round ran %s", span);
+        }
     }
     return 0; /* what handlers removed is swept at the start of the next round */
 }

@@ -1,7 +1,9 @@
 /*  Checked path joins (path.h). */
 #include "korch/path.h"
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,4 +34,29 @@ korch_rc_t korch_path_fmt(char *out, size_t cap, korch_err_t *err, const char *f
     if (n < 0 || (size_t)n >= cap)
         return s_cut(out, cap, err);
     return KORCH_OK;
+}
+
+bool korch_relpath_ok(const char *name, size_t max, unsigned flags)
+{
+    if (!name || !*name || name[0] == '/' || strnlen(name, max < SIZE_MAX ? max + 1 : max) > max)
+        return false;
+    const char *p = name;
+    while (*p) {
+        size_t n = strcspn(p, "/");
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.') ||
+            ((flags & KORCH_RELPATH_NO_HIDDEN) && p[0] == '.'))
+            return false;
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return p[-1] != '/';
+}
+
+bool korch_safe_relpath(const char *name) { return korch_relpath_ok(name, KORCH_RELPATH_MAX, 0); }
+
+bool korch_path_is_name(const char *name)
+{
+    return name && *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/') &&
+           strnlen(name, NAME_MAX + 1) <= NAME_MAX;
 }

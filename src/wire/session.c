@@ -46,13 +46,17 @@ const char *korch_reject_name(korch_reject_t why)
 }
 
 korch_session_t *korch_session_new(const void *key, size_t key_len, const char *username,
-                                   const korch_session_limits_t *limits)
+                                   const korch_session_limits_t *limits, korch_err_t *err)
 {
     korch_session_t *self = calloc(1, sizeof *self);
-    if (!self)
+    if (!self) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         return NULL;
-    if (korch_uuid(self->id) != KORCH_OK)
-        goto fail; /* no random bytes: no predictable session id either */
+    }
+    if (korch_uuid(self->id) != KORCH_OK) { /* no random bytes: no predictable session id either */
+        korch_err_set(err, KORCH_E_IO, "no random bytes for a session id (the system's RNG failed)");
+        goto fail;
+    }
     if (!username)
         username = getenv("USER");
     snprintf(self->username, sizeof self->username, "%s", username && *username ? username : "korch");
@@ -73,16 +77,20 @@ korch_session_t *korch_session_new(const void *key, size_t key_len, const char *
     }
     self->seen = zhashx_new();
     self->ring = calloc(self->lim.digest_history, sizeof *self->ring);
-    if (!self->seen || !self->ring)
+    if (!self->seen || !self->ring) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
+    }
     if (key && key_len) {
         self->signed_ = true;
         self->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
         self->mac_tmpl = self->mac ? EVP_MAC_CTX_new(self->mac) : NULL;
         OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
                                OSSL_PARAM_construct_end()};
-        if (!self->mac_tmpl || !EVP_MAC_init(self->mac_tmpl, key, key_len, params))
+        if (!self->mac_tmpl || !EVP_MAC_init(self->mac_tmpl, key, key_len, params)) {
+            korch_err_set(err, KORCH_E_INVALID, "openssl cannot set up HMAC-SHA256 with the connection key");
             goto fail;
+        }
     }
     return self;
 fail:

@@ -132,7 +132,9 @@ def start_korch(*extra):
     if not line.startswith("http://"):
         raise RuntimeError("korch serve %s printed %r (log %s)" % (" ".join(extra), line, errf.name))
     base, _, token = line.partition("?token=")
-    return Server("korch", base, token, p)
+    srv = Server("korch", base, token, p)
+    srv.log_path = errf.name  # its stderr: KORCH_LOOP_STALL_MS reports land here
+    return srv
 
 
 def start_jupyter_server():

@@ -197,7 +197,7 @@ static korch_rc_t s_fake_start(korch_launcher_t *self, const korch_launch_t *req
     if (!fk)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     korch_session_limits_t lim = {.digest_history = 64};
-    fk->session = korch_session_new(req->conn->key, strlen(req->conn->key), "fuzz-kernel", &lim);
+    fk->session = korch_session_new(req->conn->key, strlen(req->conn->key), "fuzz-kernel", &lim, NULL);
     if (!fk->session)
         goto fail;
     for (int ch = 0; ch < KORCH_CH__COUNT; ch++) {

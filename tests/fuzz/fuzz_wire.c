@@ -155,7 +155,7 @@ static void s_check_accepted(korch_session_t *sess, korch_msg_t **pm, zframe_t *
     zmsg_t *bufs = zmsg_dup(m->buffers);
     zmsg_t *out = korch_session_serialize(sess, pm);
     REQUIRE(out && !*pm);
-    korch_session_t *peer = korch_session_new(KEY, key_len, "peer", lim);
+    korch_session_t *peer = korch_session_new(KEY, key_len, "peer", lim, NULL);
     REQUIRE(peer);
     korch_msg_t *back = NULL;
     korch_reject_t why = KORCH_REJ__COUNT;
@@ -203,7 +203,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         lim.max_buffers_total = 64;
     }
     size_t key_len = keyed ? strlen(KEY) : 0;
-    korch_session_t *sess = korch_session_new(KEY, key_len, "fuzz", &lim);
+    korch_session_t *sess = korch_session_new(KEY, key_len, "fuzz", &lim, NULL);
     REQUIRE(sess);
     /* content is frame 3 when signing, else frame 5 of [<IDS|MSG>, sig, h, p, m, c] */
     zmsg_t *frames = s_split(data + 1, size - 1, !pad ? -1 : sign ? 3 : 5);

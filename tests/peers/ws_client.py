@@ -1390,8 +1390,26 @@ def sc_malformed_flood(x):
     x.check(r.stdout() == "still served\n", "after the flood: %r" % r.stdout())
 
 
+def sc_big_message(x):
+    """Client messages are reassembled from the websocket's fragments up to
+    korch's bound (64 MiB): a 3 MB cell runs whole; one over the bound is
+    dropped (and logged) and the socket is served after it."""
+    kid = x.kernel()["id"]
+    c = x.ready(kid)
+    n = 3 * 1000 * 1000
+    r = c.execute("x = '" + "a" * n + "'\nprint(len(x), x[:1], x[-1:])", 120)
+    x.check(r.stdout() == "%d a a\n" % n, "a %d-byte cell: stdout %r" % (n, r.stdout()[:200]))
+    t0 = time.monotonic()
+    c.send("execute_request", {"code": "y = '" + "b" * (64 << 20) + "'", "silent": False, "store_history": True,
+                               "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+    x.details["seconds_to_send_64_mib"] = round(time.monotonic() - t0, 2)
+    r = c.execute("print('after', 'y' in globals())", 120)
+    x.check(r.stdout() == "after False\n", "after the message over the bound: %r" % r.stdout())
+
+
 SCENARIOS = {
     "malformed_flood": sc_malformed_flood,
+    "big_message": sc_big_message,
     "codec": sc_codec, "start": sc_start, "execute": sc_execute, "stream": sc_stream,
     "display_png": sc_display_png, "buffers": sc_buffers, "interrupt": sc_interrupt, "restart": sc_restart,
     "die": sc_die, "two_clients": sc_two_clients, "reconnect": sc_reconnect,
