@@ -245,6 +245,8 @@ TEST(docker_launcher_image_missing)
     CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_E_NOTFOUND);
     CHECK_STREQ(err.msg, "image 'korch-no-such-image:nope' not found (build it with: make image)");
     CHECK(p == NULL);
+    /* the failed start's tmpfs goes on the launcher's worker */
+    CHECK(korch_launcher_settle(l, 10000));
     struct stat st;
     CHECK_EQ(stat(dir, &st), 0);
     CHECK_EQ(st.st_uid, geteuid()); /* given back */
@@ -379,6 +381,8 @@ TEST_T(docker_launcher_kernel, 90)
     CHECK(c == NULL);
     CHECK_EQ(status, 404);
     json_decref(c);
+    /* the tmpfs is unmounted on the launcher's worker: done once settled */
+    CHECK(korch_launcher_settle(l, 10000));
     struct stat st;
     CHECK_EQ(stat(dir, &st), 0);
     CHECK_EQ(st.st_uid, geteuid());

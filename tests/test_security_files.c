@@ -736,6 +736,8 @@ TEST_T(secfiles_docker_runtime_dir_fill_is_bounded, 120)
     CHECK(s_mounted(rdir));
     CHECK_STREQ(s_ok(&f, "import os; os.remove('/run/korch/fill'); print('alive')"), "alive\n");
     fx_stop(&f);
+    /* unmounted, then removed, in that order on the launcher's worker */
+    CHECK(korch_launcher_settle(l, 10000));
     CHECK(!s_mounted(rdir));
     CHECK_EQ(access(rdir, F_OK), -1);
     korch_launcher_destroy(&l);

@@ -22,7 +22,10 @@
  *  cancels the proc's pending ops (their done is not called), kills the
  *  kernel if it still runs and hands what must still be removed (a
  *  container, a cgroup, mounts, the runtime dir's bounded tmpfs) to the
- *  launcher, which finishes it in the background on the loop. A launcher
+ *  launcher, which finishes it in the background (on the loop, or its
+ *  worker thread for what blocks on the kernel: unmounts, copies). The
+ *  runtime dir is the caller's again once korch_launcher_settle says so;
+ *  korch_launcher_remove_dir removes it in order, after the unmount. A launcher
  *  outlives its procs; korch_launcher_destroy finishes what is left (it may
  *  block: call it at exit, outside handlers) and leaks nothing.
  *
@@ -157,6 +160,12 @@ const char *korch_proc_log_tail(korch_proc_t *p);
 void korch_proc_destroy(korch_proc_t **p);
 void korch_launcher_destroy(korch_launcher_t **l);
 
+/* Remove dir (a runtime dir korch made for a kernel) and what is in it,
+   never through a link, in the background: after what the procs destroyed
+   before left to undo there (docker's tmpfs on it is unmounted first), on
+   the launcher's worker; korch_launcher_settle waits for it. */
+void korch_launcher_remove_dir(korch_launcher_t *l, const char *dir);
+
 /* Work of a caller that must end before the launcher does (a kernel that
    korch_kernel_destroy detached, tearing itself down on the loop): at
    korch_launcher_destroy, finish(arg) is called for each one still there
@@ -180,7 +189,8 @@ korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t ma
                                     korch_err_t *err);
 /* Run the loop until the background work is done (containers being
    removed, zombies being reaped, detached kernels tearing down: everything
-   korch_launcher_defer holds; file ops on the file worker), or timeout_ms passes (-1 = never). True when
+   korch_launcher_defer holds; file ops and host work on the worker: a
+   destroyed docker proc's unmounts, korch_launcher_remove_dir), or timeout_ms passes (-1 = never). True when
    done. For tests and the CLI, never from a handler. */
 bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms);
 

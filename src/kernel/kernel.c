@@ -1388,8 +1388,10 @@ static void s_free(korch_kernel_t *k)
         s_close(k, (korch_channel_t)ch);
     /* never blocks: what is left of a container goes on in the launcher */
     korch_proc_destroy(&k->proc);
+    /* the kernel's files too, never through its links; on the launcher's
+       worker, after what the proc left there (docker's tmpfs unmount) */
     if (k->runtime_dir[0])
-        korch_fs_rm_tree(k->runtime_dir); /* the kernel's files too: never through its links */
+        korch_launcher_remove_dir(k->launcher, k->runtime_dir);
     if (k->own_launcher)
         korch_launcher_destroy(&k->launcher);
     korch_session_destroy(&k->session);

@@ -109,6 +109,19 @@ void korch_op_finish_file(korch_op_t *op, char *data, size_t len, korch_rc_t rc,
 void korch_op_on_cancel(korch_op_t *op, void (*cancel)(korch_op_t *op, void *arg), void *arg);
 korch_loop_t *korch_op_loop(const korch_op_t *op);
 
+/* Host work that may block on the kernel (mount, umount2, copying a work
+   dir, chown, removing a tree): run(arg) on the launcher's worker thread,
+   one at a time and in the order asked, with the host-dir file ops; then
+   done(arg) (NULL: nothing) on the loop, from the worker's pipe. So a
+   directory's unmount queued by a freed proc comes before the mount of the
+   start after it, and korch_launcher_remove_dir after both.
+   korch_launcher_settle waits for it; korch_launcher_destroy finishes it.
+   run touches only what the loop leaves alone until done (a freed proc,
+   the copies in arg); it may log (the default sink, stderr, is
+   thread-safe). Without a worker (no thread, no memory) both run now,
+   done too. */
+void korch_backend_host(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg);
+
 /* Background work a freed proc leaves: step(arg) is called on the loop
    (every period_ms) until it returns true; finish(arg) (may block) is
    called instead at korch_launcher_destroy when it has not; either way

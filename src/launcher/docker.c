@@ -443,7 +443,7 @@ static korch_rc_t s_unbound_unseen(docker_proc_t *p, const korch_conn_t *conn, u
 
 static void s_watch(docker_proc_t *p);
 static void s_remove_later(docker_launcher_t *l, const char *id);
-static void s_local_cleanup(docker_proc_t *p);
+static void s_cleanup_later(docker_proc_t *p);
 
 /* A start on its way: create, (does the engine see korch's mounts?), start. */
 typedef struct {
@@ -459,6 +459,11 @@ typedef struct {
     korch_conn_t conn;              /* as the kernel sees it */
     uid_t uid;
     gid_t gid;
+    char workdir[PATH_MAX];         /* the host work dir to bind, "" none */
+    bool host_busy;                 /* its host work (s_prep_run, s_unseen_run) is on the worker */
+    bool cancelled;                 /* ... and the op was cancelled meanwhile: freed when it is back */
+    korch_rc_t host_rc;             /* what the host work found */
+    korch_err_t host_err;
 } s_start_t;
 
 static void s_start_free(s_start_t *st, korch_rc_t rc, const korch_err_t *err)
@@ -469,8 +474,7 @@ static void s_start_free(s_start_t *st, korch_rc_t rc, const korch_err_t *err)
     if (st->p) {
         if (st->p->id[0])
             s_remove_later(st->p->l, st->p->id);
-        s_local_cleanup(st->p);
-        free(st->p);
+        s_cleanup_later(st->p);
     }
     if (st->op)
         korch_op_finish_proc(st->op, NULL, rc, err);
@@ -527,7 +531,32 @@ static void s_start_cancel(korch_op_t *op, void *arg)
 {
     s_start_t *st = arg;
     st->op = NULL; /* its done is never called */
+    if (st->host_busy) {
+        /* the worker still has st: undo behind its work (the queue keeps
+           the order), free st when it is back */
+        st->cancelled = true;
+        if (st->p)
+            s_cleanup_later(st->p);
+        st->p = NULL;
+        return;
+    }
     s_start_free(st, KORCH_E_INTERRUPTED, NULL);
+}
+
+/* The host work of a start is back: NULL when the start goes on. */
+static s_start_t *s_host_back(void *arg)
+{
+    s_start_t *st = arg;
+    st->host_busy = false;
+    if (st->cancelled) {
+        s_start_free(st, KORCH_E_INTERRUPTED, NULL);
+        return NULL;
+    }
+    if (st->host_rc) {
+        s_start_free(st, st->host_rc, &st->host_err);
+        return NULL;
+    }
+    return st;
 }
 
 static void s_on_container_started(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
@@ -561,6 +590,26 @@ static void s_start_container(s_start_t *st)
         s_start_free(st, e.rc, &e);
 }
 
+static void s_unseen_run(void *arg)
+{
+    s_start_t *st = arg;
+    st->host_rc = s_unbound_unseen(st->p, &st->conn, st->uid, st->gid, &st->host_err);
+}
+
+static void s_unseen_done(void *arg)
+{
+    s_start_t *st = s_host_back(arg);
+    if (st)
+        s_start_container(st);
+}
+
+/* Use the dirs underneath (s_unbound_unseen), on the worker, then start. */
+static void s_unseen_later(s_start_t *st)
+{
+    st->host_busy = true;
+    korch_backend_host(&st->p->l->base, s_unseen_run, s_unseen_done, st);
+}
+
 static void s_on_seen(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
 {
     s_start_t *st = arg;
@@ -568,9 +617,8 @@ static void s_on_seen(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_
     docker_launcher_t *l = st->p->l;
     /* when unsure, as before: korch's mounts are used */
     l->engine_sees = rc == KORCH_OK && r->status == 404 ? 0 : 1;
-    korch_err_t e = {0};
-    if (!l->engine_sees && s_unbound_unseen(st->p, &st->conn, st->uid, st->gid, &e) != KORCH_OK)
-        return s_start_free(st, e.rc, &e);
+    if (!l->engine_sees)
+        return s_unseen_later(st);
     s_start_container(st);
 }
 
@@ -613,9 +661,70 @@ static void s_on_created(korch_rc_t rc, const korch_err_t *err, korch_docker_rep
             return;
         korch_err_clear(&e);
     }
-    if (p->rt_mounted && p->l->engine_sees == 0 && s_unbound_unseen(p, &st->conn, st->uid, st->gid, &e) != KORCH_OK)
-        return s_start_free(st, e.rc, &e);
+    if (p->rt_mounted && p->l->engine_sees == 0)
+        return s_unseen_later(st);
     s_start_container(st);
+}
+
+/* The host side of a start (s_start queues it on the worker): each step
+   may block on the kernel (mount) or the disk (the work dir's copy). The
+   runtime dir is the kernel's: korch_conn_save_as never writes through a
+   link planted there (kernel.json.tmp -> /etc/...) and gives the file away
+   on its fd, not by name; s_give_dir chowns through an O_NOFOLLOW fd. */
+static korch_rc_t s_prep(docker_proc_t *p, s_start_t *st, korch_err_t *err)
+{
+    docker_launcher_t *l = p->l;
+    /* A small tmpfs of the kernel's uid on runtime_dir: room for its sockets
+       and connection file, not for filling the host's disk. */
+    if (l->o.runtime_size > 0 && geteuid() == 0) {
+        if (s_mount_tmpfs(p->runtime_dir, l->o.runtime_size, st->uid, st->gid, 0700, true) == 0)
+            p->rt_mounted = true;
+        else
+            korch_warn("runtime dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", p->runtime_dir,
+                       strerror(errno));
+    }
+    /* Else give runtime_dir to the kernel's uid so it can create its sockets. */
+    if (st->uid != geteuid() && !p->rt_mounted) {
+        struct stat sb;
+        if (s_give_dir(p->runtime_dir, st->uid, st->gid, &sb) != 0)
+            return korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to %s: %s", p->runtime_dir,
+                                 st->user, strerror(errno));
+        p->chowned = true;
+        p->old_uid = sb.st_uid;
+        p->old_gid = sb.st_gid;
+    }
+    korch_rc_t rc = korch_conn_save_as(&st->conn, p->conn_file, st->uid != geteuid(), st->uid, st->gid, err);
+    if (rc)
+        return rc;
+    /* A host work dir korch made for the kernel (an agent session's files/)
+       is handed to the kernel's uid, with what is in it, so code can write
+       there; a user's own directory is left as it is. */
+    const char *workdir = st->workdir[0] ? st->workdir : NULL;
+    if (workdir && l->o.workdir_give && l->o.workdir_size > 0 && geteuid() == 0) {
+        rc = s_bound_workdir(p, workdir, l->o.workdir_size, err);
+        if (rc)
+            return rc;
+    }
+    if (workdir && l->o.workdir_give && st->uid != geteuid() && !p->work_host[0])
+        korch_fs_chown_tree(workdir, st->uid, st->gid, NULL);
+    return KORCH_OK;
+}
+
+static void s_prep_run(void *arg)
+{
+    s_start_t *st = arg;
+    st->host_rc = s_prep(st->p, st, &st->host_err);
+}
+
+static void s_prep_done(void *arg)
+{
+    s_start_t *st = s_host_back(arg);
+    korch_err_t e = {0};
+    if (!st)
+        return;
+    s_create(st, &e);
+    if (!st->req)
+        s_start_free(st, e.rc ? e.rc : KORCH_E_DOCKER, &e);
 }
 
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
@@ -664,34 +773,15 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     p->gid = gid;
     snprintf(p->workdir, sizeof p->workdir, "%s", l->o.workdir_mount);
 
-    /* A small tmpfs of the kernel's uid on runtime_dir: room for its sockets
-       and connection file, not for filling the host's disk. */
-    if (l->o.runtime_size > 0 && geteuid() == 0) {
-        if (s_mount_tmpfs(req->runtime_dir, l->o.runtime_size, uid, gid, 0700, true) == 0)
-            p->rt_mounted = true;
-        else
-            korch_warn("runtime dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", req->runtime_dir,
-                       strerror(errno));
-    } else if (l->o.runtime_size > 0)
+    /* Not root: the runtime dir can be neither bounded nor given away. */
+    if (l->o.runtime_size > 0 && geteuid() != 0)
         s_warn_not_root();
-    /* Else give runtime_dir to the kernel's uid so it can create its sockets. */
-    if (uid != geteuid() && !p->rt_mounted) {
-        struct stat st;
-        if (geteuid() != 0) {
-            rc = korch_err_set(err, KORCH_E_LAUNCH,
-                               "cannot give runtime dir '%s' to the kernel's user %s: korch runs as uid %u, not root "
-                               "(leave the docker user unset to run the kernel as uid %u)",
-                               req->runtime_dir, user, (unsigned)geteuid(), (unsigned)geteuid());
-            goto out;
-        }
-        if (s_give_dir(req->runtime_dir, uid, gid, &st) != 0) {
-            rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to %s: %s", req->runtime_dir, user,
-                               strerror(errno));
-            goto out;
-        }
-        p->chowned = true;
-        p->old_uid = st.st_uid;
-        p->old_gid = st.st_gid;
+    if (uid != geteuid() && geteuid() != 0) {
+        rc = korch_err_set(err, KORCH_E_LAUNCH,
+                           "cannot give runtime dir '%s' to the kernel's user %s: korch runs as uid %u, not root "
+                           "(leave the docker user unset to run the kernel as uid %u)",
+                           req->runtime_dir, user, (unsigned)geteuid(), (unsigned)geteuid());
+        goto out;
     }
 
     /* The connection file as the kernel sees it: same key and ports, the ipc
@@ -700,25 +790,10 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     snprintf(conn.ip, sizeof conn.ip, "%s/%s", l->o.runtime_mount, ipc_name);
     snprintf(conn_in, sizeof conn_in, "%s/%s", l->o.runtime_mount, S_CONN_FILE);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)dl, req->runtime_dir, S_CONN_FILE);
-    /* runtime_dir is the kernel's: korch_conn_save_as never writes through
-       a link planted there (kernel.json.tmp -> /etc/...) and gives the file
-       away on its fd, not by name. */
-    rc = korch_conn_save_as(&conn, p->conn_file, uid != geteuid(), uid, gid, err);
-    if (rc)
-        goto out;
 
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
-    /* A host work dir korch made for the kernel (an agent session's files/)
-       is handed to the kernel's uid, with what is in it, so code can write
-       there; a user's own directory is left as it is. */
-    if (workdir && l->o.workdir_give && l->o.workdir_size > 0 && geteuid() == 0) {
-        rc = s_bound_workdir(p, workdir, l->o.workdir_size, err);
-        if (rc)
-            goto out;
-    } else if (workdir && l->o.workdir_give && l->o.workdir_size > 0)
+    if (workdir && l->o.workdir_give && l->o.workdir_size > 0 && geteuid() != 0)
         s_warn_not_root();
-    if (workdir && l->o.workdir_give && uid != geteuid() && !p->work_host[0])
-        korch_fs_chown_tree(workdir, uid, gid, NULL);
     s_image(l, req->spec, image, sizeof image);
     body = s_create_body(l, req, image, user, uid, gid, workdir, conn_in);
     if (!body) {
@@ -744,22 +819,24 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     snprintf(st->spec, sizeof st->spec, "%s", req->spec->name);
     snprintf(st->user, sizeof st->user, "%s", user);
     snprintf(st->conn_in, sizeof st->conn_in, "%s", conn_in);
-    s_create(st, err);
-    if (!st->req) {
+    if (workdir && korch_path_fmt(st->workdir, sizeof st->workdir, err, "%s", workdir) != KORCH_OK) {
         st->p = NULL;
         st->op = NULL;
         s_start_free(st, KORCH_OK, NULL);
-        rc = err && err->rc ? err->rc : KORCH_E_DOCKER;
+        rc = err && err->rc ? err->rc : KORCH_E_INVALID;
         goto out;
     }
+    /* The host side (mounts, chown, the connection file, the work dir's
+       copy) on the launcher's worker: in order behind the unmount of this
+       runtime dir that a restart's freed proc queued. */
     korch_op_on_cancel(op, s_start_cancel, st);
-    json_decref(body);
+    st->host_busy = true;
+    korch_backend_host(self, s_prep_run, s_prep_done, st);
     return KORCH_OK;
 out:
     korch_docker_reply_clear(&r);
     json_decref(body);
-    s_local_cleanup(p);
-    free(p);
+    free(p); /* nothing of it on the host yet */
     return rc;
 }
 
@@ -1112,15 +1189,22 @@ static void s_remove_later(docker_launcher_t *l, const char *id)
     korch_backend_job(&l->base, 50, s_rm_step, s_rm_finish, rm);
 }
 
-/* Never blocks: the container goes in the background. */
+static void s_cleanup_run(void *arg) { s_local_cleanup(arg); }
+
+/* s_local_cleanup on the launcher's worker (umount2 waits on the kernel's
+   namespace lock: 20 ms seen), then p is freed: nothing on the loop
+   touches p meanwhile. */
+static void s_cleanup_later(docker_proc_t *p) { korch_backend_host(&p->l->base, s_cleanup_run, free, p); }
+
+/* Never blocks: the container goes in the background (the loop), the
+   host dirs are given back and unmounted on the worker. */
 static void s_proc_free(korch_proc_t *proc)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
     s_unwatch(p);
     if (p->id[0])
         s_remove_later(p->l, p->id);
-    s_local_cleanup(p);
-    free(p);
+    s_cleanup_later(p);
 }
 
 /* ---------------------------------------------------------------- listing */

@@ -3,6 +3,7 @@
  *  notification; background jobs that freed procs leave behind.
  */
 #include "backend.h"
+#include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/path.h"
 
@@ -389,15 +390,21 @@ korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, k
 
 /* -------------------------------------------------------------- workers */
 
-/* A host directory's put_file_now / get_file_now run on the launcher's
-   file worker, a thread of its own (an actor: a queue in, the results out
-   on a pipe the loop polls, started with the first file op, stopped at
+/* A host directory's put_file_now / get_file_now, and the backends' host
+   work (korch_backend_host: mounts, unmounts, copies, removals), run on
+   the launcher's worker, a thread of its own (an actor: a queue in, the
+   results out on a pipe the loop polls, started on first use, stopped at
    korch_launcher_destroy). One at a time, in order: an upload is mapped
-   only while it is placed. A cancelled op only forgets its work; a proc
-   destroyed meanwhile is freed once its last work is back. */
+   only while it is placed, and host work on one directory happens in the
+   order it was asked for (an unmount before the next mount, a removal
+   after both). A cancelled op only forgets its work; a proc destroyed
+   meanwhile is freed once its last work is back. */
 typedef struct korch_backend_work korch_backend_work_t;
 struct korch_backend_work {
     korch_backend_work_t *next;     /* the worker's queue */
+    void (*run)(void *arg);         /* host work (then op and proc are NULL), run on the worker */
+    void (*done)(void *arg);        /* ... and its end, on the loop (may be NULL) */
+    void *arg;
     lop_t *op;                      /* NULL once cancelled */
     korch_proc_t *proc;
     bool put;
@@ -420,6 +427,10 @@ typedef struct {
 
 static void s_work_run(korch_backend_work_t *w)
 {
+    if (w->run) {
+        w->run(w->arg);
+        return;
+    }
     const korch_launcher_ops_t *ops = w->proc->launcher->ops;
     if (w->put && w->fd >= 0) {
         void *map = w->len ? mmap(NULL, w->len, PROT_READ, MAP_PRIVATE, w->fd, 0) : NULL;
@@ -469,6 +480,15 @@ static void *s_worker_main(void *arg)
 /* The work is back: finish its op, release its proc. */
 static void s_work_done(korch_launcher_t *l, korch_backend_work_t *w)
 {
+    if (w->run) {
+        l->works--;
+        void (*done)(void *) = w->done;
+        void *arg = w->arg;
+        free(w);
+        if (done)
+            done(arg);
+        return;
+    }
     if (w->op && w->put)
         s_finish(w->op, w->rc, &w->err);
     else if (w->op)
@@ -535,6 +555,51 @@ static korch_rc_t s_worker(korch_launcher_t *l, korch_err_t *err)
     return KORCH_OK;
 }
 
+static void s_work_queue(korch_launcher_t *l, korch_backend_work_t *w)
+{
+    s_worker_t *k = l->worker;
+    l->works++;
+    pthread_mutex_lock(&k->mu);
+    w->next = NULL;
+    if (k->tail)
+        k->tail->next = w;
+    else
+        k->head = w;
+    k->tail = w;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void korch_backend_host(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg)
+{
+    korch_err_t err = {0};
+    korch_backend_work_t *w = NULL;
+    if (s_worker(l, &err) != KORCH_OK || !(w = calloc(1, sizeof *w))) {
+        /* no thread to wait on: now, on the loop */
+        korch_warn("host work runs on the loop: %s", err.rc ? err.msg : "out of memory");
+        run(arg);
+        if (done)
+            done(arg);
+        return;
+    }
+    *w = (korch_backend_work_t){.run = run, .done = done, .arg = arg, .fd = -1};
+    s_work_queue(l, w);
+}
+
+static void s_rm_dir_run(void *arg) { korch_fs_rm_tree(arg); }
+
+void korch_launcher_remove_dir(korch_launcher_t *l, const char *dir)
+{
+    if (!dir || !*dir)
+        return;
+    char *copy = strdup(dir);
+    if (!copy) {
+        korch_fs_rm_tree(dir);
+        return;
+    }
+    korch_backend_host(l, s_rm_dir_run, free, copy);
+}
+
 /* Queue a host directory's file op on the worker. put: data (copied) or
    fd (dup'd, read from offset 0). */
 static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void *data, int fd, size_t len,
@@ -566,42 +631,34 @@ static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void
     if (w->data && len)
         memcpy(w->data, data, len);
     op->proc->busy++;
-    l->works++;
     korch_op_on_cancel(&op->base, s_work_cancel, w);
-    s_worker_t *k = l->worker;
-    pthread_mutex_lock(&k->mu);
-    w->next = NULL;
-    if (k->tail)
-        k->tail->next = w;
-    else
-        k->head = w;
-    k->tail = w;
-    pthread_cond_signal(&k->cv);
-    pthread_mutex_unlock(&k->mu);
+    s_work_queue(l, w);
     return KORCH_OK;
 }
 
 /* korch_launcher_destroy: let the worker finish its queue, join it, and
-   take in what it sent back. */
+   take in what it sent back. What those ends queue (a cancelled start's
+   cleanup) gets a worker again, finished the same way. */
 static void s_works_finish(korch_launcher_t *l)
 {
-    s_worker_t *k = l->worker;
-    if (!k)
-        return;
-    pthread_mutex_lock(&k->mu);
-    k->stop = true;
-    pthread_cond_signal(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-    pthread_join(k->thread, NULL);
-    s_on_work(l->loop, l->work_fd[0], l);
-    korch_loop_poller_end(l->loop, l->work_fd[0]);
-    close(l->work_fd[0]);
-    close(l->work_fd[1]);
-    l->work_fd[0] = l->work_fd[1] = -1;
-    pthread_mutex_destroy(&k->mu);
-    pthread_cond_destroy(&k->cv);
-    free(k);
-    l->worker = NULL;
+    while (l->worker) {
+        s_worker_t *k = l->worker;
+        pthread_mutex_lock(&k->mu);
+        k->stop = true;
+        pthread_cond_signal(&k->cv);
+        pthread_mutex_unlock(&k->mu);
+        pthread_join(k->thread, NULL);
+        int in = l->work_fd[0], out = l->work_fd[1];
+        l->worker = NULL;
+        l->work_fd[0] = l->work_fd[1] = -1;
+        korch_loop_poller_end(l->loop, in);
+        s_on_work(l->loop, in, l);
+        close(in);
+        close(out);
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cv);
+        free(k);
+    }
 }
 
 /* ------------------------------------------------------------- the end */
