@@ -514,6 +514,65 @@ out:
     s_rmrf(dir);
 }
 
+/* How many mounts sit on dir (its mount point field in mountinfo). */
+static int s_mounts_on(const char *dir)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char *line = NULL, needle[PATH_MAX + 4];
+    size_t cap = 0;
+    int n = 0;
+    snprintf(needle, sizeof needle, " %s ", dir);
+    while (f && getline(&line, &cap, f) > 0)
+        n += strstr(line, needle) != NULL;
+    free(line);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A restart destroys the proc and starts again on the same runtime dir at
+   once: the old tmpfs's unmount (on the launcher's worker) comes before
+   the new mount, so the new kernel has exactly one tmpfs there, its own;
+   a removal asked right after a destroy comes after the unmount: nothing
+   is left mounted or on disk. */
+TEST_T(docker_launcher_restart_waits_for_the_unmount, 90)
+{
+    if (s_skip())
+        return;
+    korch_err_t err = {0};
+    korch_docker_opts_t o;
+    korch_docker_opts_init(&o);
+    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
+    if (!CHECK(l))
+        return;
+    char dir[PATH_MAX], kid[64];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    snprintf(kid, sizeof kid, "test-unmount-%d", (int)getpid());
+    korch_kernelspec_t *spec = korch_kernelspec_load("kernelspec/python3", "python3", &err);
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = kid};
+    korch_proc_t *p = NULL;
+    bool root = geteuid() == 0;
+    for (int round = 0; spec && round < 3; round++) {
+        if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
+            fprintf(stderr, "  round %d: %s\n", round, err.msg);
+            break;
+        }
+        if (root)
+            CHECK_EQ(s_mounts_on(dir), 1);
+        if (!CHECK(s_wait_sockets(&conn, 15000)))
+            fprintf(stderr, "  round %d: kernel log:\n%s\n", round, korch_proc_log_tail(p));
+        korch_proc_destroy(&p); /* and at once the next start, as kernel.c's restart does */
+    }
+    korch_launcher_remove_dir(l, dir);
+    CHECK(korch_launcher_settle(l, 15000));
+    CHECK_EQ(s_mounts_on(dir), 0);
+    CHECK_EQ(access(dir, F_OK), -1);
+    korch_kernelspec_destroy(&spec);
+    korch_launcher_destroy(&l);
+    s_rmrf(dir);
+}
+
 /* opts.workdir: a host directory is the kernel's cwd, files go both ways. */
 TEST_T(docker_launcher_workdir, 60)
 {
