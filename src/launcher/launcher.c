@@ -815,6 +815,7 @@ void korch_launcher_destroy(korch_launcher_t **pl)
         s_op_cancel(&l->ops_head->base);
     s_works_finish(l);
     s_finish_jobs(l);
+    s_works_finish(l); /* what those last jobs queued */
     l->ops->free(l);
 }
 
