@@ -198,8 +198,11 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
             json_object_set_new(legacy, inst, json_integer(json_integer_value(json_object_get(legacy, inst)) + 1));
             continue;
         }
-        if (strcmp(sc, scope) != 0)
+        if (strcmp(sc, scope) != 0) {
+            korch_debug("sweep: %s of korch instance '%s' is of scope '%.40s', not ours ('%s'): left alone", kind,
+                        inst, sc, scope);
             continue; /* another korch's lock domain: its own sweep judges it */
+        }
         json_object_set_new(done, inst, json_true());
         int64_t t0 = korch_now_ms();
         int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
