@@ -737,6 +737,33 @@ TEST_T(server_adopt_agent_session_back_on_its_kernel, 600)
     s_listed(j, kid[0], k3);
     json_decref(j);
 
+    /* killed again, and a message at once: it waits for the kernel being
+       re-adopted (never a 409), and both sessions are back on their kernels */
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, NULL, 0);
+    s.pid = 0;
+    serve_stop(&s);
+    if (!CHECK(serve_start_args(&s, args)))
+        goto out;
+    j = s_rpeer(&s, "turn", sid[0], "recall the stamp");
+    CHECK(json_is_true(json_object_get(j, "ok")));
+    s_stamp(json_string_value(json_object_get(j, "final")), got, sizeof got);
+    CHECK_STREQ(got, stamp[0]);
+    free(notes);
+    notes = s_notices(j);
+    CHECK(strstr(notes, "waiting for the session's kernel") || strstr(notes, "kept running"));
+    fprintf(stderr, "server-adopt: a message at once after the restart %s\n",
+            strstr(notes, "waiting for the session's kernel") ? "waited for the kernel being re-adopted"
+                                                              : "came after the re-adoption");
+    CHECK(!strstr(notes, "fresh kernel"));
+    json_decref(j);
+    j = s_rpeer(&s, "get", sid[1], NULL);
+    m = json_object_get(j, "session");
+    CHECK_STREQ(json_string_value(json_object_get(m, "state")), "idle");
+    CHECK_STREQ(json_string_value(json_object_get(m, "kernel_id")), k3);
+    s_listed(j, kid[0], k3);
+    json_decref(j);
+
     /* DELETE: each session's kernel goes, container and all */
     j = s_rpeer(&s, "delete", sid[0], NULL);
     CHECK(json_is_true(json_object_get(j, "ok")));

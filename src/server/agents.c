@@ -731,13 +731,14 @@ static int s_attach(srv_agent_t *sa, srv_kernel_t *mk, char *why, size_t why_len
 /* A session loaded from disk goes back onto the kernel its session.json
    names, now that the kernel manager re-adopts it: never trusting the
    file, only a kernel re-adopted from an earlier korch of this instance
-   (no client started it), and only one no other session is on. The agent
+   (no client started it), of the session's kernelspec, and only one no
+   other session is on. The agent
    then rebuilds nothing (resume_live). True when it did. */
 static bool s_claim(srv_agent_t *sa, srv_kernel_t *mk)
 {
     srv_agents_t *a = srv_parts(sa->srv)->agents;
     if (sa->doomed || sa->state != A_STOPPED || !sa->saved_kernel[0] || strcmp(sa->saved_kernel, mk->id) != 0 ||
-        !mk->adopted || mk->doomed || mk->pooled)
+        !mk->adopted || mk->doomed || mk->pooled || strcmp(mk->name, sa->cfg.kernel_name) != 0)
         return false;
     for (srv_agent_t *o = a ? zhashx_first(a->all) : NULL; o; o = zhashx_next(a->all))
         if (o != sa && strcmp(o->kernel_id, mk->id) == 0) {
@@ -1097,8 +1098,7 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, js
         return;
     }
     /* going back onto its re-adopted kernel, no turn yet: this turn waits for it */
-    bool queue = sa->state == A_STARTING && sa->reattaching && !sa->pending_question && !sa->turn_open &&
-                 !sa->creating;
+    bool queue = sa->state == A_STARTING && sa->reattaching && !sa->pending_question && !sa->creating;
     if (!queue && (sa->state == A_RUNNING || sa->state == A_STARTING)) {
         srv_respond_error(req, 409, "a turn is %s in this session; interrupt it or wait for its 'done'",
                           sa->state == A_RUNNING ? "running" : "starting");
