@@ -675,7 +675,7 @@ TEST_T(server_adopt_agent_session_back_on_its_kernel, 600)
 
     /* the first (or its copy) is back on its kernel, which is the only one
        listed; the other is stopped, to resume in a fresh kernel */
-    char win[40] = "", lose[40] = "";
+    char win[64] = "", lose[64] = "";
     for (int i = 0; i < 2; i++) {
         const char *id = i ? forged : sid[0];
         j = s_rpeer(&s, "get", id, NULL);
