@@ -24,7 +24,8 @@
  *  reloaded and the kernel's state rebuilt from the snapshot (variables
  *  restored, nothing re-run) plus the cells that ran after it, or, without a
  *  snapshot, by re-running the successful code cells. The user and the model
- *  are told which, and what may differ.
+ *  are told which, and what may differ. A session resumed in the very kernel
+ *  it ran in (opts.resume_live) rebuilds nothing.
  *
  *  Not thread-safe; callbacks run on the caller's thread. Blocking: ask()
  *  returns when the turn is over.
@@ -77,6 +78,12 @@ typedef struct {
        owner (korch serve) starts, restarts and shuts it down; the agent only
        runs code in it, in the kernel's own working directory. */
     const char *existing;
+    /* With existing, resuming (the session dir has a transcript): that kernel
+       is the one the session ran in before and it kept running (korch serve
+       re-adopted it after its own restart), so its variables are live: the
+       conversation and notebook are reloaded, nothing is restored or re-run,
+       and the user and the model are told so. */
+    bool resume_live;
     const char *session_dir;        /* required; created, or resumed when it has a transcript */
     int max_steps;                  /* per turn, default 20 */
     size_t max_result_chars;        /* per execution result, default 4000 */

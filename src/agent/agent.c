@@ -842,6 +842,26 @@ static void s_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
     free(note);
 }
 
+/* A resumed session in the kernel it ran in before (opts.resume_live): its
+   variables are live, nothing is rebuilt; the user (a NOTICE), the model
+   (the system prompt), the transcript and the notebook are told. */
+static void s_resume_live(korch_agent_t *a)
+{
+    const char *note = "The session was resumed in the kernel it ran in before, which kept running while korch "
+                       "restarted: every variable is as it was and nothing was re-run.";
+    free(a->resume_note);
+    a->resume_note = strdup(note);
+    char line[256];
+    snprintf(line, sizeof line, "resumed session: %s", note);
+    s_emit(a, KORCH_AGENT_NOTICE, line, NULL);
+    s_record(a, json_pack("{s:s, s:s, s:b}", "type", "notice", "content", note, "live", 1), NULL);
+    char *md = s_add_md(a, "*korch: %s*", note);
+    if (md) {
+        s_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "resumed", "content", md), NULL);
+        free(md);
+    }
+}
+
 /* Reload messages and the notebook from the transcript; collect every
    execution's code and status, in order (to rebuild the kernel's state). */
 static void s_load_transcript(korch_agent_t *a, json_t *replay)
@@ -1005,7 +1025,9 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         goto fail;
     if (korch_llm_notice(a->o.llm))
         s_emit(a, KORCH_AGENT_NOTICE, korch_llm_notice(a->o.llm), NULL);
-    if (json_array_size(replay))
+    if (resuming && a->existing && a->o.resume_live)
+        s_resume_live(a);
+    else if (json_array_size(replay))
         s_rebuild(a, replay, err);
     s_describe_files(a);
     json_decref(replay);

@@ -186,6 +186,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             .max_steps = cfg->max_steps,
             .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
             .workdir_in_kernel = cfg->workdir_in_kernel,
+            .resume_live = cfg->resume_live,
             .on_event = s_on_agent_event,
             .cancelled = s_cancelled,
             .arg = &ac,

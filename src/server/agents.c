@@ -25,6 +25,12 @@
  *  without a kernel - after a server restart, or once its kernel was shut
  *  down or culled - is "stopped"; its next message starts a kernel and the
  *  agent resumes the transcript, re-running its successful cells.
+ *  session.json also names the session's kernel: when a restarted korch
+ *  serve of the same --instance re-adopts that very kernel (kmgr.c), the
+ *  session goes back onto it at once (its variables live: the agent
+ *  rebuilds nothing) and owns it again, as before. Only a kernel the kernel
+ *  manager re-adopted, and that no other session is on, is taken; one that
+ *  cannot be reached makes the session resume as a stopped one does.
  *
  *  Following a turn. Every event of a turn gets an SSE `id:` (1, 2, ...)
  *  and goes into the turn's log (bounded: the oldest go first past
@@ -81,6 +87,10 @@ struct srv_agent {
     char kernel_id[40];         /* "" when stopped */
     char created[32], last_activity[32];
     bool owns_kernel;
+    bool reattaching;           /* starting on its own kernel from before korch's restart (re-adopted) */
+    bool announce_live;         /* the next turn is told it resumed in that kernel */
+    char saved_kernel[40];      /* stopped, loaded from disk: the kernel session.json names ("" none) */
+    bool saved_owns;            /* and whether the session owned it */
     bool doomed;                /* deleted: freed when its actor has gone */
     s_state_t state;
     int turns;
@@ -154,6 +164,12 @@ static void s_save(srv_agent_t *sa)
     json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:O}", "version", 1, "id", sa->id, "llm", sa->cfg.llm,
                           "kernel_name", sa->cfg.kernel_name, "created", sa->created, "turns", sa->turns, "tokens",
                           (json_int_t)sa->tokens, "files", sa->files);
+    /* its kernel, for a korch serve restarted with the same --instance to
+       give back (a hint only: srv_agents_load's reader checks it) */
+    if (j && sa->state != A_STOPPED && sa->kernel_id[0]) {
+        json_object_set_new(j, "kernel_id", json_string(sa->kernel_id));
+        json_object_set_new(j, "owns_kernel", json_boolean(sa->owns_kernel));
+    }
     char *text = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/session.json", sa->cfg.dir);
@@ -351,7 +367,11 @@ static void s_stop(srv_agent_t *sa, const char *why)
     srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(s_kmgr(sa->srv), sa->kernel_id) : NULL;
     sa->kernel_id[0] = 0;
     sa->owns_kernel = false;
+    sa->reattaching = sa->announce_live = false;
+    sa->cfg.resume_live = false;
     srv_kmgr_delete(mk);
+    if (!sa->doomed) /* no kernel to give back after a restart */
+        s_save(sa);
 }
 
 /* Deleted: unlisted now, freed (with its directory) once its actor has gone. */
@@ -416,9 +436,12 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
     }
     if (strcmp(cmd, "ready") == 0 && sa->state == A_STARTING) {
         sa->state = A_IDLE;
-        korch_notice("agent session %s ready on kernel %s", sa->id, sa->kernel_id);
+        korch_notice("agent session %s ready on kernel %s%s", sa->id, sa->kernel_id,
+                     sa->reattaching ? " (its own, re-adopted: nothing rebuilt)" : "");
+        sa->announce_live = sa->reattaching && !sa->pending_question; /* a waiting turn was told already */
+        sa->reattaching = false;
+        s_save(sa); /* its kernel's id, for a restart */
         if (sa->creating) {
-            s_save(sa);
             srv_respond(sa->creating, 201, s_model(sa));
             sa->creating = NULL;
         }
@@ -575,6 +598,9 @@ static void s_kernel_ready(srv_agent_t *sa, srv_kernel_t *mk)
     s_put_next(sa);
 }
 
+static void s_resume(srv_agent_t *sa, const char *question);
+static void s_claim_any(srv_agents_t *a, srv_kernel_t *mk);
+
 /* Its kernel got ready, or failed first. */
 static void s_on_kernel_ready(srv_kernel_t *mk, const char *error, void *arg)
 {
@@ -586,6 +612,17 @@ static void s_on_kernel_ready(srv_kernel_t *mk, const char *error, void *arg)
     }
     sa->kernel_id[0] = 0; /* the server cleans a failed kernel up itself */
     sa->owns_kernel = false;
+    if (sa->reattaching) { /* as if it had not been re-adopted: stopped, or resumed for a waiting turn */
+        char why[512];
+        snprintf(why, sizeof why, "its kernel could not be re-adopted after the server restarted: %.300s", error);
+        char *q = sa->pending_question;
+        sa->pending_question = NULL;
+        s_stop(sa, why);
+        if (q)
+            s_resume(sa, q);
+        free(q);
+        return;
+    }
     s_fail(sa, mk->doomed ? 409 : 500, "the kernel did not start: %s", error);
 }
 
@@ -593,6 +630,10 @@ static void s_on_kernel_ready(srv_kernel_t *mk, const char *error, void *arg)
 static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
     srv_agents_t *a = arg;
+    if (ev == SRV_KEV_STARTED && mk->adopted) { /* a session's own kernel from before the restart? */
+        s_claim_any(a, mk);
+        return;
+    }
     if (ev == SRV_KEV_RESTARTING || ev == SRV_KEV_DEAD) {
         /* its process is replaced or gone, and with it the ops on it (the
            launcher cancels them): answer what waited on them */
@@ -620,6 +661,8 @@ static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void
         }
     zlistx_destroy(&list);
 }
+
+static int s_attach(srv_agent_t *sa, srv_kernel_t *mk, char *why, size_t why_len);
 
 /* Give the session a kernel: kernel_id's (attach), else a new one it owns.
    Returns 0, or an HTTP status with why. */
@@ -655,6 +698,16 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
         }
         sa->owns_kernel = true;
     }
+    sa->saved_kernel[0] = 0; /* on a kernel now: nothing to claim after a restart */
+    sa->cfg.resume_live = false;
+    return s_attach(sa, mk, why, why_len);
+}
+
+/* The session goes onto mk (owns_kernel said already): starting until mk
+   is ready. Returns 0, or an HTTP status with why. */
+static int s_attach(srv_agent_t *sa, srv_kernel_t *mk, char *why, size_t why_len)
+{
+    korch_server_t *s = sa->srv;
     /* a local kernel of ours works in files/: the agent watches it for what the code writes */
     if (sa->owns_kernel && !s_isolated(s))
         snprintf(sa->cfg.workdir, sizeof sa->cfg.workdir, "%s/files", sa->cfg.dir);
@@ -673,6 +726,52 @@ static int s_begin(srv_agent_t *sa, const char *name, const char *kernel_id, cha
         return 409;
     }
     return 0;
+}
+
+/* A session loaded from disk goes back onto the kernel its session.json
+   names, now that the kernel manager re-adopts it: never trusting the
+   file, only a kernel re-adopted from an earlier korch of this instance
+   (no client started it), of the session's kernelspec, and only one no
+   other session is on. The agent
+   then rebuilds nothing (resume_live). True when it did. */
+static bool s_claim(srv_agent_t *sa, srv_kernel_t *mk)
+{
+    srv_agents_t *a = srv_parts(sa->srv)->agents;
+    if (sa->doomed || sa->state != A_STOPPED || !sa->saved_kernel[0] || strcmp(sa->saved_kernel, mk->id) != 0 ||
+        !mk->adopted || mk->doomed || mk->pooled || strcmp(mk->name, sa->cfg.kernel_name) != 0)
+        return false;
+    for (srv_agent_t *o = a ? zhashx_first(a->all) : NULL; o; o = zhashx_next(a->all))
+        if (o != sa && strcmp(o->kernel_id, mk->id) == 0) {
+            korch_warn("agent session %s: kernel %s is session %s's already; resuming in a fresh kernel instead",
+                       sa->id, mk->id, o->id);
+            sa->saved_kernel[0] = 0;
+            return false;
+        }
+    sa->saved_kernel[0] = 0;
+    sa->owns_kernel = sa->saved_owns;
+    sa->reattaching = true;
+    sa->cfg.resume_live = true;
+    snprintf(sa->error, sizeof sa->error, "the server restarted");
+    char why[256];
+    if (s_attach(sa, mk, why, sizeof why) != 0) { /* doomed meanwhile: stays stopped */
+        sa->state = A_STOPPED;
+        sa->owns_kernel = sa->reattaching = sa->cfg.resume_live = false;
+        sa->kernel_id[0] = 0;
+        return false;
+    }
+    korch_notice("agent session %s: going back onto its kernel %s, re-adopted", sa->id, mk->id);
+    return true;
+}
+
+/* mk re-adopted: the first stopped session whose kernel it was goes back
+   onto it; any other that names it is told it is taken (s_claim). */
+static void s_claim_any(srv_agents_t *a, srv_kernel_t *mk)
+{
+    zlistx_t *list = zhashx_values(a->all);
+    for (srv_agent_t *sa = list ? zlistx_first(list) : NULL; sa; sa = zlistx_next(list))
+        if (strcmp(sa->saved_kernel, mk->id) == 0)
+            s_claim(sa, mk);
+    zlistx_destroy(&list);
 }
 
 /* ----------------------------------------------------------- create */
@@ -917,11 +1016,20 @@ void srv_agents_load(srv_agents_t *a)
         json_array_foreach(json_object_get(j, "files"), i, v) if (json_is_string(v) &&
                                                                korch_safe_relpath(json_string_value(v)))
             json_array_append(sa->files, v);
+        /* the kernel it was on: a hint, taken only if the kernel manager re-adopts that kernel (s_claim) */
+        json_t *jk = json_object_get(j, "kernel_id");
+        if (json_is_string(jk) && json_string_length(jk) < sizeof sa->saved_kernel) {
+            snprintf(sa->saved_kernel, sizeof sa->saved_kernel, "%s", json_string_value(jk));
+            sa->saved_owns = json_is_true(json_object_get(j, "owns_kernel"));
+        }
         json_decref(j);
         sa->state = A_STOPPED;
         snprintf(sa->error, sizeof sa->error, "the server restarted");
         zhashx_insert(s_all(s), sa->id, sa);
         n++;
+        srv_kernel_t *mk = sa->saved_kernel[0] ? srv_kmgr_find(s_kmgr(s), sa->saved_kernel) : NULL;
+        if (mk) /* re-adopted already (sessions are usually loaded first: then s_on_kernel claims it) */
+            s_claim(sa, mk);
     }
     if (d)
         closedir(d);
@@ -989,7 +1097,9 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, js
         srv_respond_error(req, 400, "a message needs a non-empty string 'content'");
         return;
     }
-    if (sa->state == A_RUNNING || sa->state == A_STARTING) {
+    /* going back onto its re-adopted kernel, no turn yet: this turn waits for it */
+    bool queue = sa->state == A_STARTING && sa->reattaching && !sa->pending_question && !sa->creating;
+    if (!queue && (sa->state == A_RUNNING || sa->state == A_STARTING)) {
         srv_respond_error(req, 409, "a turn is %s in this session; interrupt it or wait for its 'done'",
                           sa->state == A_RUNNING ? "running" : "starting");
         return;
@@ -1007,7 +1117,18 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, js
     sa->stream = req;
     srv_stream_begin(req, "text/event-stream", s_on_stream_gone, sa);
     sa->keepalive = korch_loop_timer(srv_parts(sa->srv)->loop, KEEPALIVE_MS, 0, s_on_keepalive, sa);
-    if (sa->state == A_STOPPED)
+    if (queue) /* the agent's own notice follows once it is on the kernel */
+        s_stream_eventj(sa, "notice", json_pack("{s:s}", "text",
+                                                "the server restarted: waiting for the session's kernel, which it is "
+                                                "re-adopting"));
+    else if (sa->announce_live)
+        s_stream_eventj(sa, "notice", json_pack("{s:s}", "text",
+                                                "resumed the session in its kernel, which kept running while the "
+                                                "server restarted: its variables are as they were"));
+    sa->announce_live = false;
+    if (queue)
+        sa->pending_question = strdup(json_string_value(c));
+    else if (sa->state == A_STOPPED)
         s_resume(sa, json_string_value(c));
     else
         s_ask(sa, json_string_value(c));

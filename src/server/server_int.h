@@ -369,6 +369,7 @@ typedef struct {
     char id[40];                /* the session's id, for the URLs in its events */
     char workdir[PATH_MAX + 8]; /* the kernel's work dir on this host ("" = not watched) */
     bool workdir_in_kernel;     /* no work dir on this host (a container): list it from the kernel */
+    bool resume_live;           /* the kernel is the session's own from before korch's restart (re-adopted) */
     int max_steps;
     atomic_int cancel;
 } srv_agent_cfg_t;

@@ -372,8 +372,26 @@ def webapp(provider, req, state):
     return {"text": "unexpected question: " + user}
 
 
+def stamp(provider, req, state):
+    """A value only the live kernel still has (tests/test_server_adopt.c): a
+    time inside a closure, which the snapshot cannot pickle and a replay
+    would make again, different. "remember" sets it, "recall" reads it."""
+    user = ls.latest_user_text(provider, req)
+    text, _ = ls.latest_tool_result(provider, req)
+    if "remember" in user:
+        if not text:
+            return {"tool_calls": [_code("import time\nstamp = (lambda t: (lambda: t))(repr(time.time()))\n"
+                                         "print('STAMP=' + stamp())")]}
+        return {"text": "Stored STAMP=%s." % _find(r"STAMP=([0-9.]+)", [text])}
+    if "recall" in user:
+        if not text:
+            return {"tool_calls": [_code("print('STAMP=' + stamp())")]}
+        return {"text": "The stamp is STAMP=%s." % _find(r"STAMP=([0-9.]+)", [text])}
+    return {"text": "unexpected question: " + user}
+
+
 SCENARIOS = {f.__name__: f for f in (webapp, analysis, turns, dies, forever, badjson, fence, slowthink, printed, sleeper,
-                                     shared, chunks, writer, excel, fencerun, sysecho, snapshot, snapfunc, rstats)}
+                                     shared, chunks, writer, excel, fencerun, sysecho, snapshot, snapfunc, rstats, stamp)}
 
 
 def jlab(provider, req, state):
