@@ -107,9 +107,12 @@ check:
 	@KORCH_RUNTIME_DIR=$${KORCH_RUNTIME_DIR:-/tmp/korch-check-$$(id -u)} scripts/test.sh $(BUILD) --unit
 	@scripts/check-layers.sh $(BUILD)
 
+# make test builds both trees on every core (.ci/run calls plain `make test`);
+# the tests themselves run one at a time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: setup image jupyterlab
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory -j$(JOBS) fuzz
 	@scripts/test.sh $(BUILD)
 
 asan:
