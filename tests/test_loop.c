@@ -245,10 +245,13 @@ static korch_kernelspec_t *s_sleep_spec(void)
     korch_kernelspec_t *s = calloc(1, sizeof *s);
     s->name = strdup("sleeper");
     s->dir = strdup("/nonexistent");
-    s->argv = calloc(4, sizeof *s->argv);
-    s->argv[0] = strdup("/bin/sleep");
-    s->argv[1] = strdup("30");
-    s->argv[2] = strdup("{connection_file}");
+    /* (sleep itself would take the connection file for a time and exit 1 at
+       once: sh gets it as $0) */
+    s->argv = calloc(5, sizeof *s->argv);
+    s->argv[0] = strdup("/bin/sh");
+    s->argv[1] = strdup("-c");
+    s->argv[2] = strdup("exec sleep 30");
+    s->argv[3] = strdup("{connection_file}");
     s->env = json_object();
     s->json = json_object();
     return s;
@@ -303,6 +306,138 @@ static bool s_runtime(char *dir, size_t len, korch_conn_t *conn)
         return false;
     mkdir(dir, 0700);
     return korch_conn_init_ipc(conn, prefix, &err) == KORCH_OK;
+}
+
+typedef struct {
+    int64_t last, worst;        /* a 2 ms timer's ticks: the longest gap */
+    int ticks;
+    int puts, gets;
+    korch_rc_t rc;
+    char *data;
+    size_t len;
+} files_ctx_t;
+
+static int s_on_files_tick(korch_loop_t *loop, int timer_id, void *arg)
+{
+    files_ctx_t *c = arg;
+    int64_t now = korch_now_ms();
+    if (c->last && now - c->last > c->worst)
+        c->worst = now - c->last;
+    c->last = now;
+    c->ticks++;
+    return 0;
+}
+
+static void s_on_put(korch_rc_t rc, const korch_err_t *err, void *arg)
+{
+    files_ctx_t *c = arg;
+    c->puts++;
+    c->rc = rc;
+}
+
+static void s_on_get(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg)
+{
+    files_ctx_t *c = arg;
+    c->gets++;
+    c->rc = rc;
+    free(c->data);
+    c->data = data;
+    c->len = len;
+}
+
+/* The loop kept ticking while the op ran: on the loop, the op's whole
+   time would be one gap and no tick. (Gaps are for the record: on 2 shared
+   cores a thread's turn can wait tens of ms whatever it does.) */
+static void s_gap_ok(const char *what, files_ctx_t *c, int64_t total)
+{
+    printf("  96 MiB %s: %lld ms, %d ticks of the loop meanwhile, the longest gap %lld ms\n", what,
+           (long long)total, c->ticks, (long long)c->worst);
+    CHECK_GE(c->ticks, 2); /* on the loop: at most the one overdue tick after it */
+    CHECK_LT(c->worst, total);
+}
+
+static bool s_put_done(void *arg) { return ((files_ctx_t *)arg)->puts > 0; }
+static bool s_get_done(void *arg) { return ((files_ctx_t *)arg)->gets > 0; }
+
+/* A host work dir's files are written and read on the launcher's file
+   worker: the loop keeps ticking through a 96 MiB put (which used to hold
+   it for the whole write), from memory and from a file; a proc destroyed
+   while its put runs is freed once the put is back, its done never
+   called. */
+TEST(launcher_host_files_off_the_loop)
+{
+    korch_loop_t *loop = korch_loop_new();
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_local_new(loop, &err);
+    char dir[PATH_MAX], work[PATH_MAX + 8], path[PATH_MAX + 32];
+    korch_conn_t conn;
+    CHECK(s_runtime(dir, sizeof dir, &conn));
+    snprintf(work, sizeof work, "%s/work", dir);
+    mkdir(work, 0700);
+    korch_kernelspec_t *spec = s_sleep_spec();
+    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = "files-test", .cwd = work};
+    korch_proc_t *p = NULL;
+    size_t big = 96u << 20;
+    char *data = malloc(big);
+    files_ctx_t c = {0};
+    if (!CHECK(data) || !CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK))
+        goto out;
+    memset(data, 'k', big);
+    data[big - 1] = 'z';
+    int tick = korch_loop_timer(loop, 2, 0, s_on_files_tick, &c);
+    korch_loop_run(loop, NULL, NULL, 20);
+    c.worst = 0;
+    korch_op_t *op = korch_proc_put_file(p, "in/big.bin", data, big, s_on_put, &c, &err);
+    snprintf(path, sizeof path, "%s/in/big.bin", work);
+    struct stat st;
+    CHECK(stat(path, &st) != 0); /* not written inside the call: it is the worker's */
+    memset(data, 'x', big);      /* copied: what the caller does next is its own business */
+    CHECK(op);
+    c.last = 0; /* the gaps while the loop runs (the copy above is the caller's time) */
+    c.ticks = 0;
+    int64_t t0 = korch_now_ms();
+    CHECK(korch_loop_run(loop, s_put_done, &c, 30000));
+    CHECK_EQ(c.rc, KORCH_OK);
+    s_gap_ok("put_file", &c, korch_now_ms() - t0);
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == big);
+    /* back, bounded */
+    c.last = c.worst = 0;
+    c.ticks = 0;
+    t0 = korch_now_ms();
+    CHECK(korch_proc_get_file(p, "in/big.bin", big, s_on_get, &c, &err));
+    CHECK(korch_loop_run(loop, s_get_done, &c, 30000));
+    CHECK_EQ(c.rc, KORCH_OK);
+    CHECK(c.len == big && c.data && c.data[0] == 'k' && c.data[big - 1] == 'z');
+    s_gap_ok("get_file", &c, korch_now_ms() - t0);
+    /* from a file (an upload spooled to disk) */
+    c.puts = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(korch_proc_put_file_fd(p, "copy.bin", fd, big, s_on_put, &c, &err));
+    close(fd); /* the op keeps its own */
+    c.last = c.worst = 0;
+    c.ticks = 0;
+    t0 = korch_now_ms();
+    CHECK(korch_loop_run(loop, s_put_done, &c, 30000));
+    CHECK_EQ(c.rc, KORCH_OK);
+    s_gap_ok("put_file_fd", &c, korch_now_ms() - t0);
+    snprintf(path, sizeof path, "%s/copy.bin", work);
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == big);
+    /* destroyed while a put runs: done never, the proc freed after */
+    c.puts = 0;
+    CHECK(korch_proc_put_file(p, "late.bin", data, big, s_on_put, &c, &err));
+    korch_proc_destroy(&p);
+    CHECK(p == NULL);
+    CHECK(korch_launcher_settle(l, 10000)); /* the put is back, the proc freed and reaped */
+    korch_loop_run(loop, NULL, NULL, 50);
+    CHECK_EQ(c.puts, 0);
+    korch_loop_timer_end(loop, tick);
+out:
+    free(data);
+    free(c.data);
+    korch_launcher_destroy(&l);
+    korch_kernelspec_destroy(&spec);
+    korch_fs_rm_tree(dir);
+    korch_loop_destroy(&loop);
 }
 
 TEST(launcher_ops_done_once_deferred_never_after_cancel)

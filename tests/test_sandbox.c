@@ -10,6 +10,8 @@
 #include "korch/instance.h"
 #include "korch/sandbox.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -36,10 +38,28 @@ static const char *s_out(fx_t *f, const char *code)
     return out;
 }
 
-/* The v1 directory of controller ctrl the sandbox uses for instance:
-   below the cgroup this process is in, as korch computes it. */
-static void s_cg_dir(const char *ctrl, const char *instance, char *buf, size_t len)
+/* The cgroup scope of a runtime base (NULL: this process's), "" when it
+   cannot be resolved. */
+static void s_scope(const char *base, char *buf, size_t len)
 {
+    char mine[PATH_MAX];
+    buf[0] = 0;
+    if (!base && korch_runtime_base(mine, sizeof mine, NULL) == KORCH_OK)
+        base = mine;
+    if (!base || !CHECK_EQ(korch_cgroup_scope(base, buf, len, NULL), KORCH_OK))
+        buf[0] = 0;
+}
+
+/* The v1 directory of controller ctrl the sandbox uses for instance of
+   scope (NULL: this process's runtime base; "": the layout before scopes):
+   below the cgroup this process is in, as korch computes it. */
+static void s_cg_dir_in(const char *ctrl, const char *scope, const char *instance, char *buf, size_t len)
+{
+    char sc[32];
+    if (!scope) {
+        s_scope(NULL, sc, sizeof sc);
+        scope = sc;
+    }
     char line[512], own[400] = "";
     FILE *fp = fopen("/proc/self/cgroup", "r");
     while (fp && fgets(line, sizeof line, fp)) {
@@ -50,7 +70,12 @@ static void s_cg_dir(const char *ctrl, const char *instance, char *buf, size_t l
     }
     if (fp)
         fclose(fp);
-    snprintf(buf, len, "/sys/fs/cgroup/%s%s/korch/%s", ctrl, own, instance);
+    snprintf(buf, len, "/sys/fs/cgroup/%s%s/korch/%s%s%s", ctrl, own, scope, scope[0] ? "/" : "", instance);
+}
+
+static void s_cg_dir(const char *ctrl, const char *instance, char *buf, size_t len)
+{
+    s_cg_dir_in(ctrl, NULL, instance, buf, len);
 }
 
 /* The first line of a file in the (one) kernel cgroup under dir, or "". */
@@ -239,6 +264,163 @@ TEST_T(sandbox_no_orphans_after_kill_9, 120)
     }
     free(out);
     free(err);
+}
+
+/* A process of the test's (sleep 600) in the cgroup dirs of cg_fds
+   (-1-terminated cgroup.procs fds): a kernel's leftover. */
+static pid_t s_sleeper_in(const int *cg_fds)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; cg_fds[i] >= 0; i++)
+            if (write(cg_fds[i], "0", 1) != 1)
+                _exit(3);
+        execl("/bin/sleep", "sleep", "600", (char *)NULL);
+        _exit(4);
+    }
+    return pid;
+}
+
+/* Has our child pid ended (within ms), and how? */
+static bool s_ended(pid_t pid, int ms, int *status)
+{
+    for (int i = 0; i < ms / 20; i++) {
+        if (waitpid(pid, status, WNOHANG) == pid)
+            return true;
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+/* cgroups are machine-wide, instance locks live per runtime dir: a korch
+   with another KORCH_RUNTIME_DIR must leave this one's sandbox alone (it
+   used to take it for the cgroup of a dead instance and kill it), while
+   a really dead instance of its own runtime dir is still swept; the
+   layout before scopes (korch/{instance}/{kernel}) keeps a cgroup that
+   still holds processes (whose korch cannot be judged) or was just made,
+   and loses one empty for long. */
+TEST_T(sandbox_sweep_spares_other_runtime_dirs, 150)
+{
+    char dir_a[] = "/tmp/korch-rt-scope-a-XXXXXX", dir_b[] = "/tmp/korch-rt-scope-b-XXXXXX";
+    char saved[PATH_MAX] = "", line[PATH_MAX], pids_a[PATH_MAX], v[64], sc_a[32], sc_b[32];
+    const char *rt = getenv("KORCH_RUNTIME_DIR");
+    if (rt)
+        snprintf(saved, sizeof saved, "%s", rt);
+    char old[PATH_MAX] = "", busy[PATH_MAX + 16] = "", empty[PATH_MAX + 16] = "", procs[PATH_MAX + 32];
+    pid_t old_pid = -1;
+    int st = 0;
+    if (!CHECK(mkdtemp(dir_a)) || !CHECK(mkdtemp(dir_b)))
+        return;
+    s_scope(dir_a, sc_a, sizeof sc_a);
+    s_scope(dir_b, sc_b, sizeof sc_b);
+    CHECK_STRNE(sc_a, sc_b);
+
+    /* korch A: a sandboxed kernel that stays up */
+    setenv("KORCH_RUNTIME_DIR", dir_a, 1);
+    const char *argv_a[] = {korch_test_korch_bin(), "kernel", "--launcher", "sandbox", "--instance", "sbx-scope-a", NULL};
+    int fd_a = -1;
+    int pid_a = korch_test_spawn_line(argv_a, line, sizeof line, 60, &fd_a);
+    if (!CHECK_GT(pid_a, 0))
+        goto out;
+    s_cg_dir_in("pids", sc_a, "sbx-scope-a", pids_a, sizeof pids_a);
+    s_cg_read(pids_a, "pids.current", v, sizeof v);
+    CHECK_GT(atoi(v), 2);
+
+    /* leftovers: a dead instance of B's runtime dir with a process still
+       in its cgroup; an old-layout instance with a busy and an empty one */
+    korch_err_t err = {0};
+    korch_cgroup_t *dead = korch_cgroup_new(sc_b, "sbx-dead", "k1", NULL, &err);
+    if (!CHECK(dead))
+        fprintf(stderr, "  %s\n", err.msg);
+    pid_t dead_pid = dead ? s_sleeper_in(korch_cgroup_procs_fds(dead)) : -1;
+    /* ("default": an older korch running meanwhile sweeps any other name) */
+    s_cg_dir_in("pids", "", "default", old, sizeof old);
+    snprintf(busy, sizeof busy, "%s/busy", old);
+    snprintf(empty, sizeof empty, "%s/empty", old);
+    CHECK(mkdir(old, 0755) == 0 || errno == EEXIST);
+    CHECK(mkdir(busy, 0755) == 0 || errno == EEXIST);
+    CHECK(mkdir(empty, 0755) == 0 || errno == EEXIST);
+    char young[PATH_MAX + 16];
+    snprintf(young, sizeof young, "%s/young", old);
+    CHECK(mkdir(young, 0755) == 0 || errno == EEXIST);
+    /* empty for an hour; young was made just now (by an older korch starting a kernel?) */
+    CHECK_EQ(utimensat(AT_FDCWD, empty, (struct timespec[2]){{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}}, 0), 0);
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", busy);
+    int busy_fds[2] = {open(procs, O_WRONLY | O_CLOEXEC), -1};
+    CHECK_GE(busy_fds[0], 0);
+    old_pid = busy_fds[0] >= 0 ? s_sleeper_in(busy_fds) : -1;
+    if (busy_fds[0] >= 0)
+        close(busy_fds[0]);
+    nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL); /* the sleepers are in */
+    s_cg_read(old, "pids.current", v, sizeof v);
+    CHECK_STREQ(v, "1");
+
+    /* korch B: another runtime dir; its start-up sweep runs */
+    setenv("KORCH_RUNTIME_DIR", dir_b, 1);
+    char *out = NULL, *errs = NULL;
+    const char *argv_b[] = {korch_test_korch_bin(), "exec", "--launcher", "sandbox", "-c", "print('b ran')", NULL};
+    CHECK_EQ(korch_test_run(argv_b, NULL, &out, &errs, 60), 0);
+    CHECK_STREQ(out, "b ran\n");
+    CHECK_CONTAINS(errs, "removed 1 sandbox cgroup(s) left by korch instances that are gone");
+    CHECK_CONTAINS(errs, "is from an older korch and still holds processes: left alone");
+    free(out);
+    free(errs);
+    out = errs = NULL;
+
+    /* B's dead instance: its process killed, its cgroup gone */
+    if (dead_pid > 0 && CHECK(s_ended(dead_pid, 3000, &st)))
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    char dead_dir[PATH_MAX];
+    struct stat sb;
+    s_cg_dir_in("pids", sc_b, "sbx-dead", dead_dir, sizeof dead_dir);
+    CHECK(stat(dead_dir, &sb) != 0);
+    korch_cgroup_destroy(&dead);
+    /* the old layout: the busy cgroup and its process kept, the empty one gone */
+    CHECK(!s_ended(old_pid, 100, &st));
+    CHECK_EQ(stat(busy, &sb), 0);
+    CHECK(stat(empty, &sb) != 0);
+    CHECK_EQ(stat(young, &sb), 0);
+    rmdir(young);
+    /* A's kernel: alive, in its cgroup, and it still answers */
+    s_cg_read(pids_a, "pids.current", v, sizeof v);
+    CHECK_GT(atoi(v), 2);
+    char code[PATH_MAX + 400];
+    snprintf(code, sizeof code,
+             "from jupyter_client import BlockingKernelClient\n"
+             "c = BlockingKernelClient(connection_file='%s')\nc.load_connection_file()\nc.start_channels()\n"
+             "c.wait_for_ready(timeout=20)\n"
+             "r = c.execute_interactive('print(6 * 7)', timeout=20, output_hook=lambda m: m['msg_type'] == 'stream' "
+             "and print(m['content']['text'], end=''))\n"
+             "print(r['content']['status'])\n",
+             line);
+    const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
+    CHECK_EQ(korch_test_run(py, NULL, &out, NULL, 60), 0);
+    CHECK_STREQ(out, "42\nok\n");
+    free(out);
+
+out:
+    if (old_pid > 0) {
+        kill(old_pid, SIGKILL);
+        waitpid(old_pid, NULL, 0);
+    }
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    if (old[0]) {
+        rmdir(busy);
+        rmdir(empty);
+        rmdir(old);
+    }
+    if (pid_a > 0) {
+        kill(pid_a, SIGTERM);
+        CHECK(s_ended(pid_a, 20000, &st));
+        close(fd_a);
+    }
+    if (saved[0])
+        setenv("KORCH_RUNTIME_DIR", saved, 1);
+    else
+        unsetenv("KORCH_RUNTIME_DIR");
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir_a, dir_b);
+    CHECK_EQ(system(cmd), 0);
 }
 
 /* Without bwrap, or when bwrap cannot make namespaces (user namespaces

@@ -1,9 +1,16 @@
 /*  A cgroup per kernel: memory, pids and CPU limits, and a way to find and
  *  kill everything a kernel started, wherever it went.
  *
+ *  Where: korch/{scope}/{instance}/{name}. cgroups are machine-wide, but
+ *  whether a korch instance is alive is known only from the locks in its
+ *  runtime base (instance.h): two korchs with different KORCH_RUNTIME_DIRs
+ *  cannot judge each other's instances. The scope names the runtime base
+ *  (korch_cgroup_scope), so a sweep only ever acts on instances whose locks
+ *  it can read. All names come from korch, never from a kernel.
+ *
  *  Both layouts are supported:
  *  - v2 (unified, /sys/fs/cgroup/cgroup.controllers exists): one directory
- *    {mount}/korch/{instance}/{name} with memory.max (memory.swap.max 0),
+ *    {mount}/korch/{scope}/{instance}/{name} with memory.max (memory.swap.max 0),
  *    pids.max, cpu.max; the OOM killer is read from memory.events oom_kill.
  *  - v1 (a mount per controller, /sys/fs/cgroup/{memory,pids,cpu}): the
  *    same path under each controller, below the cgroup korch itself is in
@@ -40,10 +47,16 @@ typedef struct {
 /* The cgroup version korch can use here: 2, 1, or 0 with the reason in why. */
 int korch_cgroup_available(char *why, size_t whylen);
 
-/* Create korch/{instance}/{name} (letters, digits, - _ . only) with the
-   limits. Fails when a limit cannot be applied. */
-korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const korch_cgroup_limits_t *lim,
-                                 korch_err_t *err);
+/* The scope of a runtime base: "rt-" and 16 hex digits of the SHA-256 of
+   its realpath (the same directory by another path is the same scope).
+   buf holds at least 20 bytes. Fails when the dir cannot be resolved. */
+korch_rc_t korch_cgroup_scope(const char *runtime_base, char *buf, size_t len, korch_err_t *err);
+
+/* Create korch/{scope}/{instance}/{name} (instance and name: letters,
+   digits, - _ . only; scope from korch_cgroup_scope) with the limits.
+   Fails when a limit cannot be applied. */
+korch_cgroup_t *korch_cgroup_new(const char *scope, const char *instance, const char *name,
+                                 const korch_cgroup_limits_t *lim, korch_err_t *err);
 
 /* Open cgroup.procs files, -1-terminated (borrowed): for korch_spawn_t.cgroup_fds. */
 const int *korch_cgroup_procs_fds(const korch_cgroup_t *cg);
@@ -57,16 +70,29 @@ bool korch_cgroup_oom_killed(const korch_cgroup_t *cg);
 /* How many processes are in it now (-1 when it cannot be read). */
 int korch_cgroup_count(const korch_cgroup_t *cg);
 
-/* SIGKILL everything in it until it is empty (at most about 2 s); true when empty. */
+/* SIGKILL everything in it until it is empty (at most about 2 s); true when empty.
+   Blocking: not on a loop. */
 bool korch_cgroup_kill(korch_cgroup_t *cg);
 
-/* Kill what is left, remove the cgroup (and the instance's, once empty). */
+/* SIGKILL everything in it once, without waiting; true when it is empty
+   already (processes being killed leave it a moment later: call it again).
+   NULL is empty. */
+bool korch_cgroup_kill_now(korch_cgroup_t *cg);
+
+/* Kill what is left, remove the cgroup (and the instance's and scope's,
+   once empty). Blocks (korch_cgroup_kill) unless it is empty already. */
 void korch_cgroup_destroy(korch_cgroup_t **cg);
 
-/* Kill and remove the cgroups of korch instances that are gone: every
-   korch/{instance} except mine and "default" for which alive(instance) is
-   false; gone(instance) (may be NULL) is told of each. Returns how many
-   kernel cgroups were removed. */
-int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance));
+/* Kill and remove the cgroups of korch instances of scope that are gone:
+   every korch/{scope}/{instance} except mine and "default" for which
+   alive(instance) (a lock in that scope's runtime base) is false;
+   gone(instance) (may be NULL) is told of each. Other scopes are never
+   touched. The layout before scopes, korch/{instance}/{name}: its owner's
+   runtime base is unknown, so nothing there is killed; kernel cgroups
+   empty for a minute are removed, one with processes is left with a
+   notice. Returns
+   how many kernel cgroups of scope were removed. */
+int korch_cgroup_sweep(const char *scope, const char *mine, bool (*alive)(const char *instance),
+                       void (*gone)(const char *instance));
 
 #endif

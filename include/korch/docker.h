@@ -53,9 +53,10 @@
  *  restart whose previous container still holds the name korch-{kernel id}
  *  removes it (or waits for its removal) first; adopt is a list by label
  *  and an inspect. What is still blocking: korch_docker_list and
- *  korch_docker_remove_all below (the CLI's start-up sweep), the
- *  constructor's ping, and the transitional korch_proc_*_file_sync. Local work (mounting the bounded
- *  tmpfs, copying a given work dir in and out, chown) is done inline.
+ *  korch_docker_remove_all below (the CLI's start-up sweep, before any
+ *  loop runs) and the constructor's ping (likewise: refused from a
+ *  handler). Local work (mounting the bounded tmpfs, copying a given work
+ *  dir in and out, chown) is still done inline on the loop.
  *
  *  A launcher and its procs share one API client: use them from the thread
  *  of their loop.

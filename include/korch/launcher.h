@@ -132,9 +132,19 @@ korch_op_t *korch_proc_signal(korch_proc_t *p, int sig, korch_op_done_fn *done, 
    before done). A kernel already gone: done with KORCH_OK. */
 korch_op_t *korch_proc_kill(korch_proc_t *p, korch_op_done_fn *done, void *arg, korch_err_t *err);
 /* Write a file into the kernel's working directory (name must pass
-   korch_safe_relpath; parent directories are created; data is copied). */
+   korch_safe_relpath; parent directories are created; data is copied).
+   A host work dir (local, sandbox) is written on a worker thread, the
+   Engine API's archive endpoint (docker) streamed on the loop: never does
+   it block the loop. Destroying p meanwhile is safe (it is freed once the
+   worker is back). get_file likewise. */
 korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len,
                                 korch_op_done_fn *done, void *arg, korch_err_t *err);
+/* put_file of the first len bytes of the file fd (borrowed: korch keeps a
+   dup for the op; an upload spooled to disk): no copy in memory for a
+   host work dir, which is written from a mapping while the file worker
+   places it; others map it for the call and copy, as put_file. */
+korch_op_t *korch_proc_put_file_fd(korch_proc_t *p, const char *name, int fd, size_t len, korch_op_done_fn *done,
+                                   void *arg, korch_err_t *err);
 /* Read a file from the kernel's working directory, at most max bytes. */
 korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
                                 korch_err_t *err);
@@ -168,17 +178,9 @@ korch_rc_t korch_proc_put_file_wait(korch_proc_t *p, const char *name, const voi
 /* *data is new (malloc), NUL-terminated. */
 korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
                                     korch_err_t *err);
-/* TRANSITIONAL, for src/server/agents.c until it uses the ops above: the
-   old blocking file calls. They never run the loop (so they work inside a
-   handler) but the docker backend blocks on the Engine API meanwhile. */
-korch_rc_t korch_proc_put_file_sync(korch_proc_t *p, const char *name, const void *data, size_t len,
-                                    korch_err_t *err);
-korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
-                                    korch_err_t *err);
-
 /* Run the loop until the background work is done (containers being
    removed, zombies being reaped, detached kernels tearing down: everything
-   korch_launcher_defer holds), or timeout_ms passes (-1 = never). True when
+   korch_launcher_defer holds; file ops on the file worker), or timeout_ms passes (-1 = never). True when
    done. For tests and the CLI, never from a handler. */
 bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms);
 

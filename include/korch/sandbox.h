@@ -51,7 +51,7 @@
    borrowed (the launcher copies them). A limit <= 0 means none. */
 typedef struct {
     const char *bwrap;          /* NULL = $KORCH_BWRAP, else "bwrap" on the PATH */
-    const char *instance;       /* this korch's id: cgroups live in korch/{instance}; NULL = "default" */
+    const char *instance;       /* this korch's id: cgroups live in korch/{scope of the runtime base}/{instance}; NULL = "default" */
     const char *user;           /* "uid:gid"; NULL = "1000:1000" when korch is root, else korch's own */
     const char *workdir;        /* host dir bound read-write as the kernel's cwd; NULL = see above */
     bool workdir_from_cwd;      /* use the request's cwd when workdir is NULL */

@@ -47,8 +47,10 @@ typedef struct {
     korch_rc_t (*put_file)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
                            korch_err_t *err);
     korch_rc_t (*get_file)(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err);
-    /* Done at once, no loop: the transitional blocking calls (korch_proc_put_file_sync),
-       and the ops themselves when put_file / get_file are NULL (a host directory). */
+    /* A host directory's files, when put_file / get_file are NULL: launcher.c
+       runs them on a worker thread (they may block on the disk) and finishes
+       the op on the loop. They touch only what stays fixed for the proc's
+       life (its dir path or fd): the proc is not freed while one runs. */
     korch_rc_t (*put_file_now)(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_err_t *err);
     korch_rc_t (*get_file_now)(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
                                korch_err_t *err);
@@ -68,6 +70,9 @@ struct korch_launcher {
     unsigned caps;
     struct s_lop *ops_head;         /* pending ops, for cancelling (launcher.c) */
     korch_backend_job_t *jobs;      /* background work left by freed procs */
+    void *worker;                   /* the file worker (launcher.c), NULL until the first host-dir file op */
+    int work_fd[2];                 /* its results: pointers it writes, the loop reads; -1 until then */
+    int works;                      /* file ops queued or running on it */
 };
 
 /* Backends embed this as their first member (korch_backend_proc_new). */
@@ -80,6 +85,8 @@ struct korch_proc {
     korch_exit_fn *on_exit;
     void *exit_arg;
     int exit_timer;                 /* the deferred on_exit call, -1 none */
+    int busy;                       /* worker threads using it: proc_free waits for them */
+    bool doomed;                    /* destroyed while busy: freed when the last worker is done */
 };
 
 void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t *ops, korch_loop_t *loop);

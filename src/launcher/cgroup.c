@@ -8,6 +8,7 @@
 #include "korch/path.h"
 
 #include <dirent.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -45,6 +46,41 @@ static bool s_valid_name(const char *s)
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *s))
             return false;
     return true;
+}
+
+/* A scope name: "rt-" and S_SCOPE_HEX lowercase hex digits. Anything
+   else directly under korch/ is the layout before scopes. */
+#define S_SCOPE_HEX 16
+#define S_OLD_EMPTY_S 60 /* an empty kernel cgroup of the old layout is a leftover after this long */
+static bool s_is_scope(const char *s)
+{
+    if (strncmp(s, "rt-", 3) != 0 || strlen(s) != 3 + S_SCOPE_HEX)
+        return false;
+    for (s += 3; *s; s++)
+        if (!strchr("0123456789abcdef", *s))
+            return false;
+    return true;
+}
+
+korch_rc_t korch_cgroup_scope(const char *runtime_base, char *buf, size_t len, korch_err_t *err)
+{
+    char real[PATH_MAX];
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (len < 4 + S_SCOPE_HEX)
+        return korch_err_set(err, KORCH_E_TOOBIG, "cgroup scope buffer too small");
+    if (!runtime_base || !realpath(runtime_base, real))
+        return korch_err_set(err, KORCH_E_IO, "cannot resolve runtime dir '%s': %s", runtime_base ? runtime_base : "",
+                             strerror(errno));
+    if (!EVP_Digest(real, strlen(real), md, &mdlen, EVP_sha256(), NULL) || mdlen < S_SCOPE_HEX / 2)
+        return korch_err_set(err, KORCH_E_IO, "cannot hash runtime dir '%s' (openssl EVP_Digest failed)", real);
+    memcpy(buf, "rt-", 3);
+    for (int i = 0; i < S_SCOPE_HEX / 2; i++) {
+        buf[3 + 2 * i] = "0123456789abcdef"[md[i] >> 4];
+        buf[4 + 2 * i] = "0123456789abcdef"[md[i] & 15];
+    }
+    buf[3 + S_SCOPE_HEX] = 0;
+    return KORCH_OK;
 }
 
 /* Read a small cgroupfs file into buf (NUL-terminated); false when absent. */
@@ -160,14 +196,6 @@ int korch_cgroup_available(char *why, size_t whylen)
 
 static int s_ndirs(int version) { return version == 2 ? 1 : S_DIRS; }
 
-/* mkdir, fine when it is there. */
-static korch_rc_t s_mkdir(const char *path, korch_err_t *err)
-{
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return korch_err_set(err, KORCH_E_IO, "cannot create cgroup '%s': %s", path, strerror(errno));
-    return KORCH_OK;
-}
-
 /* v2: controllers reach a child only when every ancestor enables them. */
 static void s_enable(const char *dir)
 {
@@ -213,14 +241,47 @@ static korch_rc_t s_limits(korch_cgroup_t *cg, const korch_cgroup_limits_t *lim,
     return rc;
 }
 
-korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const korch_cgroup_limits_t *lim,
-                                 korch_err_t *err)
+/* mkdir base/scope/instance/name, enabling the controllers on the way
+   (v2). A sweep of another korch of the same scope may rmdir an empty
+   scope or instance dir between two of our mkdirs: start over then. */
+static korch_rc_t s_make(int version, const char *base, const char *scope, const char *instance, const char *name,
+                         char *leaf, size_t leaflen, korch_err_t *err)
+{
+    char sdir[PATH_MAX + 32], idir[PATH_MAX + 100];
+    if (korch_path_join(sdir, sizeof sdir, base, scope, NULL) != KORCH_OK ||
+        korch_path_join(idir, sizeof idir, sdir, instance, NULL) != KORCH_OK ||
+        korch_path_join(leaf, leaflen, idir, name, NULL) != KORCH_OK)
+        return korch_err_set(err, KORCH_E_TOOBIG, "cgroup path '%s/%s/%s/%s' is too long", base, scope, instance,
+                             name);
+    const char *chain[4] = {base, sdir, idir, leaf};
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int i = 0;
+        if (version == 2)
+            s_enable(S_MOUNT);
+        for (; i < 4; i++) {
+            if (mkdir(chain[i], 0755) != 0 && (errno != EEXIST || i == 3))
+                break;
+            if (version == 2 && i < 3)
+                s_enable(chain[i]);
+        }
+        if (i == 4)
+            return KORCH_OK;
+        if (errno != ENOENT)
+            break;
+    }
+    return korch_err_set(err, KORCH_E_IO, "cannot create cgroup '%s': %s", leaf, strerror(errno));
+}
+
+korch_cgroup_t *korch_cgroup_new(const char *scope, const char *instance, const char *name,
+                                 const korch_cgroup_limits_t *lim, korch_err_t *err)
 {
     char why[256];
     korch_cgroup_limits_t none = {0};
-    if (!s_valid_name(instance) || !s_valid_name(name)) {
-        korch_err_set(err, KORCH_E_INVALID, "cgroup names must be letters, digits, - _ . ('%s', '%s')",
-                      instance ? instance : "", name ? name : "");
+    if (!scope || !s_is_scope(scope) || !s_valid_name(instance) || !s_valid_name(name)) {
+        korch_err_set(err, KORCH_E_INVALID,
+                      "cgroup names must be letters, digits, - _ . and the scope korch_cgroup_scope's ('%s', '%s', "
+                      "'%s')",
+                      scope ? scope : "", instance ? instance : "", name ? name : "");
         return NULL;
     }
     int version = korch_cgroup_available(why, sizeof why);
@@ -239,25 +300,9 @@ korch_cgroup_t *korch_cgroup_new(const char *instance, const char *name, const k
         cg->procs[i] = -1;
     korch_rc_t rc = KORCH_OK;
     for (int i = 0; i < cg->ndirs && !rc; i++) {
-        char base[PATH_MAX], inst[PATH_MAX + 80];
+        char base[PATH_MAX];
         s_base(version, i, base, sizeof base);
-        if (korch_path_join(inst, sizeof inst, base, instance, NULL) != KORCH_OK) {
-            rc = korch_err_set(err, KORCH_E_TOOBIG, "cgroup path '%s/%s' is too long", base, instance);
-            break;
-        }
-        if (version == 2)
-            s_enable(S_MOUNT);
-        rc = s_mkdir(base, err);
-        if (!rc && version == 2)
-            s_enable(base);
-        if (!rc)
-            rc = s_mkdir(inst, err);
-        if (!rc && version == 2)
-            s_enable(inst);
-        if (!rc && korch_path_join(cg->dirs[i], sizeof cg->dirs[i], inst, name, NULL) != KORCH_OK)
-            rc = korch_err_set(err, KORCH_E_TOOBIG, "cgroup path '%s/%s' is too long", inst, name);
-        if (!rc && mkdir(cg->dirs[i], 0755) != 0)
-            rc = korch_err_set(err, KORCH_E_IO, "cannot create cgroup '%s': %s", cg->dirs[i], strerror(errno));
+        rc = s_make(version, base, scope, instance, name, cg->dirs[i], sizeof cg->dirs[i], err);
         if (rc)
             cg->dirs[i][0] = 0;
     }
@@ -316,35 +361,44 @@ int korch_cgroup_count(const korch_cgroup_t *cg)
     return cg->dirs[0][0] ? s_pids(cg->dirs[0], pids, 1024) : -1;
 }
 
-/* SIGKILL what is in dir until it is empty; true when it is. */
-static bool s_kill_dir(const char *dir)
+/* SIGKILL what is in dir, once (rounds > 1: until it is empty, 5 ms
+   apart); true when it is empty. */
+static bool s_kill_dir_rounds(const char *dir, int rounds)
 {
     pid_t pids[1024];
     char kill_file[PATH_MAX + 16];
     snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", dir);
     if (s_exists(kill_file)) /* v2 since Linux 5.14: the kernel kills them all at once */
         s_write(dir, "cgroup.kill", "1", NULL);
-    for (int round = 0; round < 400; round++) {
+    for (int round = 0; round < rounds; round++) {
         int n = s_pids(dir, pids, 1024);
         if (n <= 0)
             return n == 0 || !s_exists(dir);
         for (int i = 0; i < n; i++)
             kill(pids[i], SIGKILL);
-        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+        if (round + 1 < rounds)
+            nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
-    return false;
+    return rounds == 1 && s_pids(dir, pids, 1) == 0;
 }
 
-bool korch_cgroup_kill(korch_cgroup_t *cg)
+static bool s_kill_dir(const char *dir) { return s_kill_dir_rounds(dir, 400); }
+
+static bool s_kill_all(korch_cgroup_t *cg, int rounds)
 {
     bool empty = true;
     for (int i = 0; i < cg->ndirs; i++)
         if (cg->dirs[i][0])
-            empty = s_kill_dir(cg->dirs[i]) && empty;
+            empty = s_kill_dir_rounds(cg->dirs[i], rounds) && empty;
     return empty;
 }
 
-/* rmdir dir, then its parent (the instance's) when that is empty now. */
+bool korch_cgroup_kill(korch_cgroup_t *cg) { return s_kill_all(cg, 400); }
+
+bool korch_cgroup_kill_now(korch_cgroup_t *cg) { return !cg || s_kill_all(cg, 1); }
+
+/* rmdir dir, then its parent (the instance's) and grandparent (the
+   scope's) when they are empty now. */
 static void s_remove(const char *dir)
 {
     if (rmdir(dir) != 0 && errno != ENOENT) {
@@ -353,10 +407,13 @@ static void s_remove(const char *dir)
     }
     char parent[PATH_MAX];
     snprintf(parent, sizeof parent, "%s", dir);
-    char *slash = strrchr(parent, '/');
-    if (slash) {
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(parent, '/');
+        if (!slash)
+            break;
         *slash = 0;
-        rmdir(parent); /* fails while other kernels of the instance live: fine */
+        if (rmdir(parent) != 0) /* fails while other kernels of the instance (scope) live: fine */
+            break;
     }
 }
 
@@ -376,41 +433,91 @@ void korch_cgroup_destroy(korch_cgroup_t **pcg)
     *pcg = NULL;
 }
 
-int korch_cgroup_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
+/* What the sweep does to each kernel cgroup of an instance dir. */
+typedef enum { S_SWEEP_KILL, S_SWEEP_OLD } s_sweep_how_t;
+
+/* Kill: kill what is in each kernel cgroup of inst (a dead instance of our
+   scope) and remove them. Old: korch/{instance}/{kernel} from a korch
+   before scopes, whose runtime dir, hence whose lock, is unknown: nothing
+   is killed; kernel cgroups empty for a minute (a sandbox dies with its
+   korch; an older korch still running fills a new one within ms) are
+   removed, one still holding processes is left, and said (once: *said).
+   Then inst itself, once empty. Returns how many were removed. */
+static int s_sweep_instance(const char *inst, s_sweep_how_t how, bool *said)
+{
+    int removed = 0;
+    pid_t pids[8];
+    struct stat st;
+    DIR *k = opendir(inst);
+    struct dirent *ke;
+    while (k && (ke = readdir(k))) {
+        char leaf[PATH_MAX + 160];
+        if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name) ||
+            korch_path_join(leaf, sizeof leaf, inst, ke->d_name, NULL) != KORCH_OK)
+            continue; /* never act on a cut path: it names another directory */
+        int n = how == S_SWEEP_OLD ? s_pids(leaf, pids, 8) : 0;
+        if (how == S_SWEEP_OLD && n == 0 && (stat(leaf, &st) != 0 || st.st_mtime > time(NULL) - S_OLD_EMPTY_S))
+            continue; /* maybe an older korch's, just made */
+        if (how == S_SWEEP_KILL)
+            s_kill_dir(leaf);
+        if (n == 0 && rmdir(leaf) == 0) {
+            removed++;
+            continue;
+        }
+        if (how == S_SWEEP_OLD && !*said)
+            korch_notice("cgroup '%s' is from an older korch and still holds processes: left alone (korch cannot "
+                         "tell whether its korch is alive; remove it by hand when it is not)",
+                         leaf);
+        *said = how == S_SWEEP_OLD || *said;
+    }
+    if (k)
+        closedir(k);
+    rmdir(inst);
+    return removed;
+}
+
+int korch_cgroup_sweep(const char *scope, const char *mine, bool (*alive)(const char *instance),
+                       void (*gone)(const char *instance))
 {
     char why[256];
     int version = korch_cgroup_available(why, sizeof why), removed = 0;
+    bool said = false;
+    if (!scope || !s_is_scope(scope))
+        return 0;
     for (int i = 0; version && i < s_ndirs(version); i++) {
-        char base[PATH_MAX];
+        char base[PATH_MAX], sdir[PATH_MAX + 32];
         s_base(version, i, base, sizeof base);
+        /* the layout before scopes: korch/{instance} */
         DIR *d = opendir(base);
         struct dirent *e;
+        while (d && (e = readdir(d))) {
+            char inst[PATH_MAX + 80];
+            if (e->d_type == DT_DIR && s_valid_name(e->d_name) && !s_is_scope(e->d_name) &&
+                korch_path_join(inst, sizeof inst, base, e->d_name, NULL) == KORCH_OK)
+                s_sweep_instance(inst, S_SWEEP_OLD, &said);
+        }
+        if (d)
+            closedir(d);
+        /* ours: korch/{scope}/{instance}, judged by the locks of our runtime base */
+        if (korch_path_join(sdir, sizeof sdir, base, scope, NULL) != KORCH_OK)
+            continue;
+        d = opendir(sdir);
         while (d && (e = readdir(d))) {
             if (e->d_type != DT_DIR || !s_valid_name(e->d_name) || (mine && strcmp(e->d_name, mine) == 0) ||
                 strcmp(e->d_name, "default") == 0 || alive(e->d_name))
                 continue;
-            char inst[PATH_MAX + 80];
-            if (korch_path_join(inst, sizeof inst, base, e->d_name, NULL) != KORCH_OK)
-                continue; /* never act on a cut path: it names another directory */
-            DIR *k = opendir(inst);
-            struct dirent *ke;
-            while (k && (ke = readdir(k))) {
-                if (ke->d_type != DT_DIR || !s_valid_name(ke->d_name))
-                    continue;
-                char leaf[PATH_MAX + 160];
-                if (korch_path_join(leaf, sizeof leaf, inst, ke->d_name, NULL) != KORCH_OK)
-                    continue;
-                s_kill_dir(leaf);
-                if (rmdir(leaf) == 0 && i == 0)
-                    removed++;
-            }
-            if (k)
-                closedir(k);
-            if (rmdir(inst) == 0 && gone && i == s_ndirs(version) - 1)
+            char inst[PATH_MAX + 100];
+            if (korch_path_join(inst, sizeof inst, sdir, e->d_name, NULL) != KORCH_OK)
+                continue;
+            int n = s_sweep_instance(inst, S_SWEEP_KILL, &said);
+            if (i == 0)
+                removed += n;
+            if (gone && i == s_ndirs(version) - 1 && access(inst, F_OK) != 0)
                 gone(e->d_name);
         }
         if (d)
             closedir(d);
+        rmdir(sdir); /* empty now? */
     }
     return removed;
 }

@@ -35,6 +35,21 @@ static void s_local_note(void)
                  (unsigned)geteuid(), pw && pw->pw_name ? pw->pw_name : "?");
 }
 
+/* The choice's limits over a backend's defaults (a choice <= 0 keeps
+   the default; workdir_size may be NULL: the backend has none). */
+static void s_limits(const korch_launcher_choice_t *o, int64_t *memory, int64_t *nano_cpus, int64_t *pids,
+                     int64_t *workdir_size)
+{
+    if (o->memory_mb > 0)
+        *memory = (int64_t)(o->memory_mb * 1024 * 1024);
+    if (o->cpus > 0)
+        *nano_cpus = (int64_t)(o->cpus * 1e9);
+    if (o->pids > 0)
+        *pids = o->pids;
+    if (workdir_size && o->workdir_mb > 0)
+        *workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
+}
+
 static korch_launcher_t *s_docker(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *why)
 {
     korch_docker_opts_t d;
@@ -43,17 +58,10 @@ static korch_launcher_t *s_docker(korch_loop_t *loop, const korch_launcher_choic
     snprintf(image, sizeof image, "korch-kernel-%s:latest", o->kernel ? o->kernel : "python3");
     d.image = o->image ? o->image : image;
     d.instance = o->instance;
-    if (o->memory_mb > 0)
-        d.memory = (int64_t)(o->memory_mb * 1024 * 1024);
-    if (o->cpus > 0)
-        d.nano_cpus = (int64_t)(o->cpus * 1e9);
-    if (o->pids > 0)
-        d.pids_limit = o->pids;
+    s_limits(o, &d.memory, &d.nano_cpus, &d.pids_limit, &d.workdir_size);
     d.workdir = o->workdir;
     d.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     d.workdir_give = o->give_workdir;
-    if (o->workdir_mb > 0)
-        d.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
     korch_launcher_t *l = korch_launcher_docker_new(loop, &d, why);
     if (l) {
         /* docker needs the image; without it auto moves on */
@@ -72,12 +80,7 @@ static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choi
     korch_sandbox_opts_t so;
     korch_sandbox_opts_init(&so);
     so.instance = o->instance;
-    if (o->memory_mb > 0)
-        so.memory = (int64_t)(o->memory_mb * 1024 * 1024);
-    if (o->cpus > 0)
-        so.nano_cpus = (int64_t)(o->cpus * 1e9);
-    if (o->pids > 0)
-        so.pids_limit = o->pids;
+    s_limits(o, &so.memory, &so.nano_cpus, &so.pids_limit, NULL); /* (its work dir is not size-bounded yet) */
     so.workdir = o->workdir;
     so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     so.workdir_give = o->give_workdir;
@@ -92,14 +95,7 @@ static korch_launcher_t *s_swarm(korch_loop_t *loop, const korch_launcher_choice
     korch_swarm_opts_init(&so);
     so.image = o->image;
     so.instance = o->instance;
-    if (o->memory_mb > 0)
-        so.memory = (int64_t)(o->memory_mb * 1024 * 1024);
-    if (o->cpus > 0)
-        so.nano_cpus = (int64_t)(o->cpus * 1e9);
-    if (o->pids > 0)
-        so.pids_limit = o->pids;
-    if (o->workdir_mb > 0)
-        so.workdir_size = (int64_t)(o->workdir_mb * 1024 * 1024);
+    s_limits(o, &so.memory, &so.nano_cpus, &so.pids_limit, &so.workdir_size);
     return korch_launcher_swarm_new(loop, &so, err);
 }
 
@@ -185,10 +181,11 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
             json_object_get(done, inst) || korch_instance_alive(inst))
             continue;
         json_object_set_new(done, inst, json_true());
+        int64_t t0 = korch_now_ms();
         int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
         if (n > 0)
-            korch_notice("removed %d %s left by korch instance '%s', which is gone", n,
-                         swarm ? "swarm service(s)" : "container(s)", inst);
+            korch_notice("removed %d %s left by korch instance '%s', which is gone (%lld ms)", n,
+                         swarm ? "swarm service(s)" : "container(s)", inst, (long long)(korch_now_ms() - t0));
         korch_instance_forget(inst);
     }
     json_decref(done);

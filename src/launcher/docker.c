@@ -2051,8 +2051,18 @@ static const korch_launcher_ops_t s_ops = {
 };
 
 
+/* Blocking: the engine's /_ping (and korch_launcher_choose's image
+   inspect after it). Every caller is a command's set-up, before its loop
+   runs (korch_launcher_choose from src/cli); the server never makes a
+   launcher while it serves. A handler that tried would hold the loop for
+   up to the API timeout: refused. */
 korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_docker_opts_t *opts, korch_err_t *err)
 {
+    if (loop && korch_loop_running(loop)) {
+        korch_err_set(err, KORCH_E_STATE, "the docker launcher is made before the loop runs (its constructor "
+                                          "blocks on the engine), not from a handler");
+        return NULL;
+    }
     docker_launcher_t *l = calloc(1, sizeof *l);
     if (!l) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");

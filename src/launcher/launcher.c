@@ -6,9 +6,14 @@
 #include "korch/log.h"
 #include "korch/path.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef enum { OP_PROC, OP_PLAIN, OP_FILE, OP_KILL } op_kind_t;
 typedef struct s_lop lop_t;
@@ -50,6 +55,7 @@ void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t
     l->ops = ops;
     l->loop = loop;
     l->caps = ops->caps;
+    l->work_fd[0] = l->work_fd[1] = -1;
 }
 
 void *korch_backend_proc_new(korch_launcher_t *l, size_t size, const korch_launch_t *req)
@@ -308,8 +314,12 @@ korch_op_t *korch_proc_kill(korch_proc_t *p, korch_op_done_fn *done, void *arg, 
     return o;
 }
 
-korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len,
-                                korch_op_done_fn *done, void *arg, korch_err_t *err)
+static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void *data, int fd, size_t len,
+                               size_t max, korch_err_t *err);
+
+/* put_file from data, or from fd when data is NULL. */
+static korch_op_t *s_put(korch_proc_t *p, const char *name, const void *data, int fd, size_t len,
+                         korch_op_done_fn *done, void *arg, korch_err_t *err)
 {
     if (!korch_safe_relpath(name)) {
         korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
@@ -324,13 +334,36 @@ korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *d
     if (!op)
         return NULL;
     op->odone = done;
-    if (ops->put_file)
+    if (!ops->put_file) /* a host directory: on the file worker (the disk may be slow, the file large) */
+        return s_started(op, s_work_start(op, true, name, data, data ? -1 : fd, len, 0, err));
+    if (data)
         return s_started(op, ops->put_file(p, name, data, len, &op->base, err));
-    /* a host directory: done at once, the callback still a round later */
-    korch_err_t e = {0};
-    korch_rc_t rc = ops->put_file_now(p, name, data, len, &e);
-    s_finish(op, rc, &e);
-    return &op->base;
+    /* the backend copies what it sends: map the file for the call */
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (map == MAP_FAILED) {
+        korch_err_set(err, KORCH_E_IO, "cannot map '%s' to put it: %s", name, strerror(errno));
+        return s_started(op, KORCH_E_IO);
+    }
+    korch_rc_t rc = ops->put_file(p, name, map ? map : "", len, &op->base, err);
+    if (map)
+        munmap(map, len);
+    return s_started(op, rc);
+}
+
+korch_op_t *korch_proc_put_file(korch_proc_t *p, const char *name, const void *data, size_t len,
+                                korch_op_done_fn *done, void *arg, korch_err_t *err)
+{
+    return s_put(p, name, data ? data : "", -1, len, done, arg, err);
+}
+
+korch_op_t *korch_proc_put_file_fd(korch_proc_t *p, const char *name, int fd, size_t len, korch_op_done_fn *done,
+                                   void *arg, korch_err_t *err)
+{
+    if (fd < 0) {
+        korch_err_set(err, KORCH_E_INVALID, "no file to put as '%s'", name ? name : "");
+        return NULL;
+    }
+    return s_put(p, name, NULL, fd, len, done, arg, err);
 }
 
 korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
@@ -351,12 +384,224 @@ korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, k
     op->fdone = done;
     if (ops->get_file)
         return s_started(op, ops->get_file(p, name, max, &op->base, err));
-    korch_err_t e = {0};
-    char *data = NULL;
-    size_t len = 0;
-    korch_rc_t rc = ops->get_file_now(p, name, max, &data, &len, &e);
-    korch_op_finish_file(&op->base, data, len, rc, &e);
-    return &op->base;
+    return s_started(op, s_work_start(op, false, name, NULL, -1, 0, max, err));
+}
+
+/* -------------------------------------------------------------- workers */
+
+/* A host directory's put_file_now / get_file_now run on the launcher's
+   file worker, a thread of its own (an actor: a queue in, the results out
+   on a pipe the loop polls, started with the first file op, stopped at
+   korch_launcher_destroy). One at a time, in order: an upload is mapped
+   only while it is placed. A cancelled op only forgets its work; a proc
+   destroyed meanwhile is freed once its last work is back. */
+typedef struct korch_backend_work korch_backend_work_t;
+struct korch_backend_work {
+    korch_backend_work_t *next;     /* the worker's queue */
+    lop_t *op;                      /* NULL once cancelled */
+    korch_proc_t *proc;
+    bool put;
+    char *name;
+    char *data;                     /* put: a copy (or NULL with fd); get: the result */
+    int fd;                         /* put from a file (korch_proc_put_file_fd): our dup, else -1 */
+    size_t len, max;
+    korch_rc_t rc;
+    korch_err_t err;
+};
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    korch_backend_work_t *head, *tail;  /* waiting for the worker */
+    bool stop;
+    int out;                            /* the pipe's write end */
+} s_worker_t;
+
+static void s_work_run(korch_backend_work_t *w)
+{
+    const korch_launcher_ops_t *ops = w->proc->launcher->ops;
+    if (w->put && w->fd >= 0) {
+        void *map = w->len ? mmap(NULL, w->len, PROT_READ, MAP_PRIVATE, w->fd, 0) : NULL;
+        if (map == MAP_FAILED)
+            w->rc = korch_err_set(&w->err, KORCH_E_IO, "cannot map '%s' to put it: %s", w->name, strerror(errno));
+        else
+            w->rc = ops->put_file_now(w->proc, w->name, map ? map : "", w->len, &w->err);
+        if (map && map != MAP_FAILED)
+            munmap(map, w->len);
+    } else if (w->put) {
+        w->rc = ops->put_file_now(w->proc, w->name, w->data, w->len, &w->err);
+    } else {
+        w->rc = ops->get_file_now(w->proc, w->name, w->max, &w->data, &w->len, &w->err);
+        return;
+    }
+    free(w->data);
+    w->data = NULL;
+    w->len = 0;
+}
+
+static void *s_worker_main(void *arg)
+{
+    s_worker_t *k = arg;
+    pthread_mutex_lock(&k->mu);
+    for (;;) {
+        while (!k->head && !k->stop)
+            pthread_cond_wait(&k->cv, &k->mu);
+        korch_backend_work_t *w = k->head;
+        if (!w)
+            break; /* stopping, and nothing left */
+        k->head = w->next;
+        if (!k->head)
+            k->tail = NULL;
+        pthread_mutex_unlock(&k->mu);
+        s_work_run(w);
+        /* a pointer is less than PIPE_BUF: written whole; the loop drains
+           the pipe, or korch_launcher_destroy after joining us */
+        ssize_t n;
+        while ((n = write(k->out, &w, sizeof w)) < 0 && errno == EINTR)
+            ;
+        pthread_mutex_lock(&k->mu);
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+/* The work is back: finish its op, release its proc. */
+static void s_work_done(korch_launcher_t *l, korch_backend_work_t *w)
+{
+    if (w->op && w->put)
+        s_finish(w->op, w->rc, &w->err);
+    else if (w->op)
+        korch_op_finish_file(&w->op->base, w->data, w->len, w->rc, &w->err);
+    else
+        free(w->data);
+    if (w->fd >= 0)
+        close(w->fd);
+    korch_proc_t *p = w->proc;
+    l->works--;
+    if (--p->busy == 0 && p->doomed)
+        l->ops->proc_free(p);
+    free(w->name);
+    free(w);
+}
+
+static int s_on_work(korch_loop_t *loop, int fd, void *arg)
+{
+    korch_backend_work_t *w;
+    while (read(fd, &w, sizeof w) == (ssize_t)sizeof w)
+        s_work_done(arg, w);
+    return 0;
+}
+
+static void s_work_cancel(korch_op_t *op, void *arg) { ((korch_backend_work_t *)arg)->op = NULL; }
+
+/* The worker, started on first use. */
+static korch_rc_t s_worker(korch_launcher_t *l, korch_err_t *err)
+{
+    if (l->worker)
+        return KORCH_OK;
+    s_worker_t *k = calloc(1, sizeof *k);
+    if (!k)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    if (pipe2(l->work_fd, O_CLOEXEC) != 0) {
+        free(k);
+        l->work_fd[0] = l->work_fd[1] = -1;
+        return korch_err_set(err, KORCH_E_IO, "cannot make the file worker's pipe: %s", strerror(errno));
+    }
+    fcntl(l->work_fd[0], F_SETFL, O_NONBLOCK);
+    k->out = l->work_fd[1];
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->cv, NULL);
+    /* korch's signals are for its main thread, never the worker */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = pthread_create(&k->thread, NULL, s_worker_main, k);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e != 0 || korch_loop_poller(l->loop, l->work_fd[0], s_on_work, l) != 0) {
+        if (e == 0) {
+            k->stop = true;
+            pthread_join(k->thread, NULL);
+        }
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cv);
+        close(l->work_fd[0]);
+        close(l->work_fd[1]);
+        l->work_fd[0] = l->work_fd[1] = -1;
+        free(k);
+        return korch_err_set(err, KORCH_E_IO, "cannot start the file worker: %s", e ? strerror(e) : "out of memory");
+    }
+    l->worker = k;
+    return KORCH_OK;
+}
+
+/* Queue a host directory's file op on the worker. put: data (copied) or
+   fd (dup'd, read from offset 0). */
+static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void *data, int fd, size_t len,
+                               size_t max, korch_err_t *err)
+{
+    korch_launcher_t *l = op->l;
+    korch_rc_t rc = s_worker(l, err);
+    if (rc)
+        return rc;
+    korch_backend_work_t *w = calloc(1, sizeof *w);
+    if (w) {
+        *w = (korch_backend_work_t){.op = op, .proc = op->proc, .put = put, .fd = -1, .len = len, .max = max};
+        w->name = strdup(name);
+        if (put && fd >= 0)
+            w->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        else if (put)
+            w->data = malloc(len ? len : 1);
+    }
+    if (!w || !w->name || (put && fd < 0 && !w->data) || (put && fd >= 0 && w->fd < 0)) {
+        if (w) {
+            free(w->name);
+            free(w->data);
+            if (w->fd >= 0)
+                close(w->fd);
+        }
+        free(w);
+        return korch_err_set(err, KORCH_E_NOMEM, "cannot queue the file op: %s", strerror(errno));
+    }
+    if (w->data && len)
+        memcpy(w->data, data, len);
+    op->proc->busy++;
+    l->works++;
+    korch_op_on_cancel(&op->base, s_work_cancel, w);
+    s_worker_t *k = l->worker;
+    pthread_mutex_lock(&k->mu);
+    w->next = NULL;
+    if (k->tail)
+        k->tail->next = w;
+    else
+        k->head = w;
+    k->tail = w;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    return KORCH_OK;
+}
+
+/* korch_launcher_destroy: let the worker finish its queue, join it, and
+   take in what it sent back. */
+static void s_works_finish(korch_launcher_t *l)
+{
+    s_worker_t *k = l->worker;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->mu);
+    k->stop = true;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    pthread_join(k->thread, NULL);
+    s_on_work(l->loop, l->work_fd[0], l);
+    korch_loop_poller_end(l->loop, l->work_fd[0]);
+    close(l->work_fd[0]);
+    close(l->work_fd[1]);
+    l->work_fd[0] = l->work_fd[1] = -1;
+    pthread_mutex_destroy(&k->mu);
+    pthread_cond_destroy(&k->cv);
+    free(k);
+    l->worker = NULL;
 }
 
 /* ------------------------------------------------------------- the end */
@@ -420,6 +665,16 @@ void korch_proc_destroy(korch_proc_t **pp)
     }
     if (p->exit_timer >= 0)
         korch_loop_timer_end(l->loop, p->exit_timer);
+    p->exit_timer = -1;
+    if (p->busy) {
+        /* a worker still reads or writes its files: kill it now, free it
+           when the worker is back (s_work_done) */
+        p->on_exit = NULL;
+        p->doomed = true;
+        if (!p->exited && l->ops->kill)
+            l->ops->kill(p, NULL, NULL);
+        return;
+    }
     l->ops->proc_free(p);
 }
 
@@ -497,9 +752,11 @@ void korch_launcher_destroy(korch_launcher_t **pl)
     korch_launcher_t *l = *pl;
     *pl = NULL;
     /* What callers deferred (kernels tearing down) may still need ops. */
+    s_works_finish(l);
     s_finish_jobs(l);
     while (l->ops_head)
         s_op_cancel(&l->ops_head->base);
+    s_works_finish(l);
     s_finish_jobs(l);
     l->ops->free(l);
 }
@@ -599,30 +856,13 @@ korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t ma
     return rc;
 }
 
-korch_rc_t korch_proc_put_file_sync(korch_proc_t *p, const char *name, const void *data, size_t len,
-                                    korch_err_t *err)
+/* Settled: no background work left (freed procs' jobs, detached kernels,
+   file ops on the worker). */
+static bool s_settled(void *arg)
 {
-    if (!korch_safe_relpath(name))
-        return korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
-    if (!p->launcher->ops->put_file_now)
-        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot put files", p->launcher->ops->name);
-    return p->launcher->ops->put_file_now(p, name, data, len, err);
+    korch_launcher_t *l = arg;
+    return l->jobs == NULL && l->works == 0;
 }
-
-korch_rc_t korch_proc_get_file_sync(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
-                                    korch_err_t *err)
-{
-    *data = NULL;
-    *len = 0;
-    if (!korch_safe_relpath(name))
-        return korch_err_set(err, KORCH_E_INVALID, "file name '%s' is not a relative path inside the work dir", name);
-    if (!p->launcher->ops->get_file_now)
-        return korch_err_set(err, KORCH_E_STATE, "the %s launcher cannot get files", p->launcher->ops->name);
-    return p->launcher->ops->get_file_now(p, name, max, data, len, err);
-}
-
-/* Settled: no background work left (freed procs' jobs, detached kernels). */
-static bool s_settled(void *arg) { return ((korch_launcher_t *)arg)->jobs == NULL; }
 
 bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms)
 {

@@ -22,12 +22,7 @@
 
 typedef struct {
     korch_proc_t base;
-    pid_t pid;
-    int pidfd;              /* -1 when the kernel has no pidfd support */
-    bool polled;            /* pidfd on the loop */
-    int poll_timer;         /* without a pidfd: WNOHANG every 100 ms; -1 none */
-    bool reaped;
-    int status;             /* waitpid status once reaped */
+    korch_child_t child;    /* the kernel process */
     char log_path[PATH_MAX];
     char workdir[PATH_MAX];     /* the kernel's cwd: where put_file/get_file work */
     char tail[4096];
@@ -46,53 +41,22 @@ static char **s_build_env(const korch_launch_t *req)
     return korch_env_build(req, true, extra);
 }
 
-static bool s_reap(local_proc_t *p)
+/* The kernel process has been reaped (korch_child_t). */
+static void s_ended(void *arg)
 {
-    if (!p->reaped) {
-        pid_t r = waitpid(p->pid, &p->status, WNOHANG);
-        if (r == 0)
-            return false;
-        if (r < 0 && errno == EINTR)
-            return false;
-        p->reaped = true;
-        if (r < 0)
-            p->status = 0;
-    }
-    return true;
-}
-
-static void s_unwatch(local_proc_t *p)
-{
-    korch_loop_t *loop = p->base.launcher->loop;
-    if (p->polled)
-        korch_loop_poller_end(loop, p->pidfd);
-    p->polled = false;
-    if (p->poll_timer >= 0)
-        korch_loop_timer_end(loop, p->poll_timer);
-    p->poll_timer = -1;
-}
-
-static void s_check(local_proc_t *p)
-{
-    if (!s_reap(p))
-        return;
-    s_unwatch(p);
+    local_proc_t *p = arg;
     char why[256];
-    korch_spawn_describe(p->status, why, sizeof why);
+    korch_spawn_describe(p->child.status, why, sizeof why);
     korch_backend_exited(&p->base, why);
 }
 
-static int s_on_pidfd(korch_loop_t *loop, int fd, void *arg)
+static void s_watch(korch_proc_t *proc)
 {
-    s_check(arg);
-    return 0;
+    local_proc_t *p = (local_proc_t *)proc;
+    korch_child_watch(&p->child, proc->launcher->loop, s_ended, p);
 }
 
-static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
-{
-    s_check(arg);
-    return 0;
-}
+static void s_proc_free(korch_proc_t *proc);
 
 static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err)
 {
@@ -104,8 +68,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     local_proc_t *p = korch_backend_proc_new(self, sizeof *p, req);
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    p->pidfd = -1;
-    p->poll_timer = -1;
+    korch_child_init(&p->child);
     rc = korch_conn_save(req->conn, conn_file, err);
     if (rc)
         goto out;
@@ -136,35 +99,31 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     }
     snprintf(what, sizeof what, "kernel '%s'", req->spec->name);
     korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .cwd = req->cwd, .out_fd = log_fd};
-    rc = korch_spawn(&sp, &p->pid, &p->pidfd, err);
-    if (rc)
-        goto out;
-    korch_debug("started kernel '%s' pid %d", req->spec->name, (int)p->pid);
+    /* the op finishes once the child has exec'd (spawn.h), from the loop */
+    rc = korch_spawn_start(&p->base, op, &sp, &p->child.pid, &p->child.pidfd, s_watch, err);
+    if (!rc)
+        korch_debug("started kernel '%s' pid %d", req->spec->name, (int)p->child.pid);
 out:
     if (log_fd >= 0)
         close(log_fd);
     korch_spawn_strv_free(argv);
     korch_env_free(env);
-    if (rc) {
+    if (rc && p->child.pid > 0)
+        s_proc_free(&p->base);
+    else if (rc)
         free(p);
-        return rc;
-    }
-    if (p->pidfd >= 0 && korch_loop_poller(self->loop, p->pidfd, s_on_pidfd, p) == 0)
-        p->polled = true;
-    else
-        p->poll_timer = korch_loop_timer(self->loop, 100, 0, s_on_poll, p);
-    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
-    return KORCH_OK;
+    return rc;
 }
 
 static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
-    if (p->reaped)
-        return korch_err_set(err, KORCH_E_DIED, "kernel process %d is gone", (int)p->pid);
+    pid_t pid = p->child.pid;
+    if (p->child.reaped)
+        return korch_err_set(err, KORCH_E_DIED, "kernel process %d is gone", (int)pid);
     /* The whole group: the kernel and whatever it started, as jupyter_client does. */
-    if (kill(-p->pid, sig) != 0 && kill(p->pid, sig) != 0)
-        return korch_err_set(err, KORCH_E_IO, "cannot signal kernel process %d: %s", (int)p->pid, strerror(errno));
+    if (kill(-pid, sig) != 0 && kill(pid, sig) != 0)
+        return korch_err_set(err, KORCH_E_IO, "cannot signal kernel process %d: %s", (int)pid, strerror(errno));
     korch_op_finish(op, KORCH_OK, NULL);
     return KORCH_OK;
 }
@@ -173,9 +132,9 @@ static korch_rc_t s_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_er
 static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     local_proc_t *p = (local_proc_t *)proc;
-    if (!p->reaped) {
-        kill(-p->pid, SIGKILL);
-        kill(p->pid, SIGKILL);
+    if (!p->child.reaped) {
+        kill(-p->child.pid, SIGKILL);
+        kill(p->child.pid, SIGKILL);
     }
     return KORCH_OK;
 }
@@ -205,10 +164,8 @@ static const char *s_log_tail(korch_proc_t *proc)
 static bool s_zombie_step(void *arg)
 {
     local_proc_t *p = arg;
-    if (!s_reap(p))
+    if (!korch_child_reap(&p->child, false))
         return false;
-    if (p->pidfd >= 0)
-        close(p->pidfd);
     free(p);
     return true;
 }
@@ -216,16 +173,14 @@ static bool s_zombie_step(void *arg)
 static void s_zombie_finish(void *arg)
 {
     local_proc_t *p = arg;
-    while (!p->reaped && waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
-        ;
-    p->reaped = true;
-    s_zombie_step(p);
+    korch_child_reap(&p->child, true);
+    free(p);
 }
 
 static void s_proc_free(korch_proc_t *proc)
 {
     local_proc_t *p = (local_proc_t *)proc;
-    s_unwatch(p);
+    korch_child_close(&p->child);
     s_kill(proc, NULL, NULL);
     if (!s_zombie_step(p))
         korch_backend_job(proc->launcher, 20, s_zombie_step, s_zombie_finish, p);

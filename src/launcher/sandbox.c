@@ -25,6 +25,7 @@
 #include "korch/sandbox.h"
 #include "korch/env.h"
 #include "korch/cgroup.h"
+#include "korch/instance.h"
 #include "korch/log.h"
 #include "backend.h"
 #include "spawn.h"
@@ -59,17 +60,13 @@ typedef struct {
     gid_t gid;
     bool drop;                  /* korch is root and the kernel is not: give up root before bwrap */
     unsigned seq;               /* makes cgroup names unique across restarts */
+    char scope[32];             /* korch_cgroup_scope of the runtime base: cgroups in korch/{scope}/{instance} */
 } sandbox_launcher_t;
 
 typedef struct {
     korch_proc_t base;
     sandbox_launcher_t *l;
-    pid_t pid;                  /* the outer bwrap */
-    int pidfd;
-    bool polled;                /* pidfd on the loop */
-    int poll_timer;             /* without a pidfd: WNOHANG every 100 ms; -1 none */
-    bool reaped;
-    int status;
+    korch_child_t child;        /* the outer bwrap */
     int info_fd;                /* bwrap's --info-fd, read end, until pid 1 is known */
     bool info_polled;           /* info_fd on the loop */
     char info[1024];            /* what bwrap wrote there so far */
@@ -414,7 +411,8 @@ out:
 
 /* ---------------------------------------------------------------- start */
 
-static void s_watch(sandbox_proc_t *p);
+static void s_watch_proc(korch_proc_t *proc);
+static void s_proc_free(korch_proc_t *proc);
 
 /* A cgroup name from the kernel id: its safe characters and a sequence. */
 static void s_cgroup_name(sandbox_launcher_t *l, const char *kernel_id, char *buf, size_t len)
@@ -476,8 +474,8 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     if (!p)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
-    p->pidfd = p->info_fd = p->log_fd = p->work_fd = p->poll_timer = -1;
-    p->pid = -1;
+    korch_child_init(&p->child);
+    p->info_fd = p->log_fd = p->work_fd = -1;
 
     const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
     if (!ipc_name) {
@@ -495,7 +493,7 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
 
     s_cgroup_name(l, req->kernel_id, cgname, sizeof cgname);
     korch_cgroup_limits_t lim = {.memory = l->o.memory, .nano_cpus = l->o.nano_cpus, .pids = l->o.pids_limit};
-    p->cg = korch_cgroup_new(l->o.instance ? l->o.instance : "default", cgname, &lim, err);
+    p->cg = korch_cgroup_new(l->scope, l->o.instance ? l->o.instance : "default", cgname, &lim, err);
     if (!p->cg) {
         rc = err ? err->rc : KORCH_E_LAUNCH;
         goto out;
@@ -594,13 +592,14 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .out_fd = p->log_fd, .keep_fds = &fds[F_CONN],
                         .cgroup_fds = korch_cgroup_procs_fds(p->cg), .bind_fds = binds, .bind_at = S_BIND_AT, .new_session = true, .set_ids = l->drop,
                         .uid = l->uid, .gid = l->gid};
-    rc = korch_spawn(&sp, &p->pid, &p->pidfd, err);
-    if (rc)
-        goto out;
     p->info_fd = info[0];
     info[0] = -1;
+    /* the op finishes once bwrap has exec'd (spawn.h), from the loop */
+    rc = korch_spawn_start(&p->base, op, &sp, &p->child.pid, &p->child.pidfd, s_watch_proc, err);
+    if (rc)
+        goto out;
     korch_debug("started kernel '%s' in a sandbox: bwrap pid %d, uid %u, cgroup v%d %s", req->spec->name,
-                (int)p->pid, (unsigned)l->uid, korch_cgroup_version(p->cg), cgname);
+                (int)p->child.pid, (unsigned)l->uid, korch_cgroup_version(p->cg), cgname);
 out:
     s_args_clear(&a);
     korch_spawn_strv_free(argv);
@@ -612,18 +611,19 @@ out:
     for (int i = 0; i < 2; i++)
         if (info[i] >= 0)
             close(info[i]);
-    if (rc) {
+    if (rc && p->child.pid > 0) {
+        s_proc_free(&p->base); /* kills and reaps the child in the background */
+    } else if (rc) {
+        if (p->info_fd >= 0)
+            close(p->info_fd);
         if (p->log_fd >= 0)
             close(p->log_fd);
         if (p->work_fd >= 0)
             close(p->work_fd);
         korch_cgroup_destroy(&p->cg);
         free(p);
-        return rc;
     }
-    s_watch(p);
-    korch_op_finish_proc(op, &p->base, KORCH_OK, NULL);
-    return KORCH_OK;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- life */
@@ -664,27 +664,24 @@ static int s_on_info(korch_loop_t *loop, int fd, void *arg)
 /* 0 while not known yet (never waits). */
 static pid_t s_init_pid(sandbox_proc_t *p) { return p->init_pid; }
 
-static void s_reap(sandbox_proc_t *p, bool block)
+/* waitpid bwrap (block: at korch_launcher_destroy only); true once reaped. */
+static bool s_reap(sandbox_proc_t *p, bool block)
 {
-    if (p->reaped)
-        return;
-    pid_t r;
-    while ((r = waitpid(p->pid, &p->status, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
-        ;
-    if (r == 0)
-        return;
-    p->reaped = true;
-    if (r < 0)
-        p->status = 0;
+    bool was = p->child.reaped;
+    if (!korch_child_reap(&p->child, block))
+        return false;
     /* pid 1 gone means its namespace is gone, but bwrap may have been killed
-       first: make sure nothing of the kernel's outlives it. */
-    korch_cgroup_kill(p->cg);
+       first: make sure nothing of the kernel's outlives it (without waiting
+       on the loop: the zombie job waits for the cgroup to empty). */
+    if (!was)
+        korch_cgroup_kill_now(p->cg);
+    return true;
 }
 
 /* Why the sandbox ended, once reaped. */
 static void s_describe(sandbox_proc_t *p, char *why, size_t whylen)
 {
-    int st = p->status, code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int st = p->child.status, code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     int sig = WIFSIGNALED(st) ? WTERMSIG(st) : (code > 128 && code < 128 + 65 ? code - 128 : 0);
     if (sig == SIGKILL && p->l->o.memory > 0 && korch_cgroup_oom_killed(p->cg)) {
         char lim[32];
@@ -700,72 +697,54 @@ static void s_describe(sandbox_proc_t *p, char *why, size_t whylen)
 
 static void s_unwatch(sandbox_proc_t *p)
 {
-    korch_loop_t *loop = p->base.launcher->loop;
     if (p->info_polled)
-        korch_loop_poller_end(loop, p->info_fd);
+        korch_loop_poller_end(p->base.launcher->loop, p->info_fd);
     p->info_polled = false;
-    if (p->polled)
-        korch_loop_poller_end(loop, p->pidfd);
-    p->polled = false;
-    if (p->poll_timer >= 0)
-        korch_loop_timer_end(loop, p->poll_timer);
-    p->poll_timer = -1;
+    korch_child_unwatch(&p->child);
 }
 
-static void s_check(sandbox_proc_t *p)
+/* bwrap has been reaped (korch_child_t). */
+static void s_ended(void *arg)
 {
-    s_reap(p, false);
-    if (!p->reaped)
-        return;
+    sandbox_proc_t *p = arg;
+    korch_cgroup_kill_now(p->cg);
     s_unwatch(p);
     char why[256];
     s_describe(p, why, sizeof why);
     korch_backend_exited(&p->base, why);
 }
 
-static int s_on_pidfd(korch_loop_t *loop, int fd, void *arg)
-{
-    s_check(arg);
-    return 0;
-}
-
-static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
-{
-    s_check(arg);
-    return 0;
-}
-
 static void s_watch(sandbox_proc_t *p)
 {
     korch_loop_t *loop = p->base.launcher->loop;
-    if (p->pidfd >= 0 && korch_loop_poller(loop, p->pidfd, s_on_pidfd, p) == 0)
-        p->polled = true;
-    else
-        p->poll_timer = korch_loop_timer(loop, 100, 0, s_on_poll, p);
+    korch_child_watch(&p->child, loop, s_ended, p);
     if (p->info_fd >= 0 && korch_loop_poller(loop, p->info_fd, s_on_info, p) == 0)
         p->info_polled = true;
 }
+
+static void s_watch_proc(korch_proc_t *proc) { s_watch((sandbox_proc_t *)proc); }
 
 /* The end is seen by the pidfd poller. */
 static korch_rc_t s_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    if (p->reaped)
+    if (p->child.reaped)
         return KORCH_OK;
-    kill(-p->pid, SIGKILL);
-    kill(p->pid, SIGKILL);
-    korch_cgroup_kill(p->cg);
+    kill(-p->child.pid, SIGKILL);
+    kill(p->child.pid, SIGKILL);
+    korch_cgroup_kill_now(p->cg);
     return KORCH_OK;
 }
 
 static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    if (p->reaped)
-        return korch_err_set(err, KORCH_E_DIED, "the sandbox of the kernel (bwrap pid %d) is gone", (int)p->pid);
+    if (p->child.reaped)
+        return korch_err_set(err, KORCH_E_DIED, "the sandbox of the kernel (bwrap pid %d) is gone",
+                             (int)p->child.pid);
     if (sig == SIGKILL) {
-        kill(-p->pid, SIGKILL);
-        korch_cgroup_kill(p->cg);
+        kill(-p->child.pid, SIGKILL);
+        korch_cgroup_kill_now(p->cg);
         return KORCH_OK;
     }
     pid_t init = s_init_pid(p);
@@ -799,23 +778,25 @@ static const char *s_log_tail(korch_proc_t *proc)
     return p->tail;
 }
 
-/* A killed sandbox, reaped (and its cgroup removed) in the background. */
+/* A killed sandbox, reaped (and its cgroup removed once empty) in the
+   background. */
 static bool s_zombie_step(void *arg)
 {
     sandbox_proc_t *p = arg;
-    s_reap(p, false);
-    if (!p->reaped)
+    if (!s_reap(p, false) || !korch_cgroup_kill_now(p->cg))
         return false;
     korch_cgroup_destroy(&p->cg);
     free(p);
     return true;
 }
 
+/* At korch_launcher_destroy: may block. */
 static void s_zombie_finish(void *arg)
 {
     sandbox_proc_t *p = arg;
     s_reap(p, true);
-    s_zombie_step(p);
+    korch_cgroup_destroy(&p->cg);
+    free(p);
 }
 
 static void s_proc_free(korch_proc_t *proc)
@@ -823,15 +804,14 @@ static void s_proc_free(korch_proc_t *proc)
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
     s_unwatch(p);
     s_kill(proc, NULL, NULL);
-    if (p->pidfd >= 0)
-        close(p->pidfd);
+    korch_child_close(&p->child);
     if (p->info_fd >= 0)
         close(p->info_fd);
     if (p->log_fd >= 0)
         close(p->log_fd);
     if (p->work_fd >= 0)
         close(p->work_fd);
-    p->pidfd = p->info_fd = p->log_fd = p->work_fd = -1;
+    p->info_fd = p->log_fd = p->work_fd = -1;
     if (!s_zombie_step(p))
         korch_backend_job(proc->launcher, 20, s_zombie_step, s_zombie_finish, p);
 }
@@ -861,6 +841,15 @@ static const korch_launcher_ops_t s_ops = {
 /* ---------------------------------------------------------------- new */
 
 
+
+/* The cgroup scope of this korch's runtime base (cgroup.h): instances of
+   another runtime base are never judged by our locks. */
+static korch_rc_t s_scope(char *buf, size_t len, korch_err_t *err)
+{
+    char base[PATH_MAX];
+    korch_rc_t rc = korch_runtime_base(base, sizeof base, err);
+    return rc ? rc : korch_cgroup_scope(base, buf, len, err);
+}
 
 /* Start a trivial sandbox the way kernels will be started: user namespaces
    may be off, bwrap may lack something. The reason is bwrap's own words. */
@@ -910,9 +899,16 @@ static korch_rc_t s_probe(sandbox_launcher_t *l, korch_err_t *err)
                                                    : "");
 }
 
+/* Blocking (the probe waits for a trivial sandbox): made at a command's
+   set-up, before its loop runs, never from a handler (refused). */
 korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_sandbox_opts_t *opts, korch_err_t *err)
 {
     char why[256];
+    if (loop && korch_loop_running(loop)) {
+        korch_err_set(err, KORCH_E_STATE, "the sandbox launcher is made before the loop runs (its probe blocks), "
+                                          "not from a handler");
+        return NULL;
+    }
     sandbox_launcher_t *l = calloc(1, sizeof *l);
     if (!l) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
@@ -976,6 +972,8 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         korch_err_set(err, KORCH_E_LAUNCH, "sandbox unavailable: %s (the limits need a cgroup)", why);
         goto fail;
     }
+    if (s_scope(l->scope, sizeof l->scope, err) != KORCH_OK)
+        goto fail;
     if (s_probe(l, err) != KORCH_OK)
         goto fail;
     return &l->base;
@@ -986,5 +984,11 @@ fail:
 
 int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
 {
-    return korch_cgroup_sweep(mine, alive, gone);
+    char scope[32];
+    korch_err_t err = {0};
+    if (s_scope(scope, sizeof scope, &err) != KORCH_OK) {
+        korch_debug("no sandbox cgroup sweep: %s", err.msg);
+        return 0;
+    }
+    return korch_cgroup_sweep(scope, mine, alive, gone);
 }

@@ -1,5 +1,6 @@
 /*  fork/exec for the launcher backends; see spawn.h. */
 #include "spawn.h"
+#include "backend.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
 
@@ -159,15 +160,33 @@ static void s_child(const korch_spawn_t *s, const char *path, int devnull, int r
     s_fail(report, S_EXEC);
 }
 
-korch_rc_t korch_spawn(const korch_spawn_t *s, pid_t *out_pid, int *out_pidfd, korch_err_t *err)
+/* The words for a child's report: what it was doing, on what, and why. */
+static korch_rc_t s_report_err(const s_report_t *r, const char *what, const char *path, const char *cwd,
+                               const char *bind_at, korch_err_t *err)
 {
-    char path[PATH_MAX];
+    return korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: %s '%s': %s%s", what, s_stage_name(r->stage),
+                         r->stage == S_CHDIR ? cwd : r->stage == S_MOUNT ? bind_at : path, strerror(r->err),
+                         r->stage == S_EXEC && r->err == ENOENT ? " (is it installed? check the kernelspec's argv)" : "");
+}
+
+/* Fork the child; *report is the read end of the pipe its failure comes
+   on (EOF alone: it exec'd). path is argv[0] resolved (PATH_MAX). */
+static korch_rc_t s_fork(const korch_spawn_t *s, char *path, pid_t *out_pid, int *out_pidfd, int *report,
+                         korch_err_t *err)
+{
     int pipefd[2] = {-1, -1}, devnull = -1;
     korch_rc_t rc = KORCH_OK;
     *out_pid = -1;
     *out_pidfd = -1;
-    if (!s_resolve(s->argv[0], path, sizeof path))
+    *report = -1;
+    if (!s_resolve(s->argv[0], path, PATH_MAX))
         return korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: '%s' is not on the PATH", s->what, s->argv[0]);
+    /* a program that is not there fails now rather than in the child (its
+       words as the child's report would give them) */
+    if (access(path, X_OK) != 0) {
+        s_report_t r = {S_EXEC, errno};
+        return s_report_err(&r, s->what, path, s->cwd, s->bind_at, err);
+    }
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: %s", s->what, strerror(errno));
@@ -188,25 +207,12 @@ korch_rc_t korch_spawn(const korch_spawn_t *s, pid_t *out_pid, int *out_pidfd, k
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: fork: %s", s->what, strerror(fork_errno));
         goto out;
     }
-    close(pipefd[1]);
-    pipefd[1] = -1;
-    s_report_t r;
-    ssize_t n;
-    while ((n = read(pipefd[0], &r, sizeof r)) < 0 && errno == EINTR)
-        ;
-    if (n == (ssize_t)sizeof r) {
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot start %s: %s '%s': %s%s", s->what, s_stage_name(r.stage),
-                           r.stage == S_CHDIR ? s->cwd : r.stage == S_MOUNT ? s->bind_at : path, strerror(r.err),
-                           r.stage == S_EXEC && r.err == ENOENT ? " (is it installed? check the kernelspec's argv)"
-                                                                : "");
-        goto out;
-    }
     *out_pid = pid;
     *out_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (*out_pidfd < 0)
         korch_debug("pidfd_open: %s; polling the kernel's liveness instead", strerror(errno));
+    *report = pipefd[0];
+    pipefd[0] = -1;
 out:
     if (devnull >= 0)
         close(devnull);
@@ -215,6 +221,199 @@ out:
     if (pipefd[1] >= 0)
         close(pipefd[1]);
     return rc;
+}
+
+korch_rc_t korch_spawn(const korch_spawn_t *s, pid_t *out_pid, int *out_pidfd, korch_err_t *err)
+{
+    char path[PATH_MAX];
+    int report;
+    korch_rc_t rc = s_fork(s, path, out_pid, out_pidfd, &report, err);
+    if (rc)
+        return rc;
+    s_report_t r;
+    ssize_t n;
+    while ((n = read(report, &r, sizeof r)) < 0 && errno == EINTR)
+        ;
+    close(report);
+    if (n == (ssize_t)sizeof r) {
+        while (waitpid(*out_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        if (*out_pidfd >= 0)
+            close(*out_pidfd);
+        *out_pid = -1;
+        *out_pidfd = -1;
+        return s_report_err(&r, s->what, path, s->cwd, s->bind_at, err);
+    }
+    return KORCH_OK;
+}
+
+/* ------------------------------------------------------------ async */
+
+typedef struct {
+    korch_proc_t *proc;
+    korch_op_t *op;
+    void (*watch)(korch_proc_t *proc);
+    int fd;                     /* the report pipe, on the loop */
+    s_report_t r;
+    size_t got;
+    char what[300];
+    char path[PATH_MAX];
+    char cwd[PATH_MAX];
+    char bind_at[64];
+} s_pending_t;
+
+static void s_pending_end(s_pending_t *w)
+{
+    korch_loop_poller_end(w->proc->launcher->loop, w->fd);
+    close(w->fd);
+    free(w);
+}
+
+static int s_on_report(korch_loop_t *loop, int fd, void *arg)
+{
+    s_pending_t *w = arg;
+    ssize_t n = read(fd, (char *)&w->r + w->got, sizeof w->r - w->got);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n > 0) {
+        w->got += (size_t)n;
+        if (w->got < sizeof w->r)
+            return 0;
+    }
+    korch_proc_t *proc = w->proc;
+    korch_op_t *op = w->op;
+    if (w->got == 0) { /* EOF alone: the exec happened */
+        void (*watch)(korch_proc_t *) = w->watch;
+        s_pending_end(w);
+        if (watch)
+            watch(proc);
+        korch_op_finish_proc(op, proc, KORCH_OK, NULL);
+        return 0;
+    }
+    korch_err_t e = {0};
+    if (w->got == sizeof w->r)
+        s_report_err(&w->r, w->what, w->path, w->cwd, w->bind_at, &e);
+    else
+        korch_err_set(&e, KORCH_E_LAUNCH, "cannot start %s: %s", w->what,
+                      n < 0 ? strerror(errno) : "it ended before it could say why");
+    s_pending_end(w);
+    proc->launcher->ops->proc_free(proc); /* reaps the child in the background */
+    korch_op_finish_proc(op, NULL, e.rc, &e);
+    return 0;
+}
+
+static void s_pending_cancel(korch_op_t *op, void *arg)
+{
+    s_pending_t *w = arg;
+    korch_proc_t *proc = w->proc;
+    s_pending_end(w);
+    proc->launcher->ops->proc_free(proc);
+}
+
+korch_rc_t korch_spawn_start(korch_proc_t *proc, korch_op_t *op, const korch_spawn_t *s, pid_t *pid, int *pidfd,
+                             void (*watch)(korch_proc_t *proc), korch_err_t *err)
+{
+    s_pending_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    *w = (s_pending_t){.proc = proc, .op = op, .watch = watch, .fd = -1};
+    snprintf(w->what, sizeof w->what, "%s", s->what);
+    snprintf(w->cwd, sizeof w->cwd, "%s", s->cwd ? s->cwd : "");
+    snprintf(w->bind_at, sizeof w->bind_at, "%s", s->bind_at ? s->bind_at : "");
+    korch_rc_t rc = s_fork(s, w->path, pid, pidfd, &w->fd, err);
+    if (!rc && korch_loop_poller(proc->launcher->loop, w->fd, s_on_report, w) != 0) {
+        /* cannot wait on the loop: wait here, as korch_spawn does */
+        s_report_t r;
+        ssize_t n;
+        while ((n = read(w->fd, &r, sizeof r)) < 0 && errno == EINTR)
+            ;
+        close(w->fd);
+        if (n == (ssize_t)sizeof r)
+            rc = s_report_err(&r, w->what, w->path, w->cwd, w->bind_at, err);
+        free(w);
+        if (!rc) {
+            if (watch)
+                watch(proc);
+            korch_op_finish_proc(op, proc, KORCH_OK, NULL);
+        }
+        return rc; /* on failure the caller frees proc, whose proc_free reaps the child */
+    }
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    korch_op_on_cancel(op, s_pending_cancel, w);
+    return KORCH_OK;
+}
+
+/* ------------------------------------------------------------ children */
+
+void korch_child_init(korch_child_t *c) { *c = (korch_child_t){.pid = -1, .pidfd = -1, .poll_timer = -1}; }
+
+bool korch_child_reap(korch_child_t *c, bool block)
+{
+    if (c->reaped || c->pid <= 0)
+        return true; /* (no child: nothing to wait for) */
+    pid_t r;
+    while ((r = waitpid(c->pid, &c->status, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r == 0)
+        return false;
+    c->reaped = true;
+    if (r < 0)
+        c->status = 0;
+    return true;
+}
+
+static void s_child_check(korch_child_t *c)
+{
+    if (!korch_child_reap(c, false))
+        return;
+    korch_child_unwatch(c);
+    if (c->ended)
+        c->ended(c->arg);
+}
+
+static int s_on_pidfd(korch_loop_t *loop, int fd, void *arg)
+{
+    s_child_check(arg);
+    return 0;
+}
+
+static int s_on_poll(korch_loop_t *loop, int timer_id, void *arg)
+{
+    s_child_check(arg);
+    return 0;
+}
+
+void korch_child_watch(korch_child_t *c, korch_loop_t *loop, void (*ended)(void *arg), void *arg)
+{
+    korch_child_unwatch(c);
+    c->loop = loop;
+    c->ended = ended;
+    c->arg = arg;
+    if (c->pidfd >= 0 && korch_loop_poller(loop, c->pidfd, s_on_pidfd, c) == 0)
+        c->polled = true;
+    else
+        c->poll_timer = korch_loop_timer(loop, 100, 0, s_on_poll, c);
+}
+
+void korch_child_unwatch(korch_child_t *c)
+{
+    if (c->polled)
+        korch_loop_poller_end(c->loop, c->pidfd);
+    c->polled = false;
+    if (c->poll_timer >= 0)
+        korch_loop_timer_end(c->loop, c->poll_timer);
+    c->poll_timer = -1;
+}
+
+void korch_child_close(korch_child_t *c)
+{
+    korch_child_unwatch(c);
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    c->pidfd = -1;
 }
 
 char **korch_spawn_argv(const char *const *prefix, const korch_kernelspec_t *spec, const char *conn_file)

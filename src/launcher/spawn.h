@@ -40,9 +40,45 @@ typedef struct {
     gid_t gid;
 } korch_spawn_t;
 
-/* Start the child. *pid is its pid, the leader of its own process group;
-   *pidfd a pidfd readable when it exits, or -1 where the kernel has none. */
+/* Start the child and wait for its exec (blocking: for constructors'
+   probes, never on the loop). *pid is its pid, the leader of its own
+   process group; *pidfd a pidfd readable when it exits, or -1 where the
+   kernel has none. */
 korch_rc_t korch_spawn(const korch_spawn_t *s, pid_t *pid, int *pidfd, korch_err_t *err);
+
+/* The same for a backend's start op, without waiting on the loop for the
+   child's exec (a sandbox's mount namespace and binds take 10-25 ms): fork
+   now (*pid, *pidfd set at once, as korch_spawn's), then, from the loop,
+   once the child has exec'd, watch(proc) (may be NULL) and op finishes
+   with proc; if it fails to, proc is freed (ops->proc_free reaps the
+   child) and op fails with the child's reason; if op is cancelled first,
+   proc is freed likewise. A returned error: nothing forked, or the child
+   failed and proc is the caller's to free (with proc_free when *pid > 0). */
+korch_rc_t korch_spawn_start(korch_proc_t *proc, korch_op_t *op, const korch_spawn_t *s, pid_t *pid, int *pidfd,
+                             void (*watch)(korch_proc_t *proc), korch_err_t *err);
+
+/* A child korch spawned, and its end: watched on the loop with its pidfd
+   (else WNOHANG every 100 ms) until reaped, then ended(arg) is called once
+   (the status is in status). Embedded in a backend's proc; one thread. */
+typedef struct {
+    pid_t pid;                  /* -1 none yet */
+    int pidfd;                  /* -1 when the kernel has no pidfd support */
+    bool reaped;
+    int status;                 /* waitpid status once reaped */
+    korch_loop_t *loop;         /* while watched */
+    bool polled;                /* pidfd on the loop */
+    int poll_timer;             /* without a pidfd: the WNOHANG timer; -1 none */
+    void (*ended)(void *arg);
+    void *arg;
+} korch_child_t;
+
+void korch_child_init(korch_child_t *c);
+void korch_child_watch(korch_child_t *c, korch_loop_t *loop, void (*ended)(void *arg), void *arg);
+void korch_child_unwatch(korch_child_t *c);
+/* waitpid (block: wait for it; at korch_launcher_destroy only); true once reaped. */
+bool korch_child_reap(korch_child_t *c, bool block);
+/* Unwatch and close the pidfd (the pid stays, for reaping). */
+void korch_child_close(korch_child_t *c);
 
 /* The kernelspec's argv with {connection_file} and {resource_dir} replaced,
    after the strings of prefix (NULL-terminated, may be NULL): a new

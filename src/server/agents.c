@@ -1107,9 +1107,9 @@ static void s_fileops_cancel(srv_agent_t *sa, int status, const char *why)
 static void s_on_put_done(korch_rc_t rc, const korch_err_t *err, void *arg);
 
 /* The final move of an upload (spooled to an unnamed file by server.c)
-   into the kernel's work dir: the spooled file is mapped read-only and its
-   bytes handed to the launcher's put_file (which copies them), answered
-   when the op ends. */
+   into the kernel's work dir: the spooled file goes to the launcher's
+   put_file_fd (a host work dir is written from it off the loop), a body in
+   memory to put_file (which copies it); answered when the op ends. */
 static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char *rel, srv_req_t *req,
                                  korch_err_t *err)
 {
@@ -1118,8 +1118,13 @@ static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     const void *data;
     size_t len;
-    korch_rc_t rc = srv_req_upload_map(req, &data, &len, err);
-    if (rc == KORCH_OK && !(f->op = korch_proc_put_file(proc, rel, data, len, s_on_put_done, f, err)))
+    korch_rc_t rc = KORCH_OK;
+    int fd = req->rx && !req->body ? srv_body_fd(req->rx) : -1;
+    if (fd >= 0 && !(f->op = korch_proc_put_file_fd(proc, rel, fd, req->body_len, s_on_put_done, f, err)))
+        rc = err->rc ? err->rc : KORCH_E_IO;
+    if (fd < 0)
+        rc = srv_req_upload_map(req, &data, &len, err);
+    if (fd < 0 && rc == KORCH_OK && !(f->op = korch_proc_put_file(proc, rel, data, len, s_on_put_done, f, err)))
         rc = err->rc ? err->rc : KORCH_E_IO;
     srv_req_upload_unmap(req);
     if (rc != KORCH_OK) {
