@@ -11,6 +11,7 @@
 #include "korch/conn.h"
 #include "korch/docker.h"
 #include "korch/docker_api.h"
+#include "korch/instance.h"
 #include "korch/kernelspec.h"
 #include "korch/launcher.h"
 
@@ -341,6 +342,9 @@ TEST_T(docker_launcher_kernel, 90)
         json_t *labels = json_object_get(cfg, "Labels");
         CHECK_STREQ(json_string_value(json_object_get(labels, "korch.kernel_id")), kid);
         CHECK_STREQ(json_string_value(json_object_get(labels, "korch.instance")), instance);
+        char scope[KORCH_SCOPE_LEN] = "";
+        CHECK_EQ(korch_runtime_scope(NULL, scope, sizeof scope, NULL), KORCH_OK);
+        CHECK_STREQ(json_string_value(json_object_get(labels, "korch.scope")), scope); /* this runtime dir's */
         CHECK_STREQ(json_string_value(json_array_get(json_object_get(cfg, "Cmd"), 0)), "python3");
         CHECK_STREQ(json_string_value(json_array_get(json_object_get(cfg, "Cmd"), 4)), "/run/korch/kernel.json");
         CHECK_STREQ(json_string_value(json_object_get(cfg, "WorkingDir")), "/home/korch/work");

@@ -8,6 +8,7 @@
 #include "kernel_fixture.h"
 
 #include "korch/docker.h"
+#include "korch/instance.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +114,57 @@ static size_t s_count(korch_launcher_t *l, const char *instance)
     return n;
 }
 
+/* A container labelled as korch labels its kernels' (instance, a kernel
+   id, a runtime dir in our base), of korch scope `scope` (NULL: no
+   korch.scope label, as an older korch made them): what another machine's
+   korch on a shared engine (or an older korch) leaves. Running (sleep)
+   when run, else only created. Its id in id ("" on failure). */
+static void s_fake(const char *instance, const char *scope, bool run, char *id, size_t len)
+{
+    char base[PATH_MAX], li[128], lk[96], lr[PATH_MAX + 32], ls[64];
+    id[0] = 0;
+    if (korch_runtime_base(base, sizeof base, NULL) != KORCH_OK)
+        return;
+    snprintf(li, sizeof li, "korch.instance=%s", instance);
+    snprintf(lk, sizeof lk, "korch.kernel_id=%08x-0000-4000-8000-%012x", (unsigned)getpid(), (unsigned)rand());
+    snprintf(lr, sizeof lr, "korch.runtime_dir=%s/f%011x", base, (unsigned)rand());
+    snprintf(ls, sizeof ls, "korch.scope=%s", scope ? scope : "");
+    const char *argv[] = {"docker", run ? "run" : "create", "--label", li, "--label", lk, "--label",
+                          "korch.kernelspec=python3", "--label", lr, "--network", "none", "--label", ls,
+                          NULL, NULL, NULL, NULL, NULL};
+    int n = 14;
+    if (!scope)
+        n -= 2; /* no korch.scope label */
+    if (run)
+        argv[n++] = "-d";
+    argv[n++] = "korch-kernel-python3:latest";
+    argv[n++] = "sleep";
+    argv[n++] = "300";
+    argv[n] = NULL;
+    char *out = NULL;
+    if (korch_test_run(argv, NULL, &out, NULL, 60) == 0 && out) {
+        out[strcspn(out, "\n")] = 0;
+        snprintf(id, len, "%s", out);
+    }
+    free(out);
+}
+
+/* Is container id still there (any state)? */
+static bool s_exists(const char *id)
+{
+    const char *argv[] = {"docker", "inspect", "--format", "{{.Id}}", id, NULL};
+    return id[0] && korch_test_run(argv, NULL, NULL, NULL, 30) == 0;
+}
+
+/* Remove container id (if any) and forget it. */
+static void s_rm(char *id)
+{
+    const char *argv[] = {"docker", "rm", "-f", "-v", id, NULL};
+    if (id[0])
+        korch_test_run(argv, NULL, NULL, NULL, 60);
+    id[0] = 0;
+}
+
 /* Run `korch exec --existing conn -q -c code`: its stdout, exit status in *st. */
 static char *s_exec(const char *conn, const char *code, int *st)
 {
@@ -155,6 +207,7 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     pid_t k1 = -1, k2 = -1, busy = -1;
     json_t *list = NULL;
     char rdir[PATH_MAX] = "", rdir_a[PATH_MAX] = "";
+    char f_t[80] = "", f_a[80] = "", old_a[80] = "", want[400];
     int st = 0;
     char *out = NULL, *text = NULL;
     if (!CHECK(l)) {
@@ -201,7 +254,11 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     json_decref(list);
     list = NULL;
 
-    /* 3. korch kernel T again: re-adopts, the variable is there. */
+    /* 3. korch kernel T again: re-adopts, the variable is there. A running
+       container labelled T of another korch scope (another machine's
+       korch T on this engine) is neither adopted nor removed: a notice. */
+    s_fake(inst_t, "rt-00000000000000ff", true, f_t, sizeof f_t);
+    CHECK(f_t[0]);
     k2 = s_spawn(kt, out2, err2);
     if (!CHECK(s_wait_text(err2, "korch: kernel ", k2, 60000))) {
         fprintf(stderr, "  stderr: %s\n", (text = s_slurp(err2)));
@@ -209,6 +266,10 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     }
     text = s_slurp(err2);
     CHECK_CONTAINS(text, "re-adopted: its variables are kept (docker launcher, instance 'ktest-T-");
+    snprintf(want, sizeof want, "left 1 container(s) of korch instance '%s' alone: their korch.scope label is not "
+             "this runtime dir's", inst_t);
+    CHECK_CONTAINS(text, want);
+    CHECK(s_exists(f_t));
     free(text);
     text = NULL;
     /* The client that was busy when korch died got its answer. */
@@ -224,8 +285,10 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     free(out);
     out = NULL;
     list = s_list(l, inst_t);
-    if (CHECK(list && json_array_size(list) == 1))
-        CHECK_STREQ(json_string_value(json_object_get(json_array_get(list, 0), "id")), cid); /* the same one */
+    if (CHECK(list && json_array_size(list) == 2)) /* ours and the other scope's */
+        for (size_t i = 0; i < 2; i++)
+            if (strcmp(json_string_value(json_object_get(json_array_get(list, i), "id")), f_t) != 0)
+                CHECK_STREQ(json_string_value(json_object_get(json_array_get(list, i), "id")), cid); /* the same one */
     json_decref(list);
     list = NULL;
 
@@ -233,6 +296,9 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     CHECK_EQ(kill(k2, SIGTERM), 0);
     CHECK_EQ(s_wait_exit(k2, 30000), 0);
     k2 = -1;
+    CHECK_EQ(s_count(l, inst_t), 1); /* the other scope's only */
+    CHECK(s_exists(f_t));
+    s_rm(f_t);
     CHECK_EQ(s_count(l, inst_t), 0);
     CHECK(rdir[0] && access(rdir, F_OK) != 0);
 
@@ -253,17 +319,32 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     s_wait_exit(k1, 10000);
     k1 = -1;
     CHECK_EQ(s_count(l, inst_a), 1);
+    /* Labelled A too: one of another korch scope (A is not gone there),
+       one of an older korch without the label: B's sweep leaves both. */
+    s_fake(inst_a, "rt-00000000000000fe", false, f_a, sizeof f_a);
+    s_fake(inst_a, NULL, false, old_a, sizeof old_a);
+    CHECK(f_a[0] && old_a[0]);
+    CHECK_EQ(s_count(l, inst_a), 3);
     const char *kbb[] = {korch, "kernel", "--launcher", "docker", "--instance", inst_b, "--connection-file", conn_b,
                          NULL};
     k2 = s_spawn(kbb, outb, errb);
     if (!CHECK(s_wait_text(errb, "korch: kernel ", k2, 60000)))
         goto out;
     text = s_slurp(errb);
-    char want[160];
     snprintf(want, sizeof want, "removed 1 container(s) left by korch instance '%s', which is gone", inst_a);
+    CHECK_CONTAINS(text, want);
+    snprintf(want, sizeof want, "left 1 container(s) of korch instance '%s' alone: they carry no korch.scope label "
+             "(an older korch made them)", inst_a);
+    CHECK_CONTAINS(text, want);
+    snprintf(want, sizeof want, "docker rm -f -v $(docker ps -aq --filter label=korch.instance=%s)", inst_a);
     CHECK_CONTAINS(text, want);
     free(text);
     text = NULL;
+    CHECK(s_exists(f_a));
+    CHECK(s_exists(old_a));
+    CHECK_EQ(s_count(l, inst_a), 2);
+    s_rm(f_a);
+    s_rm(old_a);
     CHECK_EQ(s_count(l, inst_a), 0);
     CHECK(rdir_a[0] && access(rdir_a, F_OK) != 0); /* its runtime dir went with it */
     CHECK_EQ(s_count(l, inst_b), 1);
@@ -289,6 +370,9 @@ out:
     }
     free(text);
     json_decref(list);
+    s_rm(f_t);
+    s_rm(f_a);
+    s_rm(old_a);
     if (l) {
         /* Nothing of this test's instances is left, whatever happened above. */
         json_t *all = s_list(l, NULL);

@@ -78,14 +78,21 @@ static int s_post(korch_docker_t *d, const char *path, json_t *body, json_t **re
 }
 
 /* A running container labelled as instance inst's kernel kid, as no korch
-   made it (sleep, not a kernel); binds "" = none. Its id into id. */
+   made it (sleep, not a kernel); binds "" = none; of korch scope scope
+   ("" = this runtime dir's, NULL = no korch.scope label, as an older korch
+   made them). Its id into id. */
 static bool s_fake_kernel(korch_docker_t *d, const char *inst, const char *kid, const char *rdir, const char *bind,
-                          char *id, size_t len)
+                          const char *scope, char *id, size_t len)
 {
+    char mine[KORCH_SCOPE_LEN] = "";
+    if (scope && !*scope && CHECK_EQ(korch_runtime_scope(NULL, mine, sizeof mine, NULL), KORCH_OK))
+        scope = mine;
     json_t *body = json_pack("{s:s, s:[s,s], s:{s:s, s:s, s:s, s:s}, s:{s:s, s:[]}}", "Image", IMAGE, "Cmd",
                              "sleep", "600", "Labels", "korch.instance", inst, "korch.kernel_id", kid,
                              "korch.kernelspec", "python3", "korch.runtime_dir", rdir, "HostConfig", "NetworkMode",
                              "none", "Binds");
+    if (body && scope)
+        json_object_set_new(json_object_get(body, "Labels"), "korch.scope", json_string(scope));
     if (bind && *bind)
         json_array_append_new(json_object_get(json_object_get(body, "HostConfig"), "Binds"), json_string(bind));
     json_t *r = NULL;
@@ -301,6 +308,7 @@ TEST_T(server_adopt_docker_kill9, 600)
     front_t f = {0};
     json_t *j = NULL;
     char k0[64] = "", k1[64] = "", c0[80] = "", c1[80] = "", cbad[3][80] = {"", "", ""};
+    char cforeign[80] = "", clegacy[80] = "", want[300];
     if (!CHECK_EQ(korch_runtime_base(base, sizeof base, &err), KORCH_OK))
         goto out;
 
@@ -344,11 +352,19 @@ TEST_T(server_adopt_docker_kill9, 600)
     CHECK_EQ(mkdir(bad_dir, 0700), 0);
     snprintf(bind, sizeof bind, "%s:/run/korch", bad_dir);
     /* a runtime dir label the container does not mount */
-    CHECK(s_fake_kernel(d, inst, u1, "/etc", "", cbad[0], sizeof cbad[0]));
+    CHECK(s_fake_kernel(d, inst, u1, "/etc", "", "", cbad[0], sizeof cbad[0]));
     /* its runtime dir mounted, but no connection file in it */
-    CHECK(s_fake_kernel(d, inst, u2, bad_dir, bind, cbad[1], sizeof cbad[1]));
+    CHECK(s_fake_kernel(d, inst, u2, bad_dir, bind, "", cbad[1], sizeof cbad[1]));
     /* a kernel id korch serve never makes */
-    CHECK(s_fake_kernel(d, inst, "../../etc/passwd", "/etc", "", cbad[2], sizeof cbad[2]));
+    CHECK(s_fake_kernel(d, inst, "../../etc/passwd", "/etc", "", "", cbad[2], sizeof cbad[2]));
+    /* X's too, but of another korch scope (another machine's korch serve
+       --instance X on a shared engine) and of an older korch (no label):
+       neither adopted nor removed, a notice each */
+    char u3[40], u4[40];
+    korch_uuid(u3);
+    korch_uuid(u4);
+    CHECK(s_fake_kernel(d, inst, u3, bad_dir, "", "rt-00000000000000fd", cforeign, sizeof cforeign));
+    CHECK(s_fake_kernel(d, inst, u4, bad_dir, "", NULL, clegacy, sizeof clegacy));
 
     /* korch serve --instance X again, on the same port and token (what
        jupyter_server's --gateway-url and auth_token name) */
@@ -395,6 +411,14 @@ TEST_T(server_adopt_docker_kill9, 600)
     struct stat sb;
     CHECK(lstat(bad_dir, &sb) != 0); /* its (empty) runtime dir went with it */
     CHECK(s_exists(d, c0));
+    CHECK(s_exists(d, cforeign));
+    CHECK(s_exists(d, clegacy));
+    snprintf(want, sizeof want, "left 1 container(s) of korch instance '%s' alone: their korch.scope label is not", inst);
+    CHECK(s_log_has(&s, want));
+    snprintf(want, sizeof want, "left 1 container(s) of korch instance '%s' alone: they carry no korch.scope label",
+             inst);
+    CHECK(s_log_has(&s, want));
+    CHECK(!s_log_has(&s, u3) && !s_log_has(&s, u4)); /* not even tried */
 
     /* another instance's korch serve leaves X's kernels alone */
     const char *a3[] = {"--launcher", "docker", "--instance", other, NULL};
@@ -425,6 +449,11 @@ TEST_T(server_adopt_docker_kill9, 600)
     }
     CHECK(s_wait_none(d, "korch.kernel_id", k0, 30000));
     serve_stop(&s);
+    /* korch's own all went; the other scope's and the older korch's stay */
+    CHECK(s_exists(d, cforeign));
+    CHECK(s_exists(d, clegacy));
+    CHECK_EQ(s_count(d, "korch.instance", inst), 2);
+    s_remove_label(d, inst);
     CHECK(s_wait_none(d, "korch.instance", inst, 30000));
 out:
     json_decref(j);

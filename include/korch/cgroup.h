@@ -5,7 +5,7 @@
  *  whether a korch instance is alive is known only from the locks in its
  *  runtime base (instance.h): two korchs with different KORCH_RUNTIME_DIRs
  *  cannot judge each other's instances. The scope names the runtime base
- *  (korch_cgroup_scope), so a sweep only ever acts on instances whose locks
+ *  (korch_cgroup_scope = korch_runtime_scope), so a sweep only ever acts on instances whose locks
  *  it can read. All names come from korch, never from a kernel.
  *
  *  Both layouts are supported:
@@ -47,9 +47,10 @@ typedef struct {
 /* The cgroup version korch can use here: 2, 1, or 0 with the reason in why. */
 int korch_cgroup_available(char *why, size_t whylen);
 
-/* The scope of a runtime base: "rt-" and 16 hex digits of the SHA-256 of
-   its realpath (the same directory by another path is the same scope).
-   buf holds at least 20 bytes. Fails when the dir cannot be resolved. */
+/* The scope of a runtime base: korch_runtime_scope's ("rt-" and 16 hex
+   digits, kept in the base), the same one the korch.scope labels carry.
+   cgroups are machine-local, so the base's own id is enough here too.
+   buf holds at least 20 bytes. Fails when the dir cannot be used. */
 korch_rc_t korch_cgroup_scope(const char *runtime_base, char *buf, size_t len, korch_err_t *err);
 
 /* Create korch/{scope}/{instance}/{name} (instance and name: letters,

@@ -118,11 +118,15 @@ bool korch_launcher_is_docker(const korch_launcher_t *l);
 const char *korch_docker_proc_container(korch_proc_t *p);
 
 /* Containers labelled korch.instance=instance (NULL = every korch container),
-   running or not, as a new array of {"id", "name", "kernel_id", "instance",
-   "kernelspec", "state", "runtime_dir"}: for re-adoption and cleanup. */
+   running or not, whatever their scope, as a new array of {"id", "name",
+   "kernel_id", "instance", "kernelspec", "state", "runtime_dir", "scope"
+   (the korch.scope label; missing on an older korch's)}: for re-adoption
+   and cleanup. */
 json_t *korch_docker_list(korch_launcher_t *l, const char *instance, korch_err_t *err);
 
-/* Force-remove every container korch_docker_list(l, instance) finds, with
+/* Force-remove every container of this runtime dir's scope (its korch.scope
+   label; another scope's and unlabelled ones are never removed) that
+   korch_docker_list(l, instance) finds, with
    its work dir volume, and the connection file, sockets and (then empty)
    runtime dir it had bind-mounted. Returns how many were removed, or -1 + err. */
 int korch_docker_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err);

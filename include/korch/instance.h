@@ -35,4 +35,20 @@ void korch_instance_forget(const char *name);
 /* The runtime base directory, created (0700) and checked to be private. */
 korch_rc_t korch_runtime_base(char *buf, size_t len, korch_err_t *err);
 
+/* The scope of a runtime base (NULL: korch_runtime_base's): the identity
+   of its lock domain, "rt-" and 16 lowercase hex digits (KORCH_SCOPE_LEN
+   bytes with the NUL). A random id made on first use and kept in
+   {base}/scope (0600, never through a link): every korch that sees those
+   instance locks sees that file, and no other does. Whatever korch makes
+   outside its machine or its base carries it (the korch.scope label of
+   containers, swarm services and secrets; the cgroup directory): a sweep or
+   an adoption acts only on objects of its own scope, the only ones whose
+   instances its locks can judge. The id follows the directory, not the
+   machine: a korch rescheduled elsewhere with the same runtime volume is
+   the same domain; a copy of a runtime dir shares the id (never copy one
+   or bake one into an image). Fails when the base is unusable or its
+   scope file is not korch's (then it says so; korch never rewrites it). */
+#define KORCH_SCOPE_LEN 20
+korch_rc_t korch_runtime_scope(const char *base, char *buf, size_t len, korch_err_t *err);
+
 #endif

@@ -94,9 +94,11 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
                                  korch_err_t *err);
 
-/* The kernels labelled with this launcher's instance, left by an earlier
-   korch of that instance (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
-   KORCH_E_STATE): a new array of {"id" (the container or service),
+/* The kernels labelled with this launcher's instance and this runtime
+   dir's korch.scope (korch_runtime_scope), left by an earlier korch of
+   that instance (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
+   KORCH_E_STATE); those of another scope or without one are left out,
+   with a notice (another korch's, or an older korch's): a new array of {"id" (the container or service),
    "kernel_id", "kernelspec", "state" ("running" when adoptable)}, strings
    as the labels say ("" when missing: labels are anyone's to write, check
    them before use). Blocking (one or two Engine API calls): call it at
@@ -105,7 +107,8 @@ json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err);
 /* Remove what is left of one of those by its "id" (a dead or unusable
    kernel): its container or service and secret, and korch's files for it
    (the connection file, its sockets and runtime dir, never through a
-   link). Refused (KORCH_E_STATE) when its label names another instance.
+   link). Refused (KORCH_E_STATE) when its labels name another instance
+   or another scope.
    Blocking, as above. */
 korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err);
 

@@ -112,9 +112,9 @@ int korch_cmd_kernel(int argc, char **argv)
     korch_launcher_sweep(launcher, korch_instance_name(inst));
     bool swarm = strcmp(korch_launcher_name(launcher), "swarm") == 0;
     if (korch_launcher_is_docker(launcher) || swarm) {
-        /* Our own kernel from a previous life of this instance? */
-        mine = swarm ? korch_swarm_list(launcher, korch_instance_name(inst), &err)
-                     : korch_docker_list(launcher, korch_instance_name(inst), &err);
+        /* Our own kernel from a previous life of this instance (of our
+           scope: list_mine leaves another korch's alone, with a notice)? */
+        mine = korch_launcher_list_mine(launcher, &err);
         size_t i;
         json_t *c;
         json_array_foreach(mine, i, c) {

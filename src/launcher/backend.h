@@ -91,6 +91,12 @@ struct korch_proc {
 
 void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t *ops, korch_loop_t *loop);
 
+/* What a listing of instance's objects (kind "container(s)" or "swarm
+   service(s)") left alone because they are not of scope (ours): foreign of
+   another scope, legacy with no korch.scope label (an older korch). One
+   notice each, saying why and, for legacy ones, how to remove them. */
+void korch_backend_scope_notice(const char *kind, const char *instance, const char *scope, int foreign, int legacy);
+
 /* A zeroed proc of size bytes (size >= sizeof(korch_proc_t)) for l, with
    conn and runtime_dir copied from req (either may be NULL). */
 void *korch_backend_proc_new(korch_launcher_t *l, size_t size, const korch_launch_t *req);

@@ -4,11 +4,11 @@
  *  kernel can see (the sandbox mounts no /sys), so plain paths are safe.
  */
 #include "korch/cgroup.h"
+#include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/path.h"
 
 #include <dirent.h>
-#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -62,25 +62,12 @@ static bool s_is_scope(const char *s)
     return true;
 }
 
+/* One scope for cgroups and labels: the runtime base's (instance.h). */
 korch_rc_t korch_cgroup_scope(const char *runtime_base, char *buf, size_t len, korch_err_t *err)
 {
-    char real[PATH_MAX];
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    if (len < 4 + S_SCOPE_HEX)
-        return korch_err_set(err, KORCH_E_TOOBIG, "cgroup scope buffer too small");
-    if (!runtime_base || !realpath(runtime_base, real))
-        return korch_err_set(err, KORCH_E_IO, "cannot resolve runtime dir '%s': %s", runtime_base ? runtime_base : "",
-                             strerror(errno));
-    if (!EVP_Digest(real, strlen(real), md, &mdlen, EVP_sha256(), NULL) || mdlen < S_SCOPE_HEX / 2)
-        return korch_err_set(err, KORCH_E_IO, "cannot hash runtime dir '%s' (openssl EVP_Digest failed)", real);
-    memcpy(buf, "rt-", 3);
-    for (int i = 0; i < S_SCOPE_HEX / 2; i++) {
-        buf[3 + 2 * i] = "0123456789abcdef"[md[i] >> 4];
-        buf[4 + 2 * i] = "0123456789abcdef"[md[i] & 15];
-    }
-    buf[3 + S_SCOPE_HEX] = 0;
-    return KORCH_OK;
+    if (!runtime_base)
+        return korch_err_set(err, KORCH_E_INVALID, "no runtime dir for the cgroup scope");
+    return korch_runtime_scope(runtime_base, buf, len, err);
 }
 
 /* Read a small cgroupfs file into buf (NUL-terminated); false when absent. */

@@ -149,10 +149,18 @@ korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher
     return NULL;
 }
 
+/* Containers and services are judged by their korch.scope label: only
+   those of our scope (korch_runtime_scope: the lock domain of our runtime
+   base) have their instance judged by our locks and, when it is gone,
+   removed. Another scope is another korch's (another machine's runtime dir
+   on a shared swarm or engine): never touched. No label is an older
+   korch's: the runtime_dir label is no proof (the runtime base has the
+   same path on every machine), so they are left too, with a notice saying
+   how to remove them. */
 void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
 {
     korch_err_t err = {0};
-    char base[PATH_MAX];
+    char base[PATH_MAX], scope[KORCH_SCOPE_LEN];
     if (!l)
         return;
     /* A sandbox dies with its korch; what a dead one may leave is in its
@@ -163,31 +171,52 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
     bool swarm = strcmp(korch_launcher_name(l), "swarm") == 0;
     if ((!korch_launcher_is_docker(l) && !swarm) || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return;
+    if (korch_runtime_scope(base, scope, sizeof scope, &err) != KORCH_OK) {
+        korch_warn("not sweeping %s: %s", swarm ? "swarm services" : "containers", err.msg);
+        return;
+    }
     json_t *all = swarm ? korch_swarm_list(l, NULL, &err) : korch_docker_list(l, NULL, &err);
     if (!all) {
         korch_warn("cannot list %s: %s", swarm ? "swarm services" : "containers", err.msg);
         return;
     }
-    json_t *done = json_object();
+    const char *kind = swarm ? "swarm service(s)" : "container(s)";
+    json_t *done = json_object(), *legacy = json_object();
     size_t i, blen = strlen(base);
     json_t *c;
     json_array_foreach(all, i, c) {
         const char *inst = json_string_value(json_object_get(c, "instance"));
         const char *rdir = json_string_value(json_object_get(c, "runtime_dir"));
+        const char *sc = json_string_value(json_object_get(c, "scope"));
         /* Only instances that live in our runtime base can be judged by its
            locks; "default" (library users without an instance) never. */
         if (!inst || !rdir || strcmp(inst, mine) == 0 || strcmp(inst, "default") == 0 ||
             strncmp(rdir, base, blen) != 0 || rdir[blen] != '/' || strchr(rdir + blen + 1, '/') ||
             json_object_get(done, inst) || korch_instance_alive(inst))
             continue;
+        if (!sc || !*sc) {
+            json_object_set_new(legacy, inst, json_integer(json_integer_value(json_object_get(legacy, inst)) + 1));
+            continue;
+        }
+        if (strcmp(sc, scope) != 0) {
+            korch_debug("sweep: %s of korch instance '%s' is of scope '%.40s', not ours ('%s'): left alone", kind,
+                        inst, sc, scope);
+            continue; /* another korch's lock domain: its own sweep judges it */
+        }
         json_object_set_new(done, inst, json_true());
         int64_t t0 = korch_now_ms();
         int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
         if (n > 0)
-            korch_notice("removed %d %s left by korch instance '%s', which is gone (%lld ms)", n,
-                         swarm ? "swarm service(s)" : "container(s)", inst, (long long)(korch_now_ms() - t0));
+            korch_notice("removed %d %s left by korch instance '%s', which is gone (%lld ms)", n, kind, inst,
+                         (long long)(korch_now_ms() - t0));
         korch_instance_forget(inst);
     }
+    const char *inst;
+    json_t *count;
+    json_object_foreach(legacy, inst, count) {
+        korch_backend_scope_notice(kind, inst, scope, 0, (int)json_integer_value(count));
+    }
+    json_decref(legacy);
     json_decref(done);
     json_decref(all);
 }

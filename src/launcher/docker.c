@@ -59,6 +59,7 @@ typedef struct {
     korch_docker_opts_t o;      /* strings below point into owned copies */
     char *strs[10];             /* the copies, freed with the launcher */
     int engine_sees;            /* does the engine see korch's tmpfs mounts? -1 not known yet */
+    char scope[KORCH_SCOPE_LEN]; /* korch_runtime_scope: the korch.scope label of what it makes */
 } docker_launcher_t;
 
 typedef struct {
@@ -220,6 +221,7 @@ static json_t *s_create_body(docker_launcher_t *l, const korch_launch_t *req, co
     json_object_set_new(labels, "korch.instance", json_string(o->instance ? o->instance : "default"));
     json_object_set_new(labels, "korch.kernelspec", json_string(req->spec->name ? req->spec->name : ""));
     json_object_set_new(labels, "korch.runtime_dir", json_string(req->runtime_dir));
+    json_object_set_new(labels, "korch.scope", json_string(l->scope));
 
     snprintf(opt, sizeof opt, "rw,nosuid,nodev,mode=1777%s", "");
     if (o->tmp_size > 0)
@@ -1125,6 +1127,19 @@ static void s_proc_free(korch_proc_t *proc)
 
 /* ---------------------------------------------------------------- listing */
 
+/* A label's value, "" when missing. */
+static const char *s_label(json_t *labels, const char *key)
+{
+    const char *v = json_string_value(json_object_get(labels, key));
+    return v ? v : "";
+}
+
+/* Does a container's korch.scope label name this korch's lock domain? */
+static bool s_ours(const docker_launcher_t *l, json_t *labels)
+{
+    return strcmp(s_label(labels, "korch.scope"), l->scope) == 0;
+}
+
 /* GET /containers/json?all=1 filtered by one label ("k" or "k=v"): the
    engine's array, new reference; NULL + err on failure. */
 /* "/containers/json?all=1&filters=..." for one label ("k" or "k=v"); new, NULL on ENOMEM. */
@@ -1381,7 +1396,8 @@ static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docke
     if (!c) {
         const char *aid = json_string_value(json_object_get(any, "Id"));
         const char *aowner = json_string_value(json_object_get(json_object_get(any, "Labels"), "korch.instance"));
-        if (aid && strlen(aid) < sizeof p->id && aowner && strcmp(aowner, mine) == 0) {
+        if (aid && strlen(aid) < sizeof p->id && aowner && strcmp(aowner, mine) == 0 &&
+            s_ours(l, json_object_get(any, "Labels"))) {
             snprintf(p->id, sizeof p->id, "%s", aid);
             a->owned = true;
         }
@@ -1401,6 +1417,15 @@ static void s_on_adopt_list(korch_rc_t rc0, const korch_err_t *err0, korch_docke
     if (!owner || strcmp(owner, mine) != 0) {
         rc = korch_err_set(err, KORCH_E_STATE, "cannot re-adopt kernel '%s': it belongs to korch instance '%s', not '%s'",
                            kernel_id, owner ? owner : "", mine);
+        return s_adopt_end(a, rc, err);
+    }
+    /* The same instance name in another lock domain (another machine's
+       runtime base, an older korch without the label) is not us. */
+    if (!s_ours(l, labels)) {
+        rc = korch_err_set(err, KORCH_E_STATE,
+                           "cannot re-adopt kernel '%s': its container %.12s is of korch scope '%.40s', not this "
+                           "runtime dir's '%s' (another machine's korch, or an older korch)",
+                           kernel_id, cid ? cid : "", s_label(labels, "korch.scope"), l->scope);
         return s_adopt_end(a, rc, err);
     }
     if (!cid || strlen(cid) >= sizeof p->id) {
@@ -1971,11 +1996,18 @@ static void s_free(korch_launcher_t *self)
 static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
-    json_t *all = korch_docker_list(self, l->o.instance ? l->o.instance : "default", err);
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    json_t *all = korch_docker_list(self, mine, err);
     json_t *out = all ? json_array() : NULL;
     size_t i;
     json_t *c;
+    int foreign = 0, legacy = 0;
     json_array_foreach(all, i, c) {
+        const char *sc = json_string_value(json_object_get(c, "scope"));
+        if (!sc || strcmp(sc, l->scope) != 0) {
+            *(sc ? &foreign : &legacy) += 1;
+            continue;
+        }
         const char *id = json_string_value(json_object_get(c, "id"));
         const char *kid = json_string_value(json_object_get(c, "kernel_id"));
         const char *spec = json_string_value(json_object_get(c, "kernelspec"));
@@ -1987,6 +2019,7 @@ static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
     json_decref(all);
     if (all && !out)
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    korch_backend_scope_notice("container(s)", mine, l->scope, foreign, legacy);
     return out;
 }
 
@@ -2019,6 +2052,9 @@ static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_er
     else if (!owner || strcmp(owner, mine) != 0)
         rc = korch_err_set(err, KORCH_E_STATE, "container %.12s belongs to korch instance '%.60s', not '%s'", id,
                            owner ? owner : "", mine);
+    else if (!s_ours(l, labels))
+        rc = korch_err_set(err, KORCH_E_STATE, "container %.12s is of korch scope '%.40s', not this runtime dir's '%s'",
+                           id, s_label(labels, "korch.scope"), l->scope);
     else if (!s_remove(l, id))
         rc = korch_err_set(err, KORCH_E_DOCKER, "cannot remove container %.12s", id);
     else {
@@ -2097,6 +2133,8 @@ korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_dock
     }
     if (l->o.workdir || l->o.workdir_from_cwd)
         l->base.caps |= KORCH_LAUNCHER_HOST_FILES;
+    if (korch_runtime_scope(NULL, l->scope, sizeof l->scope, err) != KORCH_OK)
+        goto fail;
     l->api = korch_docker_new(loop, l->o.host, err);
     if (!l->api)
         goto fail;
@@ -2135,14 +2173,15 @@ json_t *korch_docker_list(korch_launcher_t *self, const char *instance, korch_er
         json_t *labels = json_object_get(c, "Labels");
         json_t *names = json_object_get(c, "Names");
         const char *name = json_string_value(json_array_get(names, 0));
-        json_t *item = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "id",
+        json_t *item = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "id",
                                  json_string_value(json_object_get(c, "Id")), "name",
                                  name && name[0] == '/' ? name + 1 : name, "kernel_id",
                                  json_string_value(json_object_get(labels, "korch.kernel_id")), "instance",
                                  json_string_value(json_object_get(labels, "korch.instance")), "kernelspec",
                                  json_string_value(json_object_get(labels, "korch.kernelspec")), "state",
                                  json_string_value(json_object_get(c, "State")), "runtime_dir",
-                                 json_string_value(json_object_get(labels, "korch.runtime_dir")));
+                                 json_string_value(json_object_get(labels, "korch.runtime_dir")), "scope",
+                                 json_string_value(json_object_get(labels, "korch.scope")));
         if (!list || json_array_append_new(list, item)) {
             json_decref(list);
             list = NULL;
@@ -2196,8 +2235,8 @@ int korch_docker_remove_all(korch_launcher_t *self, const char *instance, korch_
         const char *id = json_string_value(json_object_get(c, "Id"));
         const char *rdir = json_string_value(json_object_get(json_object_get(c, "Labels"), "korch.runtime_dir"));
         const char *target = s_runtime_target(c, rdir);
-        if (!id)
-            continue;
+        if (!id || !s_ours(l, json_object_get(c, "Labels")))
+            continue; /* another lock domain's, or an older korch's: never removed from here */
         if (!s_remove(l, id))
             continue;
         n++;

@@ -4,6 +4,8 @@
 #include "korch/session.h"
 #include "korch/uuid.h"
 
+#include <openssl/rand.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,6 +44,102 @@ korch_rc_t korch_runtime_base(char *buf, size_t len, korch_err_t *err)
     else
         snprintf(buf, len, "/tmp/korch-%d", (int)getuid());
     return s_private_dir(buf, err);
+}
+
+#define S_SCOPE_FILE "scope"
+
+static bool s_scope_ok(const char *s)
+{
+    if (strncmp(s, "rt-", 3) != 0 || strlen(s) != KORCH_SCOPE_LEN - 1)
+        return false;
+    for (s += 3; *s; s++)
+        if (!strchr("0123456789abcdef", *s))
+            return false;
+    return true;
+}
+
+/* Read {dirfd}/scope: 0 and the id in buf, -1 + errno (ENOENT: none yet),
+   or 1 when the file is there but not korch's. */
+static int s_scope_read(int dirfd, char *buf, size_t len)
+{
+    int fd = openat(dirfd, S_SCOPE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ELOOP ? 1 : -1;
+    struct stat st;
+    char text[64];
+    ssize_t n = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077) &&
+        st.st_size < (off_t)sizeof text)
+        n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n < 0)
+        return 1;
+    text[n] = 0;
+    text[strcspn(text, "\n")] = 0;
+    if (!s_scope_ok(text) || len < KORCH_SCOPE_LEN)
+        return 1;
+    snprintf(buf, len, "%s", text);
+    return 0;
+}
+
+korch_rc_t korch_runtime_scope(const char *base, char *buf, size_t len, korch_err_t *err)
+{
+    char mine[PATH_MAX], tmp[64];
+    korch_rc_t rc = KORCH_OK;
+    if (!buf || len < KORCH_SCOPE_LEN)
+        return korch_err_set(err, KORCH_E_TOOBIG, "scope buffer too small");
+    if (!base) {
+        if ((rc = korch_runtime_base(mine, sizeof mine, err)))
+            return rc;
+        base = mine;
+    }
+    int dirfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return korch_err_set(err, KORCH_E_IO, "cannot open runtime dir '%s': %s", base, strerror(errno));
+    int r = s_scope_read(dirfd, buf, len);
+    if (r < 0 && errno == ENOENT) {
+        /* First use: a new id, in place at once (link fails if another
+           korch made one first: then that one counts). */
+        unsigned char b[(KORCH_SCOPE_LEN - 4) / 2];
+        char id[KORCH_SCOPE_LEN + 1];
+        if (RAND_bytes(b, sizeof b) != 1) {
+            close(dirfd);
+            return korch_err_set(err, KORCH_E_IO, "cannot make a scope id (openssl RAND_bytes failed)");
+        }
+        memcpy(id, "rt-", 3);
+        for (size_t i = 0; i < sizeof b; i++) {
+            id[3 + 2 * i] = "0123456789abcdef"[b[i] >> 4];
+            id[4 + 2 * i] = "0123456789abcdef"[b[i] & 15];
+        }
+        id[KORCH_SCOPE_LEN - 1] = '\n';
+        id[KORCH_SCOPE_LEN] = 0;
+        snprintf(tmp, sizeof tmp, ".scope.%d", (int)getpid());
+        unlinkat(dirfd, tmp, 0);
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        bool written = fd >= 0 && write(fd, id, KORCH_SCOPE_LEN) == KORCH_SCOPE_LEN && fsync(fd) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (written && linkat(dirfd, tmp, dirfd, S_SCOPE_FILE, 0) != 0 && errno != EEXIST)
+            written = false;
+        unlinkat(dirfd, tmp, 0);
+        if (!written) {
+            rc = korch_err_set(err, KORCH_E_IO, "cannot write the scope file '%s/%s': %s", base, S_SCOPE_FILE,
+                               strerror(errno));
+            close(dirfd);
+            return rc;
+        }
+        r = s_scope_read(dirfd, buf, len);
+    }
+    close(dirfd);
+    if (r < 0)
+        rc = korch_err_set(err, KORCH_E_IO, "cannot read the scope file '%s/%s': %s", base, S_SCOPE_FILE,
+                           strerror(errno));
+    else if (r > 0)
+        rc = korch_err_set(err, KORCH_E_INVALID,
+                           "'%s/%s' is not korch's scope file (want a regular file of uid %u, mode 0600, holding "
+                           "'rt-' and 16 hex digits): remove it if nothing else wrote it, korch makes a new one",
+                           base, S_SCOPE_FILE, (unsigned)geteuid());
+    return rc;
 }
 
 static bool s_valid(const char *name)

@@ -7,6 +7,7 @@
 #include "korch/path.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -264,6 +265,29 @@ korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, kor
         return NULL;
     op->pdone = done;
     return s_started(op, l->ops->adopt(l, kernel_id, &op->base, err));
+}
+
+void korch_backend_scope_notice(const char *kind, const char *instance, const char *scope, int foreign, int legacy)
+{
+    bool swarm = strstr(kind, "service") != NULL;
+    if (foreign > 0)
+        korch_notice("left %d %s of korch instance '%s' alone: their korch.scope label is not this runtime dir's "
+                     "'%s' (they belong to a korch with other instance locks: another machine's, or a runtime dir "
+                     "since recreated), so they are not judged from here",
+                     foreign, kind, instance, scope);
+    char how[400];
+    if (swarm)
+        snprintf(how, sizeof how,
+                 "docker service rm $(docker service ls -q --filter label=korch.instance=%s) and docker secret rm "
+                 "$(docker secret ls -q --filter label=korch.instance=%s)",
+                 instance, instance);
+    else
+        snprintf(how, sizeof how, "docker rm -f -v $(docker ps -aq --filter label=korch.instance=%s)", instance);
+    if (legacy > 0)
+        korch_notice("left %d %s of korch instance '%s' alone: they carry no korch.scope label (an older korch made "
+                     "them), so whose they are cannot be told from here; once the korch that made them is gone, "
+                     "remove them with %s",
+                     legacy, kind, instance, how);
 }
 
 json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err)

@@ -109,6 +109,7 @@ struct swarm_launcher {
     korch_op_t *poll_call;      /* GET /nodes or GET /tasks in flight */
     json_t *nodes;              /* the last GET /nodes */
     char tasks_path[512];
+    char scope[KORCH_SCOPE_LEN]; /* korch_runtime_scope: the korch.scope label of what it makes */
 };
 
 struct swarm_proc {
@@ -767,10 +768,10 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
     if (json_is_string(json_object_get(meta, "constraints")))
         s_add_constraints(cons, json_string_value(json_object_get(meta, "constraints")));
     s_add_constraints(cons, s_req_placement(req));
-    json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", "korch.kernel_id", req->kernel_id, "korch.instance",
+    json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "korch.kernel_id", req->kernel_id, "korch.instance",
                                o->instance ? o->instance : "default", "korch.kernelspec",
                                req->spec->name ? req->spec->name : "", "korch.runtime_dir", req->runtime_dir,
-                               "korch.secret", p->secret);
+                               "korch.secret", p->secret, "korch.scope", p->l->scope);
     /* One tmpfs, /tmp, holding the work dir too: Engine 20.10's swarm
        executor ignores TmpfsOptions.Mode (and `--mount tmpfs-mode`), so a
        tmpfs gets root as owner and the mode of the image's directory under
@@ -791,7 +792,7 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
                            "Args", args, "Env", env, "User", o->user, "Dir", "/tmp", "ReadOnly", 1, "Init",
                            1, "CapabilityDrop", "ALL", "Mounts", tmp, "Secrets", secret, "StopGracePeriod",
                            (json_int_t)o->stop_grace_ms * 1000000, "Labels",
-                           json_pack("{s:s}", "korch.kernel_id", req->kernel_id));
+                           json_pack("{s:s, s:s}", "korch.kernel_id", req->kernel_id, "korch.scope", p->l->scope));
     if (cs && o->nofile > 0)
         json_object_set_new(cs, "Ulimits", json_pack("[{s:s, s:I, s:I}]", "Name", "nofile", "Soft",
                                                      (json_int_t)o->nofile, "Hard", (json_int_t)o->nofile));
@@ -949,8 +950,9 @@ static korch_rc_t s_start(korch_launcher_t *self, const korch_launch_t *req, kor
     }
     s_image(l, req->spec, image, sizeof image);
     p->spec = s_service_spec(p, req, image);
-    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s}}", "Name", p->name, "Data", b64, "Labels", "korch.instance",
-                             l->o.instance ? l->o.instance : "default", "korch.kernel_id", req->kernel_id);
+    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "Name", p->name, "Data", b64, "Labels", "korch.instance",
+                             l->o.instance ? l->o.instance : "default", "korch.kernel_id", req->kernel_id,
+                             "korch.scope", l->scope);
     explicit_bzero(b64, strlen(b64));
     free(b64);
     if (!p->spec || !body) {
@@ -1492,6 +1494,17 @@ static void s_on_adopt_service(korch_rc_t rc, const korch_err_t *err, korch_dock
         s_start_fail(p, KORCH_E_STATE);
         return;
     }
+    if (strcmp(s_str(labels, "korch.scope", NULL), l->scope)) {
+        /* The same instance name in another lock domain (another machine's
+           runtime dir, an older korch without the label) is not us. */
+        snprintf(p->why, sizeof p->why,
+                 "cannot re-adopt kernel '%.40s': its service is of korch scope '%.20s', not this runtime dir's "
+                 "'%s' (another machine's korch, or an older korch)",
+                 p->kernel_id, s_str(labels, "korch.scope", NULL), l->scope);
+        p->service[0] = 0; /* not ours to remove */
+        s_start_fail(p, KORCH_E_STATE);
+        return;
+    }
     snprintf(p->secret, sizeof p->secret, "%s", s_str(labels, "korch.secret", NULL));
     snprintf(p->base.runtime_dir, sizeof p->base.runtime_dir, "%s", rdir);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)korch_dir_len(rdir), rdir, S_CONN_FILE);
@@ -1590,13 +1603,14 @@ json_t *korch_swarm_list(korch_launcher_t *self, const char *instance, korch_err
             break;
         json_t *lb = json_object_get(json_object_get(s, "Spec"), "Labels");
         json_t *t = s_task_of(tasks, s_str(s, "ID", NULL));
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
                                              s_str(s, "ID", NULL), "name", s_str(json_object_get(s, "Spec"), "Name", NULL),
                                              "kernel_id", s_str(lb, "korch.kernel_id", NULL), "instance",
                                              s_str(lb, "korch.instance", NULL), "kernelspec",
                                              s_str(lb, "korch.kernelspec", NULL), "runtime_dir",
                                              s_str(lb, "korch.runtime_dir", NULL), "secret",
-                                             s_str(lb, "korch.secret", NULL), "state",
+                                             s_str(lb, "korch.secret", NULL), "scope",
+                                             s_str(lb, "korch.scope", NULL), "state",
                                              t ? s_str(t, "Status", "State") : "", "node",
                                              t ? s_str(t, "NodeID", NULL) : ""));
     }
@@ -1615,6 +1629,8 @@ int korch_swarm_remove_all(korch_launcher_t *self, const char *instance, korch_e
     size_t i;
     json_t *s;
     json_array_foreach(all, i, s) {
+        if (strcmp(s_str(s, "scope", NULL), l->scope))
+            continue; /* another lock domain's, or an older korch's: never removed from here */
         if (s_delete_sync(l, "services", s_str(s, "id", NULL)))
             n++;
         if (*s_str(s, "secret", NULL))
@@ -1628,6 +1644,8 @@ int korch_swarm_remove_all(korch_launcher_t *self, const char *instance, korch_e
     json_t *secrets = s_filter_path(l, "secrets", "label", label, path, sizeof path) ? s_get_sync(l, path, NULL) : NULL;
     json_array_foreach(secrets, i, s) {
         korch_docker_reply_t r = {0};
+        if (strcmp(s_str(json_object_get(json_object_get(s, "Spec"), "Labels"), "korch.scope", NULL), l->scope))
+            continue; /* another lock domain's, or an older korch's */
         snprintf(path, sizeof path, "/secrets/%s", s_str(s, "ID", NULL));
         if (korch_docker_request(l->api, "DELETE", path, NULL, &r, NULL) == KORCH_OK && r.status != 204 &&
             r.status != 404)
@@ -1725,17 +1743,25 @@ static korch_rc_t s_network(swarm_launcher_t *l, korch_err_t *err)
 static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
 {
     swarm_launcher_t *l = (swarm_launcher_t *)self;
-    json_t *all = korch_swarm_list(self, l->o.instance ? l->o.instance : "default", err);
+    const char *mine = l->o.instance ? l->o.instance : "default";
+    json_t *all = korch_swarm_list(self, mine, err);
     json_t *out = all ? json_array() : NULL;
     size_t i;
     json_t *s;
+    int foreign = 0, legacy = 0;
     json_array_foreach(all, i, s) {
+        const char *sc = s_str(s, "scope", NULL);
+        if (strcmp(sc, l->scope)) {
+            *(*sc ? &foreign : &legacy) += 1;
+            continue;
+        }
         if (out && *s_str(s, "id", NULL))
             json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", s_str(s, "id", NULL), "kernel_id",
                                                  s_str(s, "kernel_id", NULL), "kernelspec",
                                                  s_str(s, "kernelspec", NULL), "state", s_str(s, "state", NULL)));
     }
     json_decref(all);
+    korch_backend_scope_notice("swarm service(s)", mine, l->scope, foreign, legacy);
     return out;
 }
 
@@ -1772,6 +1798,9 @@ static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_er
     else if (strcmp(s_str(labels, "korch.instance", NULL), mine) != 0)
         rc = korch_err_set(err, KORCH_E_STATE, "service %.25s belongs to korch instance '%.60s', not '%s'", id,
                            s_str(labels, "korch.instance", NULL), mine);
+    else if (strcmp(s_str(labels, "korch.scope", NULL), l->scope) != 0)
+        rc = korch_err_set(err, KORCH_E_STATE, "service %.25s is of korch scope '%.20s', not this runtime dir's '%s'",
+                           id, s_str(labels, "korch.scope", NULL), l->scope);
     else if (!s_delete_sync(l, "services", id))
         rc = korch_err_set(err, KORCH_E_DOCKER, "cannot remove service %.25s", id);
     else {
@@ -1785,7 +1814,8 @@ static korch_rc_t s_remove_mine(korch_launcher_t *self, const char *id, korch_er
             snprintf(sp, sizeof sp, "/secrets/%s", secret);
             sec = s_get_sync(l, sp, NULL);
         }
-        if (sec && !strcmp(s_str(json_object_get(json_object_get(sec, "Spec"), "Labels"), "korch.instance", NULL), mine))
+        json_t *slb = json_object_get(json_object_get(sec, "Spec"), "Labels");
+        if (sec && !strcmp(s_str(slb, "korch.instance", NULL), mine) && !strcmp(s_str(slb, "korch.scope", NULL), l->scope))
             s_delete_sync(l, "secrets", secret);
         json_decref(sec);
         if (s_rdir_in_base(rdir) && snprintf(cf, sizeof cf, "%s/%s", rdir, S_CONN_FILE) < (int)sizeof cf) {
@@ -1847,6 +1877,8 @@ korch_launcher_t *korch_launcher_swarm_new(korch_loop_t *loop, const korch_swarm
         korch_err_set(err, KORCH_E_INVALID, "swarm user '%s' is not numeric uid:gid", l->o.user);
         goto fail;
     }
+    if (korch_runtime_scope(NULL, l->scope, sizeof l->scope, err) != KORCH_OK)
+        goto fail;
     l->api = korch_docker_new(loop, l->o.host, err);
     if (!l->api)
         goto fail;
