@@ -39,7 +39,7 @@ else
 Q := @
 endif
 
-.PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets
+.PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets fuzz-long
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -107,9 +107,12 @@ check:
 	@KORCH_RUNTIME_DIR=$${KORCH_RUNTIME_DIR:-/tmp/korch-check-$$(id -u)} scripts/test.sh $(BUILD) --unit
 	@scripts/check-layers.sh $(BUILD)
 
+# make test builds both trees on every core (.ci/run calls plain `make test`);
+# the tests themselves run one at a time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: setup image jupyterlab
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory -j$(JOBS) fuzz
 	@scripts/test.sh $(BUILD)
 
 asan:
@@ -152,6 +155,13 @@ fuzz:
 	  SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" fuzz-targets
 
 fuzz-targets: $(FUZZ_BINS)
+
+# The deeper search beside make test's short budgets (tests/test_fuzz.c):
+# FUZZ_SECONDS per target on the same seed corpus, `make fuzz-long FUZZ_SECONDS=3600`.
+FUZZ_SECONDS ?= 300
+fuzz-long: fuzz
+	@KORCH_FUZZ_SECONDS=$(FUZZ_SECONDS) KORCH_RUNTIME_DIR=$${KORCH_RUNTIME_DIR:-/tmp/korch-fuzz-$$(id -u)} \
+	  scripts/test.sh $(BUILD) fuzz_
 
 $(FUZZ_BINS): $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libkorch.a
 	@mkdir -p $(dir $@)

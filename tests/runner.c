@@ -64,6 +64,11 @@ void korch_test_register_sandbox(const char *name, const char *file, korch_test_
     s_register_variant("sandbox", name, file, fn, timeout_s);
 }
 
+int korch_test_failures(void)
+{
+    return s_failed_checks;
+}
+
 bool korch_test_check(bool ok, const char *file, int line, const char *expr)
 {
     if (!ok) {
@@ -298,9 +303,16 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         fflush(stdout);
         fflush(stderr);
+        /* The next test this run will run: a test may leave a shared setup
+           (the swarm cluster) for it instead of tearing it down. */
+        const char *next = "";
+        for (int j = i + 1; j < s_ntests && !*next; j++)
+            if (s_selected(s_tests[j].name, argc, argv) && (!unit_only || s_tests[j].unit))
+                next = s_tests[j].name;
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
+            setenv("KORCH_TEST_NEXT", next, 1);
             if (t->launcher)
                 setenv("KORCH_TEST_LAUNCHER", t->launcher, 1);
             else

@@ -256,4 +256,42 @@ static inline bool s_leftover(char *buf, size_t len)
     return found;
 }
 
+/* The swarm tests share one cluster within a run of the suite, since
+ *  bringing it up is most of their time (three engines pulling the 1.5 GB
+ *  kernel image onto their tmpfs data roots): the first brings it up, each
+ *  next one runs swarm-up.sh again (which keeps what works and restarts a
+ *  node whose engine the previous test stopped), and the last one takes it
+ *  down and checks that nothing of ours is left on the machine. A swarm test
+ *  run alone, or one that failed, takes it down itself, so a failure never
+ *  hands a broken cluster on. Every test still removes, and checks gone,
+ *  what it made on the cluster. */
+static const char *const s_cluster_users[] = {"swarm_cluster", "swarm_launcher", "swarm_stack", NULL};
+
+/* Whether the runner's next test (KORCH_TEST_NEXT) uses the cluster. */
+static inline bool s_next_uses_cluster(void)
+{
+    const char *next = getenv("KORCH_TEST_NEXT");
+    for (int i = 0; next && s_cluster_users[i]; i++)
+        if (!strcmp(next, s_cluster_users[i]))
+            return true;
+    return false;
+}
+
+/* The end of a swarm test: the cluster kept for the next swarm test, or
+   taken down (swarm-down.sh) with nothing of ours left on the machine. */
+static inline void s_swarm_done(void)
+{
+    if (s_next_uses_cluster() && korch_test_failures() == 0) {
+        fprintf(stderr, "swarm: kept up for %s (the last swarm test of the run takes it down)\n",
+                getenv("KORCH_TEST_NEXT"));
+        return;
+    }
+    double t0 = s_mono_ms();
+    CHECK_EQ(s_script("swarm-down.sh", NULL, 600), 0);
+    fprintf(stderr, "swarm: down %.1f s\n", (s_mono_ms() - t0) / 1e3);
+    char what[512];
+    if (!CHECK(!s_leftover(what, sizeof what)))
+        fprintf(stderr, "left behind: %s\n", what);
+}
+
 #endif

@@ -41,6 +41,13 @@ int korch_test_run(const char *const *argv, const char *input, char **out, char 
    pid, or -1 when it printed no line in time (it is killed then). */
 int korch_test_spawn_line(const char *const *argv, char *line, size_t len, int timeout_s, int *out_fd);
 
+/* How many checks of the running test have failed so far. */
+int korch_test_failures(void);
+
+/* The runner sets KORCH_TEST_NEXT in each test's environment to the name of
+   the next test it will run ("" after the last): a test may leave a costly
+   setup up for that one (tests/swarm_fixture.h: s_swarm_done). */
+
 /* Path of the korch binary under test (build dir beside the test binary). */
 const char *korch_test_korch_bin(void);
 

@@ -11,14 +11,16 @@
  *  task up (desired state shutdown, node down) within seconds. Then
  *  everything is removed (services, secrets, network; swarm-down.sh) and
  *  nothing of ours is left: no namespace, bridge, iptables rule, process,
- *  mount, cgroup or data root.
+ *  mount, cgroup or data root. In a run of the suite the cluster is kept
+ *  up for the next swarm test instead and the last one takes it down and
+ *  checks that (s_swarm_done in swarm_fixture.h).
  *
  *  Figures go to stderr ("swarm: ..."): swarm up / down times, service create
  *  to first kernel_info_reply per node, execute and heartbeat round trips
  *  over the overlay against ZeroMQ over ipc, the time to see a node go.
  *
  *  It owns /run/korch-swarm: a swarm brought up by hand is taken down at the
- *  end.
+ *  end (of the last swarm test of the run).
  */
 #include "swarm_fixture.h"
 
@@ -440,12 +442,7 @@ out:
         }
     }
 down:
-    t0 = s_mono_ms();
-    CHECK_EQ(s_script("swarm-down.sh", NULL, 600), 0);
-    fprintf(stderr, "swarm: down %.1f s\n", (s_mono_ms() - t0) / 1e3);
-    char what[512];
-    if (!CHECK(!s_leftover(what, sizeof what)))
-        fprintf(stderr, "left behind: %s\n", what);
+    s_swarm_done();
     json_decref(t);
     json_decref(nodes);
     free(logs);
@@ -1209,10 +1206,7 @@ out:
     if (d)
         CHECK(s_delete(d, "networks", SL_NET, 30000));
 down:
-    CHECK_EQ(s_script("swarm-down.sh", NULL, 600), 0);
-    char what[512];
-    if (!CHECK(!s_leftover(what, sizeof what)))
-        fprintf(stderr, "left behind: %s\n", what);
+    s_swarm_done();
     json_decref(nodes);
     json_decref(res);
     json_decref(dock);

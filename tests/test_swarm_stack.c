@@ -14,7 +14,8 @@
  *  id, same service, its variables kept) through its stable instance and
  *  runtime volume. `docker stack rm korch`: korch's SIGTERM path removes
  *  its kernels, so no korch service, kernel service, secret or container is
- *  left on any node. swarm-down.sh then leaves nothing on the machine.
+ *  left on any node. swarm-down.sh then leaves nothing on the machine
+ *  (this is the last swarm test of the suite: s_swarm_done).
  *
  *  Figures on stderr ("swarm-stack: ..."): deploy to answering, kernel
  *  start, kill to re-adopted and answering, stack rm to nothing left.
@@ -365,9 +366,7 @@ out:
         s_delete(d, "networks", ST_NET, 30000);
 down:
     unsetenv("DOCKER_HOST");
-    CHECK_EQ(s_script("swarm-down.sh", NULL, 600), 0);
-    if (!CHECK(!s_leftover(what, sizeof what)))
-        fprintf(stderr, "left behind: %s\n", what);
+    s_swarm_done();
     const char *vars[] = {"KORCH_IMAGE", "KORCH_KERNEL_IMAGE", "KORCH_TOKEN", "KORCH_DOCKER_SOCK",
                           "KORCH_SWARM_ENCRYPTED", "KORCH_PORT", "KORCH_LLM", "OPENAI_API_KEY", NULL};
     for (int i = 0; vars[i]; i++)
