@@ -97,6 +97,13 @@ void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t
    notice each, saying why and, for legacy ones, how to remove them. */
 void korch_backend_scope_notice(const char *kind, const char *instance, const char *scope, int foreign, int legacy);
 
+/* The adoption list of a backend's listing of instance's objects (all,
+   borrowed; entries with string "id", "kernel_id", "kernelspec", "state",
+   "scope"): a new array of {id, kernel_id, kernelspec, state} for those of
+   scope only, the others counted in one korch_backend_scope_notice. NULL
+   (err set) when all is NULL (its error is already in err) or on no memory. */
+json_t *korch_backend_mine(json_t *all, const char *kind, const char *instance, const char *scope, korch_err_t *err);
+
 /* A zeroed proc of size bytes (size >= sizeof(korch_proc_t)) for l, with
    conn and runtime_dir copied from req (either may be NULL). */
 void *korch_backend_proc_new(korch_launcher_t *l, size_t size, const korch_launch_t *req);

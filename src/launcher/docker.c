@@ -2082,28 +2082,8 @@ static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
     docker_launcher_t *l = (docker_launcher_t *)self;
     const char *mine = l->o.instance ? l->o.instance : "default";
     json_t *all = korch_docker_list(self, mine, err);
-    json_t *out = all ? json_array() : NULL;
-    size_t i;
-    json_t *c;
-    int foreign = 0, legacy = 0;
-    json_array_foreach(all, i, c) {
-        const char *sc = json_string_value(json_object_get(c, "scope"));
-        if (!sc || strcmp(sc, l->scope) != 0) {
-            *(sc ? &foreign : &legacy) += 1;
-            continue;
-        }
-        const char *id = json_string_value(json_object_get(c, "id"));
-        const char *kid = json_string_value(json_object_get(c, "kernel_id"));
-        const char *spec = json_string_value(json_object_get(c, "kernelspec"));
-        const char *state = json_string_value(json_object_get(c, "state"));
-        if (out && id)
-            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", id, "kernel_id", kid ? kid : "",
-                                                 "kernelspec", spec ? spec : "", "state", state ? state : ""));
-    }
+    json_t *out = korch_backend_mine(all, "container(s)", mine, l->scope, err);
     json_decref(all);
-    if (all && !out)
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    korch_backend_scope_notice("container(s)", mine, l->scope, foreign, legacy);
     return out;
 }
 

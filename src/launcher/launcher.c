@@ -291,6 +291,37 @@ void korch_backend_scope_notice(const char *kind, const char *instance, const ch
                      legacy, kind, instance, how);
 }
 
+static const char *s_jstr(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+json_t *korch_backend_mine(json_t *all, const char *kind, const char *instance, const char *scope, korch_err_t *err)
+{
+    if (!all)
+        return NULL;
+    json_t *out = json_array();
+    size_t i;
+    json_t *c;
+    int foreign = 0, legacy = 0;
+    json_array_foreach(all, i, c) {
+        const char *sc = s_jstr(c, "scope");
+        if (strcmp(sc, scope) != 0) {
+            *(*sc ? &foreign : &legacy) += 1;
+            continue;
+        }
+        if (out && *s_jstr(c, "id"))
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", s_jstr(c, "id"), "kernel_id",
+                                                 s_jstr(c, "kernel_id"), "kernelspec", s_jstr(c, "kernelspec"),
+                                                 "state", s_jstr(c, "state")));
+    }
+    if (!out)
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    korch_backend_scope_notice(kind, instance, scope, foreign, legacy);
+    return out;
+}
+
 json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err)
 {
     if (!l->ops->list_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS)) {

@@ -1745,23 +1745,8 @@ static json_t *s_list_mine(korch_launcher_t *self, korch_err_t *err)
     swarm_launcher_t *l = (swarm_launcher_t *)self;
     const char *mine = l->o.instance ? l->o.instance : "default";
     json_t *all = korch_swarm_list(self, mine, err);
-    json_t *out = all ? json_array() : NULL;
-    size_t i;
-    json_t *s;
-    int foreign = 0, legacy = 0;
-    json_array_foreach(all, i, s) {
-        const char *sc = s_str(s, "scope", NULL);
-        if (strcmp(sc, l->scope)) {
-            *(*sc ? &foreign : &legacy) += 1;
-            continue;
-        }
-        if (out && *s_str(s, "id", NULL))
-            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", s_str(s, "id", NULL), "kernel_id",
-                                                 s_str(s, "kernel_id", NULL), "kernelspec",
-                                                 s_str(s, "kernelspec", NULL), "state", s_str(s, "state", NULL)));
-    }
+    json_t *out = korch_backend_mine(all, "swarm service(s)", mine, l->scope, err);
     json_decref(all);
-    korch_backend_scope_notice("swarm service(s)", mine, l->scope, foreign, legacy);
     return out;
 }
 
