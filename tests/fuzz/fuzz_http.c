@@ -587,6 +587,11 @@ static int s_rm(const char *path, const struct stat *st, int flag, struct FTW *f
 static void s_teardown(void)
 {
     korch_server_destroy(&s_srv);
+    /* the fake is static (its free does nothing), but what its kernels'
+       teardown queued on the launcher's worker (korch_launcher_remove_dir)
+       is finished, and the worker joined, only by korch_launcher_destroy */
+    korch_launcher_t *fake = s_loop ? &s_fake : NULL;
+    korch_launcher_destroy(&fake);
     korch_loop_destroy(&s_loop);
     if (s_tmp[0])
         nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS);
