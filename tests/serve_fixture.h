@@ -11,6 +11,8 @@
 
 #include "test.h"
 
+#include <jansson.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -175,6 +177,28 @@ static inline const char *serve_peer(const char *name)
     i = (i + 1) % 4;
     snprintf(path[i], sizeof path[i], "%s/tests/peers/%s", korch_test_root(), name);
     return path[i];
+}
+
+/* Run a peer (argv[1] its script, argv[2] its mode); its last line that is
+   a JSON object (new), NULL when it printed none. Its output goes to
+   stderr when it failed, printed no JSON or did not say "ok": true. */
+static inline json_t *serve_peer_json(const char *const *argv, int timeout_s)
+{
+    char *out = NULL, *err = NULL;
+    int st = korch_test_run(argv, NULL, &out, &err, timeout_s);
+    const char *line = NULL;
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (*p == '{')
+            line = p;
+    json_t *j = line ? json_loadb(line, strcspn(line, "\n"), 0, NULL) : NULL;
+    if (st != 0 || !json_is_true(json_object_get(j, "ok"))) {
+        const char *script = strrchr(argv[1], '/');
+        fprintf(stderr, "%s %s: status %d\n%s\n%s\n", script ? script + 1 : argv[1], argv[2], st, out ? out : "",
+                err ? err : "");
+    }
+    free(out);
+    free(err);
+    return j;
 }
 
 /* How many kernels GET /api/kernels lists (-1 when it does not answer). */

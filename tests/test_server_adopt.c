@@ -175,18 +175,7 @@ static long s_http_get(const serve_t *s, const char *path, long timeout_ms)
 static json_t *s_peer(const serve_t *s, const char *mode, const char *a1, const char *a2)
 {
     const char *argv[] = {PY, serve_peer("adopt_peer.py"), mode, s->url, s->token, a1, a2, NULL};
-    char *out = NULL, *err = NULL;
-    int st = korch_test_run(argv, NULL, &out, &err, 180);
-    const char *line = NULL;
-    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (*p == '{')
-            line = p;
-    json_t *j = line ? json_loadb(line, strcspn(line, "\n"), 0, NULL) : NULL;
-    if (st != 0 || !json_is_true(json_object_get(j, "ok")))
-        fprintf(stderr, "adopt_peer.py %s: status %d\n%s\n%s\n", mode, st, out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return j;
+    return serve_peer_json(argv, 180);
 }
 
 static bool s_peer_ok(const serve_t *s, const char *mode, const char *a1, const char *a2)

@@ -495,19 +495,7 @@ static json_t *sl_peer(const serve_t *s, const char *mode, const char *const *ar
     for (int i = 0; args && args[i] && n < 15; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    char *out = NULL, *err = NULL;
-    int st = korch_test_run(argv, NULL, &out, &err, timeout_s);
-    /* its last line that is a JSON object */
-    const char *line = NULL;
-    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (*p == '{')
-            line = p;
-    json_t *j = line ? json_loadb(line, strcspn(line, "\n"), 0, NULL) : NULL;
-    if (st != 0 || !j || !json_is_true(json_object_get(j, "ok")))
-        fprintf(stderr, "swarm_gateway.py %s: status %d\n%s\n%s\n", mode, st, out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return j;
+    return serve_peer_json(argv, timeout_s);
 }
 
 /* A kernel's services (korch.kernel_id=ID) as a new array. */

@@ -35,38 +35,33 @@
 static json_t *st_peer(const char *url, const char *token, const char *mode, const char *arg, int timeout_s)
 {
     const char *argv[] = {PY, serve_peer("stack_client.py"), mode, url, token, arg, NULL};
-    char *out = NULL, *err = NULL;
-    int st = korch_test_run(argv, NULL, &out, &err, timeout_s);
-    const char *line = NULL;
-    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (*p == '{')
-            line = p;
-    json_t *j = line ? json_loadb(line, strcspn(line, "\n"), 0, NULL) : NULL;
-    if (st != 0 || !j || !json_is_true(json_object_get(j, "ok")))
-        fprintf(stderr, "stack_client.py %s: status %d\n%s\n%s\n", mode, st, out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return j;
+    return serve_peer_json(argv, timeout_s);
 }
 
-/* `docker ARGS...` against the manager (DOCKER_HOST is set); its status. */
-static int st_docker(const char *const *args, char **out, int timeout_s)
+/* argv[0..n) then args (NULL-ended), run: its status, stdout into *out
+   when out is given; what it printed goes to stderr when it failed. */
+static int st_run(const char **argv, int n, const char *const *args, char **out, int timeout_s)
 {
-    const char *argv[16] = {"docker"};
-    int n = 1;
     for (int i = 0; args[i] && n < 15; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
     char *o = NULL, *e = NULL;
     int st = korch_test_run(argv, NULL, &o, &e, timeout_s);
     if (st != 0)
-        fprintf(stderr, "docker %s: status %d\n%s%s", args[0], st, o ? o : "", e ? e : "");
+        fprintf(stderr, "%s %s: status %d\n%s%s", argv[0], args[0], st, o ? o : "", e ? e : "");
     if (out)
         *out = o;
     else
         free(o);
     free(e);
     return st;
+}
+
+/* `docker ARGS...` against the manager (DOCKER_HOST is set); its status. */
+static int st_docker(const char *const *args, char **out, int timeout_s)
+{
+    const char *argv[16] = {"docker"};
+    return st_run(argv, 1, args, out, timeout_s);
 }
 
 /* korch's last log lines, for a failure's context. */
@@ -382,20 +377,7 @@ down:
 static int st_compose(const char *file, const char *proj, const char *const *args, char **out, int timeout_s)
 {
     const char *argv[16] = {"docker-compose", "-f", file, "-p", proj};
-    int n = 5;
-    for (int i = 0; args[i] && n < 15; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    char *o = NULL, *e = NULL;
-    int st = korch_test_run(argv, NULL, &o, &e, timeout_s);
-    if (st != 0)
-        fprintf(stderr, "docker-compose %s: status %d\n%s%s", args[0], st, o ? o : "", e ? e : "");
-    if (out)
-        *out = o;
-    else
-        free(o);
-    free(e);
-    return st;
+    return st_run(argv, 5, args, out, timeout_s);
 }
 
 /* The same file under Debian's docker-compose 1.29 on one host (its .env
