@@ -48,6 +48,19 @@ void korch_usage_text(const korch_usage_t *u, char *buf, size_t len);
 /* Input + output, or -1 when any of it is unknown. */
 int64_t korch_usage_total(const korch_usage_t *u);
 
+/* Money spent over calls, each priced on its own (a session may change model). */
+typedef struct {
+    double amount;                  /* the sum of the calls priced */
+    int calls, unknown;             /* calls counted; of those, not priced */
+} korch_cost_t;
+
+/* One call's cost (< 0: unknown). */
+void korch_cost_add(korch_cost_t *c, double amount);
+/* {amount, currency} when every call was priced, else JSON null. New value. */
+json_t *korch_cost_json(const korch_cost_t *c, const char *currency);
+/* "$0.0123 USD"-like text: "0.012300 USD", or "unknown (...)" saying why. */
+void korch_cost_text(const korch_cost_t *c, const char *currency, char *buf, size_t len);
+
 typedef struct korch_prices korch_prices_t;
 
 /* Load a price table (see above). NULL + err naming the file and what is

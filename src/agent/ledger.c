@@ -1,6 +1,6 @@
 /*  The honest ledger: see include/korch/ledger.h. */
 #include "korch/ledger.h"
-#include "korch/session.h"
+#include "korch/fsutil.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +56,32 @@ void korch_usage_text(const korch_usage_t *u, char *buf, size_t len)
                  (long long)u->output, unreported, u->calls);
     else
         snprintf(buf, len, "%lld in + %lld out", (long long)u->input, (long long)u->output);
+}
+
+void korch_cost_add(korch_cost_t *c, double amount)
+{
+    c->calls++;
+    if (amount >= 0)
+        c->amount += amount;
+    else
+        c->unknown++;
+}
+
+json_t *korch_cost_json(const korch_cost_t *c, const char *currency)
+{
+    if (!currency || c->unknown)
+        return json_null();
+    return json_pack("{s:f, s:s}", "amount", round(c->amount * 1e8) / 1e8, "currency", currency);
+}
+
+void korch_cost_text(const korch_cost_t *c, const char *currency, char *buf, size_t len)
+{
+    if (!currency)
+        snprintf(buf, len, "unknown (no price table: --prices FILE)");
+    else if (c->unknown)
+        snprintf(buf, len, "unknown (%d of %d calls without a price or a token count)", c->unknown, c->calls);
+    else
+        snprintf(buf, len, "%.6f %s", c->amount, currency);
 }
 
 /* ------------------------------------------------------------ prices */

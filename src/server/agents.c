@@ -47,6 +47,7 @@
 #include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/notebook.h"
 #include "korch/path.h"
 #include "korch/session.h"
 #include "korch/workdir.h"
@@ -95,7 +96,7 @@ struct srv_agent {
     s_state_t state;
     int turns;
     int64_t tokens;
-    int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
+    json_t *usage;              /* the session's tokens as the last turn's done said them (null = unknown), or NULL */
     char error[512];            /* why it stopped, for the model */
     json_t *files;              /* names uploaded through the API */
     json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
@@ -146,6 +147,9 @@ static bool s_isolated(korch_server_t *s)
     return (korch_launcher_caps(l) & KORCH_LAUNCHER_CONFINED) != 0;
 }
 
+static json_t *s_budget_json(const srv_agent_t *sa);
+static void s_budget_set(srv_agent_t *sa, json_t *b);
+
 static json_t *s_model(srv_agent_t *sa)
 {
     json_t *m = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:O, s:b}", "id", sa->id, "kernel_id",
@@ -153,6 +157,10 @@ static json_t *s_model(srv_agent_t *sa)
                           sa->cfg.kernel_name, "llm", sa->cfg.llm, "created", sa->created, "last_activity",
                           sa->last_activity, "state", s_state_names[sa->state], "turns", sa->turns, "tokens",
                           (json_int_t)sa->tokens, "files", sa->files, "owns_kernel", sa->owns_kernel);
+    if (m && sa->usage)
+        json_object_set(m, "usage", sa->usage);
+    if (m)
+        json_object_set_new(m, "budget", s_budget_json(sa));
     if (m && sa->state == A_STOPPED && sa->error[0])
         json_object_set_new(m, "stopped_because", json_string(sa->error));
     return m;
@@ -164,6 +172,8 @@ static void s_save(srv_agent_t *sa)
     json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:O}", "version", 1, "id", sa->id, "llm", sa->cfg.llm,
                           "kernel_name", sa->cfg.kernel_name, "created", sa->created, "turns", sa->turns, "tokens",
                           (json_int_t)sa->tokens, "files", sa->files);
+    if (j)
+        json_object_set_new(j, "budget", s_budget_json(sa));
     /* its kernel, for a korch serve restarted with the same --instance to
        give back (a hint only: srv_agents_load's reader checks it) */
     if (j && sa->state != A_STOPPED && sa->kernel_id[0]) {
@@ -191,6 +201,7 @@ static void s_free(srv_agent_t **psa)
     if (!sa)
         return;
     *psa = NULL;
+    json_decref(sa->usage);
     if (sa->keepalive >= 0)
         korch_loop_timer_end(srv_parts(sa->srv)->loop, sa->keepalive);
     if (sa->actor) {
@@ -337,9 +348,10 @@ static void s_stream_done(srv_agent_t *sa, const char *done_json)
    failed): done as the agent's would be, with no tokens spent this turn. */
 static void s_stream_end_turn(srv_agent_t *sa, const char *status, const char *msg)
 {
-    json_t *done = json_pack("{s:s, s:s, s:{s:{s:i, s:i}, s:{s:I, s:I}}}", "status", status, "message", msg, "tokens",
-                             "turn", "input", 0, "output", 0, "session", "input", (json_int_t)sa->tokens_in, "output",
-                             (json_int_t)sa->tokens_out);
+    json_t *session = sa->usage ? json_incref(sa->usage) : json_pack("{s:i, s:i, s:i}", "input", 0, "output", 0, "calls", 0);
+    json_t *done = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:{s:i, s:i, s:i}, s:o}, s:{s:n, s:n}}", "event", "done",
+                             "status", status, "message", msg, "steps", 0, "elapsed_ms", 0, "tokens", "turn", "input",
+                             0, "output", 0, "calls", 0, "session", session, "cost", "turn", "session");
     char *text = done ? json_dumps(done, JSON_COMPACT) : NULL;
     s_stream_done(sa, text ? text : "{}");
     free(text);
@@ -465,9 +477,11 @@ static int s_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         json_t *d = json ? json_loads(json, 0, NULL) : NULL;
         json_t *used = json_object_get(json_object_get(d, "tokens"), "session");
         if (json_is_object(used)) {
-            sa->tokens_in = json_integer_value(json_object_get(used, "input"));
-            sa->tokens_out = json_integer_value(json_object_get(used, "output"));
-            sa->tokens = sa->tokens_in + sa->tokens_out;
+            json_decref(sa->usage);
+            sa->usage = json_deep_copy(used);
+            /* what was reported; s_model's "usage" says what is unknown */
+            sa->tokens = json_integer_value(json_object_get(used, "input")) +
+                         json_integer_value(json_object_get(used, "output"));
         }
         const char *status = json_string_value(json_object_get(d, "status"));
         srv_parts(sa->srv)->metrics->agent_turns[!status || strcmp(status, "ok") == 0 ? 0
@@ -890,6 +904,52 @@ static const char *s_base(korch_server_t *s)
     return b && *b ? b : "korch-sessions";
 }
 
+/* A session's budgets ({tokens, seconds, cost}, each optional): numbers
+   >= 0; cost needs the server's price table. */
+static bool s_budget_ok(korch_server_t *s, json_t *b, char *why, size_t len)
+{
+    if (!b)
+        return true;
+    const char *k;
+    json_t *v;
+    if (!json_is_object(b))
+        goto bad;
+    json_object_foreach(b, k, v) {
+        if ((strcmp(k, "tokens") != 0 && strcmp(k, "seconds") != 0 && strcmp(k, "cost") != 0) || !json_is_number(v) ||
+            json_number_value(v) < 0)
+            goto bad;
+    }
+    if (json_object_get(b, "cost") && !s_opts(s)->agent_prices) {
+        snprintf(why, len, "a cost budget needs a price table: start korch serve with --prices FILE (or KORCH_PRICES)");
+        return false;
+    }
+    return true;
+bad:
+    snprintf(why, len, "'budget' must be {\"tokens\": N, \"seconds\": N, \"cost\": X} with numbers >= 0 (each optional)");
+    return false;
+}
+
+/* Lower the server's per-turn budgets to the session's own (never raise them). */
+static void s_budget_set(srv_agent_t *sa, json_t *b)
+{
+    json_t *t = json_object_get(b, "tokens"), *sec = json_object_get(b, "seconds"), *c = json_object_get(b, "cost");
+    if (json_is_number(t) && json_number_value(t) > 0 &&
+        (!sa->cfg.max_tokens || json_number_value(t) < (double)sa->cfg.max_tokens))
+        sa->cfg.max_tokens = (int64_t)json_number_value(t);
+    if (json_is_number(sec) && json_number_value(sec) > 0 &&
+        (!sa->cfg.max_seconds || json_number_value(sec) < sa->cfg.max_seconds))
+        sa->cfg.max_seconds = (int)json_number_value(sec);
+    if (json_is_number(c) && json_number_value(c) > 0 && (!sa->cfg.max_cost || json_number_value(c) < sa->cfg.max_cost))
+        sa->cfg.max_cost = json_number_value(c);
+}
+
+static json_t *s_budget_json(const srv_agent_t *sa)
+{
+    return json_pack("{s:o, s:o, s:o}", "tokens", sa->cfg.max_tokens ? json_integer(sa->cfg.max_tokens) : json_null(),
+                     "seconds", sa->cfg.max_seconds ? json_integer(sa->cfg.max_seconds) : json_null(), "cost",
+                     sa->cfg.max_cost > 0 ? json_real(sa->cfg.max_cost) : json_null());
+}
+
 static srv_agent_t *s_new(korch_server_t *s, const char *id)
 {
     srv_agent_t *sa = calloc(1, sizeof *sa);
@@ -905,6 +965,10 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = s_opts(s)->agent_max_steps;
+    sa->cfg.max_tokens = s_opts(s)->agent_max_tokens;
+    sa->cfg.max_seconds = s_opts(s)->agent_max_seconds;
+    sa->cfg.max_cost = s_opts(s)->agent_max_cost;
+    sa->cfg.prices = s_opts(s)->agent_prices;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
     if (!sa->files || !sa->pending_files || !sa->log || !sa->followers || !sa->fileops) {
@@ -942,6 +1006,11 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 400, "'kernel_id' and 'kernel_name' must be strings");
         return;
     }
+    json_t *budget = json_object_get(body, "budget");
+    if (!s_budget_ok(s, budget, why, sizeof why)) {
+        srv_respond_error(req, 400, "%s", why);
+        return;
+    }
     json_t *files = s_check_files(json_object_get(body, "files"), why, sizeof why);
     if (!files) {
         srv_respond_error(req, 400, "%s", why);
@@ -957,6 +1026,7 @@ static void s_create(korch_server_t *s, srv_req_t *req, json_t *body)
     }
     json_decref(sa->pending_files);
     sa->pending_files = files;
+    s_budget_set(sa, budget);
     korch_iso8601_now(sa->created);
     s_touch(sa);
     snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
@@ -1011,6 +1081,7 @@ void srv_agents_load(srv_agents_t *a)
         snprintf(sa->last_activity, sizeof sa->last_activity, "%s", sa->created);
         sa->turns = (int)json_integer_value(json_object_get(j, "turns"));
         sa->tokens = json_integer_value(json_object_get(j, "tokens"));
+        s_budget_set(sa, json_object_get(j, "budget"));
         size_t i;
         json_t *v;
         json_array_foreach(json_object_get(j, "files"), i, v) if (json_is_string(v) &&
@@ -1498,7 +1569,21 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, j
         srv_respond_error(req, 404, "the session has no notebook yet");
         return;
     }
-    srv_respond_raw(req, 200, "application/x-ipynb+json", nb, len);
+    char clean[8];
+    if (srv_req_query(req, "clean", clean, sizeof clean) && strcmp(clean, "0") != 0) {
+        /* ?clean=1: without the dead ends (korch_notebook_clean) */
+        json_t *doc = json_loadb(nb, len, 0, NULL);
+        json_t *c = doc ? korch_notebook_clean(doc) : NULL;
+        char *text = c ? json_dumps(c, JSON_INDENT(1) | JSON_ENSURE_ASCII) : NULL;
+        if (text)
+            srv_respond_raw(req, 200, "application/x-ipynb+json", text, strlen(text));
+        else
+            srv_respond_error(req, 500, "the session's notebook cannot be read as JSON");
+        free(text);
+        json_decref(c);
+        json_decref(doc);
+    } else
+        srv_respond_raw(req, 200, "application/x-ipynb+json", nb, len);
     free(nb);
 }
 
