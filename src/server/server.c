@@ -30,6 +30,7 @@
  *  that lets it overflow is dropped.
  */
 #include "server_int.h"
+#include "ws.h"
 #include "trace.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
@@ -82,7 +83,6 @@ struct korch_server {
     srv_budget_t body_mem;          /* request bodies in memory (opts.max_body_total) */
     srv_budget_t body_disk;         /* uploads being spooled (opts.max_upload_total) */
     int spool_fd;                   /* opts.agent_dir/.uploads, opened on first use; -1 before */
-    unsigned char *scratch;         /* LWS_PRE + WS_CHUNK: a fragment of a big message being written */
 };
 
 typedef struct {
@@ -712,31 +712,16 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 
 static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
 {
-    char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "", sid[128] = "";
+    char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = srv_now_us();
     s_ws_route(wsi, uri, sizeof uri, id, sizeof id); /* confirmed: it matches */
-    srv_ws_t *ws = calloc(1, sizeof *ws);
-    if (!ws || !(ws->queue = zlistx_new())) {
-        free(ws);
+    srv_ws_t *ws = srv_ws_new(&s->http, wsi, s->opts.max_ws_message, s->ws_seq + 1);
+    if (!ws) {
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
         return;
     }
-    ws->srv = s;
-    ws->http = &s->http;
-    ws->wsi = wsi;
-    korch_buf_init(&ws->rx, s->opts.max_ws_message, NULL);
-    s->metrics.ws_open++;
-    const struct lws_protocols *proto = lws_get_protocol(wsi);
-    ws->proto = proto && proto->name && strcmp(proto->name, KORCH_WS_V1_PROTOCOL) == 0 ? KORCH_WS_V1 : KORCH_WS_LEGACY;
-    /* a session_id must be printable ASCII (Jupyter's are uuids): it names the client in logs */
-    bool have = lws_get_urlarg_by_name(wsi, "session_id=", sid, sizeof sid) && sid[0];
-    for (const char *c = sid; have && *c; c++)
-        have = *c >= 0x20 && *c < 0x7f;
-    if (have) {
-        snprintf(ws->session_key, sizeof ws->session_key, "%s", sid);
-        ws->has_session_id = true;
-    } else
-        snprintf(ws->session_key, sizeof ws->session_key, "#%llu", (unsigned long long)++s->ws_seq);
+    if (!ws->has_session_id)
+        s->ws_seq++;
     pss->ws = ws;
     s_touch(s);
     srv_kernel_t *mk = srv_kmgr_find(s->parts.kmgr, id);
@@ -749,120 +734,15 @@ static void s_ws_open(korch_server_t *s, s_pss_t *pss, struct lws *wsi)
     srv_kernel_attach(mk, ws);
 }
 
-static void s_ws_free(srv_ws_t **pws)
+/* A fragment of a client's message; a complete one goes to its kernel. */
+static int s_ws_receive(srv_ws_t *ws, const void *in, size_t len)
 {
-    srv_ws_t *ws = *pws;
-    if (!ws)
-        return;
-    if (ws->srv->metrics.ws_open)
-        ws->srv->metrics.ws_open--;
-    srv_kernel_detach(ws);
-    korch_wsframe_t *f;
-    while ((f = zlistx_first(ws->queue))) {
-        zlistx_delete(ws->queue, zlistx_cursor(ws->queue));
-        korch_wsframe_unref(&f);
-    }
-    zlistx_destroy(&ws->queue);
-    korch_buf_free(&ws->rx);
-    free(ws);
-    *pws = NULL;
-}
-
-/* A big message goes out as fragments of this size (RFC 6455 5.4: "a
-   fragmented message consists of a single frame with the FIN bit clear
-   and an opcode other than 0, followed by zero or more frames with the FIN
-   bit clear and the opcode set to 0, and terminated by a single frame with
-   the FIN bit set and an opcode of 0"), copied into one scratch buffer:
-   no copy of the whole message is ever made. */
-#define WS_CHUNK (256 * 1024)
-/* Bytes one connection may write per writable turn before the others get
-   theirs; lws calls each writable connection once per service. */
-#define WS_TURN_BYTES (1024 * 1024)
-
-static int s_ws_writable(korch_server_t *s, srv_ws_t *ws, struct lws *wsi)
-{
-    if (ws->dropping)
-        return -1;
-    size_t budget = WS_TURN_BYTES;
-    for (int n = 0; n < 64 && budget; ) {
-        korch_wsframe_t *f = zlistx_first(ws->queue);
-        if (!f)
-            break;
-        size_t off = ws->tx_off, len;
-        int w;
-        if (off == 0 && !f->blob && f->len <= WS_CHUNK) {
-            /* the whole message, straight from the frame (it has LWS_PRE) */
-            len = f->len;
-            w = lws_write(wsi, f->data, len, f->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-        } else {
-            len = f->len - off < WS_CHUNK ? f->len - off : WS_CHUNK;
-            if (!s->scratch && !(s->scratch = malloc(LWS_PRE + WS_CHUNK)))
-                return -1;
-            korch_wsframe_read(f, off, s->scratch + LWS_PRE, len);
-            int flags = off == 0 ? (f->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) : LWS_WRITE_CONTINUATION;
-            if (off + len < f->len)
-                flags |= LWS_WRITE_NO_FIN;
-            w = lws_write(wsi, s->scratch + LWS_PRE, len, flags);
-        }
-        if (w < (int)len) {
-            korch_warn("websocket %s: write failed", ws->session_key);
-            return -1;
-        }
-        budget = len < budget ? budget - len : 0;
-        ws->tx_off += len;
-        if (ws->tx_off == f->len) {
-            zlistx_delete(ws->queue, zlistx_cursor(ws->queue));
-            ws->queued_bytes -= f->len;
-            ws->tx_off = 0;
-            korch_wsframe_unref(&f);
-            ws->sent++;
-            s->metrics.ws_sent++;
-            if (srv_trace_on)
-                srv_trace("w %s %llu %lld", ws->session_key, (unsigned long long)ws->sent, (long long)srv_trace_now());
-            n++;
-        }
-        /* lws keeps what the socket did not take; wait for it to drain */
-        if (lws_send_pipe_choked(wsi))
-            break;
-    }
-    if (ws->finishing && !zlistx_size(ws->queue) && !lws_send_pipe_choked(wsi)) {
-        lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, NULL, 0);
-        return -1;
-    }
-    if (zlistx_size(ws->queue) || ws->finishing) {
-        lws_callback_on_writable(wsi);
-        s_kick(s);
-    }
-    return 0;
-}
-
-static int s_ws_receive(korch_server_t *s, srv_ws_t *ws, struct lws *wsi, const void *in, size_t len)
-{
-    if (ws->dropping)
-        return 0;
-    if (lws_is_first_fragment(wsi)) {
-        korch_buf_reset(&ws->rx);
-        ws->rx_skip = false;
-        ws->rx_binary = lws_frame_is_binary(wsi);
-    }
-    if (!ws->rx_skip) {
-        korch_rc_t rc = korch_buf_add(&ws->rx, in, len, "websocket message", NULL);
-        if (rc == KORCH_E_TOOBIG) {
-            korch_warn("websocket %s: message over %zu bytes dropped", ws->session_key, s->opts.max_ws_message);
-            ws->rx_skip = true;
-        } else if (rc)
-            return -1;
-    }
-    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
-        return 0;
-    ws->received++;
-    if (!ws->rx_skip)
+    int r = srv_ws_receive(ws, in, len);
+    if (r == 1) {
         srv_kernel_client_message(ws, ws->rx.p, ws->rx.len, ws->rx_binary);
-    korch_buf_reset(&ws->rx);
-    /* do not keep a huge buffer around for one big message */
-    if (ws->rx.cap > 1 << 20)
-        korch_buf_free(&ws->rx);
-    return 0;
+        srv_ws_received(ws);
+    }
+    return r < 0 ? -1 : 0;
 }
 
 /* --------------------------------------------------------- lws callback */
@@ -914,14 +794,15 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
             s_ws_open(s, pss, wsi);
         return 0;
     case LWS_CALLBACK_RECEIVE:
-        return s && pss && pss->ws ? s_ws_receive(s, pss->ws, wsi, in, len) : 0;
+        return s && pss && pss->ws ? s_ws_receive(pss->ws, in, len) : 0;
     case LWS_CALLBACK_SERVER_WRITEABLE:
-        return s && pss && pss->ws ? s_ws_writable(s, pss->ws, wsi) : 0;
+        return s && pss && pss->ws ? srv_ws_writable(pss->ws) : 0;
     case LWS_CALLBACK_CLOSED:
         if (pss && pss->ws) {
             korch_info("websocket %s closed", pss->ws->session_key);
             pss->ws->wsi = NULL;
-            s_ws_free(&pss->ws);
+            srv_kernel_detach(pss->ws);
+            srv_ws_destroy(&pss->ws);
         }
         return 0;
     default:
@@ -1021,7 +902,8 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
         o.max_connections = fd_room;
     s->opts = o;
     s->http = (srv_http_t){.kick = s_kick_cb, .kick_arg = s, .metrics = &s->metrics,
-                           .no_access_log = o.no_access_log, .max_ws_queue = o.max_ws_queue};
+                           .no_access_log = o.no_access_log, .max_ws_queue = o.max_ws_queue,
+                           .max_ws_message = o.max_ws_message};
     s->body_mem = (srv_budget_t){0, o.max_body_total, "--max-body-total"};
     s->body_disk = (srv_budget_t){0, o.max_upload_total, "--max-upload-total"};
     korch_iso8601_now(s->started);
@@ -1158,6 +1040,6 @@ void korch_server_destroy(korch_server_t **ps)
     for (char **o = s->origins; o && *o; o++)
         free(*o);
     free(s->origins);
-    free(s->scratch);
+    free(s->http.ws_scratch);
     free(s);
 }

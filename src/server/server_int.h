@@ -83,6 +83,8 @@ typedef struct {
     srv_metrics_t *metrics;
     bool no_access_log;
     size_t max_ws_queue;
+    size_t max_ws_message;
+    unsigned char *ws_scratch;  /* LWS_PRE + a fragment of a big message being written (ws.c; freed by server.c) */
 } srv_http_t;
 
 struct srv_req {
@@ -228,47 +230,6 @@ korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t
 void srv_stream_end(srv_req_t *req);
 /* Forget it: closes the connection if it is still open. */
 void srv_stream_release(srv_req_t **req);
-
-/* ------------------------------------------------------------ websockets */
-
-struct srv_ws {
-    korch_server_t *srv;
-    srv_http_t *http;
-    struct lws *wsi;
-    srv_kernel_t *kernel;       /* NULL once detached */
-    struct srv_relay *relay;    /* the relay it was attached through (kernels.c) */
-    korch_ws_proto_t proto;
-    char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
-    bool has_session_id;        /* session_key is the URL's ?session_id= */
-    bool header_session;        /* session_key was taken from its first message's header.session */
-    uint64_t attach_seq;        /* the kernel's iopub_seq when it attached (kernels.c) */
-    zlistx_t *held;             /* korch_wsframe_t*, referenced: what it gets until it is named (kernels.c) */
-    int hold_timer;             /* releases held after a while (0: none) */
-    /* receiving */
-    korch_buf_t rx;             /* the message being reassembled, bounded by --max-ws-message */
-    bool rx_binary, rx_skip;
-    /* sending */
-    zlistx_t *queue;            /* korch_wsframe_t*, referenced */
-    size_t queued_bytes;
-    size_t tx_off;              /* bytes of the first queued frame already written */
-    bool dropping;
-    bool finishing;             /* srv_ws_finish: close once the queue is written */
-    uint64_t sent, received;
-    uint32_t malformed;         /* its messages that did not parse */
-};
-
-/* Bytes frames need before their data (LWS_PRE). */
-size_t srv_ws_headroom(void);
-
-/* Queue a frame for the client (takes a reference of its own). */
-void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f);
-
-/* Close the connection (asynchronously). */
-void srv_ws_close(srv_ws_t *ws, const char *why);
-
-/* Close it once what is queued for it is written (a kernel's last words),
-   or after a few seconds if the client does not read them. */
-void srv_ws_finish(srv_ws_t *ws, const char *why);
 
 /* ------------------------------------------------------- the parts */
 
