@@ -5,15 +5,18 @@
  *  closures:
  *
  *  server.c   the composition root: libwebsockets on an embedded libuv
- *             loop, connections, auth, origin, limits, bodies, websocket
- *             reassembly; makes every part below and hands each what it
- *             needs (srv_parts_t); dispatches requests through routes.c.
+ *             loop, the lws callback; makes every part below and hands
+ *             each what it needs (srv_parts_t).
+ *  front.c    the front door (server_core.h, the server object it shares
+ *             with server.c): origin, token, limits, bodies; dispatches
+ *             requests through routes.c and writes their responses.
  *  routes.c   the route table (every route, its handler, auth and body)
  *             and the router that matches requests against it.
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
  *             /api/kernels, /api/sessions (the sessions are its own).
  *  agents.c   the agent API (/api/agent/...): sessions, their turns as
- *             server-sent events, persistence and resume;
+ *             server-sent events, persistence and resume (agents_int.h:
+ *             its files);
  *  agent_actor.c  each session's agent on a thread of its own.
  *  metrics.c  GET /metrics: the counters below, in Prometheus' text format.
  *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
@@ -27,9 +30,11 @@
  *  kmgr.c     the kernel manager (kmgr.h): every kernel, its lifecycle
  *             events to listeners, when_ready / when_gone closures. Knows
  *             no client.
- *  http.c     requests and websockets as handlers see them (responses,
- *             streams, bounded send queues); its state (srv_http_t) is
- *             server.c's, passed down in every request.
+ *  http.c     requests as handlers see them (responses, streams); its
+ *             state (srv_http_t) is server.c's, passed down in every
+ *             request and websocket.
+ *  ws.c       the websocket (ws.h): a client's messages reassembled, the
+ *             bounded queue of frames for it.
  *  conns.c, body.c  connection admission, request bodies.
  *
  *  Listeners of the kernel manager: the relay (statuses, closing clients),
