@@ -25,7 +25,7 @@
 #ifndef KORCH_SERVER_AGENTS_INT_H
 #define KORCH_SERVER_AGENTS_INT_H
 
-#include "server_int.h"
+#include "agent_actor.h"
 
 #define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
 #define KEEPALIVE_MS 15000               /* an SSE comment while a turn is quiet (proxies time out) */
