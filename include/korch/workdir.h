@@ -75,6 +75,14 @@ korch_rc_t korch_workdir_write(const char *root, const char *name, const void *d
    for a path that is not plain or names a directory. */
 korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *err);
 
+/* Give root/rel the file open as fd (an unnamed O_TMPFILE, an upload
+   spooled to disk: borrowed) without copying it: mode 0644, linked under a
+   random name in rel's parent (made if missing, no link followed on the
+   way), then renamed over rel (a symlink planted at rel is replaced, never
+   written through). KORCH_E_STATE when fd cannot be linked (not an
+   O_TMPFILE): write its bytes instead. Not fsync'ed. */
+korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, korch_err_t *err);
+
 /* Sort an array of {path, ...} objects by path, in place. */
 void korch_workdir_sort(json_t *entries);
 

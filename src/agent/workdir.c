@@ -287,6 +287,60 @@ korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *
     return rc;
 }
 
+korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, korch_err_t *err)
+{
+    if (!rel || !korch_relpath_ok(rel, PATH_MAX - 1, 0))
+        return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel ? rel : "");
+    const char *slash = strrchr(rel, '/');
+    const char *base = slash ? slash + 1 : rel;
+    int top = korch_fs_open_dir(root, err);
+    if (top < 0)
+        return err ? err->rc : KORCH_E_IO;
+    int dfd = top;
+    korch_rc_t rc = KORCH_OK;
+    if (slash) {
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
+        korch_fs_opts_t o = {.mode = 0755};
+        dfd = korch_fs_open_dir_at(top, parent, true, &o, err);
+        if (dfd < 0)
+            rc = err && err->rc ? err->rc : KORCH_E_IO;
+    }
+    char tmp[64] = "";
+    if (rc == KORCH_OK && fchmod(fd, 0644) != 0)
+        rc = korch_err_set(err, KORCH_E_IO, "cannot place '%s': %s", rel, strerror(errno));
+    if (rc == KORCH_OK) {
+        /* an O_TMPFILE gets its first name through /proc (linkat AT_EMPTY_PATH needs a capability) */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        int tries = 0;
+        for (; tries < 8; tries++) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            snprintf(tmp, sizeof tmp, ".korch-place-%d-%ld%d", (int)getpid(), (long)ts.tv_nsec, tries);
+            if (linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) == 0)
+                break;
+            if (errno != EEXIST) {
+                rc = errno == ENOENT || errno == EXDEV ? korch_err_set(err, KORCH_E_STATE, "the upload cannot be linked")
+                                     : korch_err_set(err, KORCH_E_IO, "cannot place '%s': %s", rel, strerror(errno));
+                tmp[0] = 0;
+                break;
+            }
+        }
+        if (rc == KORCH_OK && tries == 8)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot place '%s': no free temporary name", rel);
+    }
+    if (rc == KORCH_OK && renameat(dfd, tmp, dfd, base) != 0) {
+        rc = korch_err_set(err, errno == EISDIR ? KORCH_E_INVALID : KORCH_E_IO, "cannot place '%s': %s", rel,
+                           strerror(errno));
+        unlinkat(dfd, tmp, 0);
+    }
+    if (dfd >= 0 && dfd != top)
+        close(dfd);
+    close(top);
+    return rc;
+}
+
 int64_t korch_workdir_clock_ms(void)
 {
     struct timespec ts;
