@@ -18,7 +18,7 @@ static const char s_ok_tags[] =
     " a abbr b bdi blockquote br caption center cite code col colgroup dd del details dfn div dl dt em figcaption "
     "figure h1 h2 h3 h4 h5 h6 hr i img ins kbd li mark ol p pre q rp rt ruby s samp small span strike strong sub "
     "summary sup table tbody td tfoot th thead time tr tt u ul var wbr ";
-static const char s_ok_attrs[] = " class title dir lang align valign style href src alt width height span open value "
+static const char s_ok_attrs[] = " id class title dir lang align valign style href src alt width height span open value "
                                  "start type reversed border cellpadding cellspacing colspan rowspan nowrap scope ";
 
 static inline bool s_word(const char *list, const char *w, size_t n)

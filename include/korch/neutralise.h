@@ -50,10 +50,15 @@ enum {
     KORCH_NE__NOTED = KORCH_HS__NOTED | KORCH_NE_MARKDOWN | KORCH_NE_LATEX | KORCH_NE_MIME | KORCH_NE_WIDGET,
 };
 
+/* korch_neutralise_bundle's flags. */
+enum {
+    KORCH_NEUT_KEEP_SVG = 1u << 0,  /* leave image/svg+xml as it is (for a client that shows it as an image) */
+};
+
 /* A mime bundle (borrowed, changed in place) made inert. hint: the note's
    last sentence, how to allow it (NULL: none). Returns the bits of what
    went (0: the bundle is as it was). */
-unsigned korch_neutralise_bundle(json_t *data, const char *hint);
+unsigned korch_neutralise_bundle(json_t *data, const char *hint, unsigned flags);
 
 /* The note's HTML for what went (bits), with hint (NULL: none): a new
    string, NULL when out of memory. */

@@ -74,9 +74,9 @@ static const s_elem_t s_elems[] = {
     {"wbr", "", true},
 };
 
-/* Attributes every kept element may have. Not id or name (they clobber
-   the page's globals and getElementById), not on*. */
-static const char s_global_attrs[] = " class title dir lang align valign style ";
+/* Attributes every kept element may have (id as JupyterLab's sanitizer
+   keeps it; not name, not on*). */
+static const char s_global_attrs[] = " id class title dir lang align valign style ";
 
 /* Elements whose content is not markup (script data, RAWTEXT, RCDATA): they
    go with everything up to their end tag. */

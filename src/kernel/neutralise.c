@@ -152,7 +152,7 @@ static korch_rc_t s_img(korch_buf_t *b, const char *mime, const char *b64, size_
     return rc == KORCH_OK ? korch_buf_adds(b, "\">", "html", NULL) : rc;
 }
 
-unsigned korch_neutralise_bundle(json_t *data, const char *hint)
+unsigned korch_neutralise_bundle(json_t *data, const char *hint, unsigned flags)
 {
     if (!json_is_object(data))
         return 0;
@@ -182,6 +182,8 @@ unsigned korch_neutralise_bundle(json_t *data, const char *hint)
             free(safe);
             continue;
         }
+        if (strcmp(key, "image/svg+xml") == 0 && (flags & KORCH_NEUT_KEEP_SVG))
+            continue;
         if (strcmp(key, "image/svg+xml") == 0) {
             free(svg);
             svg = s_text(v, &svg_len);
@@ -299,7 +301,7 @@ static unsigned s_widget_state(json_t *state, const char *model, const char *hin
     json_t *outs = json_object_get(state, "outputs");
     size_t i;
     json_t *o;
-    json_array_foreach(outs, i, o) bits |= korch_neutralise_bundle(json_object_get(o, "data"), hint);
+    json_array_foreach(outs, i, o) bits |= korch_neutralise_bundle(json_object_get(o, "data"), hint, 0);
     return bits;
 }
 
@@ -388,6 +390,29 @@ static korch_neut_rc_t s_comm_msg(korch_neutraliser_t *n, bool tainted, json_t *
 
 /* ------------------------------------------------------------ messages */
 
+/* An untainted kernel's comms: which is which widget model. */
+static void s_track(korch_neutraliser_t *n, const char *msg_type, const json_t *c)
+{
+    if (strcmp(msg_type, "comm_close") == 0) {
+        const char *id = s_str(c, "comm_id");
+        if (id)
+            zhashx_delete(n->models, id);
+    } else if (strcmp(msg_type, "comm_open") == 0) {
+        const char *target = s_str(c, "target_name");
+        if (target && strcmp(target, "jupyter.widget") == 0)
+            s_remember(n, s_str(c, "comm_id"),
+                       s_str(json_object_get(json_object_get(c, "data"), "state"), "_model_name"));
+    } else if (strcmp(msg_type, "comm_msg") == 0) {
+        json_t *data = json_object_get(c, "data");
+        const char *method = s_str(data, "method");
+        if (method && strcmp(method, "update_states") == 0) {
+            const char *id;
+            json_t *st;
+            json_object_foreach(json_object_get(data, "states"), id, st) s_remember(n, id, s_str(st, "model_name"));
+        }
+    }
+}
+
 korch_neutraliser_t *korch_neutraliser_new(const char *hint)
 {
     korch_neutraliser_t *n = calloc(1, sizeof *n);
@@ -443,20 +468,16 @@ korch_neut_rc_t korch_neutraliser_message(korch_neutraliser_t *n, bool tainted, 
     bool bundle = s_one_of(msg_type, bundles);
     if (!json_is_object(content) || (!bundle && !s_one_of(msg_type, others)))
         return KORCH_NEUT_KEEP;
-    if (!tainted && strcmp(msg_type, "comm_close") == 0) {
-        const char *id = s_str(content, "comm_id");
-        if (id)
-            zhashx_delete(n->models, id);
+    if (!tainted) { /* only remembered, without a copy */
+        s_track(n, msg_type, content);
         return KORCH_NEUT_KEEP;
     }
-    if (!tainted && strcmp(msg_type, "comm_open") != 0 && strcmp(msg_type, "comm_msg") != 0)
-        return KORCH_NEUT_KEEP;
     json_t *c = json_deep_copy(content);
     if (!c)
         return tainted ? KORCH_NEUT_DROP : KORCH_NEUT_KEEP; /* out of memory: nothing unchecked goes out */
     korch_neut_rc_t rc = KORCH_NEUT_KEEP;
     if (bundle) {
-        bits = korch_neutralise_bundle(json_object_get(c, "data"), n->hint);
+        bits = korch_neutralise_bundle(json_object_get(c, "data"), n->hint, 0);
         rc = bits ? KORCH_NEUT_CHANGED : KORCH_NEUT_KEEP;
     } else if (strcmp(msg_type, "comm_open") == 0)
         rc = s_comm_open(n, tainted, c, &bits);
@@ -469,7 +490,7 @@ korch_neut_rc_t korch_neutraliser_message(korch_neutraliser_t *n, bool tainted, 
     } else if (strcmp(msg_type, "execute_reply") == 0) {
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(c, "payload"), i, p) bits |= korch_neutralise_bundle(json_object_get(p, "data"), n->hint);
+        json_array_foreach(json_object_get(c, "payload"), i, p) bits |= korch_neutralise_bundle(json_object_get(p, "data"), n->hint, 0);
         rc = bits ? KORCH_NEUT_CHANGED : KORCH_NEUT_KEEP;
     } else if (strcmp(msg_type, "kernel_info_reply") == 0) {
         bits = s_help_links(c);
