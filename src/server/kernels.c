@@ -29,6 +29,7 @@
  */
 #include "server_int.h"
 #include "taint.h"
+#include "ws.h"
 #include "trace.h"
 #include "korch/log.h"
 #include "korch/session.h"
