@@ -41,6 +41,7 @@
  *  does that); without it, leaving cancels the step, as before.
  */
 #include "agents_int.h"
+#include "relay.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"

@@ -29,6 +29,8 @@
  */
 #include "server_int.h"
 #include "taint.h"
+#include "relay.h"
+#include "metrics.h"
 #include "ws.h"
 #include "trace.h"
 #include "korch/log.h"

@@ -11,6 +11,7 @@
  *  summary and the same authentication).
  */
 #include "server_int.h"
+#include "metrics.h"
 
 #include <pthread.h>
 #include <stdio.h>
