@@ -26,7 +26,7 @@
 #ifndef KORCH_SERVER_AGENTS_INT_H
 #define KORCH_SERVER_AGENTS_INT_H
 
-#include "server_int.h"
+#include "agent_actor.h"
 #include "fjournal.h"
 
 #define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
