@@ -227,6 +227,7 @@ out:
 #define STREAM_CHUNK (64 * 1024)     /* written per writable callback */
 #define CONN_PENDING 128             /* connections without their request headers yet (conns.c) */
 #define CONN_PENDING_PER_PEER 16     /* the same from one address */
+#define SRV_MAX_TRUSTED_PROXIES 32   /* --trusted-proxy blocks */
 
 /* A stream's connection is gone (or serves another request now). */
 static void s_stream_lost(korch_server_t *s, srv_req_t *req)
@@ -538,7 +539,9 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
    callback returns. */
 static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const char *uri)
 {
-    srv_conns_headers_done(s->parts.conns, wsi);
+    char over[192];
+    bool authed = s_token_ok(s, wsi);
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, over, sizeof over);
     /* One request per connection (see s_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -567,6 +570,10 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
         goto done;
     }
     snprintf(req->origin, sizeof req->origin, "%s", cors);
+    if (!admitted) { /* its client is over its limit (behind a trusted proxy) */
+        srv_respond_error(req, 429, "%s", over);
+        goto done;
+    }
     if (strcmp(req->method, "OPTIONS") == 0) { /* CORS preflight: no token needed */
         srv_respond(req, 204, NULL);
         goto done;
@@ -577,7 +584,7 @@ static int s_http_begin(korch_server_t *s, s_pss_t *pss, struct lws *wsi, const 
     srv_match_t m = too_long ? SRV_MATCH_TOO_LONG
                              : srv_route_match(req->method, req->path, ulen, &req->route, &req->params, req->allow,
                                                sizeof req->allow);
-    if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !s_token_ok(s, wsi)) {
+    if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !authed) {
         srv_respond_error(req, 403, "missing or wrong token");
         goto done;
     }
@@ -685,7 +692,9 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = srv_now_us();
-    srv_conns_headers_done(s->parts.conns, wsi);
+    char why[192];
+    bool authed = s_token_ok(s, wsi);
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, why, sizeof why);
     bool routed = s_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
@@ -693,7 +702,9 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
     if (!s_origin_ok(s, wsi, cors, sizeof cors, &msg)) {
         korch_warn("blocking a cross-origin websocket to '%s': %s", uri, msg);
         status = 403;
-    } else if (!s_token_ok(s, wsi))
+    } else if (!admitted)
+        status = 429, msg = why;
+    else if (!authed)
         status = 403, msg = "missing or wrong token";
     else if (!routed)
         status = 404, msg = "not found";
@@ -701,7 +712,7 @@ static int s_ws_confirm(korch_server_t *s, struct lws *wsi)
         status = 404, msg = "kernel does not exist";
     if (!status)
         return 0;
-    char body[128];
+    char body[320];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
     s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL);
     srv_http_log(&s->http, "GET", uri, status, t0, wsi);
@@ -962,6 +973,16 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     s->uv_fd = -1;
     s->spool_fd = -1;
     korch_server_opts_t o = opts ? *opts : (korch_server_opts_t){0};
+    korch_cidr_t proxies[SRV_MAX_TRUSTED_PROXIES];
+    size_t nproxies = 0;
+    for (; o.trusted_proxies && o.trusted_proxies[nproxies]; nproxies++)
+        if (nproxies == SRV_MAX_TRUSTED_PROXIES) {
+            korch_err_set(err, KORCH_E_INVALID, "more than %d trusted proxies (give address blocks: 10.0.0.0/8)",
+                          SRV_MAX_TRUSTED_PROXIES);
+            goto fail;
+        } else if (korch_cidr_parse(o.trusted_proxies[nproxies], &proxies[nproxies], err) != KORCH_OK)
+            goto fail;
+    o.trusted_proxies = NULL; /* the caller's strings; conns keeps the blocks */
     snprintf(s->ip, sizeof s->ip, "%s", o.ip ? o.ip : "127.0.0.1");
     snprintf(s->kernel, sizeof s->kernel, "%s", o.kernel ? o.kernel : "python3");
     if (o.token)
@@ -1084,7 +1105,9 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
                               .max_per_peer = o.max_connections_per_peer,
                               .max_pending = CONN_PENDING,
                               .max_pending_per_peer = CONN_PENDING_PER_PEER,
-                              .header_timeout_ms = o.header_timeout_ms};
+                              .header_timeout_ms = o.header_timeout_ms,
+                              .trusted_proxies = proxies,
+                              .ntrusted_proxies = nproxies};
     if (!(s->parts.conns = srv_conns_new(loop, &s->metrics, s_kick_cb, s, &lim))) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
