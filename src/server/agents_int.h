@@ -26,6 +26,7 @@
 #define KORCH_SERVER_AGENTS_INT_H
 
 #include "server_int.h"
+#include "fjournal.h"
 
 #define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
 #define KEEPALIVE_MS 15000               /* an SSE comment while a turn is quiet (proxies time out) */
@@ -62,6 +63,7 @@ struct srv_agent {
     int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
     char error[512];            /* why it stopped, for the model */
     json_t *files;              /* names uploaded through the API */
+    srv_fjournal_t *journal;    /* uploads and removals, laid over the agent's listing (confined kernels) */
     json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
     char *pending_question;     /* a message that resumed a stopped session */
     zactor_t *actor;
@@ -102,6 +104,7 @@ typedef struct {
     srv_req_t *req;             /* answered when op ends (or is cancelled) */
     korch_op_t *op;
     char rel[PATH_MAX];
+    bool remove;                /* a DELETE the actor does (op is NULL): answered by its "removed" */
 } srv_sa_fileop_t;
 
 static inline zhashx_t *srv_sa_all(korch_server_t *s) { return srv_parts(s)->agents->all; }
@@ -136,6 +139,9 @@ srv_req_t *srv_sa_fileop_end(srv_sa_fileop_t *f);
 void srv_sa_fileops_cancel(srv_agent_t *sa, int status, const char *why);
 json_t *srv_sa_url(srv_agent_t *sa, const char *what, const char *path);
 bool srv_sa_uploaded(srv_agent_t *sa, const char *name);
+/* rel was put into the work dir (size bytes) / is gone from it: the uploads, the journal and session.json say so. */
+void srv_sa_file_added(srv_agent_t *sa, const char *rel, int64_t size);
+void srv_sa_file_gone(srv_agent_t *sa, const char *rel);
 
 /* agents_kernel.c */
 void srv_sa_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg);
@@ -151,5 +157,6 @@ json_t *srv_sa_file_list(srv_agent_t *sa);
 void srv_sa_figure(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
 void srv_sa_file_put(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
 void srv_sa_file_get(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+void srv_sa_file_delete(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
 
 #endif
