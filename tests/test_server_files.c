@@ -58,5 +58,5 @@ out:
 
 /* The launchers (the rows; the ways are the peer's table). */
 TEST_T(server_files_listing_local, 240) { s_matrix("local"); }
-//TEST_T(server_files_listing_sandbox, 240) { s_matrix("sandbox"); }
-//TEST_T(server_files_listing_docker, 300) { s_matrix("docker"); }
+TEST_T(server_files_listing_sandbox, 240) { s_matrix("sandbox"); }
+TEST_T(server_files_listing_docker, 300) { s_matrix("docker"); }

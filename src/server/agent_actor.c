@@ -16,7 +16,7 @@
  *  A model call cannot see the pipe (it is inside libcurl): interrupting it
  *  goes through cfg->cancel, which the llm polls.
  */
-#include "server_int.h"
+#include "agent_actor.h"
 #include "korch/agent.h"
 #include "korch/llm.h"
 #include "korch/log.h"

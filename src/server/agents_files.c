@@ -1,4 +1,5 @@
 #include "agents_int.h"
+#include "body.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"

@@ -16,6 +16,7 @@
  *  agents_session.c  one session: its model and session.json, freeing it,
  *                    its lifecycle (stop, doom, fail), the actor's events,
  *                    the file ops under way.
+ *  agents_sync.c     a confined session's copies of what the code wrote, for a resume.
  *  agents_stream.c   a turn's events: the SSE stream, the log, followers.
  *
  *  Everything here runs on the server's loop thread; the session's agent
@@ -25,7 +26,7 @@
 #ifndef KORCH_SERVER_AGENTS_INT_H
 #define KORCH_SERVER_AGENTS_INT_H
 
-#include "server_int.h"
+#include "agent_actor.h"
 #include "fjournal.h"
 
 #define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
@@ -71,6 +72,7 @@ struct srv_agent {
     korch_op_t *start_op;       /* putting pending_files[start_next - 1] into the new kernel */
     size_t start_next;
     zlistx_t *fileops;          /* srv_sa_fileop_t* (owned): PUT / GET of files/ on its kernel */
+    zlistx_t *syncs;            /* copies of what the code wrote, being read from its kernel (agents_sync.c) */
     srv_req_t *creating;        /* POST waiting for the agent to be ready */
     srv_req_t *stream;          /* the running turn's event stream (its POST) */
     bool detach;                /* that POST's client may leave: the turn goes on */
@@ -111,6 +113,10 @@ static inline zhashx_t *srv_sa_all(korch_server_t *s) { return srv_parts(s)->age
 static inline zlistx_t *srv_sa_doomed(korch_server_t *s) { return srv_parts(s)->agents->doomed; }
 static inline srv_kmgr_t *srv_sa_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
 static inline const korch_server_opts_t *srv_sa_opts(korch_server_t *s) { return srv_parts(s)->opts; }
+
+/* agents_sync.c: a step's "files" changes (borrowed) copied into files/ (confined kernels) */
+void srv_sa_sync_step(srv_agent_t *sa, json_t *changes);
+void srv_sa_sync_cancel(srv_agent_t *sa);
 
 /* agents_stream.c */
 void srv_sa_log_clear(srv_agent_t *sa);

@@ -1,4 +1,6 @@
 #include "agents_int.h"
+#include "relay.h"
+#include "metrics.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -81,6 +83,8 @@ void srv_sa_free(srv_agent_t **psa)
     korch_op_cancel(&sa->start_op);
     srv_sa_fileops_cancel(sa, 503, "the agent session is gone");
     zlistx_destroy(&sa->fileops);
+    srv_sa_sync_cancel(sa);
+    zlistx_destroy(&sa->syncs);
     if (sa->creating)
         srv_respond_error(sa->creating, 503, "the server is shutting down");
     if (sa->stream) {
@@ -171,6 +175,12 @@ void srv_sa_fail(srv_agent_t *sa, int status, const char *fmt, ...)
 
 void srv_sa_ask(srv_agent_t *sa, const char *question)
 {
+    /* the agent's code is about to run in this kernel: from now on nothing
+       it shows may run script in a person's client (taint.h), before the
+       actor can send it anything */
+    char why[96];
+    snprintf(why, sizeof why, "code from agent session %.40s runs in it", sa->id);
+    srv_kernel_taint(srv_kmgr_find(srv_parts(sa->srv)->kmgr, sa->kernel_id), why);
     sa->state = A_RUNNING;
     atomic_store(&sa->cfg.cancel, 0);
     zstr_sendx(sa->actor, "ASK", question, NULL);
@@ -211,6 +221,11 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         char *name = zmsg_popstr(m), *json = zmsg_popstr(m);
         if (name && json)
             srv_sa_stream_event(sa, name, json);
+        if (name && json && strcmp(name, "files") == 0 && srv_sa_isolated(sa->srv) && sa->owns_kernel) {
+            json_t *d = json_loads(json, 0, NULL);
+            srv_sa_sync_step(sa, json_object_get(d, "files"));
+            json_decref(d);
+        }
         free(name);
         free(json);
     } else if (strcmp(cmd, "done") == 0) {
@@ -321,6 +336,7 @@ srv_req_t *srv_sa_fileop_end(srv_sa_fileop_t *f)
    and their requests answered. */
 void srv_sa_fileops_cancel(srv_agent_t *sa, int status, const char *why)
 {
+    srv_sa_sync_cancel(sa);
     srv_sa_fileop_t *f;
     while (sa->fileops && (f = zlistx_first(sa->fileops))) {
         korch_op_cancel(&f->op);

@@ -39,7 +39,8 @@
  *  as a pending connection.
  *  The header-table pool is sized above max_pending (server.c).
  */
-#include "server_int.h"
+#include "conns.h"
+#include "metrics.h"
 #include "korch/log.h"
 
 #include <arpa/inet.h>

@@ -6,6 +6,9 @@
  *  points to.
  */
 #include "server_int.h"
+#include "metrics.h"
+#include "body.h"
+#include "conns.h"
 #include "korch/log.h"
 
 #include <libwebsockets.h>
