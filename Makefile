@@ -25,7 +25,7 @@ LDFLAGS += $(SAN)
 # -Wformat-truncation is on: a path cut at a fixed buffer's end names another
 # file (build paths with korch_path_join / korch_path_fmt, korch/path.h).
 
-LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
@@ -83,7 +83,7 @@ $(BUILD)/korch-bench: $(BENCH_OBJ) $(BUILD)/libkorch.a
 # git's banned.h, as a check: these calls overflow or are not thread-safe.
 BANNED := strcpy|strcat|sprintf|vsprintf|strtok|gmtime|localtime|ctime|asctime|gets|strncpy|atoi
 check-banned:
-	@if grep -nE '\<($(BANNED))\(' src/*/*.c include/korch/*.h; then \
+	@if grep -nE '\<($(BANNED))\(' src/*/*.c src/*/*/*.c include/korch/*.h; then \
 	  echo "error: banned function used (see the Makefile's BANNED list)"; exit 1; fi
 
 setup:
