@@ -77,7 +77,8 @@ char *korch_fs_read_rel(const char *root, const char *rel, size_t max, size_t *l
 korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_t *err);
 
 /* Remove dir and everything below it, never through a symlink and never
-   into another filesystem mounted below it. */
+   into another filesystem mounted below it; any depth, with at most a few
+   fds and no recursion (src/util/fsrm.c). */
 void korch_fs_rm_tree(const char *dir);
 
 /* Copy the regular files and directories below from_dir into to_dir

@@ -28,6 +28,7 @@
  *  session before they get here.
  */
 #include "server_int.h"
+#include "ws.h"
 #include "trace.h"
 #include "korch/log.h"
 #include "korch/session.h"

@@ -5,15 +5,18 @@
  *  closures:
  *
  *  server.c   the composition root: libwebsockets on an embedded libuv
- *             loop, connections, auth, origin, limits, bodies, websocket
- *             reassembly; makes every part below and hands each what it
- *             needs (srv_parts_t); dispatches requests through routes.c.
+ *             loop, the lws callback; makes every part below and hands
+ *             each what it needs (srv_parts_t).
+ *  front.c    the front door (server_core.h, the server object it shares
+ *             with server.c): origin, token, limits, bodies; dispatches
+ *             requests through routes.c and writes their responses.
  *  routes.c   the route table (every route, its handler, auth and body)
  *             and the router that matches requests against it.
  *  api.c      the REST routes: /api, /api/status, /api/kernelspecs,
  *             /api/kernels, /api/sessions (the sessions are its own).
  *  agents.c   the agent API (/api/agent/...): sessions, their turns as
- *             server-sent events, persistence and resume;
+ *             server-sent events, persistence and resume (agents_int.h:
+ *             its files);
  *  agent_actor.c  each session's agent on a thread of its own.
  *  metrics.c  GET /metrics: the counters below, in Prometheus' text format.
  *  resources.c  GET /kernelspecs/{name}/{file}: kernelspec logos and the like.
@@ -27,9 +30,11 @@
  *  kmgr.c     the kernel manager (kmgr.h): every kernel, its lifecycle
  *             events to listeners, when_ready / when_gone closures. Knows
  *             no client.
- *  http.c     requests and websockets as handlers see them (responses,
- *             streams, bounded send queues); its state (srv_http_t) is
- *             server.c's, passed down in every request.
+ *  http.c     requests as handlers see them (responses, streams); its
+ *             state (srv_http_t) is server.c's, passed down in every
+ *             request and websocket.
+ *  ws.c       the websocket (ws.h): a client's messages reassembled, the
+ *             bounded queue of frames for it.
  *  conns.c, body.c  connection admission, request bodies.
  *
  *  Listeners of the kernel manager: the relay (statuses, closing clients),
@@ -83,6 +88,8 @@ typedef struct {
     srv_metrics_t *metrics;
     bool no_access_log;
     size_t max_ws_queue;
+    size_t max_ws_message;
+    unsigned char *ws_scratch;  /* LWS_PRE + a fragment of a big message being written (ws.c; freed by server.c) */
 } srv_http_t;
 
 struct srv_req {
@@ -228,47 +235,6 @@ korch_rc_t srv_stream_write(srv_req_t *req, const void *data, size_t len, size_t
 void srv_stream_end(srv_req_t *req);
 /* Forget it: closes the connection if it is still open. */
 void srv_stream_release(srv_req_t **req);
-
-/* ------------------------------------------------------------ websockets */
-
-struct srv_ws {
-    korch_server_t *srv;
-    srv_http_t *http;
-    struct lws *wsi;
-    srv_kernel_t *kernel;       /* NULL once detached */
-    struct srv_relay *relay;    /* the relay it was attached through (kernels.c) */
-    korch_ws_proto_t proto;
-    char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
-    bool has_session_id;        /* session_key is the URL's ?session_id= */
-    bool header_session;        /* session_key was taken from its first message's header.session */
-    uint64_t attach_seq;        /* the kernel's iopub_seq when it attached (kernels.c) */
-    zlistx_t *held;             /* korch_wsframe_t*, referenced: what it gets until it is named (kernels.c) */
-    int hold_timer;             /* releases held after a while (0: none) */
-    /* receiving */
-    korch_buf_t rx;             /* the message being reassembled, bounded by --max-ws-message */
-    bool rx_binary, rx_skip;
-    /* sending */
-    zlistx_t *queue;            /* korch_wsframe_t*, referenced */
-    size_t queued_bytes;
-    size_t tx_off;              /* bytes of the first queued frame already written */
-    bool dropping;
-    bool finishing;             /* srv_ws_finish: close once the queue is written */
-    uint64_t sent, received;
-    uint32_t malformed;         /* its messages that did not parse */
-};
-
-/* Bytes frames need before their data (LWS_PRE). */
-size_t srv_ws_headroom(void);
-
-/* Queue a frame for the client (takes a reference of its own). */
-void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f);
-
-/* Close the connection (asynchronously). */
-void srv_ws_close(srv_ws_t *ws, const char *why);
-
-/* Close it once what is queued for it is written (a kernel's last words),
-   or after a few seconds if the client does not read them. */
-void srv_ws_finish(srv_ws_t *ws, const char *why);
 
 /* ------------------------------------------------------- the parts */
 

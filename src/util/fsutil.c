@@ -393,58 +393,6 @@ korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_
     return KORCH_OK;
 }
 
-static void s_rm_below(int fd, dev_t dev, int depth)
-{
-    if (depth > S_MAX_DEPTH)
-        return;
-    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
-    if (!d) {
-        if (dup >= 0)
-            close(dup);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            if (st.st_dev != dev)
-                continue; /* a mount below: not ours to empty */
-            int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0) {
-                s_rm_below(sub, dev, depth + 1);
-                close(sub);
-            }
-            unlinkat(fd, de->d_name, AT_REMOVEDIR);
-        } else {
-            unlinkat(fd, de->d_name, 0);
-        }
-    }
-    closedir(d);
-}
-
-void korch_fs_rm_tree(const char *dir)
-{
-    struct stat st;
-    if (lstat(dir, &st) != 0)
-        return;
-    if (!S_ISDIR(st.st_mode)) {
-        unlink(dir);
-        return;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    s_rm_below(fd, st.st_dev, 0);
-    close(fd);
-    if (rmdir(dir) != 0 && errno != ENOENT)
-        korch_debug("cannot remove '%s': %s", dir, strerror(errno));
-}
-
 /* from/name into to/name, streamed: never more than max - *done bytes in
    all (KORCH_E_TOOBIG beyond), never a link or a special file. */
 static korch_rc_t s_copy_file(int from, const char *name, int to, uint64_t max, const korch_fs_opts_t *o,

@@ -1,0 +1,143 @@
+/*  Inside korch_agent: what the files of src/agent/agent*.c share. Not a
+ *  public API (that is korch/agent.h).
+ *
+ *  The files, top to bottom; each calls only those below it:
+ *
+ *  agent.c         new / destroy, the user's files, accessors, the turn
+ *                  (korch_agent_ask: model, tool calls, budgets, answer).
+ *  agent_step.c    one tool call run in the kernel: its result, the files
+ *                  it changed, figures, restarts, the transcript records.
+ *  agent_resume.c  snapshots of the kernel's variables, and resuming a
+ *                  session: the transcript reloaded, the kernel rebuilt.
+ *  agent_kernel.c  the kernel: starting it, its language, korch's own quiet
+ *                  code (work dir listing and reads, file descriptions).
+ *  agent_prompt.c  what the model is sent (tools, system prompt, the
+ *                  messages within the context budget), what its reply
+ *                  means (tool calls, fenced or printed code), the call.
+ *  agent_events.c  events to the caller, transcript records, the notebook.
+ *
+ *  Not thread-safe, like korch_agent_t: everything runs on the caller's
+ *  thread. A json_t argument is borrowed unless the comment says stolen.
+ */
+#ifndef KORCH_AGENT_INT_H
+#define KORCH_AGENT_INT_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+
+#include "korch/agent.h"
+#include "korch/jsonfield.h"
+#include "korch/kernel.h"
+#include "korch/notebook.h"
+#include "korch/workdir.h"
+
+#define LIVE_CALLS 8            /* tool calls of one reply whose code is shown as it is written */
+#define MAX_FILES_LISTED 100      /* per FILES event */
+#define MAX_FILES_TOLD 20         /* per result the model reads */
+#define MAX_FIGURE_FILE (20u << 20) /* an image file the code saved, copied to figures/ */
+#define MAX_FIGURE_FILES 10       /* per step */
+
+struct korch_agent {
+    korch_agent_opts_t o;
+    char *kernelspec;
+    char *existing;             /* attached to someone else's kernel (NULL: ours) */
+    bool files_dirty;           /* describe the files again before the next turn */
+    char dir[PATH_MAX], files_dir[PATH_MAX + 8], figures_dir[PATH_MAX + 8];
+    char transcript_path[PATH_MAX + 24], notebook_path[PATH_MAX + 24];
+    FILE *transcript;
+    json_t *messages;           /* neutral, without the system message */
+    json_t *tools;
+    json_t *file_info;          /* what the kernel said about the user's files */
+    korch_notebook_t *nb;
+    korch_kernel_t *k;
+    korch_exec_t *running;      /* the execution in flight, for interrupts */
+    int figures;
+    int fence_ids;
+    int64_t tokens;
+    korch_agent_usage_t turn_usage, session_usage;
+    int step;
+    volatile sig_atomic_t interrupted;
+    /* live progress of the running step */
+    korch_jsonfield_t live[LIVE_CALLS];     /* each tool call's "code" as it streams */
+    bool live_on[LIVE_CALLS];
+    const char *phase;                      /* "model", "retry", "executing" */
+    int64_t phase_t0, status_last, retry_until;
+    int retry_attempt;
+    long retry_status;
+    /* the kernel's language, from its kernel_info_reply */
+    json_t *language_info;
+    char lang[64];              /* language_info.name as the kernel says it ("python", "R") */
+    char lang_label[160];       /* for people and prompts: "Python 3.11.2" */
+    char tool_name[32];         /* run_python for Python (as before), run_code for the others */
+    bool python;
+    char *system_append, *system_replace;
+    korch_workdir_t *wd;        /* the kernel's work dir, when it is on this host */
+    char snapshot_path[PATH_MAX + 24];
+    int executions;             /* execution records in the transcript */
+    char *resume_note;          /* how a resume rebuilt the kernel's state: told to the model */
+    bool wd_in_kernel;          /* the work dir is not on this host: listed from inside the kernel */
+    char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
+};
+/* agent_events.c */
+void agent_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *text, json_t *data);
+/* A STATUS event: the phase, how long it lasts, a retry's details. */
+void agent_status(korch_agent_t *a);
+/* A new phase ("model", "retry", "executing") begins: a STATUS event. */
+void agent_phase(korch_agent_t *a, const char *phase);
+/* A markdown cell of printf text; returns the text (new) or NULL without memory. */
+char *agent_add_md(korch_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append one record (stolen) to the transcript and flush it to disk. */
+korch_rc_t agent_record(korch_agent_t *a, json_t *rec, korch_err_t *err);
+/* Rewrite notebook.ipynb; a failure is an ERROR event. */
+void agent_write_notebook(korch_agent_t *a);
+
+/* agent_prompt.c */
+/* The tool the model calls (run_python / run_code), new reference. */
+json_t *agent_tools(korch_agent_t *a);
+/* Fenced blocks in the kernel's language as neutral tool calls (new array). */
+json_t *agent_fence_calls(korch_agent_t *a, const char *text, bool untagged);
+/* Is name the tool (or the generic name a model guessed for it)? */
+bool agent_tool_name_ok(korch_agent_t *a, const char *name);
+/* A reply that is only a printed tool call, as that call (new array), else NULL. */
+json_t *agent_text_tool_call(korch_agent_t *a, const char *text);
+/* One model request over the conversation; usage recorded. */
+korch_rc_t agent_call_model(korch_agent_t *a, bool with_tools, korch_llm_reply_t *reply, korch_err_t *err);
+
+/* agent_kernel.c */
+/* The execution callback that turns outputs into OUTPUT events (arg: the agent). */
+void agent_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg);
+/* Run code quietly (korch's own bookkeeping); returns stdout, new string. */
+char *agent_run_quiet(korch_agent_t *a, const char *code);
+/* Walk the work dir now (see korch_workdir_scan); NULL when it cannot be. */
+json_t *agent_wd_scan(korch_agent_t *a);
+/* A file of the work dir, at most max bytes (new), or NULL. */
+char *agent_wd_read(korch_agent_t *a, const char *path, size_t max, size_t *len);
+/* Keep the latest listing in workdir.json (work dir not on this host). */
+void agent_wd_save(korch_agent_t *a);
+/* What the kernel says about the user's files, into a->file_info. */
+void agent_describe_files(korch_agent_t *a);
+/* Start (or attach to) the kernel and wait until it is ready. */
+korch_rc_t agent_start_kernel(korch_agent_t *a, korch_err_t *err);
+
+/* agent_resume.c */
+/* After a step: keep the kernel's variables in snapshot.json. */
+void agent_snapshot(korch_agent_t *a);
+/* A resumed session's fresh kernel: snapshot restored, later cells re-run. */
+void agent_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err);
+/* A resumed session in the kernel it ran in before: nothing rebuilt. */
+void agent_resume_live(korch_agent_t *a);
+/* Reload messages and the notebook from the transcript; each execution's
+   code and status appended to replay. */
+void agent_load_transcript(korch_agent_t *a, json_t *replay);
+
+/* agent_step.c */
+/* Run one tool call; false if the user interrupted. */
+bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err);
+/* Answer the calls of calls[from..] the user's interrupt left unrun. */
+void agent_answer_unrun(korch_agent_t *a, json_t *calls, size_t from);
+
+#endif

@@ -1,0 +1,266 @@
+#include "agent_int.h"
+
+#include "korch/kernelspec.h"
+#include "korch/log.h"
+#include "korch/media.h"
+#include "korch/path.h"
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---------------------------------------------------- kernel & files */
+
+void agent_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg)
+{
+    korch_agent_t *a = arg;
+    if (ev == KORCH_OUTPUT_NEW || ev == KORCH_OUTPUT_STREAM || ev == KORCH_OUTPUT_UPDATE)
+        if (a->o.on_event) {
+            korch_agent_event_t e = {KORCH_AGENT_OUTPUT, a->step, NULL, 0, output, (long)index,
+                                     ev == KORCH_OUTPUT_STREAM};
+            a->o.on_event(&e, a->o.arg);
+        }
+}
+
+/* Run code quietly (korch's own bookkeeping); returns stdout, new string. */
+char *agent_run_quiet(korch_agent_t *a, const char *code)
+{
+    korch_err_t err = {0};
+    korch_exec_opts_t eo = {.no_store_history = true, .timeout_ms = 60000};
+    korch_exec_t *ex = korch_kernel_execute_wait(a->k, code, &eo, NULL, &err);
+    if (!ex)
+        return NULL;
+    const korch_exec_result_t *r = korch_exec_result(ex);
+    char *out = NULL;
+    size_t i;
+    json_t *o;
+    json_array_foreach(r->outputs, i, o) {
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (name && strcmp(name, "stdout") == 0) {
+            out = strdup(json_string_value(json_object_get(o, "text")));
+            break;
+        }
+    }
+    korch_exec_destroy(&ex);
+    return out;
+}
+
+/* Python: the work dir listed from inside the kernel (for a container's
+   volume korch cannot walk), bounded like korch_workdir's walk, symlinks
+   not followed, hidden names left out. The kernel may lie: the lines are
+   only data, checked by korch_workdir_update. */
+static const char *s_list_code =
+    "def _korch_ls(top, maxn, maxd):\n"
+    "    import os, json, stat\n"
+    "    out, cut = [], [False]\n"
+    "    def walk(d, rel, depth):\n"
+    "        try:\n"
+    "            it = sorted(os.scandir(d), key=lambda e: e.name)\n"
+    "        except OSError:\n"
+    "            return\n"
+    "        for e in it:\n"
+    "            if e.name.startswith('.'):\n"
+    "                continue\n"
+    "            if len(out) >= maxn:\n"
+    "                cut[0] = True\n"
+    "                return\n"
+    "            try:\n"
+    "                st = e.stat(follow_symlinks=False)\n"
+    "            except OSError:\n"
+    "                continue\n"
+    "            if stat.S_ISREG(st.st_mode):\n"
+    "                out.append([rel + e.name, st.st_size, st.st_mtime_ns, st.st_ino])\n"
+    "            elif stat.S_ISDIR(st.st_mode):\n"
+    "                if depth + 1 > maxd:\n"
+    "                    cut[0] = True\n"
+    "                else:\n"
+    "                    walk(os.path.join(d, e.name), rel + e.name + '/', depth + 1)\n"
+    "    walk(top, '', 0)\n"
+    "    print(json.dumps({'files': out, 'truncated': cut[0]}))\n"
+    "_korch_ls(%s, 5000, 8)\n"
+    "del _korch_ls\n";
+
+/* A Python string literal for s (JSON's escapes are Python's). New string. */
+static char *s_py_str(const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    char *lit = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    return lit;
+}
+
+/* Walk the work dir now (see korch_workdir_scan); NULL when it cannot be. */
+json_t *agent_wd_scan(korch_agent_t *a)
+{
+    if (!a->wd)
+        return NULL;
+    if (!a->wd_in_kernel)
+        return korch_workdir_scan(a->wd, NULL);
+    char *top = s_py_str(a->kernel_cwd);
+    size_t len = strlen(s_list_code) + (top ? strlen(top) : 0) + 16;
+    char *code = top ? malloc(len) : NULL;
+    char *out = NULL;
+    if (code) {
+        snprintf(code, len, s_list_code, top);
+        out = agent_run_quiet(a, code);
+    }
+    free(code);
+    free(top);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    json_t *scan = json_is_array(json_object_get(j, "files"))
+                       ? korch_workdir_update(a->wd, json_object_get(j, "files"),
+                                              json_is_true(json_object_get(j, "truncated")))
+                       : NULL;
+    json_decref(j);
+    return scan;
+}
+
+/* A file of the work dir, at most max bytes (see korch_workdir_read); from
+   inside the kernel when the work dir is not on this host. */
+char *agent_wd_read(korch_agent_t *a, const char *path, size_t max, size_t *len)
+{
+    if (!a->wd_in_kernel)
+        return korch_workdir_read(korch_workdir_root(a->wd), path, max, len, NULL);
+    char *top = s_py_str(a->kernel_cwd), *rel = s_py_str(path);
+    size_t cl = (top ? strlen(top) : 0) + (rel ? strlen(rel) : 0) + 400;
+    char *code = top && rel ? malloc(cl) : NULL;
+    char *out = NULL;
+    if (code) {
+        snprintf(code, cl,
+                 "def _korch_get(top, rel, maxb):\n"
+                 "    import os, base64\n"
+                 "    p = os.path.join(top, rel)\n"
+                 "    if os.path.islink(p) or not os.path.isfile(p) or os.path.getsize(p) > maxb:\n"
+                 "        return\n"
+                 "    print(base64.b64encode(open(p, 'rb').read(maxb + 1)).decode())\n"
+                 "_korch_get(%s, %s, %zu)\n"
+                 "del _korch_get\n",
+                 top, rel, max);
+        out = agent_run_quiet(a, code);
+    }
+    free(code);
+    free(top);
+    free(rel);
+    unsigned char *data = out && *out ? korch_b64_decode(out, strlen(out), len) : NULL;
+    free(out);
+    if (data && *len > max) {
+        free(data);
+        data = NULL;
+    }
+    return (char *)data;
+}
+
+/* The latest listing, for korch serve's GET .../files when it cannot walk
+   the work dir itself: workdir.json in the session dir (korch's, not the kernel's). */
+void agent_wd_save(korch_agent_t *a)
+{
+    if (!a->wd_in_kernel || !a->wd) /* no listing: the kernel did not say its cwd */
+        return;
+    json_t *list = korch_workdir_list(a->wd);
+    char *text = json_dumps(list, JSON_COMPACT);
+    char path[PATH_MAX + 16];
+    if (text && korch_path_join(path, sizeof path, a->dir, "workdir.json", NULL) == KORCH_OK)
+        korch_write_file(path, text, strlen(text), NULL);
+    free(text);
+    json_decref(list);
+}
+
+static const char *s_describe_code =
+    "def _korch_describe():\n"
+    "    import os, json\n"
+    "    out = []\n"
+    "    for name in sorted(os.listdir('.')):\n"
+    "        if not os.path.isfile(name) or name.startswith('.'):\n"
+    "            continue\n"
+    "        d = {'name': name, 'bytes': os.path.getsize(name)}\n"
+    "        low = name.lower()\n"
+    "        try:\n"
+    "            import pandas as pd\n"
+    "            df = None\n"
+    "            if low.endswith(('.csv', '.tsv')):\n"
+    "                sep = '\\t' if low.endswith('.tsv') else ','\n"
+    "                df = pd.read_csv(name, sep=sep, nrows=2000)\n"
+    "                with open(name, 'rb') as f:\n"
+    "                    d['rows'] = max(0, sum(1 for _ in f) - 1)\n"
+    "            elif low.endswith(('.xlsx', '.xls')):\n"
+    "                df = pd.read_excel(name, nrows=2000)\n"
+    "            elif low.endswith('.parquet'):\n"
+    "                df = pd.read_parquet(name)\n"
+    "                d['rows'] = len(df)\n"
+    "            if df is not None:\n"
+    "                d['columns'] = {str(c): str(t) for c, t in df.dtypes.items()}\n"
+    "        except Exception as e:\n"
+    "            d['note'] = 'could not be read as a table: ' + str(e)[:160]\n"
+    "        out.append(d)\n"
+    "    print(json.dumps(out))\n"
+    "_korch_describe()\n"
+    "del _korch_describe\n";
+
+void agent_describe_files(korch_agent_t *a)
+{
+    json_t *info = NULL;
+    if (a->python) {
+        char *out = agent_run_quiet(a, s_describe_code);
+        info = out ? json_loads(out, 0, NULL) : NULL;
+        free(out);
+    } else if (a->wd) { /* other languages: names and sizes, from the host's view of the work dir */
+        json_decref(agent_wd_scan(a));
+        json_t *list = korch_workdir_list(a->wd);
+        info = json_array();
+        size_t i;
+        json_t *f;
+        json_array_foreach(list, i, f) {
+            const char *path = json_string_value(json_object_get(f, "path"));
+            if (!strchr(path, '/') && json_array_size(info) < 200)
+                json_array_append_new(info, json_pack("{s:s, s:O}", "name", path, "bytes", json_object_get(f, "size")));
+        }
+        json_decref(list);
+    }
+    if (json_is_array(info)) {
+        json_decref(a->file_info);
+        a->file_info = info;
+    } else
+        json_decref(info);
+}
+
+/* The kernel's language from its kernel_info_reply (once, at the first start). */
+static void s_learn_language(korch_agent_t *a)
+{
+    if (a->language_info)
+        return;
+    json_t *info = korch_kernel_info(a->k);
+    json_t *li = json_object_get(info, "language_info");
+    a->language_info = json_is_object(li) ? json_deep_copy(li) : json_pack("{s:s}", "name", "python");
+    const char *name = json_string_value(json_object_get(a->language_info, "name"));
+    const char *version = json_string_value(json_object_get(a->language_info, "version"));
+    snprintf(a->lang, sizeof a->lang, "%s", name && *name ? name : "python");
+    a->python = strcasecmp(a->lang, "python") == 0;
+    snprintf(a->tool_name, sizeof a->tool_name, "%s", a->python ? "run_python" : "run_code");
+    const char *impl = json_string_value(json_object_get(info, "implementation"));
+    if (a->python)
+        snprintf(a->lang_label, sizeof a->lang_label, "Python %s", version ? version : "3");
+    else
+        snprintf(a->lang_label, sizeof a->lang_label, "%s %s, kernel %s", a->lang, version ? version : "",
+                 impl ? impl : a->kernelspec);
+    korch_kernelspec_t *spec = korch_kernelspec_find(a->kernelspec, NULL);
+    korch_notebook_set_language(a->nb, a->language_info, spec ? spec->display_name : a->lang_label);
+    korch_kernelspec_destroy(&spec);
+    json_decref(a->tools);
+    a->tools = agent_tools(a);
+}
+
+korch_rc_t agent_start_kernel(korch_agent_t *a, korch_err_t *err)
+{
+    korch_kernel_opts_t ko = {.kernelspec = a->kernelspec, .launcher = a->o.launcher, .cwd = a->files_dir};
+    if (a->existing)
+        ko = (korch_kernel_opts_t){.existing = a->existing};
+    a->k = korch_kernel_new(a->o.loop, &ko, err);
+    if (!a->k)
+        return err ? err->rc : KORCH_E_LAUNCH;
+    korch_rc_t rc = korch_kernel_wait_ready(a->k, err);
+    if (rc)
+        korch_kernel_destroy(&a->k);
+    else
+        s_learn_language(a);
+    return rc;
+}

@@ -1,0 +1,376 @@
+#include "agent_int.h"
+
+#include "korch/fsutil.h"
+#include "korch/log.h"
+#include "korch/path.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------- snapshots */
+
+/* Python: the user's variables, each pickled on its own (so one that cannot
+   be restored does not take the others with it), within a byte budget.
+   Modules are kept by name; functions and classes defined in cells (pickled
+   by reference, absent from a fresh kernel) and what cannot be pickled are
+   listed as skipped. Prints one JSON line. */
+static const char *s_snapshot_code =
+    "def _korch_snapshot(limit):\n"
+    "    import pickle, base64, json, types\n"
+    "    ip = get_ipython()\n"
+    "    ns, hidden = ip.user_ns, ip.user_ns_hidden\n"
+    "    saved, modules, skipped, total = {}, {}, [], 0\n"
+    "    for k, v in list(ns.items()):\n"
+    "        if k.startswith('_') or k in hidden or k in ('In', 'Out', 'exit', 'quit', 'get_ipython'):\n"
+    "            continue\n"
+    "        if isinstance(v, types.ModuleType):\n"
+    "            modules[k] = v.__name__\n"
+    "            continue\n"
+    "        if getattr(v, '__module__', None) == '__main__' and isinstance(v, (type, types.FunctionType)):\n"
+    "            skipped.append([k, type(v).__name__, 'defined in a cell'])\n"
+    "            continue\n"
+    "        if getattr(type(v), '__module__', None) == '__main__':\n"
+    "            skipped.append([k, type(v).__name__, 'its class is defined in a cell'])\n"
+    "            continue\n"
+    "        try:\n"
+    "            b = pickle.dumps(v, protocol=4)\n"
+    "        except Exception as e:\n"
+    "            skipped.append([k, type(v).__name__, 'cannot be pickled'])\n"
+    "            continue\n"
+    "        if total + len(b) > limit:\n"
+    "            skipped.append([k, type(v).__name__, 'too big for the snapshot (%%d bytes)' %% len(b)])\n"
+    "            continue\n"
+    "        saved[k] = b\n"
+    "        total += len(b)\n"
+    "    data = base64.b64encode(pickle.dumps(saved, protocol=4)).decode()\n"
+    "    print(json.dumps({'variables': sorted(saved), 'modules': modules, 'skipped': skipped, 'bytes': total,\n"
+    "                      'data': data}))\n"
+    "_korch_snapshot(%ld)\n"
+    "del _korch_snapshot\n";
+
+static const char *s_restore_code =
+    "def _korch_restore(data, modules):\n"
+    "    import pickle, base64, importlib, json\n"
+    "    ns = get_ipython().user_ns\n"
+    "    ok, failed = [], []\n"
+    "    for k, m in modules.items():\n"
+    "        try:\n"
+    "            ns[k] = importlib.import_module(m)\n"
+    "            ok.append(k)\n"
+    "        except Exception as e:\n"
+    "            failed.append([k, str(e)[:200]])\n"
+    "    for k, b in pickle.loads(base64.b64decode(data)).items():\n"
+    "        try:\n"
+    "            ns[k] = pickle.loads(b)\n"
+    "            ok.append(k)\n"
+    "        except Exception as e:\n"
+    "            failed.append([k, str(e)[:200]])\n"
+    "    print(json.dumps({'restored': ok, 'failed': failed}))\n";
+
+/* After a step: keep the kernel's variables in snapshot.json (written
+   atomically by korch, in the session dir). A snapshot that fails leaves the
+   previous one, and the cells after it are re-run on resume. */
+void agent_snapshot(korch_agent_t *a)
+{
+    if (!a->python || a->o.snapshot_bytes < 0 || !a->k)
+        return;
+    size_t len = strlen(s_snapshot_code) + 32;
+    char *code = malloc(len);
+    if (!code)
+        return;
+    snprintf(code, len, s_snapshot_code, a->o.snapshot_bytes);
+    char *out = agent_run_quiet(a, code);
+    free(code);
+    json_t *snap = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    if (!json_is_string(json_object_get(snap, "data"))) {
+        korch_debug("no snapshot after step %d (the kernel did not answer with one)", a->step);
+        json_decref(snap);
+        return;
+    }
+    char date[32];
+    korch_iso8601_now(date);
+    json_object_set_new(snap, "version", json_integer(1));
+    json_object_set_new(snap, "executions", json_integer(a->executions));
+    json_object_set_new(snap, "time", json_string(date));
+    char *text = json_dumps(snap, JSON_COMPACT);
+    json_decref(snap);
+    korch_err_t err = {0};
+    if (!text || korch_write_file(a->snapshot_path, text, strlen(text), &err) != KORCH_OK)
+        korch_warn("cannot keep the kernel's variables: %s", text ? err.msg : "out of memory");
+    free(text);
+}
+
+/* snapshot.json, when there is a usable one (new reference), else NULL. */
+static json_t *s_snapshot_load(korch_agent_t *a)
+{
+    if (!a->python)
+        return NULL;
+    size_t len = 0;
+    char *text = korch_read_file(a->snapshot_path, (size_t)64 << 20, &len, NULL);
+    json_t *snap = text ? json_loadb(text, len, 0, NULL) : NULL;
+    free(text);
+    json_t *execs = json_object_get(snap, "executions");
+    if (!json_is_string(json_object_get(snap, "data")) || !json_is_integer(execs) ||
+        json_integer_value(execs) > a->executions || json_integer_value(execs) < 0) {
+        json_decref(snap);
+        return NULL;
+    }
+    return snap;
+}
+
+/* Restore snap (borrowed) into the kernel. Returns how many executions it
+   covers (the cells after them are re-run), or -1 when it failed; *how
+   says what happened, for people and the model. */
+static int s_restore(korch_agent_t *a, json_t *snap, char *how, size_t how_len)
+{
+    how[0] = 0;
+    const char *data = json_string_value(json_object_get(snap, "data"));
+    json_t *execs = json_object_get(snap, "executions");
+    if (!data)
+        return -1;
+    char *mods = json_dumps(json_object_get(snap, "modules"), JSON_COMPACT | JSON_ENSURE_ASCII);
+    size_t cl = strlen(s_restore_code) + strlen(data) + (mods ? strlen(mods) : 2) + 64;
+    char *code = malloc(cl);
+    char *out = NULL;
+    if (code && mods) {
+        /* the base64 alphabet and ASCII-only JSON are both valid Python literals */
+        snprintf(code, cl, "%s_korch_restore('%s', %s)\ndel _korch_restore\n", s_restore_code, data, mods);
+        out = agent_run_quiet(a, code);
+    }
+    free(code);
+    free(mods);
+    json_t *res = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    int covered = -1;
+    if (json_is_array(json_object_get(res, "restored"))) {
+        covered = (int)json_integer_value(execs);
+        size_t n = 0, i;
+        json_t *v;
+        n += (size_t)snprintf(how + n, how_len - n, "restored %zu name(s) from the snapshot taken after execution %d",
+                              json_array_size(json_object_get(res, "restored")), covered);
+        json_array_foreach(json_object_get(res, "restored"), i, v) {
+            if (n + 80 > how_len)
+                break;
+            n += (size_t)snprintf(how + n, how_len - n, "%s%s", i ? ", " : ": ", json_string_value(v));
+        }
+        json_t *missing = json_object_get(snap, "skipped");
+        json_t *failed = json_object_get(res, "failed");
+        if (json_array_size(missing))
+            n += (size_t)snprintf(how + n, how_len - n, "; not in the snapshot:");
+        json_array_foreach(missing, i, v) {
+            if (n + 120 > how_len)
+                break;
+            n += (size_t)snprintf(how + n, how_len - n, " %s (%s, %s);", json_string_value(json_array_get(v, 0)),
+                                  json_string_value(json_array_get(v, 1)), json_string_value(json_array_get(v, 2)));
+        }
+        if (json_array_size(failed))
+            n += (size_t)snprintf(how + n, how_len - n, "; NOT restored (loading failed):");
+        json_array_foreach(failed, i, v) {
+            if (n + 120 > how_len)
+                break;
+            n += (size_t)snprintf(how + n, how_len - n, " %s (%s);", json_string_value(json_array_get(v, 0)),
+                                  json_string_value(json_array_get(v, 1)));
+        }
+    }
+    json_decref(res);
+    return covered;
+}
+
+/* Re-run the successful cells of replay[from, to); counts them. */
+static void s_replay(korch_agent_t *a, json_t *replay, int from, int to, int *rerun, int *failed, int *skipped,
+                     korch_err_t *err)
+{
+    for (int i = from < 0 ? 0 : from; i < to && i < (int)json_array_size(replay); i++) {
+        json_t *cell = json_array_get(replay, (size_t)i);
+        const char *st = json_string_value(json_object_get(cell, "status"));
+        if (!st || strcmp(st, "ok") != 0) {
+            (*skipped)++;
+            continue;
+        }
+        korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
+        korch_exec_t *ex =
+            korch_kernel_execute_wait(a->k, json_string_value(json_object_get(cell, "code")), &eo, NULL, err);
+        (*rerun)++;
+        if (!ex || korch_exec_result(ex)->status != KORCH_EXEC_OK)
+            (*failed)++;
+        korch_exec_destroy(&ex);
+    }
+    korch_err_clear(err);
+}
+
+/* A resumed session's fresh kernel: restore the snapshot, then re-run the
+   successful cells that ran after it (all of them without a snapshot). The
+   user (a NOTICE), the model (the system prompt), the transcript and the
+   notebook are told exactly how, and what may differ. */
+void agent_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
+{
+    size_t how_len = 8192;
+    char *how = malloc(how_len);
+    char *note = malloc(how_len + 2048);
+    if (!how || !note) {
+        free(how);
+        free(note);
+        return;
+    }
+    json_t *snap = s_snapshot_load(a);
+    int upto = snap ? (int)json_integer_value(json_object_get(snap, "executions")) : 0;
+    /* names the snapshot could not keep (a function defined in a cell, a
+       DataFrame over the budget) are rebuilt by re-running the cells before
+       it first; the snapshot then goes over them, so its values are exact */
+    int before = 0, before_failed = 0, before_skipped = 0;
+    bool gaps = snap && json_array_size(json_object_get(snap, "skipped")) > 0;
+    if (gaps)
+        s_replay(a, replay, 0, upto, &before, &before_failed, &before_skipped, err);
+    int covered = snap ? s_restore(a, snap, how, how_len) : -1;
+    json_decref(snap);
+    int rerun = 0, rerun_failed = 0, skipped_failed = 0;
+    s_replay(a, replay, covered, (int)json_array_size(replay), &rerun, &rerun_failed, &skipped_failed, err);
+    skipped_failed += before_skipped;
+    size_t n = 0, cap = how_len + 2048;
+    if (covered >= 0 && before)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "The session was resumed in a fresh kernel. The snapshot could not keep every name, so "
+                              "the %d successful code cell(s) before it were re-run first to rebuild them (%d failed; "
+                              "their side effects happened again: files rewritten, appends repeated); then it %s. "
+                              "The snapshot's values are exactly as they were (random numbers included). ",
+                              before, before_failed, how);
+    else if (covered >= 0)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "The session was resumed in a fresh kernel: %s. Those values are exactly as they were "
+                              "(random numbers included); no cell before the snapshot was re-run, so side effects "
+                              "did not repeat. ",
+                              how);
+    else
+        n += (size_t)snprintf(note + n, cap - n,
+                              "The session was resumed in a fresh kernel without a snapshot of its variables%s. ",
+                              a->python ? "" : " (snapshots are taken for Python kernels only)");
+    if (rerun)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "%d earlier successful code cell(s) %swere re-run to rebuild the rest (%d failed): their "
+                              "side effects happened again (files rewritten, appends repeated) and random or "
+                              "time-dependent values differ from the first run. ",
+                              rerun, covered >= 0 ? "after the snapshot " : "", rerun_failed);
+    if (skipped_failed)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "%d cell(s) that failed%s were not re-run: what they set before failing is missing. ",
+                              skipped_failed, covered >= 0 ? " after the snapshot" : "");
+    snprintf(note + n, cap - n, "Check that what you need exists before relying on it.");
+    free(a->resume_note);
+    a->resume_note = strdup(note);
+    /* no host path here: through korch serve this reaches API clients */
+    char *line = malloc(strlen(note) + 64);
+    if (line) {
+        snprintf(line, strlen(note) + 64, "resumed session: %s", note);
+        agent_emit(a, KORCH_AGENT_NOTICE, line, NULL);
+        free(line);
+    }
+    agent_record(a, json_pack("{s:s, s:s, s:i, s:i, s:i}", "type", "notice", "content", note, "restored_executions",
+                          covered, "rerun", rerun + before, "rerun_failed", rerun_failed + before_failed),
+             NULL);
+    char *md = agent_add_md(a, "*korch: %s*", note);
+    if (md) {
+        agent_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "resumed", "content", md), NULL);
+        free(md);
+    }
+    free(how);
+    free(note);
+}
+
+/* A resumed session in the kernel it ran in before (opts.resume_live): its
+   variables are live, nothing is rebuilt; the user (a NOTICE), the model
+   (the system prompt), the transcript and the notebook are told. */
+void agent_resume_live(korch_agent_t *a)
+{
+    const char *note = "The session was resumed in the kernel it ran in before, which kept running while korch "
+                       "restarted: every variable is as it was and nothing was re-run.";
+    free(a->resume_note);
+    a->resume_note = strdup(note);
+    char line[256];
+    snprintf(line, sizeof line, "resumed session: %s", note);
+    agent_emit(a, KORCH_AGENT_NOTICE, line, NULL);
+    agent_record(a, json_pack("{s:s, s:s, s:b}", "type", "notice", "content", note, "live", 1), NULL);
+    char *md = agent_add_md(a, "*korch: %s*", note);
+    if (md) {
+        agent_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "resumed", "content", md), NULL);
+        free(md);
+    }
+}
+
+/* Reload messages and the notebook from the transcript; collect every
+   execution's code and status, in order (to rebuild the kernel's state). */
+void agent_load_transcript(korch_agent_t *a, json_t *replay)
+{
+    FILE *f = fopen(a->transcript_path, "r");
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int lineno = 0;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        json_t *rec = json_loadb(line, (size_t)n, 0, NULL);
+        const char *type = json_string_value(json_object_get(rec, "type"));
+        if (!type) {
+            /* a torn last line after a crash: everything before it counts */
+            korch_warn("%s:%d: not a transcript record; ignored", a->transcript_path, lineno);
+            json_decref(rec);
+            continue;
+        }
+        const char *content = json_string_value(json_object_get(rec, "content"));
+        if (strcmp(type, "user") == 0) {
+            json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", content ? content : ""));
+            free(agent_add_md(a, "**User:** %s", content ? content : ""));
+        } else if (strcmp(type, "assistant") == 0) {
+            json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", content ? content : "");
+            json_t *calls = json_object_get(rec, "tool_calls");
+            if (json_array_size(calls))
+                json_object_set(m, "tool_calls", calls);
+            json_array_append_new(a->messages, m);
+            if (content && *content)
+                korch_notebook_add_markdown(a->nb, content);
+        } else if (strcmp(type, "tool") == 0) {
+            json_array_append_new(a->messages,
+                                  json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id",
+                                            json_string_value(json_object_get(rec, "tool_call_id")), "name", a->tool_name,
+                                            "content", content ? content : "", "is_error",
+                                            json_is_true(json_object_get(rec, "is_error"))));
+        } else if (strcmp(type, "execution") == 0) {
+            const char *code = json_string_value(json_object_get(rec, "code"));
+            json_t *count = json_object_get(rec, "execution_count");
+            json_t *note = json_object_get(rec, "note");
+            korch_notebook_add_code_meta(a->nb, code, json_is_integer(count) ? (int)json_integer_value(count) : -1,
+                                         json_object_get(rec, "outputs"),
+                                         note ? json_pack("{s:{s:O, s:O}}", "korch", "status",
+                                                          json_object_get(rec, "status"), "note", note)
+                                              : NULL);
+            const char *st = json_string_value(json_object_get(rec, "status"));
+            a->executions++;
+            json_array_append_new(replay, json_pack("{s:s, s:s}", "code", code ? code : "", "status", st ? st : ""));
+        } else if (strcmp(type, "kernel") == 0) {
+            if (content)
+                korch_notebook_add_markdown(a->nb, content);
+        } else if (strcmp(type, "usage") == 0) {
+            a->tokens += json_integer_value(json_object_get(rec, "tokens"));
+            json_int_t in = json_integer_value(json_object_get(rec, "input_tokens"));
+            json_int_t out = json_integer_value(json_object_get(rec, "output_tokens"));
+            a->session_usage.input += in > 0 ? in : 0;
+            a->session_usage.output += out > 0 ? out : 0;
+        }
+        json_decref(rec);
+    }
+    free(line);
+    fclose(f);
+    /* A turn cut short (crash mid-step) may leave tool calls unanswered;
+       every API wants each one answered. */
+    json_t *last = json_array_get(a->messages, json_array_size(a->messages) - 1);
+    json_t *calls = json_object_get(last, "tool_calls");
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        json_array_append_new(a->messages,
+                              json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id",
+                                        json_string_value(json_object_get(c, "id")), "name", a->tool_name, "content",
+                                        "[not run: the session stopped before this code ran]", "is_error", 1));
+    }
+}

@@ -1,0 +1,102 @@
+/*  What the sandbox launcher's files share (private to src/launcher):
+ *  its launcher and proc, and the functions one file gives another.
+ *
+ *    sandbox.c        the ops table, the probe, korch_launcher_sandbox_new, the sweep
+ *    sandbox_start.c  a kernel's start: its runtime dir, cgroup and bwrap's command line
+ *    sandbox_args.c   bwrap's argv and the kernel's environment
+ *    sandbox_files.c  put_file / get_file in the kernel's work dir, never through its links
+ *    sandbox_life.c   watching, signalling, reaping and freeing a running sandbox
+ *
+ *  One thread (the launcher's loop), as sandbox.h says.
+ */
+#ifndef KORCH_LAUNCHER_SANDBOX_INT_H
+#define KORCH_LAUNCHER_SANDBOX_INT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "korch/sandbox.h"
+#include "korch/cgroup.h"
+#include "backend.h"
+#include "spawn.h"
+
+#define S_GIB (1024LL * 1024 * 1024)
+#define S_MIB (1024LL * 1024)
+#define S_CONN_IN "/tmp/korch-kernel.json" /* in the sandbox's private /tmp */
+#define S_TAIL_MAX 4096
+#define S_BIND_AT "/tmp" /* where the spawn helper binds the dirs bwrap mounts (in its own namespace) */
+#define S_ARGS_MAX 160
+
+typedef struct {
+    korch_launcher_t base;
+    korch_sandbox_opts_t o;
+    char *strs[6];              /* owned copies of the option strings */
+    char bwrap[PATH_MAX];
+    uid_t uid;                  /* the kernel's */
+    gid_t gid;
+    bool drop;                  /* korch is root and the kernel is not: give up root before bwrap */
+    unsigned seq;               /* makes cgroup names unique across restarts */
+    char scope[32];             /* korch_cgroup_scope of the runtime base: cgroups in korch/{scope}/{instance} */
+} sandbox_launcher_t;
+
+typedef struct {
+    korch_proc_t base;
+    sandbox_launcher_t *l;
+    korch_child_t child;        /* the outer bwrap */
+    int info_fd;                /* bwrap's --info-fd, read end, until pid 1 is known */
+    bool info_polled;           /* info_fd on the loop */
+    char info[1024];            /* what bwrap wrote there so far */
+    size_t info_len;
+    pid_t init_pid;             /* host pid of the sandbox's pid 1, 0 = not known yet */
+    korch_cgroup_t *cg;
+    int log_fd;
+    char workdir[PATH_MAX];     /* host path of the work dir, for messages */
+    int work_fd;                /* the work dir (O_PATH), opened once: the kernel can rename and replace
+                                   {runtime_dir}/work, so korch never resolves that path again */
+    char tail[S_TAIL_MAX + 1];
+} sandbox_proc_t;
+
+/* A growing argv of owned strings, bounded. */
+typedef struct {
+    char *v[S_ARGS_MAX + 1];
+    int n;
+    bool full;
+} korch_sandbox_args_t;
+
+
+/* ---- sandbox_args.c */
+
+/* Append a copy of s (a, a->full on overflow or ENOMEM); args3 appends
+   x and, when not NULL, y and z; arg_fd appends opt, fd and dest. */
+void korch_sandbox_arg(korch_sandbox_args_t *a, const char *s);
+void korch_sandbox_args3(korch_sandbox_args_t *a, const char *x, const char *y, const char *z);
+void korch_sandbox_arg_fd(korch_sandbox_args_t *a, const char *opt, int fd, const char *dest);
+void korch_sandbox_args_clear(korch_sandbox_args_t *a);
+/* The files of /etc a kernel gets read-only, NULL-terminated. */
+extern const char *const korch_sandbox_etc[];
+void korch_sandbox_root_links(korch_sandbox_args_t *a);
+int korch_sandbox_memfd(const char *name, const char *text, size_t len);
+char **korch_sandbox_env(const korch_launch_t *req, const sandbox_launcher_t *l);
+
+/* ---- sandbox_files.c */
+
+int korch_sandbox_open_dir(int dirfd, const char *name, bool create, bool give, uid_t uid, gid_t gid);
+korch_rc_t korch_sandbox_put_file_now(korch_proc_t *proc, const char *name, const void *data, size_t len,
+                                      korch_err_t *err);
+korch_rc_t korch_sandbox_get_file_now(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
+                                      korch_err_t *err);
+
+/* ---- sandbox_life.c */
+
+void korch_sandbox_watch_proc(korch_proc_t *proc);
+void korch_sandbox_proc_free(korch_proc_t *proc);
+korch_rc_t korch_sandbox_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);
+korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
+const char *korch_sandbox_log_tail(korch_proc_t *proc);
+
+/* ---- sandbox_start.c */
+
+korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err);
+
+#endif

@@ -1,0 +1,155 @@
+/*  Inside the agent API (agents*.c): the agent session and what its files
+ *  share. Not an API outside src/server (that is server_int.h's srv_agent_*
+ *  handlers and srv_agents_*).
+ *
+ *  The files, top to bottom; each calls only those below it:
+ *
+ *  agents.c          the route handlers (one per route of routes.c, each
+ *                    with the session its path names), turns (POST
+ *                    .../messages, GET .../events), srv_agents_new/destroy.
+ *  agents_create.c   creating a session (POST /api/agent/sessions) and
+ *                    loading the saved ones at start (srv_agents_load).
+ *  agents_files.c    the session's files: uploads, downloads, listing, figures.
+ *  agents_kernel.c   the session's kernel: starting or attaching to one,
+ *                    putting the pending files, the actor's start, resuming
+ *                    a stopped session, the kernel manager's events.
+ *  agents_session.c  one session: its model and session.json, freeing it,
+ *                    its lifecycle (stop, doom, fail), the actor's events,
+ *                    the file ops under way.
+ *  agents_stream.c   a turn's events: the SSE stream, the log, followers.
+ *
+ *  Everything here runs on the server's loop thread; the session's agent
+ *  runs in its actor (agent_actor.c) and talks to it through the actor's
+ *  pipe only. A json_t argument is borrowed unless the comment says stolen.
+ */
+#ifndef KORCH_SERVER_AGENTS_INT_H
+#define KORCH_SERVER_AGENTS_INT_H
+
+#include "server_int.h"
+
+#define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
+#define KEEPALIVE_MS 15000               /* an SSE comment while a turn is quiet (proxies time out) */
+#define MAX_TRANSCRIPT (256u << 20)
+#define MAX_NOTEBOOK (256u << 20)
+#define MAX_LOG_BYTES (16u << 20)       /* a turn's event log for GET .../events */
+#define MAX_FOLLOWERS 16                 /* GET .../events streams per session */
+
+/* starting: its kernel and agent are getting ready (for a new session, or
+   for a stopped one that got a message); stopped: on disk only, with no
+   kernel (after a restart of the server, or when its kernel was shut
+   down or culled): the next message resumes it in a fresh kernel. */
+typedef enum { A_STARTING, A_IDLE, A_RUNNING, A_STOPPED } srv_sa_state_t;
+
+static const char *const srv_sa_state_names[] = {"starting", "idle", "running", "stopped"};
+
+typedef struct srv_agent srv_agent_t;
+
+struct srv_agent {
+    korch_server_t *srv;
+    srv_agent_cfg_t cfg;        /* what its actor reads; cfg.cancel is set by main */
+    char id[40];
+    char kernel_id[40];         /* "" when stopped */
+    char created[32], last_activity[32];
+    bool owns_kernel;
+    bool reattaching;           /* starting on its own kernel from before korch's restart (re-adopted) */
+    bool announce_live;         /* the next turn is told it resumed in that kernel */
+    char saved_kernel[40];      /* stopped, loaded from disk: the kernel session.json names ("" none) */
+    bool saved_owns;            /* and whether the session owned it */
+    bool doomed;                /* deleted: freed when its actor has gone */
+    srv_sa_state_t state;
+    int turns;
+    int64_t tokens;
+    int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
+    char error[512];            /* why it stopped, for the model */
+    json_t *files;              /* names uploaded through the API */
+    json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
+    char *pending_question;     /* a message that resumed a stopped session */
+    zactor_t *actor;
+    srv_kwait_t *waiting;       /* for its kernel to be ready */
+    korch_op_t *start_op;       /* putting pending_files[start_next - 1] into the new kernel */
+    size_t start_next;
+    zlistx_t *fileops;          /* srv_sa_fileop_t* (owned): PUT / GET of files/ on its kernel */
+    srv_req_t *creating;        /* POST waiting for the agent to be ready */
+    srv_req_t *stream;          /* the running turn's event stream (its POST) */
+    bool detach;                /* that POST's client may leave: the turn goes on */
+    bool turn_open;             /* from the POST to its `done` */
+    uint64_t next_id;           /* the SSE id of the turn's next event */
+    zlistx_t *log;              /* srv_sa_logged_t* (owned): the turn's events so far */
+    size_t log_bytes;
+    uint64_t log_dropped;       /* events dropped from the log's front */
+    zlistx_t *followers;        /* srv_req_t* of GET .../events (owned streams) */
+    int keepalive;              /* timer, -1 none */
+};
+
+/* One event as written on the wire ("id: N\nevent: NAME\ndata: JSON\n\n"). */
+typedef struct {
+    uint64_t id;
+    size_t len;
+    char text[];
+} srv_sa_logged_t;
+
+/* ============================================================ main side */
+
+struct srv_agents {
+    korch_server_t *srv;
+    zhashx_t *all;              /* agent session id -> srv_agent_t (owned) */
+    zlistx_t *doomed;           /* srv_agent_t* deleted, waiting for their threads to end (owned) */
+};
+
+/* A PUT or GET of a file in the kernel's work dir, under way. */
+typedef struct {
+    srv_agent_t *sa;
+    srv_req_t *req;             /* answered when op ends (or is cancelled) */
+    korch_op_t *op;
+    char rel[PATH_MAX];
+} srv_sa_fileop_t;
+
+static inline zhashx_t *srv_sa_all(korch_server_t *s) { return srv_parts(s)->agents->all; }
+static inline zlistx_t *srv_sa_doomed(korch_server_t *s) { return srv_parts(s)->agents->doomed; }
+static inline srv_kmgr_t *srv_sa_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
+static inline const korch_server_opts_t *srv_sa_opts(korch_server_t *s) { return srv_parts(s)->opts; }
+
+/* agents_stream.c */
+void srv_sa_log_clear(srv_agent_t *sa);
+void srv_sa_followers_end(srv_agent_t *sa);
+int srv_sa_on_keepalive(korch_loop_t *loop, int id, void *arg);
+void srv_sa_stream_event(srv_agent_t *sa, const char *name, const char *json);
+void srv_sa_stream_eventj(srv_agent_t *sa, const char *name, json_t *data);
+void srv_sa_stream_done(srv_agent_t *sa, const char *done_json);
+void srv_sa_stream_end_turn(srv_agent_t *sa, const char *status, const char *msg);
+
+/* agents_session.c */
+void srv_sa_touch(srv_agent_t *sa);
+bool srv_sa_isolated(korch_server_t *s);
+json_t *srv_sa_model(srv_agent_t *sa);
+void srv_sa_save(srv_agent_t *sa);
+void srv_sa_free(srv_agent_t **psa);
+void srv_sa_stop(srv_agent_t *sa, const char *why);
+void srv_sa_doom(srv_agent_t *sa);
+void srv_sa_fail(srv_agent_t *sa, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void srv_sa_ask(srv_agent_t *sa, const char *question);
+int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg);
+void srv_sa_keep_copy(srv_agent_t *sa, const char *rel, const void *data, size_t len);
+void srv_sa_add_file(srv_agent_t *sa, const char *name);
+srv_sa_fileop_t *srv_sa_fileop_new(srv_agent_t *sa, srv_req_t *req, const char *rel);
+srv_req_t *srv_sa_fileop_end(srv_sa_fileop_t *f);
+void srv_sa_fileops_cancel(srv_agent_t *sa, int status, const char *why);
+json_t *srv_sa_url(srv_agent_t *sa, const char *what, const char *path);
+bool srv_sa_uploaded(srv_agent_t *sa, const char *name);
+
+/* agents_kernel.c */
+void srv_sa_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg);
+int srv_sa_begin(srv_agent_t *sa, const char *name, const char *kernel_id, char *why, size_t why_len);
+bool srv_sa_claim(srv_agent_t *sa, srv_kernel_t *mk);
+void srv_sa_resume(srv_agent_t *sa, const char *question);
+
+/* agents_create.c */
+void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body);
+
+/* agents_files.c */
+json_t *srv_sa_file_list(srv_agent_t *sa);
+void srv_sa_figure(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+void srv_sa_file_put(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+void srv_sa_file_get(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+
+#endif
