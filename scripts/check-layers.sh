@@ -3,7 +3,8 @@
 #   scripts/check-layers.sh [BUILD_DIR]     (default build; run after make all)
 # From the object files (nm: the global symbols each .o defines and the ones
 # it leaves undefined) it builds the file-level call graph (a folder below
-# a layer, such as src/launcher/docker/, counts as one file), finds its
+# a layer, such as src/launcher/docker/, counts as one file, and so do
+# src/kernel/kernel.c and its kernel_*.c parts), finds its
 # strongly connected components (a set of files that reach each other: a
 # cycle) and prints each with one cycle through it and the symbols on its
 # edges. A component is allowed when all its files are on one line of
@@ -22,7 +23,14 @@ for o in $objs; do
     # A folder below a layer (src/launcher/docker/) is one object split by
     # concern: its files share a private header and may call each other;
     # it is one node of the graph.
-    case $src in src/*/*/*) src=${src%/*}/ ;; esac
+    # So is a file pair's object split flat (src/kernel/kernel.c with
+    # kernel_exec.c, kernel_io.c...: NAME.c and NAME_PART.c beside it).
+    case $src in
+    src/*/*/*) src=${src%/*}/ ;;
+    src/*/*_*.c)
+        base=${src%%_*}
+        case $base in */*/*) [ -f "$base.c" ] && src=$base.c ;; esac ;;
+    esac
     nm --defined-only -g "$o" | awk -v f="$src" 'NF >= 3 { print "D", f, $3 }'
     nm -u "$o" | awk -v f="$src" '{ print "U", f, $NF }'
 done > "$tmp"
