@@ -64,6 +64,9 @@ $(BUILD)/src/server/web_assets.o: src/server/web_assets.S $(WEB_OUT)
 	@$(if $(Q),echo "  AS      $<")
 	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/web -c $< -o $@
 
+# ar keeps members by basename: two objects of one name in different dirs
+# (docker/start.o, swarm/start.o) are both kept because the archive is made
+# afresh each time (rm -f first), never updated in place.
 $(BUILD)/libkorch.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -101,7 +104,9 @@ jupyterlab:
 # The fast check beside `make test`: the build (WARN has -Werror), the unit
 # tests (files that define KORCH_TEST_UNIT: no kernel, docker or browser) and
 # the layering check (scripts/check-layers.sh: no file calls another that
-# calls it back, but for scripts/layers-allow.txt).
+# calls it back, but for scripts/layers-allow.txt; no call up the order of
+# scripts/layers.txt; no source file over 800 lines, but for the shrinking
+# list of scripts/size-allow.txt).
 check:
 	@$(MAKE) --no-print-directory all
 	@KORCH_RUNTIME_DIR=$${KORCH_RUNTIME_DIR:-/tmp/korch-check-$$(id -u)} scripts/test.sh $(BUILD) --unit
