@@ -286,6 +286,7 @@ SESSION_ROUTE(srv_agent_events, s_follow)
 SESSION_ROUTE(srv_agent_files, s_files)
 SESSION_ROUTE(srv_agent_file_get, srv_sa_file_get)
 SESSION_ROUTE(srv_agent_file_put, srv_sa_file_put)
+SESSION_ROUTE(srv_agent_file_delete, srv_sa_file_delete)
 SESSION_ROUTE(srv_agent_figure, srv_sa_figure)
 
 void srv_agents_count(srv_agents_t *a, uint64_t n[4])

@@ -14,6 +14,7 @@
  *  starting}} (korch's)}. Errors are {"message": ...}.
  */
 #include "server_int.h"
+#include "metrics.h"
 #include "korch/kernelspec.h"
 #include "korch/log.h"
 #include "korch/session.h"

@@ -6,6 +6,8 @@
  *  points to.
  */
 #include "server_int.h"
+#include "metrics.h"
+#include "body.h"
 #include "korch/log.h"
 
 #include <libwebsockets.h>

@@ -28,6 +28,8 @@
  *  session before they get here.
  */
 #include "server_int.h"
+#include "relay.h"
+#include "metrics.h"
 #include "ws.h"
 #include "trace.h"
 #include "korch/log.h"

@@ -11,6 +11,7 @@
  *  summary and the same authentication).
  */
 #include "server_int.h"
+#include "metrics.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -99,6 +100,8 @@ static const srv_route_t s_table[] = {
      "Upload a file into the kernel's work dir"},
     {"GET", "/api/agent/sessions/{session_id}/files/{path*}", srv_agent_file_get, TOKEN, NONE, false,
      "Download a file from the kernel's work dir"},
+    {"DELETE", "/api/agent/sessions/{session_id}/files/{path*}", srv_agent_file_delete, TOKEN, NONE, false,
+     "Remove a file from the kernel's work dir"},
     {"GET", "/api/agent/sessions/{session_id}/figures/{name}", srv_agent_figure, TOKEN, NONE, false,
      "A chart of the session (displayed by the kernel, or an image file the code saved)"},
 };

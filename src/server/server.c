@@ -30,6 +30,7 @@
  *  that lets it overflow is dropped.
  */
 #include "server_core.h"
+#include "relay.h"
 #include "ws.h"
 #include "trace.h"
 #include "korch/path.h"

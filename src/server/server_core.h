@@ -15,6 +15,9 @@
 #define KORCH_SERVER_CORE_H
 
 #include "server_int.h"
+#include "metrics.h"
+#include "conns.h"
+#include "body.h"
 #include "korch/session.h"
 
 #include <uv.h>

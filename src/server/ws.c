@@ -4,6 +4,7 @@
  *  (srv_ws_receive reassembles a message up to --max-ws-message).
  */
 #include "ws.h"
+#include "metrics.h"
 #include "trace.h"
 #include "korch/log.h"
 

@@ -15,6 +15,7 @@
 #define KORCH_SERVER_WS_H
 
 #include "server_int.h"
+#include "korch/wsmsg.h"
 
 struct srv_ws {
     srv_http_t *http;           /* the transport's state (waking lws, counters, limits) */

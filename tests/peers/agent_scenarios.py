@@ -422,3 +422,18 @@ def jlab(provider, req, state):
 
 
 SCENARIOS["jlab"] = jlab
+
+
+def usercode(provider, req, state):
+    """The question is "RUN:<code>": the model runs that code and quotes its
+    output (tests/peers/files_matrix.py drives the work dir this way)."""
+    user = ls.latest_user_text(provider, req)
+    if not user.startswith("RUN:"):
+        return {"text": "ASK ME RUN:<code>, NOT %r" % user[:80]}
+    results = _turn_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code(user[4:])]}
+    return {"text": "RAN: %s" % results[-1]}
+
+
+SCENARIOS["usercode"] = usercode
