@@ -1,5 +1,7 @@
-/*  The scripted LLM server (tests/peers/llm_server.py) for a test: started
- *  on a free port, every provider's base URL pointed at one scenario. */
+/*  Test fixture: the scripted LLM server (tests/peers/llm_server.py) as a
+ *  child process, and the environment that points every provider at one of
+ *  its scenarios. Header-only, like serve_fixture.h: include it from one
+ *  test file each. */
 #ifndef KORCH_LLM_FIXTURE_H
 #define KORCH_LLM_FIXTURE_H
 
@@ -9,14 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 typedef struct {
     pid_t pid;
     int port;
-} llm_fixture_t;
+} llm_server_t;
 
-static inline bool llm_fixture_start(llm_fixture_t *s)
+static inline bool llm_server_start(llm_server_t *s)
 {
     char path[600], line[64];
     snprintf(path, sizeof path, "%s/tests/peers/llm_server.py", korch_test_root());
@@ -26,7 +27,7 @@ static inline bool llm_fixture_start(llm_fixture_t *s)
     return CHECK_GT(s->port, 0);
 }
 
-static inline void llm_fixture_stop(llm_fixture_t *s)
+static inline void llm_server_stop(llm_server_t *s)
 {
     if (s->pid > 0) {
         kill(s->pid, SIGTERM);
@@ -35,8 +36,8 @@ static inline void llm_fixture_stop(llm_fixture_t *s)
     }
 }
 
-/* OPENAI_BASE_URL, ANTHROPIC_BASE_URL and OLLAMA_HOST at the scenario, test keys, no KORCH_LLM. */
-static inline void llm_fixture_env(const llm_fixture_t *s, const char *scenario)
+/* Point every provider's base URL (and a key) at scenario. */
+static inline void llm_server_env(const llm_server_t *s, const char *scenario)
 {
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/v1", s->port, scenario);
@@ -47,7 +48,6 @@ static inline void llm_fixture_env(const llm_fixture_t *s, const char *scenario)
     setenv("OPENAI_API_KEY", "sk-test", 1);
     setenv("ANTHROPIC_API_KEY", "sk-ant-test", 1);
     unsetenv("KORCH_LLM");
-    unsetenv("KORCH_PRICES");
 }
 
 #endif

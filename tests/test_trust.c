@@ -113,10 +113,11 @@ static json_t *s_lines(const char *out)
    answer cell and the CLI. */
 TEST_T(trust_run_json_events_schema_and_receipts, 180)
 {
-    llm_fixture_t llm = {0};
-    if (!llm_fixture_start(&llm))
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
         return;
-    llm_fixture_env(&llm, "receipts");
+    llm_server_env(&llm, "receipts");
+    unsetenv("KORCH_PRICES");
     char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
     int rc = s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", session, "What is the total?",
@@ -177,7 +178,7 @@ TEST_T(trust_run_json_events_schema_and_receipts, 180)
     free(err);
     s_rmrf(dir);
     free(dir);
-    llm_fixture_stop(&llm);
+    llm_server_stop(&llm);
 }
 
 /* The failed attempt is tagged raises-exception, so Debian's nbconvert
@@ -185,10 +186,11 @@ TEST_T(trust_run_json_events_schema_and_receipts, 180)
    has no dead end and prints the same numbers when re-run. */
 TEST_T(trust_notebook_reruns_under_nbconvert, 240)
 {
-    llm_fixture_t llm = {0};
-    if (!llm_fixture_start(&llm))
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
         return;
-    llm_fixture_env(&llm, "receipts");
+    llm_server_env(&llm, "receipts");
+    unsetenv("KORCH_PRICES");
     char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
     CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--clean-notebook", "--session", session,
@@ -225,7 +227,7 @@ TEST_T(trust_notebook_reruns_under_nbconvert, 240)
     free(v);
     s_rmrf(dir);
     free(dir);
-    llm_fixture_stop(&llm);
+    llm_server_stop(&llm);
 }
 
 /* The replay provider (make demo's) reports no usage: unknown everywhere,
@@ -283,10 +285,11 @@ TEST_T(trust_unknown_usage_is_unknown, 180)
    turn; a cost budget ends a turn with stopped_by "cost". */
 TEST_T(trust_price_table_and_cost_budget, 180)
 {
-    llm_fixture_t llm = {0};
-    if (!llm_fixture_start(&llm))
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
         return;
-    llm_fixture_env(&llm, "receipts");
+    llm_server_env(&llm, "receipts");
+    unsetenv("KORCH_PRICES");
     char *dir = s_tmpdir(), session[300], prices[400], *out = NULL, *err = NULL;
     snprintf(prices, sizeof prices, "%s/prices.json", dir);
     s_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": 2.5, "
@@ -332,17 +335,18 @@ TEST_T(trust_price_table_and_cost_budget, 180)
     free(err);
     s_rmrf(dir);
     free(dir);
-    llm_fixture_stop(&llm);
+    llm_server_stop(&llm);
 }
 
 /* A ```javascript block in a Python kernel is neither run nor the answer:
    the model is asked for Python and answers from what the kernel printed. */
 TEST_T(trust_foreign_fence_asks_for_the_kernels_language, 180)
 {
-    llm_fixture_t llm = {0};
-    if (!llm_fixture_start(&llm))
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
         return;
-    llm_fixture_env(&llm, "jsfence");
+    llm_server_env(&llm, "jsfence");
+    unsetenv("KORCH_PRICES");
     char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
     CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "sum 1 2 3", NULL}, &out,
@@ -354,7 +358,7 @@ TEST_T(trust_foreign_fence_asks_for_the_kernels_language, 180)
     free(err);
     s_rmrf(dir);
     free(dir);
-    llm_fixture_stop(&llm);
+    llm_server_stop(&llm);
 }
 
 /* A model endpoint nobody listens on: said before a kernel starts, and no
@@ -383,10 +387,11 @@ TEST_T(trust_bad_endpoint_is_found_first_and_leaves_nothing, 60)
    file (make demo through a pipe): the answer once. */
 TEST_T(trust_fence_code_and_answer_shown_once, 180)
 {
-    llm_fixture_t llm = {0};
-    if (!llm_fixture_start(&llm))
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
         return;
-    llm_fixture_env(&llm, "fence");
+    llm_server_env(&llm, "fence");
+    unsetenv("KORCH_PRICES");
     char *dir = s_tmpdir(), cmd[1600], log[400];
     snprintf(log, sizeof log, "%s/both.log", dir);
     snprintf(cmd, sizeof cmd,
@@ -407,5 +412,5 @@ TEST_T(trust_fence_code_and_answer_shown_once, 180)
     free(text);
     s_rmrf(dir);
     free(dir);
-    llm_fixture_stop(&llm);
+    llm_server_stop(&llm);
 }
