@@ -4,8 +4,10 @@
  *  through korch_docker_request, and the check that swarm-down.sh left
  *  nothing of ours on the machine. Header-only, like serve_fixture.h.
  *
- *  Every user of the cluster runs under `flock /tmp/korch-swarm.lock`
- *  (scripts/test.sh and the README's test commands do): one per machine. */
+ *  Every user of the cluster runs under `flock /tmp/korch-swarm.lock`: one
+ *  per machine. scripts/test.sh takes it for a run that includes swarm
+ *  tests (korch-test --list says which); scripts/swarm-up.sh's daemons do
+ *  not inherit it. */
 #ifndef KORCH_SWARM_FIXTURE_H
 #define KORCH_SWARM_FIXTURE_H
 
