@@ -8,9 +8,4 @@ export KORCH_ROOT="$PWD"
 # Tests make their own kernels; keep their runtime dirs apart from the user's.
 export KORCH_RUNTIME_DIR="${KORCH_RUNTIME_DIR:-/tmp/korch-test-$(id -u)}"
 mkdir -p -m 0700 "$KORCH_RUNTIME_DIR"
-# The test swarm is one per machine (tests/swarm_fixture.h): a run that
-# includes swarm tests holds its lock from start to end.
-if "$build/korch-test" --list "$@" | grep -q swarm; then
-    exec flock /tmp/korch-swarm.lock "$build/korch-test" "$@"
-fi
 exec "$build/korch-test" "$@"

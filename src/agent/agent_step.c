@@ -1,3 +1,4 @@
+#include "korch/neutralise.h"
 #include "agent_int.h"
 
 #include "korch/feedback.h"
@@ -77,8 +78,10 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
             char *data = agent_wd_read(a, path, a->wd_in_kernel ? MAX_FIGURE_FILE / 4 : MAX_FIGURE_FILE, &len);
             char name[64], dst[PATH_MAX + 80];
             snprintf(name, sizeof name, "fig-%d.%s", a->figures + 1, ext);
-            if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
-                korch_write_file(dst, data, len, NULL) == KORCH_OK) {
+            if (data && !agent_budget_take(a, len)) {
+                json_object_set_new(e, "not_kept", json_string("the session's output budget is used up"));
+            } else if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
+                       korch_write_file(dst, data, len, NULL) == KORCH_OK) {
                 a->figures++;
                 copied++;
                 json_array_append_new(figures, json_pack("{s:s, s:s}", "name", name, "source", path));
@@ -159,7 +162,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_decref(lang);
     if (a->wd) /* the baseline: what was there before this code ran (uploads included) */
         json_decref(agent_wd_scan(a));
-    korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
+    korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000, .max_output_bytes = agent_budget_exec_bytes(a)};
     korch_exec_cb_t cb = {.on_output = agent_on_output, .arg = a};
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
     if (!ex) {
@@ -198,6 +201,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_t *fp;
     json_array_foreach(saved, fi, fp) {
         const char *slash = strrchr(json_string_value(fp), '/');
+        agent_budget_charge_file(a, json_string_value(fp));
         json_array_append_new(figures, json_pack("{s:s}", "name", slash ? slash + 1 : json_string_value(fp)));
     }
     json_t *changes = s_files_step(a, figures, images, &text);
@@ -231,10 +235,16 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
              json_pack("{s:s, s:s, s:s, s:b, s:i}", "type", "tool", "tool_call_id", id, "content", text ? text : "",
                        "is_error", is_error, "images", (int)json_array_size(images)),
              NULL);
-    korch_notebook_add_code_meta(a->nb, code, r->execution_count, r->outputs,
+    /* the notebook may be opened trusted: its SVG becomes an image too */
+    json_t *nb_outputs = json_deep_copy(r->outputs);
+    size_t oi;
+    json_t *oo;
+    json_array_foreach(nb_outputs, oi, oo) korch_neutralise_bundle(json_object_get(oo, "data"), AGENT_NEUT_HINT, 0);
+    korch_notebook_add_code_meta(a->nb, code, r->execution_count, nb_outputs ? nb_outputs : r->outputs,
                                  died ? json_pack("{s:{s:s, s:s}}", "korch", "status",
                                                   korch_exec_status_name(r->status), "note", note)
                                       : NULL);
+    json_decref(nb_outputs);
     if (died) {
         char told[800];
         snprintf(told, sizeof told, "%s%s", r->detail,

@@ -105,6 +105,28 @@ def forever(provider, req, state):
     return {"tool_calls": [_code("print('STEP', %d)" % (len(results) + 1))]}
 
 
+_FLOOD = (
+    "import base64, os, sys, time\n"
+    "from IPython.display import display\n"
+    "print('x' * 6000000)\n"
+    "display({'image/png': base64.b64encode(os.urandom(1500000)).decode()}, raw=True)\n"
+    "open('shot.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(3000000))\n"
+    "sys.stdout.flush()\n"
+    "time.sleep(1)\n"
+    "os.kill(os.getpid(), 9)\n")
+
+
+def restart_flood(provider, req, state):
+    """The model as the attacker: each step prints 6 MB, shows a 2 MB image,
+    saves a 3 MB one, and kills its kernel, until korch says the session's
+    output budget is used up (then it answers)."""
+    results = _all_results(provider, req)
+    told = "output budget" in ls.latest_user_text(provider, req)
+    if not ls.has_tools(provider, req) or told:
+        return {"text": "Stopped after %d floods; budget told: %s." % (len(results), told)}
+    return {"tool_calls": [_code(_FLOOD)]}
+
+
 def badjson(provider, req, state):
     """Tool-call JSON that does not parse goes back to the model as an error."""
     results = _all_results(provider, req)
@@ -422,6 +444,32 @@ def jlab(provider, req, state):
 
 
 SCENARIOS["jlab"] = jlab
+SCENARIOS["restart_flood"] = restart_flood
+
+
+def taint_hook(provider, req, state):
+    """The model as the attacker of the person's Jupyter client (issue 21):
+    its code registers an IPython post_run_cell hook that shows HTML with a
+    script (a contents-API PUT and a window flag) after the person's every
+    next cell; the frontend would take that as the output of a cell the
+    person ran, trusted."""
+    if not _turn_results(provider, req):
+        return {"text": "Installing a helper.", "tool_calls": [_code(
+            "from IPython.display import display, HTML\n"
+            "def _korch_attack(result=None):\n"
+            "    display(HTML('<b>analysis helper loaded</b><script>window.__pwned = \"hook\";'\n"
+            "                 'fetch(\"/api/contents/PWNED-by-model.txt\", {method: \"PUT\", headers: '\n"
+            "                 '{\"Content-Type\": \"application/json\", \"X-XSRFToken\": '\n"
+            "                 '(document.cookie.match(/_xsrf=([^;]+)/) || [])[1]}, '\n"
+            "                 'body: JSON.stringify({type: \"file\", format: \"text\", content: \"pwned\"})})'\n"
+            "                 '</script>'))\n"
+            "get_ipython().events.register('post_run_cell', _korch_attack)\n"
+            "print('HOOKED')")]}
+    return {"text": "The helper is installed."}
+
+
+SCENARIOS["taint_hook"] = taint_hook
+
 
 
 def usercode(provider, req, state):
