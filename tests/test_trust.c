@@ -258,15 +258,17 @@ TEST_T(trust_unknown_usage_is_unknown, 180)
     free(out);
     free(err);
     snprintf(path, sizeof path, "%s/transcript.jsonl", session);
-    char code[800];
+    char code[1600];
     snprintf(code, sizeof code,
              "import json\nu = [json.loads(l) for l in open('%s') if '\"usage\"' in l]\n"
              "u = [r for r in u if r['type'] == 'usage']\n"
              "print(len(u), all(r['tokens']['input'] is None and r['tokens']['output'] is None for r in u),"
-             " any('input_tokens' in r for r in u))",
-             path);
+             " any('input_tokens' in r for r in u))\n"
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\n"
+             "l = nb.metadata['korch']['ledger']\nprint(l['tokens'], l['cost'], l['llm'].startswith('replay:'))",
+             path, session);
     char *v = s_py(code);
-    CHECK_STREQ(v, "5 True False\n");
+    CHECK_STREQ(v, "5 True False\n{'input': None, 'output': None, 'calls': 5, 'unreported': 5} None True\n");
     free(v);
     /* the CLI's line: unknown, not "0 in" */
     snprintf(session, sizeof session, "%s/s2", dir);
