@@ -20,6 +20,10 @@
 #include "korch/cgroup.h"
 #include "backend.h"
 #include "spawn.h"
+#include "logpipe.h"
+
+/* The source of the tmpfs on a sandbox kernel's runtime dir, then the instance (hostdir.h). */
+#define KORCH_SANDBOX_MOUNT_SRC "korch-sandbox:"
 
 #define S_GIB (1024LL * 1024 * 1024)
 #define S_MIB (1024LL * 1024)
@@ -52,7 +56,7 @@ typedef struct {
     size_t info_len;
     pid_t init_pid;             /* host pid of the sandbox's pid 1, 0 = not known yet */
     korch_cgroup_t *cg;
-    int log_fd;
+    korch_logpipe_t *log;       /* the kernel's stdout and stderr, the last log_max bytes (logpipe.h) */
     char workdir[PATH_MAX];     /* host path of the work dir, for messages */
     int work_fd;                /* the work dir (O_PATH), opened once: the kernel can rename and replace
                                    {runtime_dir}/work, so korch never resolves that path again */

@@ -99,6 +99,7 @@ static void s_ended(void *arg)
     sandbox_proc_t *p = arg;
     korch_cgroup_kill_now(p->cg);
     s_unwatch(p);
+    korch_logpipe_drain(p->log); /* its last words, for the log's tail */
     char why[256];
     s_describe(p, why, sizeof why);
     korch_backend_exited(&p->base, why);
@@ -108,6 +109,7 @@ static void s_watch(sandbox_proc_t *p)
 {
     korch_loop_t *loop = p->base.launcher->loop;
     korch_child_watch(&p->child, loop, s_ended, p);
+    korch_logpipe_watch(p->log, loop);
     if (p->info_fd >= 0 && korch_loop_poller(loop, p->info_fd, s_on_info, p) == 0)
         p->info_polled = true;
 }
@@ -158,13 +160,8 @@ korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, kor
 const char *korch_sandbox_log_tail(korch_proc_t *proc)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    p->tail[0] = 0;
-    off_t end = p->log_fd >= 0 ? lseek(p->log_fd, 0, SEEK_END) : -1;
-    if (end <= 0)
-        return p->tail;
-    off_t start = end > S_TAIL_MAX ? end - S_TAIL_MAX : 0;
-    ssize_t n = pread(p->log_fd, p->tail, S_TAIL_MAX, start);
-    p->tail[n > 0 ? n : 0] = 0;
+    korch_logpipe_drain(p->log);
+    korch_logpipe_tail(p->log, p->tail, sizeof p->tail);
     return p->tail;
 }
 
@@ -197,11 +194,10 @@ void korch_sandbox_proc_free(korch_proc_t *proc)
     korch_child_close(&p->child);
     if (p->info_fd >= 0)
         close(p->info_fd);
-    if (p->log_fd >= 0)
-        close(p->log_fd);
+    korch_logpipe_destroy(&p->log);
     if (p->work_fd >= 0)
         close(p->work_fd);
-    p->info_fd = p->log_fd = p->work_fd = -1;
+    p->info_fd = p->work_fd = -1;
     if (!s_zombie_step(p))
         korch_backend_job(proc->launcher, 20, s_zombie_step, s_zombie_finish, p);
 }

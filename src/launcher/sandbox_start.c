@@ -1,6 +1,8 @@
 /*  A sandbox kernel's start (sandbox_int.h, and sandbox.c for the process tree). */
 #include "sandbox_int.h"
 #include "korch/log.h"
+#include "hostdir.h"
+#include "logpipe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,10 +32,36 @@ static void s_cgroup_name(sandbox_launcher_t *l, const char *kernel_id, char *bu
     snprintf(buf, len, "%s-%u-%u", n ? id : "kernel", (unsigned)getpid(), ++l->seq);
 }
 
-/* The runtime dir for the kernel's uid, and the log korch keeps open: the
-   kernel may have left anything in the dir (a restart reuses it). */
+/* The runtime dir is a tmpfs of runtime_size bytes, plus workdir_size
+   when the work dir is in it ({runtime_dir}/work): made at the kernel's
+   first start and kept across its restarts (work/ holds its files, which
+   korch reads back after it ends); korch_launcher_remove_dir unmounts it.
+   Its source names the instance, for the sweep after a korch that died. */
+static void s_bound_runtime(sandbox_launcher_t *l, const sandbox_proc_t *p, const char *dir)
+{
+    bool work_in = !p->workdir[0];
+    if (l->o.runtime_size <= 0 || (work_in && l->o.workdir_size <= 0) || korch_hostdir_is_mount(dir))
+        return;
+    if (geteuid() != 0) {
+        static bool said;
+        if (!said)
+            korch_warn("sandbox kernels' runtime and work dirs are not size-bounded: korch is not root, so it "
+                       "cannot mount their tmpfs (a kernel can fill the disk under '%s')", dir);
+        said = true;
+        return;
+    }
+    char src[96];
+    snprintf(src, sizeof src, "%s%s", KORCH_SANDBOX_MOUNT_SRC, l->o.instance ? l->o.instance : "default");
+    int64_t size = l->o.runtime_size + (work_in ? l->o.workdir_size : 0);
+    if (korch_hostdir_mount(dir, src, size, l->uid, l->gid, 0700, false) != 0)
+        korch_warn("runtime dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", dir, strerror(errno));
+}
+
+/* The runtime dir for the kernel's uid: the kernel may have left anything
+   in the dir (a restart reuses it). */
 static korch_rc_t s_prepare_runtime(sandbox_launcher_t *l, sandbox_proc_t *p, const char *dir, korch_err_t *err)
 {
+    s_bound_runtime(l, p, dir);
     int rfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (rfd < 0)
         return korch_err_set(err, KORCH_E_IO, "cannot use runtime dir '%s': %s", dir, strerror(errno));
@@ -41,12 +69,6 @@ static korch_rc_t s_prepare_runtime(sandbox_launcher_t *l, sandbox_proc_t *p, co
     if (l->drop && fchown(rfd, l->uid, l->gid) != 0)
         rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to uid %u: %s", dir, (unsigned)l->uid,
                            strerror(errno));
-    unlinkat(rfd, "kernel.log", 0); /* a name, never followed */
-    if (!rc) {
-        p->log_fd = openat(rfd, "kernel.log", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
-        if (p->log_fd < 0)
-            rc = korch_err_set(err, KORCH_E_IO, "cannot create '%s/kernel.log': %s", dir, strerror(errno));
-    }
     if (!rc && !p->workdir[0]) {
         int wfd = korch_sandbox_open_dir(rfd, "work", true, l->drop, l->uid, l->gid);
         if (wfd < 0)
@@ -79,7 +101,8 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
     korch_child_init(&p->child);
-    p->info_fd = p->log_fd = p->work_fd = -1;
+    p->info_fd = p->work_fd = -1;
+    int log_w = -1;
 
     const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
     if (!ipc_name) {
@@ -197,7 +220,12 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     info[1] = -1;
     int binds[4] = {fds[F_WORK], fds[F_RUNTIME], fds[F_SPEC], -1};
     snprintf(what, sizeof what, "kernel '%s' in a sandbox", req->spec->name);
-    korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .out_fd = p->log_fd, .keep_fds = &fds[F_CONN],
+    /* its stdout and stderr into korch's bounded ring, never a file on the host */
+    if (!(p->log = korch_logpipe_new((size_t)l->o.log_max, &log_w, err))) {
+        rc = err ? err->rc : KORCH_E_NOMEM;
+        goto out;
+    }
+    korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .out_fd = log_w, .keep_fds = &fds[F_CONN],
                         .cgroup_fds = korch_cgroup_procs_fds(p->cg), .bind_fds = binds, .bind_at = S_BIND_AT, .new_session = true, .set_ids = l->drop,
                         .uid = l->uid, .gid = l->gid};
     p->info_fd = info[0];
@@ -219,13 +247,14 @@ out:
     for (int i = 0; i < 2; i++)
         if (info[i] >= 0)
             close(info[i]);
+    if (log_w >= 0)
+        close(log_w); /* the kernel has its copy */
     if (rc && p->child.pid > 0) {
         korch_sandbox_proc_free(&p->base); /* kills and reaps the child in the background */
     } else if (rc) {
         if (p->info_fd >= 0)
             close(p->info_fd);
-        if (p->log_fd >= 0)
-            close(p->log_fd);
+        korch_logpipe_destroy(&p->log);
         if (p->work_fd >= 0)
             close(p->work_fd);
         korch_cgroup_destroy(&p->cg);
