@@ -12,7 +12,8 @@
 
 #include <jansson.h>
 
-/* One korch serve of the launcher on dir, then the peer's phase; true when it held. */
+/* One korch serve of the launcher on dir, then the peer (phase: the
+   matrix's before/after, or "web": the page's files in Chromium); true when it held. */
 static bool s_phase(const char *launcher, const char *dir, const char *phase)
 {
     const char *extra[] = {"--launcher", launcher, "--agent-dir", dir, "--pool", "0", "--llm", "openai:gpt-4o-mini",
@@ -20,20 +21,26 @@ static bool s_phase(const char *launcher, const char *dir, const char *phase)
     serve_t s;
     if (!serve_start_args(&s, extra))
         return false;
-    const char *argv[] = {PY, serve_peer("files_matrix.py"), "--url", s.line, "--agent-dir", dir, phase, NULL};
-    json_t *j = serve_peer_json(argv, 240);
+    char script[700], csv[700];
+    snprintf(script, sizeof script, "%s/tests/npm/webapp_files.js", korch_test_root());
+    snprintf(csv, sizeof csv, "%s/scripts/demo/sales.csv", korch_test_root());
+    const char *matrix[] = {PY, serve_peer("files_matrix.py"), "--url", s.line, "--agent-dir", dir, phase, NULL};
+    const char *web[] = {"node", script, s.line, csv, NULL};
+    json_t *j = serve_peer_json(strcmp(phase, "web") == 0 ? web : matrix, 300);
     bool ok = CHECK(json_is_true(json_object_get(j, "ok")));
+    char *details = json_dumps(json_object_get(j, strcmp(phase, "web") == 0 ? "figures" : "details"), JSON_COMPACT);
     if (!ok)
         serve_log_tail(&s);
     else
-        fprintf(stderr, "  %s %s: %s\n", launcher, phase,
-                json_dumps(json_object_get(json_object_get(j, "details"), "ways"), JSON_COMPACT));
+        fprintf(stderr, "  %s %s: %s\n", launcher, phase, details ? details : "");
+    free(details);
     json_decref(j);
     serve_stop(&s);
     return ok;
 }
 
-static void s_matrix(const char *launcher)
+/* The scripted LLM, then run(launcher, dir) in a fresh agent dir. */
+static void s_with_llm(const char *launcher, void (*run)(const char *launcher, const char *dir))
 {
     char line[64], url[128], dir[] = "/tmp/korch-files-XXXXXX";
     const char *largv[] = {PY, serve_peer("llm_server.py"), NULL};
@@ -44,8 +51,7 @@ static void s_matrix(const char *launcher)
     unsetenv("KORCH_LLM");
     setenv("OPENAI_BASE_URL", url, 1);
     setenv("OPENAI_API_KEY", "sk-test", 1);
-    if (s_phase(launcher, dir, "before"))
-        s_phase(launcher, dir, "after"); /* a new korch serve on the same sessions */
+    run(launcher, dir);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK_EQ(system(cmd), 0);
@@ -56,7 +62,26 @@ out:
     }
 }
 
+static void s_matrix_in(const char *launcher, const char *dir)
+{
+    if (s_phase(launcher, dir, "before"))
+        s_phase(launcher, dir, "after"); /* a new korch serve on the same sessions */
+}
+
+static void s_matrix(const char *launcher) { s_with_llm(launcher, s_matrix_in); }
+
+static void s_web_in(const char *launcher, const char *dir) { s_phase(launcher, dir, "web"); }
+
 /* The launchers (the rows; the ways are the peer's table). */
 TEST_T(server_files_listing_local, 240) { s_matrix("local"); }
 TEST_T(server_files_listing_sandbox, 240) { s_matrix("sandbox"); }
 TEST_T(server_files_listing_docker, 300) { s_matrix("docker"); }
+
+/* The page's files in Chromium (tests/npm/webapp_files.js): before any
+   session, right after New session, three at once, 20 MB with progress,
+   previews, delete and reload. Screenshots in build/screenshots/files-*.png. */
+TEST_T(server_files_web_page_in_chromium, 300)
+{
+    if (serve_npm_ready())
+        s_with_llm("sandbox", s_web_in);
+}

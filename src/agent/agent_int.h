@@ -35,6 +35,10 @@
 #include "korch/notebook.h"
 #include "korch/workdir.h"
 
+/* The last sentence of the note that replaces what the agent's outputs
+   could not show (korch/neutralise.h). */
+#define AGENT_NEUT_HINT "Run the code yourself in a kernel the agent has not used to see it in full."
+
 #define LIVE_CALLS 8            /* tool calls of one reply whose code is shown as it is written */
 #define MAX_FILES_LISTED 100      /* per FILES event */
 #define MAX_FILES_TOLD 20         /* per result the model reads */

@@ -4,6 +4,7 @@
 #include "korch/kernelspec.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/neutralise.h"
 #include "korch/path.h"
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,11 @@
 void agent_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg)
 {
     korch_agent_t *a = arg;
+    /* what the agent's code shows never runs script where it is shown (the
+       page, the JupyterLab panel's cells, the transcript): korch/neutralise.h;
+       SVG stays for the figures and is shown as an image */
+    if (ev == KORCH_OUTPUT_NEW || ev == KORCH_OUTPUT_UPDATE)
+        korch_neutralise_bundle(json_object_get(output, "data"), AGENT_NEUT_HINT, KORCH_NEUT_KEEP_SVG);
     if (ev == KORCH_OUTPUT_NEW || ev == KORCH_OUTPUT_STREAM || ev == KORCH_OUTPUT_UPDATE)
         if (a->o.on_event) {
             korch_agent_event_t e = {KORCH_AGENT_OUTPUT, a->step, NULL, 0, output, (long)index,

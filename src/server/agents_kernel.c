@@ -1,4 +1,5 @@
 #include "agents_int.h"
+#include "relay.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -32,6 +33,11 @@ static void s_start_actor(srv_agent_t *sa, srv_kernel_t *mk)
         srv_sa_fail(sa, 500, "cannot write the kernel's connection file: %s", err.msg);
         return;
     }
+    /* the agent may run code from here on (a resumed session rebuilds its
+       state by running the code of its snapshot): untrusted outputs */
+    char why[96];
+    snprintf(why, sizeof why, "agent session %.40s is attached to it", sa->id);
+    srv_kernel_taint(mk, why);
     sa->actor = srv_agent_actor_new(&sa->cfg);
     if (!sa->actor) {
         srv_sa_fail(sa, 500, "cannot start the agent's thread");

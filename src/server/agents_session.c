@@ -1,4 +1,5 @@
 #include "agents_int.h"
+#include "relay.h"
 #include "metrics.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
@@ -174,6 +175,12 @@ void srv_sa_fail(srv_agent_t *sa, int status, const char *fmt, ...)
 
 void srv_sa_ask(srv_agent_t *sa, const char *question)
 {
+    /* the agent's code is about to run in this kernel: from now on nothing
+       it shows may run script in a person's client (taint.h), before the
+       actor can send it anything */
+    char why[96];
+    snprintf(why, sizeof why, "code from agent session %.40s runs in it", sa->id);
+    srv_kernel_taint(srv_kmgr_find(srv_parts(sa->srv)->kmgr, sa->kernel_id), why);
     sa->state = A_RUNNING;
     atomic_store(&sa->cfg.cancel, 0);
     zstr_sendx(sa->actor, "ASK", question, NULL);

@@ -39,6 +39,8 @@ export interface ChatHandle {
   readonly sessionId: string | null;
   /** nothing can be asked now (a host's reason, e.g. no agent API behind it): the box disabled */
   block(blocked: boolean): void;
+  /** a new session is being made elsewhere (the page's New session): files given meanwhile wait for it */
+  expect(session: Promise<any>): void;
 }
 
 /** The latency from an event's arrival to its rendering (ms), the last 500. */
@@ -95,16 +97,16 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 
   /** The open session, or the one being made for this (opts.createSession); null when none can be. */
   function needSession(): Promise<string | null> {
+    if (making) return making;
     if (sid) return Promise.resolve(sid);
     if (!opts.createSession) return Promise.resolve(null);
     making ??= (async () => {
-      setBusy(true);
       try {
         const m = await opts.createSession!();
         if (!m || typeof m.id !== 'string') throw new Error('no session made');
         if (!sid) { sid = m.id; showSession(m); panel.setSession(m.id); }
         return sid;
-      } finally { setBusy(false); making = null; }
+      } finally { making = null; }
     })();
     return making;
   }
@@ -388,6 +390,12 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     destroy() { follow?.abort(); resized?.disconnect(); grew?.disconnect(); root.remove(); },
     get sessionId() { return sid; },
     block(b: boolean) { blocked = b; showSession(shown); },
+    expect(p: Promise<any>) {
+      const mine: Promise<string | null> = p.then((m) => (m && typeof m.id === 'string' ? m.id : null), () => null)
+        .finally(() => { if (making === mine) making = null; });
+      making = mine;
+      panel.setSession(null);
+    },
   };
   showSession(null);
   if (opts.sessionId) void open(opts.sessionId);

@@ -299,7 +299,8 @@ export class FilesPanel {
         (i === 0 ? thead : tbody).appendChild(tr);
       });
       table.append(thead, tbody);
-      body.append(table, el('p', 'k-muted', `the first ${Math.max(0, rows.length - 1)} rows · ${fmtSize(blob.size)}`));
+      const n = Math.max(0, rows.length - 1);
+      body.append(table, el('p', 'k-muted', `the first ${n} row${n === 1 ? '' : 's'} · ${fmtSize(blob.size)}`));
     } else if (/\.(png|jpe?g|gif|webp|svg)$/.test(low)) {
       // an <img> from a blob: URL (an SVG's script never runs in an image)
       const img = el('img', 'k-preview-img') as HTMLImageElement;

@@ -124,6 +124,7 @@ function start(): void {
       } catch (e) { status.textContent = `Cannot create a session: ${(e as Error).message}`; throw e; }
       finally { newBtn.disabled = false; creating = null; }
     })();
+    chat.expect(creating); // a file dropped meanwhile is for this session
     return creating;
   }
 
