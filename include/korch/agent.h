@@ -105,6 +105,10 @@ typedef struct {
        listing in workdir.json in the session dir. */
     bool workdir_in_kernel;
     long snapshot_bytes;            /* Python: pickled variables kept per snapshot (default 4 MiB; < 0 = none) */
+    /* The session's output budget: transcript, notebook and figures on disk
+       together, across kernel restarts and resumes (default 256 MiB). Near
+       it, outputs are not kept and the turn ends (agent_budget.c). */
+    uint64_t max_session_bytes;
     void (*on_event)(const korch_agent_event_t *ev, void *arg);
     /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */
     bool (*cancelled)(void *arg);

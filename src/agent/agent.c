@@ -100,6 +100,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
     if (s_mkdir(a->files_dir, err) || s_mkdir(a->figures_dir, err))
         goto fail;
     a->figures = s_count_figures(a->figures_dir);
+    agent_budget_load(a);
     const char *wd = opts->workdir ? opts->workdir : a->existing ? NULL : a->files_dir;
     if (wd && *wd)
         a->wd = korch_workdir_new(wd, NULL);
@@ -336,7 +337,13 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     free(agent_add_md(a, "**User:** %s", question)); /* whole, however long */
     agent_write_notebook(a);
     const char *stop_reason = NULL;
+    char spent[300];
     for (a->step = 1; a->step <= a->o.max_steps; a->step++) {
+        /* spent (in an earlier step, turn or run of this session): no more code */
+        if (agent_budget_spent(a)) {
+            stop_reason = agent_budget_note(a, spent, sizeof spent);
+            break;
+        }
         agent_emit(a, KORCH_AGENT_STEP, NULL, NULL);
         korch_llm_reply_t reply = {0};
         rc = agent_call_model(a, true, &reply, err);
@@ -401,7 +408,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     /* One last request, without tools, for the answer: the step after the
        last one run (the loop leaves step one past the limit when it ran out). */
     int last = a->step > a->o.max_steps ? a->o.max_steps : a->step;
-    char note[256], told[256];
+    char note[512], told[512];
     snprintf(note, sizeof note, "[korch: %s. Answer the question now with what you have found; do not run more code.]",
              stop_reason);
     snprintf(told, sizeof told, "%s after %d step%s: asking the model for its answer without more code", stop_reason,

@@ -86,6 +86,7 @@ struct korch_agent {
     bool wd_in_kernel;          /* the work dir is not on this host: listed from inside the kernel */
     char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
     int64_t wd_scanned_ms;      /* when the last walk from inside the kernel began (korch_workdir_clock_ms) */
+    uint64_t figure_bytes;      /* in figures/ (agent_budget.c) */
 };
 /* agent_events.c */
 void agent_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *text, json_t *data);
@@ -140,6 +141,23 @@ void agent_resume_live(korch_agent_t *a);
 /* Reload messages and the notebook from the transcript; each execution's
    code and status appended to replay. */
 void agent_load_transcript(korch_agent_t *a, json_t *replay);
+
+/* agent_budget.c: the session's output budget on disk (see there) */
+/* At new and resume: the default, figures/ counted. */
+void agent_budget_load(korch_agent_t *a);
+/* Bytes used: transcript + notebook + figures. */
+uint64_t agent_budget_used(korch_agent_t *a);
+uint64_t agent_budget_left(korch_agent_t *a);
+/* What one execution may keep, of stream text and of rich output each (never 0). */
+size_t agent_budget_exec_bytes(korch_agent_t *a);
+/* A figure file of bytes may be written: charged (false: it does not fit). */
+bool agent_budget_take(korch_agent_t *a, uint64_t bytes);
+/* A figure korch wrote at path (its size) is charged. */
+void agent_budget_charge_file(korch_agent_t *a, const char *path);
+/* So little is left that the turn ends. */
+bool agent_budget_spent(korch_agent_t *a);
+/* "this session has used its output budget (...)" into buf. */
+const char *agent_budget_note(korch_agent_t *a, char *buf, size_t len);
 
 /* agent_step.c */
 /* Run one tool call; false if the user interrupted. */

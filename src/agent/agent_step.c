@@ -78,8 +78,10 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
             char *data = agent_wd_read(a, path, a->wd_in_kernel ? MAX_FIGURE_FILE / 4 : MAX_FIGURE_FILE, &len);
             char name[64], dst[PATH_MAX + 80];
             snprintf(name, sizeof name, "fig-%d.%s", a->figures + 1, ext);
-            if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
-                korch_write_file(dst, data, len, NULL) == KORCH_OK) {
+            if (data && !agent_budget_take(a, len)) {
+                json_object_set_new(e, "not_kept", json_string("the session's output budget is used up"));
+            } else if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
+                       korch_write_file(dst, data, len, NULL) == KORCH_OK) {
                 a->figures++;
                 copied++;
                 json_array_append_new(figures, json_pack("{s:s, s:s}", "name", name, "source", path));
@@ -160,7 +162,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_decref(lang);
     if (a->wd) /* the baseline: what was there before this code ran (uploads included) */
         json_decref(agent_wd_scan(a));
-    korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
+    korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000, .max_output_bytes = agent_budget_exec_bytes(a)};
     korch_exec_cb_t cb = {.on_output = agent_on_output, .arg = a};
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
     if (!ex) {
@@ -199,6 +201,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_t *fp;
     json_array_foreach(saved, fi, fp) {
         const char *slash = strrchr(json_string_value(fp), '/');
+        agent_budget_charge_file(a, json_string_value(fp));
         json_array_append_new(figures, json_pack("{s:s}", "name", slash ? slash + 1 : json_string_value(fp)));
     }
     json_t *changes = s_files_step(a, figures, images, &text);

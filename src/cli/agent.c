@@ -38,6 +38,7 @@ typedef struct {
     int max_steps;
     long max_result;
     long long max_tokens, context_chars;
+    double session_mb;      /* --session-mb */
     int max_seconds;
     int timeout_s;
     bool fence, no_fence, no_vision, vision;
@@ -77,6 +78,8 @@ static void s_help(FILE *f, const char *cmd)
             "  --max-result N        characters of each result the model sees (default 4000)\n"
             "  --max-tokens N        token budget per question (input + output; default none)\n"
             "  --max-seconds N       time budget per question (default none)\n"
+            "  --session-mb N        output budget of the session on disk: transcript, notebook and figures\n"
+            "                        together, across kernel restarts and resumes (default 256)\n"
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
             "                        older outputs and images are elided first, then the oldest turns\n"
             "  --timeout S           per code execution (default 300)\n"
@@ -455,7 +458,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"no-vision", no_argument, 0, 'N'},        {"json", no_argument, 0, 'J'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
-        {"context-chars", required_argument, 0, 'X'},
+        {"context-chars", required_argument, 0, 'X'}, {"session-mb", required_argument, 0, 'B'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {"workdir-mb", required_argument, 0, KORCH_CLI_OPT_WORKDIR_MB},
         {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
@@ -484,6 +487,16 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
         case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
         case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case 'B': {
+            char *end;
+            c.session_mb = strtod(optarg, &end);
+            if (*end || !(c.session_mb >= 2 && c.session_mb < 1e9)) {
+                fprintf(stderr, "korch %s: bad --session-mb '%s' (megabytes, at least 2)\n", cmd, optarg);
+                json_decref(c.files);
+                return 2;
+            }
+            break;
+        }
         case KORCH_CLI_OPT_WORKDIR_MB: c.workdir_mb = strtod(optarg, NULL); break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt(cmd, optarg)) {
@@ -600,6 +613,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         .max_result_chars = c.max_result > 0 ? (size_t)c.max_result : 0,
         .exec_timeout_s = c.timeout_s,
         .max_tokens = c.max_tokens > 0 ? c.max_tokens : 0,
+        .max_session_bytes = (uint64_t)(c.session_mb * 1024 * 1024),
         .max_seconds = c.max_seconds,
         .context_chars = c.context_chars > 0 ? (size_t)c.context_chars : 0,
         .no_fence_run = c.no_fence,
