@@ -10,6 +10,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
+#include "korch/fsutil.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,4 +301,146 @@ TEST_T(host_sandbox_sweep_removes_a_dead_korchs_deep_trees, 180)
     CHECK(stat(dir, &st) != 0);
     free(out);
     free(err);
+}
+
+/* ---------------------------------------------------------------- uids */
+
+/* The host pid of the (one) ipykernel of uid, or 0. */
+static pid_t s_kernel_pid(uid_t uid)
+{
+    pid_t found = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && (de = readdir(d)) && !found) {
+        char path[300], cmd[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%s", de->d_name);
+        if (atoi(de->d_name) <= 0 || stat(path, &st) != 0 || st.st_uid != uid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        FILE *fp = fopen(path, "r");
+        size_t n = fp ? fread(cmd, 1, sizeof cmd - 1, fp) : 0;
+        if (fp)
+            fclose(fp);
+        for (size_t i = 0; i < n; i++)
+            if (!cmd[i])
+                cmd[i] = ' ';
+        cmd[n] = 0;
+        if (strstr(cmd, "ipykernel"))
+            found = atoi(de->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* As uid:gid (a forked child), try each attack on the kernel of host pid
+   kpid; the child's exit code has a bit per attack that worked. */
+static int s_attack_as(uid_t uid, gid_t gid, pid_t kpid)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+            _exit(255);
+        int worked = 0;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/confidential.csv", (int)kpid);
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0)
+            worked |= 1, close(fd);
+        snprintf(path, sizeof path, "/proc/%d/root/tmp/korch-kernel.json", (int)kpid);
+        if ((fd = open(path, O_RDONLY)) >= 0)
+            worked |= 2, close(fd);
+        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/planted.txt", (int)kpid);
+        if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) >= 0)
+            worked |= 4, close(fd);
+        if (kill(kpid, 0) == 0)
+            worked |= 8;
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)kpid);
+        if ((fd = open(path, O_RDONLY)) >= 0)
+            worked |= 16, close(fd);
+        _exit(worked);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+}
+
+static uid_t s_uid_of(fx_t *f)
+{
+    return (uid_t)atol(s_out(f, "import os; print(os.getuid())"));
+}
+
+/* Kernels run as uids no account has, one each: a second local account
+   (useradd) cannot read an upload or the HMAC key through /proc/PID/root,
+   write into the kernel or signal it; neither can one kernel's uid reach
+   the other kernel; what a kernel leaves in a host work dir is the asking
+   user's afterwards (the owner of the dir it lies in), not the kernel's. */
+TEST_T(host_uids_no_account_one_per_kernel_files_back_to_the_user, 180)
+{
+    char name[32], home[] = "/tmp/korch-t22-XXXXXX", work[PATH_MAX];
+    snprintf(name, sizeof name, "korcht22%d", (int)getpid() % 100000);
+    const char *add[] = {"useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name, NULL};
+    if (!CHECK_EQ(korch_test_run(add, NULL, NULL, NULL, 30), 0))
+        return;
+    struct passwd *pw = getpwnam(name);
+    uid_t other = pw ? pw->pw_uid : 0;
+    gid_t other_gid = pw ? pw->pw_gid : 0;
+    korch_launcher_t *l = NULL;
+    fx_t a = {0}, b = {0};
+    if (!CHECK_GT((long long)other, 0) || !CHECK(mkdtemp(home)))
+        goto out;
+    /* the "session dir" is the second account's: the user who asked */
+    CHECK_EQ(chown(home, other, other_gid), 0);
+    snprintf(work, sizeof work, "%s/files", home);
+    CHECK_EQ(mkdir(work, 0755), 0);
+    CHECK_EQ(chown(work, other, other_gid), 0);
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    l = s_sandbox(NULL);
+    if (!l || !fx_start(&a, &(korch_kernel_opts_t){.launcher = l}) || !fx_start(&b, &(korch_kernel_opts_t){.launcher = l}))
+        goto out;
+    uid_t ua = s_uid_of(&a), ub = s_uid_of(&b);
+    fprintf(stderr, "  kernel uids %u and %u, the second account %u\n", (unsigned)ua, (unsigned)ub, (unsigned)other);
+    CHECK(ua != ub);
+    CHECK(ua >= 2000000000u && ub >= 2000000000u);
+    CHECK(getpwuid(ua) == NULL && getpwuid(ub) == NULL);
+    korch_err_t err = {0};
+    CHECK_EQ(korch_proc_put_file_wait(korch_kernel_proc(a.k), "confidential.csv", "secret\n", 7, &err), KORCH_OK);
+    pid_t ka = s_kernel_pid(ua), kb = s_kernel_pid(ub);
+    if (!CHECK_GT(ka, 0) || !CHECK_GT(kb, 0))
+        goto out;
+    CHECK_EQ(s_attack_as(other, other_gid, ka), 0); /* the second account: nothing works */
+    CHECK_EQ(s_attack_as(ub, ub, ka), 0);           /* kernel b's uid against kernel a */
+    CHECK_EQ(s_attack_as(ua, ua, kb) & 8, 0);       /* and a's against b: no signal */
+    CHECK(s_attack_as(ua, ua, ka) & 8);            /* the probe is live: the kernel's own uid can signal it */
+    fx_stop(&a);
+    fx_stop(&b);
+    korch_launcher_destroy(&l);
+    /* a host work dir handed to a kernel comes back to its owner */
+    o.workdir = work;
+    o.workdir_give = true;
+    l = s_sandbox(&o);
+    if (!l || !fx_start(&a, &(korch_kernel_opts_t){.launcher = l}))
+        goto out;
+    CHECK_CONTAINS(s_out(&a, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/result.txt', 'w').write('42')\n"
+                             "print(os.stat('out/result.txt').st_uid == os.getuid())\n"),
+                   "True");
+    fx_stop(&a);
+    korch_launcher_destroy(&l); /* finishes the hand-back on its worker */
+    char res[PATH_MAX + 32];
+    struct stat st;
+    snprintf(res, sizeof res, "%s/out/result.txt", work);
+    if (CHECK_EQ(stat(res, &st), 0))
+        CHECK_EQ((long long)st.st_uid, (long long)other);
+    snprintf(res, sizeof res, "%s/out", work);
+    if (CHECK_EQ(stat(res, &st), 0))
+        CHECK_EQ((long long)st.st_uid, (long long)other);
+out:
+    fx_stop(&a);
+    fx_stop(&b);
+    korch_launcher_destroy(&l);
+    korch_fs_rm_tree(home);
+    const char *del[] = {"userdel", name, NULL};
+    CHECK_EQ(korch_test_run(del, NULL, NULL, NULL, 30), 0);
 }

@@ -199,13 +199,16 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
             goto fail;
         }
     } else if (geteuid() == 0) {
-        l->uid = 1000;
-        l->gid = 1000;
+        l->dynamic = true; /* each kernel a uid of its own that no account has (kuid.h) */
+        l->drop = true;
+        uid_t first, last;
+        if (!korch_kuid_range(&first, &last, err))
+            goto fail;
     } else {
         l->uid = geteuid();
         l->gid = getegid();
     }
-    if (l->uid != geteuid()) {
+    if (!l->dynamic && l->uid != geteuid()) {
         if (geteuid() != 0) {
             korch_err_set(err, KORCH_E_INVALID, "sandbox user '%s' needs korch to run as root (it runs as uid %u)",
                           l->o.user ? l->o.user : "", (unsigned)geteuid());
@@ -230,7 +233,14 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         goto fail;
     if (!l->o.no_seccomp && korch_seccomp_program(&l->bpf, &l->bpf_len, err) != KORCH_OK)
         goto fail;
-    if (s_probe(l, err) != KORCH_OK)
+    korch_kuid_t *probe_uid = l->dynamic ? korch_kuid_claim(0, err) : NULL;
+    if (l->dynamic && !probe_uid)
+        goto fail;
+    if (probe_uid)
+        l->uid = korch_kuid_uid(probe_uid), l->gid = (gid_t)l->uid;
+    korch_rc_t prc = s_probe(l, err);
+    korch_kuid_release(&probe_uid);
+    if (prc != KORCH_OK)
         goto fail;
     return &l->base;
 fail:

@@ -1,6 +1,7 @@
 /*  A running sandbox: its pid 1, signals, its end and its reaping (sandbox_int.h). */
 #include "sandbox_int.h"
 #include "korch/log.h"
+#include "korch/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,6 +174,7 @@ static bool s_zombie_step(void *arg)
     if (!s_reap(p, false) || !korch_cgroup_kill_now(p->cg))
         return false;
     korch_cgroup_destroy(&p->cg);
+    korch_kuid_release(&p->kuid); /* nothing of that uid runs any more */
     free(p);
     return true;
 }
@@ -183,12 +185,36 @@ static void s_zombie_finish(void *arg)
     sandbox_proc_t *p = arg;
     s_reap(p, true);
     korch_cgroup_destroy(&p->cg);
+    korch_kuid_release(&p->kuid); /* nothing of that uid runs any more */
     free(p);
+}
+
+/* What the kernel leaves in a host work dir goes back to the user who
+   asked (kuid.h: the owner of the dir it lies in, or SUDO_UID), never stays
+   the kernel's uid. On the launcher's worker, after the kernel is killed. */
+typedef struct {
+    char dir[PATH_MAX];
+} s_give_back_t;
+
+static void s_give_back_run(void *arg)
+{
+    s_give_back_t *g = arg;
+    char parent[PATH_MAX + 4];
+    uid_t uid;
+    gid_t gid;
+    snprintf(parent, sizeof parent, "%s/..", g->dir);
+    korch_kuid_owner(parent, &uid, &gid);
+    korch_fs_chown_tree(g->dir, uid, gid, NULL);
 }
 
 void korch_sandbox_proc_free(korch_proc_t *proc)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
+    s_give_back_t *g = p->given && p->host_work ? malloc(sizeof *g) : NULL;
+    if (g) {
+        snprintf(g->dir, sizeof g->dir, "%s", p->workdir);
+        korch_backend_host(proc->launcher, s_give_back_run, free, g);
+    }
     s_unwatch(p);
     korch_sandbox_kill(proc, NULL, NULL);
     korch_child_close(&p->child);

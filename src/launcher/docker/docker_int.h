@@ -18,6 +18,7 @@
 #include "korch/path.h"
 #include "../backend.h"
 #include "../spawn.h"
+#include "../kuid.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -66,6 +67,7 @@ typedef struct {
     int64_t memory;                 /* the limit, for the OOM message */
     uid_t uid;                      /* the kernel's user: owner of the files put_file writes */
     gid_t gid;
+    korch_kuid_t *kuid;             /* its claim on a uid no account has (kuid.h), released once the container is gone */
     char workdir[PATH_MAX];         /* the kernel's cwd inside the container */
     char tail[DK_TAIL_MAX + 1];
 } docker_proc_t;
