@@ -386,6 +386,12 @@ korch_exec_t *korch_kernel_execute(korch_kernel_t *k, const char *code, const ko
                                  ? k->opts.max_session_rich_bytes - k->session_rich
                                  : 0,
     };
+    if (ex->opts.max_output_bytes) { /* the caller's budget, told as the session's */
+        if (ex->opts.max_output_bytes < ol.session_stream_left)
+            ol.session_stream_left = ex->opts.max_output_bytes;
+        if (ex->opts.max_output_bytes < ol.session_rich_left)
+            ol.session_rich_left = ex->opts.max_output_bytes;
+    }
     ex->outputs = korch_outputs_new_limits(&ol);
     ex->request = korch_msg_new(
         "execute_request",
