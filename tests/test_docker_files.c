@@ -270,7 +270,7 @@ TEST_T(docker_adopt_after_korch_died, 120)
         korch_runtime_base(base, sizeof base, &err);
         CHECK(strncmp(c->ip, base, strlen(base)) == 0); /* the host path, not /run/korch */
         korch_proc_t *ap = korch_kernel_proc(f.k);
-        const char *cid = korch_docker_proc_container(ap);
+        const char *cid = korch_proc_backend_id(ap);
         CHECK(cid && strlen(cid) == 64);
         CHECK(!korch_proc_exited(ap));
         korch_exec_t *ex = fx_run(&f, "print(x, open('note.txt').read())", 30000);
@@ -299,12 +299,12 @@ TEST_T(docker_adopt_after_korch_died, 120)
     }
     /* Stopping the adopted kernel removes its container (in the background). */
     CHECK(korch_launcher_settle(l, 20000));
-    json_t *left = korch_docker_list(l, instance, &err);
+    json_t *left = korch_launcher_list(l, instance, &err);
     CHECK(left && json_array_size(left) == 0);
     json_decref(left);
 out:
     if (l)
-        korch_docker_remove_all(l, instance, NULL);
+        korch_launcher_remove_all(l, instance, NULL);
     korch_launcher_destroy(&other);
     korch_launcher_destroy(&l);
 }

@@ -434,10 +434,10 @@ TEST_T(secfiles_docker_fifo_kernel_json_never_blocks, 240)
     CHECK_CONTAINS(errs, "left by korch instance 'korch-test-fifo-");
     free(out);
     free(errs);
-    json_t *left = korch_docker_list(l, instance, &err);
+    json_t *left = korch_launcher_list(l, instance, &err);
     CHECK(left && json_array_size(left) == 0);
     json_decref(left);
-    korch_docker_remove_all(l, instance, NULL);
+    korch_launcher_remove_all(l, instance, NULL);
     korch_launcher_destroy(&l);
 }
 
