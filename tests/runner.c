@@ -332,6 +332,12 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) { /* korch-test --list [FILTER...]: the names, one a line */
+        for (int i = 0; i < s_ntests; i++)
+            if (s_selected(s_tests[i].name, argc - 1, argv + 1))
+                printf("%s%s\n", s_tests[i].name, s_tests[i].unit ? " (unit)" : "");
+        return 0;
+    }
     korch_init();
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < s_ntests; i++)

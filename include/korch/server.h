@@ -69,6 +69,13 @@ typedef struct {
     const char *agent_dir;              /* where sessions live (default ./korch-sessions) */
     int max_agent_sessions;             /* 0 = no limit */
     int agent_max_steps;                /* per turn (default 20) */
+    /* Budgets per turn of every session, as korch run's (0 = none); a POST
+       /api/agent/sessions {"budget": {tokens, seconds, cost}} may lower them
+       for its session. A cost budget needs agent_prices. */
+    int64_t agent_max_tokens;
+    int agent_max_seconds;
+    double agent_max_cost;
+    const struct korch_prices *agent_prices;   /* borrowed, outlives the server; NULL = no price table */
     /* Warm pool: kernels started ahead, handed out on POST /api/kernels
        (and sessions) at once, refilled in the background one start at a
        time. Pool kernels are not listed and not counted in max_kernels

@@ -15,6 +15,8 @@
  *                  messages within the context budget), what its reply
  *                  means (tool calls, fenced or printed code), the call.
  *  agent_events.c  events to the caller, transcript records, the notebook.
+ *  agent_json.c    events as the one schema's JSON (docs/events.schema.json),
+ *                  the turn's `done` record (public: korch/agent.h).
  *
  *  Not thread-safe, like korch_agent_t: everything runs on the caller's
  *  thread. A json_t argument is borrowed unless the comment says stolen.
@@ -33,6 +35,7 @@
 #include "korch/jsonfield.h"
 #include "korch/kernel.h"
 #include "korch/notebook.h"
+#include "korch/receipts.h"
 #include "korch/workdir.h"
 
 /* The last sentence of the note that replaces what the agent's outputs
@@ -63,6 +66,14 @@ struct korch_agent {
     int fence_ids;
     int64_t tokens;
     korch_agent_usage_t turn_usage, session_usage;
+    korch_cost_t turn_cost, session_cost;   /* each call priced on its own (o.prices) */
+    int turn;                   /* the user's questions so far (1 = the first) */
+    int turn_steps;             /* the last step of the current (or last) turn */
+    int64_t turn_t0, turn_ms;   /* when it began; how long it took once over */
+    char stopped_by[16];        /* the budget that ended it: "steps", "tokens", "cost", "seconds" ("" none) */
+    bool budget_told;           /* a budget that cannot be applied was said this turn */
+    bool fence_told;            /* the model was asked this turn to write the kernel's language */
+    korch_receipts_t *receipts; /* what the kernel printed, for the numbers of an answer */
     int step;
     volatile sig_atomic_t interrupted;
     /* live progress of the running step */
@@ -106,6 +117,8 @@ void agent_write_notebook(korch_agent_t *a);
 json_t *agent_tools(korch_agent_t *a);
 /* Fenced blocks in the kernel's language as neutral tool calls (new array). */
 json_t *agent_fence_calls(korch_agent_t *a, const char *text, bool untagged);
+/* A fence of code in another language than the kernel's: true, its tag in lang. */
+bool agent_foreign_fence(korch_agent_t *a, const char *text, char *lang, size_t lang_len);
 /* Is name the tool (or the generic name a model guessed for it)? */
 bool agent_tool_name_ok(korch_agent_t *a, const char *name);
 /* A reply that is only a printed tool call, as that call (new array), else NULL. */

@@ -19,6 +19,7 @@
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/receipts.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +48,11 @@ typedef struct {
     double memory_mb, cpus;
     long pids;
     json_t *files;
+    const char *prices_path;    /* --prices, else KORCH_PRICES */
+    double max_cost;
+    bool clean_notebook;        /* --clean-notebook: notebook-clean.ipynb after each turn */
+    korch_prices_t *prices;
+    json_t *receipts;           /* the last answer's */
     int64_t step_t0;
     bool in_text;           /* assistant text is being streamed on stderr */
     korch_agent_t *agent;
@@ -78,6 +84,10 @@ static void s_help(FILE *f, const char *cmd)
             "  --max-result N        characters of each result the model sees (default 4000)\n"
             "  --max-tokens N        token budget per question (input + output; default none)\n"
             "  --max-seconds N       time budget per question (default none)\n"
+            "  --prices FILE         a price table (JSON; see docs/trust.md) turning tokens into cost\n"
+            "                        (default $KORCH_PRICES; none is built in)\n"
+            "  --max-cost X          cost budget per question, in the price table's currency\n"
+            "  --clean-notebook      also write notebook-clean.ipynb: the notebook without the failed attempts\n"
             "  --session-mb N        output budget of the session on disk: transcript, notebook and figures\n"
             "                        together, across kernel restarts and resumes (default 256)\n"
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
@@ -120,12 +130,13 @@ static void s_help(FILE *f, const char *cmd)
 
 static int64_t s_t0;
 
-static void s_json_event(const char *kind, int step, json_t *fields)
+/* One event of the one schema (docs/events.schema.json) per line, with
+   t_ms since korch started. Steals ev. */
+static void s_json_print(json_t *ev)
 {
-    json_t *ev = fields ? fields : json_object();
-    json_object_set_new(ev, "event", json_string(kind));
-    json_object_set_new(ev, "step", json_integer(step));
-    json_object_set_new(ev, "t_ms", json_integer(korch_now_ms() - s_t0)); /* since korch started */
+    if (!ev)
+        return;
+    json_object_set_new(ev, "t_ms", json_integer(korch_now_ms() - s_t0));
     json_dumpf(ev, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
     putchar('\n');
     fflush(stdout);
@@ -227,30 +238,12 @@ static void s_code_delta(run_ctx_t *c, const korch_agent_event_t *ev)
 static void s_on_event(const korch_agent_event_t *ev, void *arg)
 {
     run_ctx_t *c = arg;
+    if (ev->type == KORCH_AGENT_FINAL) { /* its receipts, shown under the answer */
+        json_decref(c->receipts);
+        c->receipts = json_incref(json_object_get(ev->data, "receipts"));
+    }
     if (c->json) {
-        switch (ev->type) {
-        case KORCH_AGENT_STEP: s_json_event("step", ev->step, NULL); break;
-        case KORCH_AGENT_TEXT:
-            s_json_event("text", ev->step, json_pack("{s:s%}", "delta", ev->text, ev->text_len));
-            break;
-        case KORCH_AGENT_CODE_DELTA:
-            s_json_event("code_delta", ev->step,
-                         json_pack("{s:s%, s:i}", "delta", ev->text, ev->text_len, "index", (int)ev->index));
-            break;
-        case KORCH_AGENT_CODE: s_json_event("code", ev->step, json_pack("{s:s}", "code", ev->text)); break;
-        case KORCH_AGENT_OUTPUT: s_json_event("output", ev->step, json_pack("{s:O}", "output", ev->data)); break;
-        case KORCH_AGENT_RESULT:
-            s_json_event("result", ev->step, json_pack("{s:O, s:s}", "result", ev->data, "model_sees", ev->text));
-            break;
-        case KORCH_AGENT_FINAL: s_json_event("final", ev->step, json_pack("{s:s}", "answer", ev->text)); break;
-        case KORCH_AGENT_ERROR: s_json_event("error", ev->step, json_pack("{s:s}", "message", ev->text)); break;
-        case KORCH_AGENT_NOTICE: s_json_event("notice", ev->step, json_pack("{s:s}", "text", ev->text)); break;
-        case KORCH_AGENT_STATUS: s_json_event("status", ev->step, json_deep_copy(ev->data)); break;
-        case KORCH_AGENT_FILES:
-            s_json_event("files", ev->step, json_pack("{s:O, s:O}", "files", json_object_get(ev->data, "files"), "total",
-                                                      json_object_get(ev->data, "total")));
-            break;
-        }
+        s_json_print(korch_agent_event_json(ev));
         return;
     }
     if (c->quiet && ev->type != KORCH_AGENT_ERROR)
@@ -277,6 +270,9 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         s_end_text(c);
         if (c->codes_shown++ < c->codes_streamed)
             break; /* it was shown as it was written */
+        const char *source = json_string_value(json_object_get(ev->data, "source"));
+        if (c->text_streamed && source && strcmp(source, "tool") != 0)
+            break; /* a fence of the reply's text: shown as it streamed */
         s_out(c, "▶ code:\n", strlen("▶ code:\n"));
         const char *p = ev->text;
         while (*p) {
@@ -328,27 +324,93 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         s_end_text(c);
         s_printf(c, "[files: %s]\n", ev->text);
         break;
+    case KORCH_AGENT_USAGE: break; /* the turn's line says it */
     }
     fflush(stderr);
 }
 
-/* The answer goes to stdout, unless it has just streamed onto the same
-   terminal; then the turn's tokens. */
-static void s_turn_end(run_ctx_t *c, const char *answer, int64_t t0)
+/* Do stdout and stderr go to the same place (one terminal, one pipe, one
+   file)? Then an answer that streamed on stderr has been seen already. */
+static bool s_same_output(void)
 {
-    bool shown = c->text_streamed && c->tty && !c->quiet && isatty(STDOUT_FILENO) && answer && *answer;
-    if (!c->json && answer && !shown) {
+    struct stat a, b;
+    if (fstat(STDOUT_FILENO, &a) != 0 || fstat(STDERR_FILENO, &b) != 0)
+        return false;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_rdev == b.st_rdev;
+}
+
+/* The answer's numbers and where each came from, on stderr. */
+static void s_print_receipts(run_ctx_t *c)
+{
+    size_t numbers = 0, unbacked = 0, i;
+    korch_receipts_count(c->receipts, &numbers, &unbacked);
+    if (!numbers)
+        return;
+    s_printf(c, "numbers: %zu in the answer, %zu not computed by the kernel\n", numbers, unbacked);
+    json_t *r;
+    json_array_foreach(c->receipts, i, r) {
+        const char *text = json_string_value(json_object_get(r, "text"));
+        const char *form = json_string_value(json_object_get(r, "form"));
+        if (!json_is_true(json_object_get(r, "found")))
+            s_printf(c, "  %-14s NOT COMPUTED BY THE KERNEL (no output printed it)\n", text);
+        else if (form && strcmp(form, "given") == 0)
+            s_printf(c, "  %-14s from the question\n", text);
+        else
+            s_printf(c, "  %-14s %s of '%s' printed at turn %d, step %d\n", text, form,
+                     json_string_value(json_object_get(r, "printed")),
+                     (int)json_integer_value(json_object_get(r, "turn")),
+                     (int)json_integer_value(json_object_get(r, "step")));
+    }
+}
+
+/* A turn is over (rc from ask): the answer to stdout, unless it has just
+   streamed to the same place; its receipts; the clean notebook if asked;
+   the ledger line (or, with --json, the `done` record). */
+static void s_turn_end(run_ctx_t *c, korch_rc_t rc, const char *answer, const char *msg)
+{
+    bool shown = c->text_streamed && !c->quiet && answer && *answer && s_same_output();
+    if (!c->json && rc == KORCH_OK && answer && !shown) {
         printf(c->chat ? "\n%s\n" : "%s\n", answer);
         fflush(stdout);
     }
-    if (c->json || c->quiet)
+    if (c->clean_notebook) {
+        char path[4200];
+        korch_err_t err = {0};
+        if (korch_path_join(path, sizeof path, korch_agent_session_dir(c->agent), "notebook-clean.ipynb", &err) ||
+            korch_agent_save_clean_notebook(c->agent, path, &err))
+            fprintf(stderr, "korch: %s\n", err.msg);
+        else if (!c->json && !c->quiet)
+            fprintf(stderr, "korch: clean notebook (without the failed attempts) %s\n", path);
+    }
+    json_t *done = korch_agent_done_json(c->agent, rc, msg);
+    if (c->json) {
+        s_json_print(done);
         return;
+    }
+    if (c->quiet) {
+        json_decref(done);
+        return;
+    }
+    s_end_text(c);
+    if (rc == KORCH_OK)
+        s_print_receipts(c);
     korch_agent_usage_t turn, session;
     korch_agent_usage(c->agent, &turn, &session);
-    s_end_text(c);
-    s_printf(c, "── %d step%s, %.1f s; tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", c->steps,
-             c->steps == 1 ? "" : "s", (double)(korch_now_ms() - t0) / 1e3, (long long)turn.input,
-             (long long)turn.output, (long long)session.input, (long long)session.output);
+    char tt[160], ts[160], money[256] = "";
+    korch_usage_text(&turn, tt, sizeof tt);
+    korch_usage_text(&session, ts, sizeof ts);
+    if (c->prices) {
+        korch_cost_t ct, cs;
+        korch_agent_cost(c->agent, &ct, &cs);
+        char a[96], b[96];
+        korch_cost_text(&ct, korch_prices_currency(c->prices), a, sizeof a);
+        korch_cost_text(&cs, korch_prices_currency(c->prices), b, sizeof b);
+        snprintf(money, sizeof money, "; cost: %s (session: %s)", a, b);
+    }
+    int steps = (int)json_integer_value(json_object_get(done, "steps"));
+    s_printf(c, "── %d step%s, %.1f s; tokens: %s (session: %s)%s ──\n", steps, steps == 1 ? "" : "s",
+             (double)json_integer_value(json_object_get(done, "elapsed_ms")) / 1e3, tt, ts, money);
+    json_decref(done);
     fflush(stderr);
 }
 
@@ -465,6 +527,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
         {"image", required_argument, 0, 'I'},      {"memory", required_argument, 0, 'm'},
         {"cpus", required_argument, 0, 'P'},       {"pids", required_argument, 0, 'p'},
+        {"prices", required_argument, 0, 'C'},     {"max-cost", required_argument, 0, 'D'},
+        {"clean-notebook", no_argument, 0, 'E'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -512,6 +576,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'm': c.memory_mb = strtod(optarg, NULL); break;
         case 'P': c.cpus = strtod(optarg, NULL); break;
         case 'p': c.pids = strtol(optarg, NULL, 10); break;
+        case 'C': c.prices_path = optarg; break;
+        case 'D': c.max_cost = strtod(optarg, NULL); break;
+        case 'E': c.clean_notebook = true; break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
@@ -571,6 +638,21 @@ static int s_main(const char *cmd, int argc, char **argv)
         fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
         goto out;
     }
+    /* a model that cannot be reached is said before any kernel starts or session dir is made */
+    if (korch_llm_probe(llm, &err) != KORCH_OK) {
+        fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
+        goto out;
+    }
+    if (!c.prices_path)
+        c.prices_path = getenv("KORCH_PRICES");
+    if (c.prices_path && *c.prices_path && !(c.prices = korch_prices_load(c.prices_path, &err))) {
+        fprintf(stderr, "korch %s: --prices: %s\n", cmd, err.msg);
+        goto out;
+    }
+    if (c.max_cost > 0 && !c.prices) {
+        fprintf(stderr, "korch %s: --max-cost needs a price table (--prices FILE or KORCH_PRICES)\n", cmd);
+        goto out;
+    }
     if (c.session) {
         if (korch_path_fmt(session, sizeof session, &err, "%s", c.session)) {
             fprintf(stderr, "korch %s: --session: %s\n", cmd, err.msg);
@@ -615,6 +697,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         .max_tokens = c.max_tokens > 0 ? c.max_tokens : 0,
         .max_session_bytes = (uint64_t)(c.session_mb * 1024 * 1024),
         .max_seconds = c.max_seconds,
+        .max_cost = c.max_cost,
+        .prices = c.prices,
         .context_chars = c.context_chars > 0 ? (size_t)c.context_chars : 0,
         .no_fence_run = c.no_fence,
         .system_append = c.system_append,
@@ -641,20 +725,16 @@ static int s_main(const char *cmd, int argc, char **argv)
     rc = 0;
     if (!c.chat) {
         char *answer = NULL;
-        int64_t t0 = korch_now_ms();
         c.steps = 0;
         korch_rc_t arc = korch_agent_ask(c.agent, task, &answer, &err);
-        if (arc == KORCH_OK) {
-            s_turn_end(&c, answer, t0);
-        } else {
+        if (arc != KORCH_OK) {
             if (!c.json) {
                 s_end_text(&c);
                 fprintf(stderr, "korch run: %s\n", err.msg);
             }
-            else
-                s_json_event("error", 0, json_pack("{s:s}", "message", err.msg));
             rc = arc == KORCH_E_INTERRUPTED ? 130 : 1;
         }
+        s_turn_end(&c, arc, answer, err.msg);
         free(answer);
         if (!c.quiet && !c.json)
             fprintf(stderr, "korch: notebook %s/notebook.ipynb, charts in %s/figures\n",
@@ -688,14 +768,13 @@ static int s_main(const char *cmd, int argc, char **argv)
         char *answer = NULL;
         korch_err_clear(&err);
         korch_cli_take_signal(); /* a Ctrl-C at the prompt is not meant for this question */
-        int64_t t0 = korch_now_ms();
         c.steps = 0;
-        if (korch_agent_ask(c.agent, line, &answer, &err) == KORCH_OK)
-            s_turn_end(&c, answer, t0);
-        else {
+        korch_rc_t arc = korch_agent_ask(c.agent, line, &answer, &err);
+        if (arc != KORCH_OK) {
             s_end_text(&c);
             fprintf(stderr, "korch: %s\n", err.msg);
         }
+        s_turn_end(&c, arc, answer, err.msg);
         free(answer);
     }
     free(line);
@@ -707,6 +786,8 @@ out:
     korch_instance_destroy(&inst);
     korch_llm_destroy(&llm);
     korch_loop_destroy(&loop);
+    korch_prices_destroy(&c.prices);
+    json_decref(c.receipts);
     json_decref(c.files);
     free(recorded);
     free(system_text);

@@ -15,6 +15,7 @@
  */
 #include "cli.h"
 #include "korch/instance.h"
+#include "korch/ledger.h"
 #include "korch/log.h"
 #include "korch/netaddr.h"
 #include "korch/server.h"
@@ -31,7 +32,7 @@
 /* long-only options of the pool and the culler */
 enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
 /* long-only options of the agent API */
-enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS };
+enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_PRICES, OPT_MAX_TOKENS, OPT_MAX_SECONDS, OPT_MAX_COST };
 enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTANCE };
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
@@ -78,6 +79,9 @@ static void s_help(FILE *f)
             "                           (default ./korch-sessions)\n"
             "      --max-agent-sessions N  refuse more than N agent sessions (default: no limit)\n"
             "      --max-steps N        model calls per agent turn (default 20)\n"
+            "      --max-tokens N, --max-seconds N, --max-cost X   budgets per agent turn, as korch run's\n"
+            "                           (a session may ask for lower ones: POST {\"budget\": {...}})\n"
+            "      --prices FILE        a price table turning tokens into cost (default $KORCH_PRICES; none built in)\n"
             "      --no-access-log      no line per request on stderr\n"
             "      --max-connections-per-client N  connections open at once from one client\n"
             "                           (an address, an IPv6 /64; default 256)\n"
@@ -101,7 +105,11 @@ static void s_help(FILE *f)
 int korch_cmd_serve(int argc, char **argv)
 {
     const char *llm = NULL, *agent_dir = NULL;
-    int max_agent_sessions = 0, max_steps = 0;
+    int max_agent_sessions = 0, max_steps = 0, max_seconds = 0;
+    int64_t max_tokens = 0;
+    double max_cost = 0;
+    const char *prices_path = getenv("KORCH_PRICES");
+    korch_prices_t *prices = NULL;
     const char *ip = "127.0.0.1", *token = NULL, *launcher_name = "auto", *kernel = "python3", *image = NULL;
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
@@ -127,6 +135,10 @@ int korch_cmd_serve(int argc, char **argv)
         {"agent-dir", required_argument, 0, OPT_AGENT_DIR},
         {"max-agent-sessions", required_argument, 0, OPT_MAX_AGENT_SESSIONS},
         {"max-steps", required_argument, 0, OPT_MAX_STEPS},
+        {"prices", required_argument, 0, OPT_PRICES},
+        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
+        {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
+        {"max-cost", required_argument, 0, OPT_MAX_COST},
         {"max-upload", required_argument, 0, OPT_MAX_UPLOAD},
         {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
@@ -199,6 +211,23 @@ int korch_cmd_serve(int argc, char **argv)
             *(opt == OPT_CULL_IDLE ? &cull_idle : &cull_interval) = n;
             break;
         case OPT_LLM: llm = optarg; break;
+        case OPT_PRICES: prices_path = optarg; break;
+        case OPT_MAX_TOKENS:
+        case OPT_MAX_SECONDS:
+        case OPT_MAX_COST: {
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end || v < 0) {
+                fprintf(stderr, "korch serve: bad budget '%s' (a number >= 0)\n", optarg);
+                return 2;
+            }
+            if (opt == OPT_MAX_TOKENS)
+                max_tokens = (int64_t)v;
+            else if (opt == OPT_MAX_SECONDS)
+                max_seconds = (int)v;
+            else
+                max_cost = v;
+            break;
+        }
         case OPT_AGENT_DIR: agent_dir = optarg; break;
         case OPT_MAX_AGENT_SESSIONS:
         case OPT_MAX_STEPS:
@@ -247,6 +276,15 @@ int korch_cmd_serve(int argc, char **argv)
     korch_loop_t *loop = NULL;
     korch_launcher_t *launcher = NULL;
     korch_server_t *srv = NULL;
+    if (prices_path && *prices_path && !(prices = korch_prices_load(prices_path, &err))) {
+        fprintf(stderr, "korch serve: --prices: %s\n", err.msg);
+        return 2;
+    }
+    if (max_cost > 0 && !prices) {
+        korch_prices_destroy(&prices);
+        fprintf(stderr, "korch serve: --max-cost needs a price table (--prices FILE or KORCH_PRICES)\n");
+        return 2;
+    }
     korch_instance_t *inst = korch_instance_new(instance_name, &err);
     if (!inst) {
         fprintf(stderr, "korch serve: %s\n", err.msg);
@@ -277,8 +315,9 @@ int korch_cmd_serve(int argc, char **argv)
                               .cull_idle_timeout = cull_idle, .cull_interval = cull_interval,
                               .cull_connected = cull_connected, .cull_busy = cull_busy, .llm = llm,
                               .agent_dir = agent_dir, .max_agent_sessions = max_agent_sessions,
-                              .agent_max_steps = max_steps, .trusted_proxies = proxies,
-                              .max_connections_per_peer = max_per_client};
+                              .agent_max_steps = max_steps, .agent_max_tokens = max_tokens,
+                              .agent_max_seconds = max_seconds, .agent_max_cost = max_cost, .agent_prices = prices,
+                              .trusted_proxies = proxies, .max_connections_per_peer = max_per_client};
     srv = korch_server_new(loop, &so, &err);
     if (!srv) {
         fprintf(stderr, "korch serve: %s\n", err.msg);
@@ -301,5 +340,6 @@ out:
     korch_launcher_destroy(&launcher);
     korch_loop_destroy(&loop);
     korch_instance_destroy(&inst);
+    korch_prices_destroy(&prices);
     return rc;
 }
