@@ -147,7 +147,14 @@ void dk_unbound_workdir(docker_proc_t *p)
     if (!p->work_host[0])
         return;
     int top = open(p->work_host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    korch_fs_opts_t o = {.mode = 0644, .chown = p->uid != geteuid(), .uid = p->uid, .gid = p->gid};
+    /* what comes back is the asking user's (the owner of the dir it lies
+       in, or SUDO_UID: kuid.h), never the kernel's uid */
+    char parent[PATH_MAX + 4];
+    uid_t ouid;
+    gid_t ogid;
+    snprintf(parent, sizeof parent, "%s/..", p->work_host);
+    korch_kuid_owner(parent, &ouid, &ogid);
+    korch_fs_opts_t o = {.mode = 0644, .chown = ouid != geteuid() || ogid != getegid(), .uid = ouid, .gid = ogid};
     korch_err_t e = {0};
     uint64_t copied = 0;
     size_t removed = 0;
@@ -225,6 +232,7 @@ void dk_local_cleanup(docker_proc_t *p)
     p->chowned = false;
     dk_unbound_workdir(p);
     dk_unbound_runtime(p);
+    korch_kuid_release(&p->kuid); /* the container is gone: nothing runs as that uid */
 }
 static void s_cleanup_run(void *arg) { dk_local_cleanup(arg); }
 
