@@ -13,6 +13,7 @@
 #include "korch/docker_api.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
+#include "korch/fssync.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/path.h"
@@ -56,6 +57,8 @@ typedef struct {
     bool rt_mounted;                /* runtime_dir is korch's size-bounded tmpfs */
     char work_host[PATH_MAX];       /* a given host work dir covered by korch's tmpfs, or "" */
     int work_under;                 /* fd of the dir under that tmpfs (files go back there), or -1 */
+    korch_fs_manifest_t *work_known; /* the files of work_under korch copied into the tmpfs: the
+                                        ones whose deletion by the kernel goes home (hostdirs.c) */
     uid_t old_uid;
     gid_t old_gid;
     korch_op_t *wait_req;           /* the held POST /wait, then the inspect that describes the end */
