@@ -99,7 +99,6 @@ struct swarm_proc {
 
 /* helpers.c: names, filters, the manager's answers */
 bool sw_valid_name(const char *s);
-char *sw_replace(const char *s, const char *name, const char *val);
 bool sw_filter_path(swarm_launcher_t *l, const char *what, const char *key, const char *value, char *buf, size_t len);
 const char *sw_str(json_t *j, const char *a, const char *b);
 bool sw_task_addr(swarm_launcher_t *l, json_t *t, char *buf, size_t len);
