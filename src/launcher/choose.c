@@ -80,7 +80,7 @@ static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choi
     korch_sandbox_opts_t so;
     korch_sandbox_opts_init(&so);
     so.instance = o->instance;
-    s_limits(o, &so.memory, &so.nano_cpus, &so.pids_limit, NULL); /* (its work dir is not size-bounded yet) */
+    s_limits(o, &so.memory, &so.nano_cpus, &so.pids_limit, &so.workdir_size);
     so.workdir = o->workdir;
     so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     so.workdir_give = o->give_workdir;

@@ -13,11 +13,13 @@
 #include "korch/docker_api.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
+#include "korch/fssync.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/path.h"
 #include "../backend.h"
 #include "../spawn.h"
+#include "../kuid.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -55,6 +57,8 @@ typedef struct {
     bool rt_mounted;                /* runtime_dir is korch's size-bounded tmpfs */
     char work_host[PATH_MAX];       /* a given host work dir covered by korch's tmpfs, or "" */
     int work_under;                 /* fd of the dir under that tmpfs (files go back there), or -1 */
+    korch_fs_manifest_t *work_known; /* the files of work_under korch copied into the tmpfs: the
+                                        ones whose deletion by the kernel goes home (hostdirs.c) */
     uid_t old_uid;
     gid_t old_gid;
     korch_op_t *wait_req;           /* the held POST /wait, then the inspect that describes the end */
@@ -66,6 +70,7 @@ typedef struct {
     int64_t memory;                 /* the limit, for the OOM message */
     uid_t uid;                      /* the kernel's user: owner of the files put_file writes */
     gid_t gid;
+    korch_kuid_t *kuid;             /* its claim on a uid no account has (kuid.h), released once the container is gone */
     char workdir[PATH_MAX];         /* the kernel's cwd inside the container */
     char tail[DK_TAIL_MAX + 1];
 } docker_proc_t;
