@@ -49,6 +49,7 @@ typedef struct {
     const char *prices_path;    /* --prices, else KORCH_PRICES */
     double max_cost;
     bool clean_notebook;        /* --clean-notebook: notebook-clean.ipynb after each turn */
+    bool verify;                /* --verify: re-run the clean notebook in a fresh kernel after each answer */
     korch_prices_t *prices;
     json_t *receipts;           /* the last answer's */
     int64_t step_t0;
@@ -86,6 +87,9 @@ static void s_help(FILE *f, const char *cmd)
             "                        (default $KORCH_PRICES; none is built in)\n"
             "  --max-cost X          cost budget per question, in the price table's currency\n"
             "  --clean-notebook      also write notebook-clean.ipynb: the notebook without the failed attempts\n"
+            "  --verify              after each answer, re-run the clean notebook in a fresh kernel (same launcher\n"
+            "                        and kernelspec, the session's input files) and compare the outputs the\n"
+            "                        answer's numbers came from; the result goes into the notebook's metadata\n"
             "  --session-mb N        output budget of the session on disk: transcript, notebook and figures\n"
             "                        together, across kernel restarts and resumes (default 256)\n"
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
@@ -322,6 +326,13 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         s_printf(c, "[files: %s]\n", ev->text);
         break;
     case KORCH_AGENT_USAGE: break; /* the turn's line says it */
+    case KORCH_AGENT_VERIFY: {
+        s_end_text(c);
+        char *t = korch_cli_verify_text(ev->data);
+        s_out(c, t, t ? strlen(t) : 0);
+        free(t);
+        break;
+    }
     }
     fflush(stderr);
 }
@@ -336,35 +347,16 @@ static bool s_same_output(void)
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_rdev == b.st_rdev;
 }
 
-/* The answer's numbers and where each came from, on stderr. */
-static void s_print_receipts(run_ctx_t *c)
-{
-    size_t numbers = 0, unbacked = 0, i;
-    korch_receipts_count(c->receipts, &numbers, &unbacked);
-    if (!numbers)
-        return;
-    s_printf(c, "numbers: %zu in the answer, %zu not computed by the kernel\n", numbers, unbacked);
-    json_t *r;
-    json_array_foreach(c->receipts, i, r) {
-        const char *text = json_string_value(json_object_get(r, "text"));
-        const char *form = json_string_value(json_object_get(r, "form"));
-        if (!json_is_true(json_object_get(r, "found")))
-            s_printf(c, "  %-14s NOT COMPUTED BY THE KERNEL (no output printed it)\n", text);
-        else if (form && strcmp(form, "given") == 0)
-            s_printf(c, "  %-14s from the question\n", text);
-        else
-            s_printf(c, "  %-14s %s of '%s' printed at turn %d, step %d\n", text, form,
-                     json_string_value(json_object_get(r, "printed")),
-                     (int)json_integer_value(json_object_get(r, "turn")),
-                     (int)json_integer_value(json_object_get(r, "step")));
-    }
-}
-
 /* A turn is over (rc from ask): the answer to stdout, unless it has just
    streamed to the same place; its receipts; the clean notebook if asked;
    the ledger line (or, with --json, the `done` record). */
 static void s_turn_end(run_ctx_t *c, korch_rc_t rc, const char *answer, const char *msg)
 {
+    if (c->verify && rc == KORCH_OK) {
+        korch_err_t verr = {0};
+        if (korch_agent_verify(c->agent, NULL, &verr) != KORCH_OK)
+            fprintf(stderr, "korch: cannot verify: %s\n", verr.msg);
+    }
     bool shown = c->text_streamed && !c->quiet && answer && *answer && s_same_output();
     if (!c->json && rc == KORCH_OK && answer && !shown) {
         printf(c->chat ? "\n%s\n" : "%s\n", answer);
@@ -389,24 +381,12 @@ static void s_turn_end(run_ctx_t *c, korch_rc_t rc, const char *answer, const ch
         return;
     }
     s_end_text(c);
-    if (rc == KORCH_OK)
-        s_print_receipts(c);
-    korch_agent_usage_t turn, session;
-    korch_agent_usage(c->agent, &turn, &session);
-    char tt[160], ts[160], money[256] = "";
-    korch_usage_text(&turn, tt, sizeof tt);
-    korch_usage_text(&session, ts, sizeof ts);
-    if (c->prices) {
-        korch_cost_t ct, cs;
-        korch_agent_cost(c->agent, &ct, &cs);
-        char a[96], b[96];
-        korch_cost_text(&ct, korch_prices_currency(c->prices), a, sizeof a);
-        korch_cost_text(&cs, korch_prices_currency(c->prices), b, sizeof b);
-        snprintf(money, sizeof money, "; cost: %s (session: %s)", a, b);
-    }
-    int steps = (int)json_integer_value(json_object_get(done, "steps"));
-    s_printf(c, "── %d step%s, %.1f s; tokens: %s (session: %s)%s ──\n", steps, steps == 1 ? "" : "s",
-             (double)json_integer_value(json_object_get(done, "elapsed_ms")) / 1e3, tt, ts, money);
+    char *t = rc == KORCH_OK ? korch_cli_receipts_text(c->receipts) : NULL;
+    s_out(c, t, t ? strlen(t) : 0);
+    free(t);
+    t = korch_cli_ledger_text(c->agent, c->prices, done);
+    s_out(c, t, t ? strlen(t) : 0);
+    free(t);
     json_decref(done);
     fflush(stderr);
 }
@@ -523,7 +503,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
         {"prices", required_argument, 0, 'C'},     {"max-cost", required_argument, 0, 'D'},
-        {"clean-notebook", no_argument, 0, 'E'},
+        {"clean-notebook", no_argument, 0, 'E'},   {"verify", no_argument, 0, 'W'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -571,6 +551,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'C': c.prices_path = optarg; break;
         case 'D': c.max_cost = strtod(optarg, NULL); break;
         case 'E': c.clean_notebook = true; break;
+        case 'W': c.verify = true; break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
