@@ -15,6 +15,8 @@ python3-prometheus-client python3-scipy python3-seaborn python3-sklearn python3-
 python3-openpyxl python3-ipywidgets bubblewrap python3-notebook chromium fonts-dejavu-core r-cran-irkernel"
 # docker-registry: the local registry of the test swarm (scripts/swarm-up.sh).
 PKGS="$PKGS docker-registry"
+# tmux: the terminal the CLI's escape-sequence tests run korch in (tests/test_terminal.c).
+PKGS="$PKGS tmux"
 
 missing=""
 for p in $PKGS; do

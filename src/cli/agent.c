@@ -19,6 +19,7 @@
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/termsafe.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -60,6 +61,10 @@ typedef struct {
     int64_t plain_status_at;    /* when the last plain status line was printed */
     const char *last_phase;
     int steps;              /* of the turn */
+    /* what the model and the kernel write passes a sanitizer (termsafe.h):
+       the model's text and code, the kernel's stdout, its stderr */
+    korch_termsafe_t *ts_model, *ts_stream[2];
+    bool in_stream;         /* the last thing shown was a kernel stream */
 } run_ctx_t;
 
 static void s_help(FILE *f, const char *cmd)
@@ -155,12 +160,43 @@ static void s_printf(run_ctx_t *c, const char *fmt, ...)
         s_out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* Text from the model or the kernel through its sanitizer t (termsafe.h);
+   n == SIZE_MAX finishes t (what is pending, a colour left on). */
+static void s_out_safe(run_ctx_t *c, korch_termsafe_t *t, const char *s, size_t n)
+{
+    korch_buf_t b = KORCH_BUF_INIT(8 * 1024 + 16);
+    if (n == SIZE_MAX) {
+        if (korch_termsafe_finish(t, &b, NULL) == KORCH_OK)
+            s_out(c, b.p, b.len);
+    }
+    for (size_t off = 0; s && n != SIZE_MAX && off < n; off += 1024) {
+        korch_buf_reset(&b);
+        if (korch_termsafe_feed(t, s + off, n - off < 1024 ? n - off : 1024, &b, NULL) == KORCH_OK)
+            s_out(c, b.p, b.len);
+    }
+    korch_buf_free(&b);
+}
+
+/* One value from the model or the kernel (a name, a result) between korch's
+   own prefix and suffix; KORCH_TERMSAFE_LINE for what must stay one line. */
+static void s_out_value(run_ctx_t *c, const char *prefix, const char *value, unsigned flags, const char *suffix)
+{
+    char *v = korch_termsafe_str(value, flags | (c->tty && !(flags & KORCH_TERMSAFE_LINE) ? KORCH_TERMSAFE_SGR : 0));
+    s_out(c, prefix, strlen(prefix));
+    if (v)
+        s_out(c, v, strlen(v));
+    s_out(c, suffix, strlen(suffix));
+    free(v);
+}
+
 /* Whatever streamed (text, code) ends its line before something else is shown. */
 static void s_end_text(run_ctx_t *c)
 {
+    s_out_safe(c, c->ts_model, NULL, SIZE_MAX);
     if (!c->col0)
         s_out(c, "\n", 1);
     c->in_text = false;
+    c->in_stream = false;
     c->code_index = -1;
 }
 
@@ -216,7 +252,7 @@ static void s_code_delta(run_ctx_t *c, const korch_agent_event_t *ev)
     for (size_t i = 0; i < ev->text_len; i++) {
         if (c->code_bol)
             s_out(c, "    ", 4);
-        s_out(c, ev->text + i, 1);
+        s_out_safe(c, c->ts_model, ev->text + i, 1);
         c->code_bol = ev->text[i] == '\n';
     }
 }
@@ -265,7 +301,7 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_TEXT:
         if (c->code_index >= 0)
             s_end_text(c);
-        s_out(c, ev->text, ev->text_len);
+        s_out_safe(c, c->ts_model, ev->text, ev->text_len);
         c->in_text = true;
         c->text_streamed = true;
         break;
@@ -278,9 +314,12 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
         const char *p = ev->text;
         while (*p) {
             size_t n = strcspn(p, "\n");
-            s_printf(c, "    %.*s\n", (int)n, p);
+            s_out(c, "    ", 4);
+            s_out_safe(c, c->ts_model, p, n);
+            s_out_safe(c, c->ts_model, "\n", 1);
             p += n + (p[n] == '\n');
         }
+        s_out_safe(c, c->ts_model, NULL, SIZE_MAX);
         break;
     }
     case KORCH_AGENT_OUTPUT: {
@@ -289,27 +328,34 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
             break;
         if (strcmp(type, "stream") == 0) {
             json_t *t = json_object_get(ev->data, "text");
-            s_out(c, json_string_value(t), json_string_length(t));
+            const char *name = json_string_value(json_object_get(ev->data, "name"));
+            if (!c->in_stream)
+                s_end_text(c); /* a stream starts its own line: its \r redraws only its own */
+            s_out_safe(c, c->ts_stream[name && strcmp(name, "stderr") == 0], json_string_value(t),
+                       json_string_length(t));
+            c->in_stream = true;
         } else if (strcmp(type, "error") == 0) {
             s_end_text(c);
-            s_printf(c, "%s: %s\n", json_string_value(json_object_get(ev->data, "ename")),
-                     json_string_value(json_object_get(ev->data, "evalue")));
+            s_out_value(c, "", json_string_value(json_object_get(ev->data, "ename")), KORCH_TERMSAFE_LINE, ": ");
+            s_out_value(c, "", json_string_value(json_object_get(ev->data, "evalue")), 0, "\n");
         } else {
             json_t *data = json_object_get(ev->data, "data");
             s_end_text(c);
             if (json_object_get(data, "image/png"))
                 s_printf(c, "[image/png]\n");
             else if (json_is_string(json_object_get(data, "text/plain")))
-                s_printf(c, "%s\n", json_string_value(json_object_get(data, "text/plain")));
+                s_out_value(c, "", json_string_value(json_object_get(data, "text/plain")), 0, "\n");
         }
         break;
     }
     case KORCH_AGENT_RESULT: {
+        for (int k = 0; k < 2; k++)
+            s_out_safe(c, c->ts_stream[k], NULL, SIZE_MAX); /* the execution's streams end */
         s_end_text(c);
         json_t *saved = json_object_get(ev->data, "saved");
         size_t i;
         json_t *p;
-        json_array_foreach(saved, i, p) s_printf(c, "[chart saved to %s]\n", json_string_value(p));
+        json_array_foreach(saved, i, p) s_out_value(c, "[chart saved to ", json_string_value(p), KORCH_TERMSAFE_LINE, "]\n");
         s_printf(c, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
                  (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
         break;
@@ -318,12 +364,12 @@ static void s_on_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_ERROR:
     case KORCH_AGENT_NOTICE:
         s_end_text(c);
-        s_printf(c, "korch: %s\n", ev->text);
+        s_out_value(c, "korch: ", ev->text, 0, "\n"); /* it may quote the model or the kernel */
         break;
     case KORCH_AGENT_STATUS: s_status(c, ev); break;
     case KORCH_AGENT_FILES:
         s_end_text(c);
-        s_printf(c, "[files: %s]\n", ev->text);
+        s_out_value(c, "[files: ", ev->text, KORCH_TERMSAFE_LINE, "]\n"); /* the kernel names them */
         break;
     }
     fflush(stderr);
@@ -335,7 +381,10 @@ static void s_turn_end(run_ctx_t *c, const char *answer, int64_t t0)
 {
     bool shown = c->text_streamed && c->tty && !c->quiet && isatty(STDOUT_FILENO) && answer && *answer;
     if (!c->json && answer && !shown) {
-        printf(c->chat ? "\n%s\n" : "%s\n", answer);
+        if (c->chat)
+            putchar('\n');
+        korch_termsafe_fputs(answer, korch_termsafe_flags_for(STDOUT_FILENO, false), stdout);
+        putchar('\n');
         fflush(stdout);
     }
     if (c->json || c->quiet)
@@ -407,8 +456,11 @@ static void s_chat_command(run_ctx_t *c, const char *line)
         json_t *files = korch_agent_files(c->agent);
         size_t i;
         json_t *f;
-        json_array_foreach(files, i, f) printf("  %s (%lld bytes)\n", json_string_value(json_object_get(f, "path")),
-                                               (long long)json_integer_value(json_object_get(f, "size")));
+        json_array_foreach(files, i, f) {
+            fputs("  ", stdout);
+            korch_termsafe_fputs(json_string_value(json_object_get(f, "path")), KORCH_TERMSAFE_LINE, stdout);
+            printf(" (%lld bytes)\n", (long long)json_integer_value(json_object_get(f, "size")));
+        }
         if (!json_array_size(files))
             printf("  (no files; /file PATH adds one)\n");
         json_decref(files);
@@ -505,6 +557,10 @@ static int s_main(const char *cmd, int argc, char **argv)
     }
     const char *task = optind < argc ? argv[optind] : NULL;
     c.tty = !c.json && isatty(STDERR_FILENO);
+    unsigned ts_flags = c.tty ? KORCH_TERMSAFE_SGR : 0;
+    c.ts_model = korch_termsafe_new(ts_flags);
+    c.ts_stream[0] = korch_termsafe_new(ts_flags | (c.tty ? KORCH_TERMSAFE_CR : 0));
+    c.ts_stream[1] = korch_termsafe_new(ts_flags | (c.tty ? KORCH_TERMSAFE_CR : 0));
     korch_err_t err = {0};
     korch_loop_t *loop = NULL;
     korch_llm_t *llm = NULL;
@@ -512,6 +568,10 @@ static int s_main(const char *cmd, int argc, char **argv)
     korch_instance_t *inst = NULL;
     char session[4096];
     char *recorded = NULL, *system_text = NULL;
+    if (!c.ts_model || !c.ts_stream[0] || !c.ts_stream[1]) {
+        fprintf(stderr, "korch %s: out of memory\n", cmd);
+        goto out;
+    }
     if (!c.chat && !task) {
         fprintf(stderr, "korch run: what should the model do? (korch run [options] \"task\")\n");
         goto out;
@@ -635,7 +695,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         } else {
             if (!c.json) {
                 s_end_text(&c);
-                fprintf(stderr, "korch run: %s\n", err.msg);
+                fputs("korch run: ", stderr); /* the provider's words may be in it */
+                korch_termsafe_fputs(err.msg, 0, stderr);
+                fputc('\n', stderr);
             }
             else
                 s_json_event("error", 0, json_pack("{s:s}", "message", err.msg));
@@ -680,7 +742,7 @@ static int s_main(const char *cmd, int argc, char **argv)
             s_turn_end(&c, answer, t0);
         else {
             s_end_text(&c);
-            fprintf(stderr, "korch: %s\n", err.msg);
+            s_out_value(&c, "korch: ", err.msg, 0, "\n");
         }
         free(answer);
     }
@@ -694,6 +756,9 @@ out:
     korch_llm_destroy(&llm);
     korch_loop_destroy(&loop);
     json_decref(c.files);
+    korch_termsafe_destroy(&c.ts_model);
+    korch_termsafe_destroy(&c.ts_stream[0]);
+    korch_termsafe_destroy(&c.ts_stream[1]);
     free(recorded);
     free(system_text);
     return rc;

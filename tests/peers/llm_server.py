@@ -50,6 +50,11 @@ try:
     SCENARIOS.update(live_scenarios.SCENARIOS)
 except ImportError:
     pass
+try:
+    import attack_scenarios  # noqa: E402  (the model and its kernel attack the person: terminal, page, downloads)
+    SCENARIOS.update(attack_scenarios.SCENARIOS)
+except ImportError:
+    pass
 
 LOCK = threading.Lock()
 STATE = {}      # scenario -> {"n": int, "requests": [...]}
