@@ -209,7 +209,7 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, j
         srv_respond_error(req, 404, "the session has no notebook yet");
         return;
     }
-    srv_respond_raw(req, 200, "application/x-ipynb+json", nb, len);
+    srv_respond_file(req, "notebook.ipynb", "application/x-ipynb+json", nb, len); /* outputs are the kernel's */
     free(nb);
 }
 

@@ -116,6 +116,8 @@ struct srv_req {
     korch_buf_t out;            /* pending bytes: out.p[out_off .. out.len) (bounded by srv_stream_write's max) */
     size_t out_off;
     bool page;                  /* the web app's files: srv_web_headers go with them */
+    bool file;                  /* a kernel's or a user's file: srv_file_headers go with it (download.c) */
+    char *disposition;          /* its Content-Disposition (owned); NULL = none */
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
 };
@@ -193,6 +195,19 @@ void srv_req_free(srv_req_t **req);
    with them. */
 bool srv_web_serve(srv_req_t *req);
 extern const char *const srv_web_headers[5][2];
+
+/* download.c: files from a kernel or a user (work-dir files, figures, the
+   notebook), served so that opening one never runs script in korch's
+   origin. srv_respond_file answers with the bytes (copied) of mime under
+   name (its last path segment goes in Content-Disposition): an attachment
+   unless srv_file_inline(mime) (raster images the page shows), with
+   srv_file_headers (nosniff, CSP sandbox) always.
+   srv_content_disposition: the header's value for name, a new string
+   (NULL when out of memory). */
+void srv_respond_file(srv_req_t *req, const char *name, const char *mime, const void *data, size_t len);
+bool srv_file_inline(const char *mime);
+char *srv_content_disposition(const char *name, bool attachment);
+extern const char *const srv_file_headers[2][2];
 
 /* Take the request over: the connection no longer frees it. */
 void srv_req_wait(srv_req_t *req);
