@@ -11,7 +11,7 @@
 PREFIX  ?= /usr/local
 BUILD   ?= build
 CC      ?= cc
-PKGS    := libzmq libczmq jansson libcurl openssl libwebsockets libuv
+PKGS    := libzmq libczmq jansson libcurl openssl libwebsockets libuv libseccomp
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 OPT     ?= -O2 -g
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)

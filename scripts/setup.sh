@@ -6,13 +6,13 @@ set -eu
 # clang + libclang-rt-dev: `make fuzz` (libFuzzer); openapi-specification (the
 # OpenAPI 3.0 JSON Schema) + python3-jsonschema + python3-yaml: the check of
 # src/server/openapi.yaml. python3-prometheus-client: the reference parser of
-# GET /metrics in the tests.
+# GET /metrics in the tests. libseccomp-dev: the sandbox kernels' seccomp filter (src/launcher/seccomp.c).
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libcurl4-openssl-dev libssl-dev
 python3 python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib python3-pandas
 python3-nbformat valgrind libwebsockets-dev libwebsockets-evlib-uv libuv1-dev python3-jupyter-server
 python3-websocket clang libclang-rt-dev python3-yaml python3-jsonschema openapi-specification
 python3-prometheus-client python3-scipy python3-seaborn python3-sklearn python3-statsmodels
-python3-openpyxl python3-ipywidgets bubblewrap python3-notebook chromium fonts-dejavu-core r-cran-irkernel"
+python3-openpyxl python3-ipywidgets bubblewrap libseccomp-dev python3-notebook chromium fonts-dejavu-core r-cran-irkernel"
 # docker-registry: the local registry of the test swarm (scripts/swarm-up.sh).
 PKGS="$PKGS docker-registry"
 # tmux: the terminal the CLI's escape-sequence tests run korch in (tests/test_terminal.c).

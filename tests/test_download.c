@@ -6,7 +6,7 @@
  */
 #define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
-#include "../src/server/server_int.h"
+#include "../src/server/download.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -140,3 +140,7 @@ TEST_T(fuzz_http, 120) { s_run_fuzzer("fuzz_http", 30); }
 
 /* The JSON string scanner against jansson, bounded decodes, cut points. */
 TEST_T(fuzz_jsonstr, 120) { s_run_fuzzer("fuzz_jsonstr", 5); }
+
+/* korch_htmlsafe: the rewrite of a tainted kernel's HTML is inert by an
+   independent judge, and a fixed point. */
+TEST_T(fuzz_htmlsafe, 120) { s_run_fuzzer("fuzz_htmlsafe", 10); }

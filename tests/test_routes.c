@@ -142,9 +142,9 @@ TEST(server_routes_404_and_405_with_allow)
     CHECK_STREQ(allow, "POST");
     CHECK_EQ(s_match("POST", "/api/sessions/S", &r, NULL, allow, sizeof allow), SRV_MATCH_METHOD);
     CHECK_STREQ(allow, "GET, PATCH, DELETE");
-    CHECK_EQ(s_match("DELETE", "/api/agent/sessions/S/files/a/b.csv", &r, NULL, allow, sizeof allow),
+    CHECK_EQ(s_match("POST", "/api/agent/sessions/S/files/a/b.csv", &r, NULL, allow, sizeof allow),
              SRV_MATCH_METHOD);
-    CHECK_STREQ(allow, "GET, PUT");
+    CHECK_STREQ(allow, "GET, PUT, DELETE");
     /* HEAD is not served (jupyter_server's API handlers answer it 405 too) */
     CHECK_EQ(s_match("HEAD", "/api/status", &r, NULL, allow, sizeof allow), SRV_MATCH_METHOD);
     CHECK_STREQ(allow, "GET");

@@ -5,7 +5,7 @@
  *  file, byte for byte. (Against a real server: tests/test_server_sec.c.) */
 #define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
 #include "test.h"
-#include "../src/server/server_int.h"
+#include "../src/server/body.h"
 
 #include <fcntl.h>
 #include <stdio.h>

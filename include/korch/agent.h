@@ -125,6 +125,14 @@ korch_rc_t korch_agent_add_file(korch_agent_t *agent, const char *path, char **s
    turn. */
 void korch_agent_files_changed(korch_agent_t *agent);
 
+/* Remove rel (a path as korch_agent_files lists it) from the kernel's work
+   dir - from inside the kernel when that dir is not on this host - and
+   korch's copy of it in the session's files/, never following a link on
+   the way; recorded in the transcript, the listing walked again.
+   KORCH_E_NOTFOUND when neither had it, KORCH_E_INVALID for a path that is
+   not plain or names a directory. Between turns only. */
+korch_rc_t korch_agent_remove_file(korch_agent_t *agent, const char *rel, korch_err_t *err);
+
 /* One user turn. *answer (new string) is the model's final text. A failed
    model call returns its error; everything said before it is saved. */
 korch_rc_t korch_agent_ask(korch_agent_t *agent, const char *question, char **answer, korch_err_t *err);

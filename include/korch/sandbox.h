@@ -12,6 +12,9 @@
  *    other kernels' runtime dirs, korch's files and the docker socket are
  *    simply not there. Its own pid, ipc, uts, user and cgroup namespaces;
  *    no new user namespaces inside; no capabilities; no new privileges;
+ *    a seccomp filter at least as tight as Docker's default profile for
+ *    the calls that matter (src/launcher/seccomp.h: io_uring, bpf,
+ *    userfaultfd, the mount family, ptrace, AF_VSOCK ...);
  *  - the environment is an allow-list (PATH, HOME, LANG, LC_*, TZ) plus the
  *    kernelspec's and the request's env: never korch's (API keys);
  *  - when korch runs as root, an unprivileged uid (opts.user, 1000:1000):
@@ -63,6 +66,7 @@ typedef struct {
     int64_t nano_cpus;          /* 1e9 per CPU: 1 CPU */
     int64_t pids_limit;         /* 256 */
     int64_t tmp_size;           /* /tmp tmpfs bytes: 256 MiB */
+    bool no_seccomp;            /* false: the seccomp filter of src/launcher/seccomp.h (default) */
 } korch_sandbox_opts_t;
 
 void korch_sandbox_opts_init(korch_sandbox_opts_t *opts);

@@ -68,6 +68,29 @@ char *korch_workdir_read(const char *root, const char *rel, size_t max, size_t *
 korch_rc_t korch_workdir_write(const char *root, const char *name, const void *data, size_t len, long uid, long gid,
                                korch_err_t *err);
 
+/* Remove root/rel (a plain file, as listed) without following any symlink
+   on the way: its parent directories are opened one component at a time
+   with O_NOFOLLOW, then unlinkat. A symlink at rel itself is removed, never
+   followed. KORCH_E_NOTFOUND when there is no such file, KORCH_E_INVALID
+   for a path that is not plain or names a directory. */
+korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *err);
+
+/* Give root/rel the file open as fd (an unnamed O_TMPFILE, an upload
+   spooled to disk: borrowed) without copying it: mode 0644, linked under a
+   random name in rel's parent (made if missing, no link followed on the
+   way), then renamed over rel (a symlink planted at rel is replaced, never
+   written through). KORCH_E_STATE when fd cannot be linked (not an
+   O_TMPFILE): write its bytes instead. Not fsync'ed. */
+korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, korch_err_t *err);
+
+/* Sort an array of {path, ...} objects by path, in place. */
+void korch_workdir_sort(json_t *entries);
+
+/* The wall clock (ms since the epoch) both sides of a listing stamp with:
+   the agent its walks of a work dir it lists from inside the kernel, the
+   server what it put there or removed (src/server/fjournal.h). */
+int64_t korch_workdir_clock_ms(void);
+
 /* A mime type for a file name's extension ("application/octet-stream" when unknown). */
 const char *korch_mime_for(const char *name);
 

@@ -253,6 +253,30 @@ json_t *korch_agent_files(korch_agent_t *a)
     return korch_workdir_list(a->wd);
 }
 
+korch_rc_t korch_agent_remove_file(korch_agent_t *a, const char *rel, korch_err_t *err)
+{
+    korch_err_t e = {0};
+    korch_rc_t rc = agent_wd_remove(a, rel, &e);
+    if (rc != KORCH_OK && rc != KORCH_E_NOTFOUND)
+        return korch_err_set(err, rc, "%s", e.msg);
+    bool had = rc == KORCH_OK;
+    /* korch's copy for a resumed container (a local kernel's work dir is files/ itself: gone above) */
+    if (a->wd_in_kernel || !a->wd || strcmp(korch_workdir_root(a->wd), a->files_dir) != 0) {
+        korch_err_t ce = {0};
+        korch_rc_t crc = korch_workdir_remove(a->files_dir, rel, &ce);
+        if (crc != KORCH_OK && crc != KORCH_E_NOTFOUND)
+            return korch_err_set(err, crc, "%s", ce.msg);
+        had = had || crc == KORCH_OK;
+    }
+    if (!had)
+        return korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the work dir", rel);
+    agent_record(a, json_pack("{s:s, s:s, s:b}", "type", "file", "name", rel, "removed", 1), NULL);
+    json_decref(agent_wd_scan(a));
+    agent_wd_save(a);
+    a->files_dirty = true;
+    return KORCH_OK;
+}
+
 const char *korch_agent_language(const korch_agent_t *a) { return a->lang; }
 
 const char *korch_agent_session_dir(const korch_agent_t *a) { return a->dir; }

@@ -35,6 +35,10 @@
 #include "korch/notebook.h"
 #include "korch/workdir.h"
 
+/* The last sentence of the note that replaces what the agent's outputs
+   could not show (korch/neutralise.h). */
+#define AGENT_NEUT_HINT "Run the code yourself in a kernel the agent has not used to see it in full."
+
 #define LIVE_CALLS 8            /* tool calls of one reply whose code is shown as it is written */
 #define MAX_FILES_LISTED 100      /* per FILES event */
 #define MAX_FILES_TOLD 20         /* per result the model reads */
@@ -81,6 +85,7 @@ struct korch_agent {
     char *resume_note;          /* how a resume rebuilt the kernel's state: told to the model */
     bool wd_in_kernel;          /* the work dir is not on this host: listed from inside the kernel */
     char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
+    int64_t wd_scanned_ms;      /* when the last walk from inside the kernel began (korch_workdir_clock_ms) */
 };
 /* agent_events.c */
 void agent_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *text, json_t *data);
@@ -118,6 +123,8 @@ json_t *agent_wd_scan(korch_agent_t *a);
 char *agent_wd_read(korch_agent_t *a, const char *path, size_t max, size_t *len);
 /* Keep the latest listing in workdir.json (work dir not on this host). */
 void agent_wd_save(korch_agent_t *a);
+/* Remove rel from the work dir (see korch_agent_remove_file; from inside the kernel when it is not on this host). */
+korch_rc_t agent_wd_remove(korch_agent_t *a, const char *rel, korch_err_t *err);
 /* What the kernel says about the user's files, into a->file_info. */
 void agent_describe_files(korch_agent_t *a);
 /* Start (or attach to) the kernel and wait until it is ready. */

@@ -1,8 +1,10 @@
 #include "agent_int.h"
 
+#include "korch/describe.h"
 #include "korch/kernelspec.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/neutralise.h"
 #include "korch/path.h"
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,11 @@
 void agent_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *output, size_t index, void *arg)
 {
     korch_agent_t *a = arg;
+    /* what the agent's code shows never runs script where it is shown (the
+       page, the JupyterLab panel's cells, the transcript): korch/neutralise.h;
+       SVG stays for the figures and is shown as an image */
+    if (ev == KORCH_OUTPUT_NEW || ev == KORCH_OUTPUT_UPDATE)
+        korch_neutralise_bundle(json_object_get(output, "data"), AGENT_NEUT_HINT, KORCH_NEUT_KEEP_SVG);
     if (ev == KORCH_OUTPUT_NEW || ev == KORCH_OUTPUT_STREAM || ev == KORCH_OUTPUT_UPDATE)
         if (a->o.on_event) {
             korch_agent_event_t e = {KORCH_AGENT_OUTPUT, a->step, NULL, 0, output, (long)index,
@@ -95,6 +102,7 @@ json_t *agent_wd_scan(korch_agent_t *a)
         return NULL;
     if (!a->wd_in_kernel)
         return korch_workdir_scan(a->wd, NULL);
+    int64_t began = korch_workdir_clock_ms(); /* the listing's stamp: what was done before this, it saw */
     char *top = s_py_str(a->kernel_cwd);
     size_t len = strlen(s_list_code) + (top ? strlen(top) : 0) + 16;
     char *code = top ? malloc(len) : NULL;
@@ -112,6 +120,8 @@ json_t *agent_wd_scan(korch_agent_t *a)
                                               json_is_true(json_object_get(j, "truncated")))
                        : NULL;
     json_decref(j);
+    if (scan)
+        a->wd_scanned_ms = began;
     return scan;
 }
 
@@ -156,54 +166,86 @@ void agent_wd_save(korch_agent_t *a)
 {
     if (!a->wd_in_kernel || !a->wd) /* no listing: the kernel did not say its cwd */
         return;
-    json_t *list = korch_workdir_list(a->wd);
-    char *text = json_dumps(list, JSON_COMPACT);
+    /* stamped with the time its walk began (src/server/fjournal.h lays the server's later uploads over it) */
+    json_t *doc = json_pack("{s:I, s:o}", "scanned_ms", (json_int_t)a->wd_scanned_ms, "files", korch_workdir_list(a->wd));
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     char path[PATH_MAX + 16];
     if (text && korch_path_join(path, sizeof path, a->dir, "workdir.json", NULL) == KORCH_OK)
         korch_write_file(path, text, strlen(text), NULL);
     free(text);
-    json_decref(list);
+    json_decref(doc);
 }
 
-static const char *s_describe_code =
-    "def _korch_describe():\n"
-    "    import os, json\n"
-    "    out = []\n"
-    "    for name in sorted(os.listdir('.')):\n"
-    "        if not os.path.isfile(name) or name.startswith('.'):\n"
-    "            continue\n"
-    "        d = {'name': name, 'bytes': os.path.getsize(name)}\n"
-    "        low = name.lower()\n"
+/* Python: unlink top/rel, no link followed on the way (each parent an lstat'ed directory). */
+static const char *s_remove_code =
+    "def _korch_rm(top, rel):\n"
+    "    import os, stat\n"
+    "    cur = top\n"
+    "    for part in rel.split('/')[:-1]:\n"
+    "        cur = os.path.join(cur, part)\n"
     "        try:\n"
-    "            import pandas as pd\n"
-    "            df = None\n"
-    "            if low.endswith(('.csv', '.tsv')):\n"
-    "                sep = '\\t' if low.endswith('.tsv') else ','\n"
-    "                df = pd.read_csv(name, sep=sep, nrows=2000)\n"
-    "                with open(name, 'rb') as f:\n"
-    "                    d['rows'] = max(0, sum(1 for _ in f) - 1)\n"
-    "            elif low.endswith(('.xlsx', '.xls')):\n"
-    "                df = pd.read_excel(name, nrows=2000)\n"
-    "            elif low.endswith('.parquet'):\n"
-    "                df = pd.read_parquet(name)\n"
-    "                d['rows'] = len(df)\n"
-    "            if df is not None:\n"
-    "                d['columns'] = {str(c): str(t) for c, t in df.dtypes.items()}\n"
-    "        except Exception as e:\n"
-    "            d['note'] = 'could not be read as a table: ' + str(e)[:160]\n"
-    "        out.append(d)\n"
-    "    print(json.dumps(out))\n"
-    "_korch_describe()\n"
-    "del _korch_describe\n";
+    "            if not stat.S_ISDIR(os.lstat(cur).st_mode):\n"
+    "                return print('NOTFOUND')\n"
+    "        except OSError:\n"
+    "            return print('NOTFOUND')\n"
+    "    p = os.path.join(top, rel)\n"
+    "    try:\n"
+    "        if stat.S_ISDIR(os.lstat(p).st_mode):\n"
+    "            return print('ISDIR')\n"
+    "        os.unlink(p)\n"
+    "        print('OK')\n"
+    "    except FileNotFoundError:\n"
+    "        print('NOTFOUND')\n"
+    "    except OSError as e:\n"
+    "        print('ERROR ' + str(e)[:200])\n"
+    "_korch_rm(%s, %s)\n"
+    "del _korch_rm\n";
+
+korch_rc_t agent_wd_remove(korch_agent_t *a, const char *rel, korch_err_t *err)
+{
+    if (!korch_relpath_ok(rel, PATH_MAX - 1, 0))
+        return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel ? rel : "");
+    if (!a->wd_in_kernel)
+        return a->wd ? korch_workdir_remove(korch_workdir_root(a->wd), rel, err)
+                     : korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the work dir", rel);
+    if (!a->python)
+        return korch_err_set(err, KORCH_E_STATE, "cannot remove files inside a %s kernel's container", a->lang);
+    char *top = s_py_str(a->kernel_cwd), *lit = s_py_str(rel);
+    size_t cl = strlen(s_remove_code) + (top ? strlen(top) : 0) + (lit ? strlen(lit) : 0) + 8;
+    char *code = top && lit ? malloc(cl) : NULL;
+    char *out = NULL;
+    if (code) {
+        snprintf(code, cl, s_remove_code, top, lit);
+        out = agent_run_quiet(a, code);
+    }
+    free(code);
+    free(top);
+    free(lit);
+    korch_rc_t rc;
+    if (!out)
+        rc = korch_err_set(err, KORCH_E_IO, "cannot remove '%s': the kernel did not answer", rel);
+    else if (strncmp(out, "OK", 2) == 0)
+        rc = KORCH_OK;
+    else if (strncmp(out, "NOTFOUND", 8) == 0)
+        rc = korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the work dir", rel);
+    else if (strncmp(out, "ISDIR", 5) == 0)
+        rc = korch_err_set(err, KORCH_E_INVALID, "'%s' is a directory: remove the files in it", rel);
+    else
+        rc = korch_err_set(err, KORCH_E_IO, "cannot remove '%s': %.200s", rel, strncmp(out, "ERROR ", 6) == 0 ? out + 6 : "the kernel said something else");
+    free(out);
+    return rc;
+}
 
 void agent_describe_files(korch_agent_t *a)
 {
     json_t *info = NULL;
-    if (a->python) {
-        char *out = agent_run_quiet(a, s_describe_code);
-        info = out ? json_loads(out, 0, NULL) : NULL;
+    const char *code = korch_describe_code(a->lang);
+    if (code) { /* the kernel's own reading of the tables (describe.h: its answer checked) */
+        char *out = agent_run_quiet(a, code);
+        info = out ? korch_describe_parse(out) : NULL;
         free(out);
-    } else if (a->wd) { /* other languages: names and sizes, from the host's view of the work dir */
+    }
+    if (!info && a->wd) { /* other languages: names and sizes, from the host's view of the work dir */
         json_decref(agent_wd_scan(a));
         json_t *list = korch_workdir_list(a->wd);
         info = json_array();

@@ -1,3 +1,4 @@
+#include "korch/neutralise.h"
 #include "agent_int.h"
 
 #include "korch/feedback.h"
@@ -231,10 +232,16 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
              json_pack("{s:s, s:s, s:s, s:b, s:i}", "type", "tool", "tool_call_id", id, "content", text ? text : "",
                        "is_error", is_error, "images", (int)json_array_size(images)),
              NULL);
-    korch_notebook_add_code_meta(a->nb, code, r->execution_count, r->outputs,
+    /* the notebook may be opened trusted: its SVG becomes an image too */
+    json_t *nb_outputs = json_deep_copy(r->outputs);
+    size_t oi;
+    json_t *oo;
+    json_array_foreach(nb_outputs, oi, oo) korch_neutralise_bundle(json_object_get(oo, "data"), AGENT_NEUT_HINT, 0);
+    korch_notebook_add_code_meta(a->nb, code, r->execution_count, nb_outputs ? nb_outputs : r->outputs,
                                  died ? json_pack("{s:{s:s, s:s}}", "korch", "status",
                                                   korch_exec_status_name(r->status), "note", note)
                                       : NULL);
+    json_decref(nb_outputs);
     if (died) {
         char told[800];
         snprintf(told, sizeof told, "%s%s", r->detail,

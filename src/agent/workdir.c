@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct korch_workdir {
@@ -117,7 +118,7 @@ static int s_cmp_path(const void *a, const void *b)
                   json_string_value(json_object_get(*(json_t *const *)b, "path")));
 }
 
-static void s_sort(json_t *arr)
+void korch_workdir_sort(json_t *arr)
 {
     size_t n = json_array_size(arr);
     if (n < 2)
@@ -155,7 +156,7 @@ static json_t *s_diff(korch_workdir_t *w, json_t *now, bool truncated)
         if (!json_object_get(wk.now, path) && !wk.truncated)
             json_array_append_new(changes, s_entry(path, v, "deleted"));
     }
-    s_sort(changes);
+    korch_workdir_sort(changes);
     json_decref(w->last);
     w->last = wk.now;
     return json_pack("{s:o, s:b, s:I, s:I}", "changes", changes, "truncated", wk.truncated, "files",
@@ -207,7 +208,7 @@ json_t *korch_workdir_list(korch_workdir_t *w)
     const char *path;
     json_t *v;
     json_object_foreach(w->last, path, v) json_array_append_new(out, s_entry(path, v, NULL));
-    s_sort(out);
+    korch_workdir_sort(out);
     return out;
 }
 
@@ -248,6 +249,103 @@ korch_rc_t korch_workdir_write(const char *root, const char *name, const void *d
     korch_rc_t rc = korch_fs_write_at(dfd, name, data, len, &o, err);
     close(dfd);
     return rc;
+}
+
+korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *err)
+{
+    if (!rel || !korch_relpath_ok(rel, PATH_MAX - 1, 0))
+        return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel ? rel : "");
+    const char *slash = strrchr(rel, '/');
+    const char *base = slash ? slash + 1 : rel;
+    int top = korch_fs_open_dir(root, err);
+    if (top < 0)
+        return err ? err->rc : KORCH_E_IO;
+    int dfd = top;
+    korch_rc_t rc = KORCH_OK;
+    if (slash) { /* its parent, one component at a time, none of them a link */
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
+        korch_err_t e = {0};
+        dfd = korch_fs_open_dir_at(top, parent, false, NULL, &e);
+        if (dfd < 0)
+            rc = korch_err_set(err, e.rc == KORCH_E_NOTFOUND ? KORCH_E_NOTFOUND : e.rc ? e.rc : KORCH_E_IO,
+                               e.rc == KORCH_E_NOTFOUND ? "no file '%s' in the work dir" : "cannot remove '%s': %s",
+                               rel, e.msg);
+    }
+    struct stat st;
+    if (rc == KORCH_OK && fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        rc = errno == ENOENT ? korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the work dir", rel)
+                             : korch_err_set(err, KORCH_E_IO, "cannot remove '%s': %s", rel, strerror(errno));
+    else if (rc == KORCH_OK && S_ISDIR(st.st_mode))
+        rc = korch_err_set(err, KORCH_E_INVALID, "'%s' is a directory: remove the files in it", rel);
+    else if (rc == KORCH_OK && unlinkat(dfd, base, 0) != 0)
+        rc = korch_err_set(err, errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_IO, "cannot remove '%s': %s", rel,
+                           strerror(errno));
+    if (dfd >= 0 && dfd != top)
+        close(dfd);
+    close(top);
+    return rc;
+}
+
+korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, korch_err_t *err)
+{
+    if (!rel || !korch_relpath_ok(rel, PATH_MAX - 1, 0))
+        return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel ? rel : "");
+    const char *slash = strrchr(rel, '/');
+    const char *base = slash ? slash + 1 : rel;
+    int top = korch_fs_open_dir(root, err);
+    if (top < 0)
+        return err ? err->rc : KORCH_E_IO;
+    int dfd = top;
+    korch_rc_t rc = KORCH_OK;
+    if (slash) {
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
+        korch_fs_opts_t o = {.mode = 0755};
+        dfd = korch_fs_open_dir_at(top, parent, true, &o, err);
+        if (dfd < 0)
+            rc = err && err->rc ? err->rc : KORCH_E_IO;
+    }
+    char tmp[64] = "";
+    if (rc == KORCH_OK && fchmod(fd, 0644) != 0)
+        rc = korch_err_set(err, KORCH_E_IO, "cannot place '%s': %s", rel, strerror(errno));
+    if (rc == KORCH_OK) {
+        /* an O_TMPFILE gets its first name through /proc (linkat AT_EMPTY_PATH needs a capability) */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        int tries = 0;
+        for (; tries < 8; tries++) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            snprintf(tmp, sizeof tmp, ".korch-place-%d-%ld%d", (int)getpid(), (long)ts.tv_nsec, tries);
+            if (linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) == 0)
+                break;
+            if (errno != EEXIST) {
+                rc = errno == ENOENT || errno == EXDEV ? korch_err_set(err, KORCH_E_STATE, "the upload cannot be linked")
+                                     : korch_err_set(err, KORCH_E_IO, "cannot place '%s': %s", rel, strerror(errno));
+                tmp[0] = 0;
+                break;
+            }
+        }
+        if (rc == KORCH_OK && tries == 8)
+            rc = korch_err_set(err, KORCH_E_IO, "cannot place '%s': no free temporary name", rel);
+    }
+    if (rc == KORCH_OK && renameat(dfd, tmp, dfd, base) != 0) {
+        rc = korch_err_set(err, errno == EISDIR ? KORCH_E_INVALID : KORCH_E_IO, "cannot place '%s': %s", rel,
+                           strerror(errno));
+        unlinkat(dfd, tmp, 0);
+    }
+    if (dfd >= 0 && dfd != top)
+        close(dfd);
+    close(top);
+    return rc;
+}
+
+int64_t korch_workdir_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 const char *korch_mime_for(const char *name)

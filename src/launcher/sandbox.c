@@ -23,6 +23,7 @@
  *  fd korch keeps, never by name again.
  */
 #include "sandbox_int.h"
+#include "seccomp.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 
@@ -57,6 +58,7 @@ static void s_free(korch_launcher_t *self)
     sandbox_launcher_t *l = (sandbox_launcher_t *)self;
     for (size_t i = 0; i < sizeof l->strs / sizeof l->strs[0]; i++)
         free(l->strs[i]);
+    free(l->bpf);
     free(l);
 }
 
@@ -94,18 +96,27 @@ static korch_rc_t s_probe(sandbox_launcher_t *l, korch_err_t *err)
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0)
         return korch_err_set(err, KORCH_E_LAUNCH, "sandbox unavailable: %s", strerror(errno));
+    /* with the kernels' seccomp filter, when there is one: bwrap must take it */
+    int keep[2] = {l->bpf ? korch_sandbox_memfd("seccomp", (const char *)l->bpf, l->bpf_len) : -1, -1};
+    char sfd[16];
+    snprintf(sfd, sizeof sfd, "%d", keep[0]);
     char *argv[] = {l->bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                     "--new-session", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
                     "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-                    "--", "/usr/bin/true", NULL};
+                    keep[0] >= 0 ? "--seccomp" : "--", keep[0] >= 0 ? sfd : "/usr/bin/true",
+                    keep[0] >= 0 ? "--" : NULL, "/usr/bin/true", NULL};
     char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-    korch_spawn_t sp = {.what = "bwrap", .argv = argv, .envp = envp, .out_fd = out[1], .new_session = true,
-                        .set_ids = l->drop, .uid = l->uid, .gid = l->gid};
+    korch_spawn_t sp = {.what = "bwrap", .argv = argv, .envp = envp, .out_fd = out[1], .keep_fds = keep,
+                        .new_session = true, .set_ids = l->drop, .uid = l->uid, .gid = l->gid};
     pid_t pid;
     int pidfd, status = 0;
     korch_err_t e = {0};
-    korch_rc_t rc = korch_spawn(&sp, &pid, &pidfd, &e);
+    korch_rc_t rc = l->bpf && keep[0] < 0 ? korch_err_set(&e, KORCH_E_LAUNCH, "cannot pass the seccomp filter: %s",
+                                                          strerror(errno))
+                                         : korch_spawn(&sp, &pid, &pidfd, &e);
     close(out[1]);
+    if (keep[0] >= 0)
+        close(keep[0]);
     if (rc) {
         close(out[0]);
         if (strstr(e.msg, "is not on the PATH") || strstr(e.msg, "No such file"))
@@ -209,6 +220,8 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         goto fail;
     }
     if (s_scope(l->scope, sizeof l->scope, err) != KORCH_OK)
+        goto fail;
+    if (!l->o.no_seccomp && korch_seccomp_program(&l->bpf, &l->bpf_len, err) != KORCH_OK)
         goto fail;
     if (s_probe(l, err) != KORCH_OK)
         goto fail;

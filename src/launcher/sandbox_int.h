@@ -38,6 +38,8 @@ typedef struct {
     bool drop;                  /* korch is root and the kernel is not: give up root before bwrap */
     unsigned seq;               /* makes cgroup names unique across restarts */
     char scope[32];             /* korch_cgroup_scope of the runtime base: cgroups in korch/{scope}/{instance} */
+    unsigned char *bpf;         /* the seccomp program (seccomp.h) for bwrap --seccomp, NULL = none */
+    size_t bpf_len;
 } sandbox_launcher_t;
 
 typedef struct {

@@ -69,8 +69,8 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     korch_rc_t rc = KORCH_OK;
     korch_sandbox_args_t a = {0};
     char **argv = NULL, **env = NULL, *conn_text = NULL;
-    enum { F_WORK, F_RUNTIME, F_SPEC, F_CONN, F_PASSWD, F_GROUP, F_HOSTS, F_INFO, F__COUNT };
-    int fds[F__COUNT + 1], info[2] = {-1, -1}; /* fds: -1-terminated for keep_fds */
+    enum { F_WORK, F_RUNTIME, F_SPEC, F_CONN, F_PASSWD, F_GROUP, F_HOSTS, F_INFO, F_SECCOMP, F__COUNT };
+    int fds[F__COUNT + 1], info[2] = {-1, -1}; /* fds: -1-terminated for keep_fds (F_SECCOMP last: it may be -1) */
     for (int i = 0; i <= F__COUNT; i++)
         fds[i] = -1;
     char buf[64], cgname[96], what[300];
@@ -121,6 +121,8 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         fds[F_PASSWD] = korch_sandbox_memfd("passwd", passwd, strlen(passwd));
         fds[F_GROUP] = korch_sandbox_memfd("group", group, strlen(group));
         fds[F_HOSTS] = korch_sandbox_memfd("hosts", hosts, strlen(hosts));
+        if (l->bpf) /* bwrap reads it to its end: a new fd per start */
+            fds[F_SECCOMP] = korch_sandbox_memfd("seccomp", (const char *)l->bpf, l->bpf_len);
     }
     fds[F_WORK] = fcntl(p->work_fd, F_DUPFD_CLOEXEC, 3); /* bound by the spawn helper, never inherited */
     fds[F_RUNTIME] = open(req->runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -133,7 +135,7 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         goto out;
     }
     if (!conn_text || fds[F_CONN] < 0 || fds[F_PASSWD] < 0 || fds[F_GROUP] < 0 || fds[F_HOSTS] < 0 ||
-        pipe2(info, O_CLOEXEC) != 0) {
+        (l->bpf && fds[F_SECCOMP] < 0) || pipe2(info, O_CLOEXEC) != 0) {
         rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot prepare the sandbox: %s", strerror(errno));
         goto out;
     }
@@ -177,6 +179,8 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     korch_sandbox_args3(&a, "--remount-ro", "/", NULL);
     korch_sandbox_args3(&a, "--chdir", l->o.workdir_mount, NULL);
     korch_sandbox_arg_fd(&a, "--info-fd", info[1], NULL);
+    if (fds[F_SECCOMP] >= 0) /* loaded by bwrap just before it execs the kernel */
+        korch_sandbox_arg_fd(&a, "--seccomp", fds[F_SECCOMP], NULL);
     korch_sandbox_arg(&a, "--");
     a.v[a.n] = NULL;
     if (a.full) {

@@ -3,17 +3,20 @@
  *  the server's kernels through the kernel's connection file. agents.c
  *  talks to it over the actor's pipe:
  *
- *    main -> actor   ASK question | INTERRUPT | FILES | $TERM
- *    actor -> main   ready | failed message | event NAME JSON | done JSON | bye
+ *    main -> actor   ASK question | INTERRUPT | FILES | REMOVE path | $TERM
+ *    actor -> main   ready | failed message | event NAME JSON | done JSON |
+ *                    removed path rc message | bye
  *
  *  "event" carries the agent's events as the API's server-sent events
  *  (step, text, code_delta, code, output, result, status, final, error,
  *  notice); "done" ends a turn with {status, tokens: {turn: {input, output},
  *  session: {input, output}}, message?}; "bye" is the last thing it sends.
+ *  "removed" answers each REMOVE (between turns: main sends none during
+ *  one) with korch_agent_remove_file's rc as a number and its message.
  *  A model call cannot see the pipe (it is inside libcurl): interrupting it
  *  goes through cfg->cancel, which the llm polls.
  */
-#include "server_int.h"
+#include "agent_actor.h"
 #include "korch/agent.h"
 #include "korch/llm.h"
 #include "korch/log.h"
@@ -26,6 +29,7 @@ typedef struct {
     srv_agent_cfg_t *cfg;
     korch_agent_t *agent;
     char *question;
+    zlist_t *removes;           /* paths to remove (strings, owned), in order */
     bool term;
 } s_actor_t;
 
@@ -152,6 +156,11 @@ static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
         korch_agent_interrupt(ac->agent);
     else if (strcmp(cmd, "FILES") == 0 && ac->agent)
         korch_agent_files_changed(ac->agent);
+    else if (strcmp(cmd, "REMOVE") == 0) { /* done from the actor's own loop, not inside this handler */
+        char *path = zmsg_popstr(m);
+        if (path && zlist_append(ac->removes, path) != 0)
+            free(path);
+    }
     free(cmd);
     zmsg_destroy(&m);
     return 0;
@@ -160,13 +169,28 @@ static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
 static bool s_actor_has_work(void *arg)
 {
     s_actor_t *ac = arg;
-    return ac->term || ac->question;
+    return ac->term || ac->question || zlist_size(ac->removes);
+}
+
+/* The REMOVEs asked for, each answered. */
+static void s_remove_all(s_actor_t *ac)
+{
+    char *path;
+    while ((path = zlist_pop(ac->removes))) {
+        korch_err_t err = {0};
+        korch_rc_t rc = ac->agent ? korch_agent_remove_file(ac->agent, path, &err)
+                                  : korch_err_set(&err, KORCH_E_STATE, "the session's agent did not start");
+        char num[16];
+        snprintf(num, sizeof num, "%d", (int)rc);
+        zstr_sendx(ac->pipe, "removed", path, num, err.msg, NULL);
+        free(path);
+    }
 }
 
 static void s_actor(zsock_t *pipe, void *arg)
 {
     srv_agent_cfg_t *cfg = arg;
-    s_actor_t ac = {.pipe = pipe, .cfg = cfg};
+    s_actor_t ac = {.pipe = pipe, .cfg = cfg, .removes = zlist_new()};
     zsock_signal(pipe, 0);
     korch_err_t err = {0};
     korch_loop_t *loop = korch_loop_new();
@@ -201,6 +225,8 @@ static void s_actor(zsock_t *pipe, void *arg)
         korch_loop_reader(loop, pipe, s_on_pipe, &ac);
     while (loop && !ac.term) {
         korch_loop_run(loop, s_actor_has_work, &ac, -1);
+        if (!ac.term)
+            s_remove_all(&ac);
         if (!ac.question || ac.term)
             continue;
         if (!ac.agent) { /* nothing to answer with */
@@ -235,6 +261,9 @@ static void s_actor(zsock_t *pipe, void *arg)
         korch_loop_reader_end(loop, pipe);
     korch_loop_destroy(&loop);
     free(ac.question);
+    for (char *p = zlist_pop(ac.removes); p; p = zlist_pop(ac.removes))
+        free(p);
+    zlist_destroy(&ac.removes);
     zstr_send(pipe, "bye");
 }
 

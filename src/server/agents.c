@@ -41,6 +41,8 @@
  *  does that); without it, leaving cancels the step, as before.
  */
 #include "agents_int.h"
+#include "download.h"
+#include "relay.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -286,6 +288,7 @@ SESSION_ROUTE(srv_agent_events, s_follow)
 SESSION_ROUTE(srv_agent_files, s_files)
 SESSION_ROUTE(srv_agent_file_get, srv_sa_file_get)
 SESSION_ROUTE(srv_agent_file_put, srv_sa_file_put)
+SESSION_ROUTE(srv_agent_file_delete, srv_sa_file_delete)
 SESSION_ROUTE(srv_agent_figure, srv_sa_figure)
 
 void srv_agents_count(srv_agents_t *a, uint64_t n[4])
@@ -293,6 +296,17 @@ void srv_agents_count(srv_agents_t *a, uint64_t n[4])
     memset(n, 0, 4 * sizeof *n);
     for (srv_agent_t *sa = zhashx_first(a->all); sa; sa = zhashx_next(a->all))
         n[sa->state]++;
+}
+
+/* Is an agent's turn running in mk? (Its restart keeps the taint then:
+   the agent goes on running code in the new process.) */
+static bool s_turn_running(srv_kernel_t *mk, void *arg)
+{
+    srv_agents_t *a = arg;
+    for (srv_agent_t *sa = zhashx_first(a->all); sa; sa = zhashx_next(a->all))
+        if ((sa->state == A_RUNNING || (sa->state == A_STARTING && sa->actor)) && strcmp(sa->kernel_id, mk->id) == 0)
+            return true;
+    return false;
 }
 
 srv_agents_t *srv_agents_new(korch_server_t *s)
@@ -306,6 +320,8 @@ srv_agents_t *srv_agents_new(korch_server_t *s)
     }
     a->srv = s;
     srv_kmgr_listen(srv_parts(s)->kmgr, srv_sa_on_kernel, a);
+    if (srv_parts(s)->relay)
+        srv_relay_hold_taint(srv_parts(s)->relay, s_turn_running, a);
     return a;
 }
 
@@ -324,6 +340,8 @@ void srv_agents_destroy(srv_agents_t **pa)
         srv_sa_free(&sa);
     }
     srv_kmgr_unlisten(srv_parts(a->srv)->kmgr, srv_sa_on_kernel, a);
+    if (srv_parts(a->srv)->relay)
+        srv_relay_hold_taint(srv_parts(a->srv)->relay, NULL, NULL);
     zhashx_destroy(&a->all);
     zlistx_destroy(&a->doomed);
     free(a);

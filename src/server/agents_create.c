@@ -149,12 +149,14 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     sa->log = zlistx_new();
     sa->followers = zlistx_new();
     sa->fileops = zlistx_new();
+    sa->syncs = zlistx_new();
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = srv_sa_opts(s)->agent_max_steps;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
-    if (!sa->files || !sa->pending_files || !sa->log || !sa->followers || !sa->fileops) {
+    sa->journal = srv_fjournal_new(sa->cfg.dir);
+    if (!sa->files || !sa->pending_files || !sa->log || !sa->followers || !sa->fileops || !sa->syncs || !sa->journal) {
         srv_sa_free(&sa);
         return NULL;
     }

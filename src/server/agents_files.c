@@ -1,4 +1,6 @@
 #include "agents_int.h"
+#include "download.h"
+#include "body.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -54,24 +56,17 @@ static korch_rc_t s_place_upload(srv_agent_t *sa, korch_proc_t *proc, const char
     return KORCH_OK;
 }
 
-/* Every file in the session's files/ (a local kernel's work dir: uploads
-   and what the code wrote; for containers, the copies of the uploads),
-   walked without following the kernel's symlinks, bounded. */
+/* Every file in the kernel's work dir. A local kernel's is the session's
+   files/, walked now without following the kernel's symlinks, bounded. A
+   confined one's (a container, a sandbox) is listed by the agent from
+   inside the kernel after each step, with what the server put there or
+   removed since laid over it (fjournal.h). */
 json_t *srv_sa_file_list(srv_agent_t *sa)
 {
     char dir[PATH_MAX + 16];
     json_t *list = NULL;
-    if (srv_sa_isolated(sa->srv)) { /* the agent's latest listing from inside the container */
-        snprintf(dir, sizeof dir, "%s/workdir.json", sa->cfg.dir);
-        size_t len = 0;
-        char *text = korch_read_file(dir, 16u << 20, &len, NULL);
-        json_t *j = text ? json_loadb(text, len, 0, NULL) : NULL;
-        free(text);
-        if (json_is_array(j))
-            list = j;
-        else
-            json_decref(j);
-    }
+    if (srv_sa_isolated(sa->srv))
+        list = srv_fjournal_listing(sa->journal);
     if (!list) {
         snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
         korch_workdir_t *w = korch_workdir_new(dir, NULL);
@@ -138,6 +133,38 @@ static korch_proc_t *s_proc(srv_agent_t *sa)
     return mk && sa->state != A_STARTING ? korch_kernel_proc(mk->k) : NULL;
 }
 
+/* A session without a kernel (stopped) takes the upload into files/: a
+   local kernel's work dir, a confined one's copies, which its resume puts
+   into the new kernel. The spooled upload is linked into place (no copy;
+   linkat + renameat, nothing followed). */
+static void s_put_stopped(srv_agent_t *sa, srv_req_t *req, const char *rel)
+{
+    char dir[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+    korch_err_t err = {0};
+    int fd = req->rx && !req->body ? srv_body_fd(req->rx) : -1;
+    korch_rc_t rc = fd >= 0 ? korch_workdir_place_fd(dir, rel, fd, &err) : KORCH_E_STATE;
+    if (fd < 0 || rc == KORCH_E_STATE) { /* a body in memory, or a spool file that cannot be linked: written */
+        const void *data;
+        size_t len;
+        korch_fs_opts_t o = {.mode = 0644};
+        korch_err_clear(&err);
+        rc = srv_req_upload_map(req, &data, &len, &err);
+        if (rc == KORCH_OK)
+            rc = korch_fs_write_rel(dir, rel, data, len, true, &o, &err);
+        srv_req_upload_unmap(req);
+    }
+    if (rc != KORCH_OK) {
+        srv_respond_error(req, rc == KORCH_E_INVALID ? 400 : 500, "cannot write '%s': %s", rel, err.msg);
+        return;
+    }
+    bool replaced = srv_sa_uploaded(sa, rel);
+    srv_sa_file_added(sa, rel, (int64_t)req->body_len);
+    srv_respond(req, replaced ? 200 : 201,
+                json_pack("{s:s, s:I, s:b, s:o}", "name", rel, "size", (json_int_t)req->body_len, "replaced", replaced,
+                          "url", srv_sa_url(sa, "files", rel)));
+}
+
 void srv_sa_file_put(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     const char *rel = s_rel(req, p);
@@ -145,8 +172,12 @@ void srv_sa_file_put(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, jso
         return;
     korch_proc_t *proc = s_proc(sa);
     korch_err_t err = {0};
+    if (!proc && sa->state == A_STOPPED) {
+        s_put_stopped(sa, req, rel);
+        return;
+    }
     if (!proc) {
-        srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
+        srv_respond_error(req, 409, "the session is %s: send the file again once it is idle",
                           srv_sa_state_names[sa->state]);
         return;
     }
@@ -175,11 +206,9 @@ static void s_on_put_done(korch_rc_t rc, const korch_err_t *err, void *arg)
         srv_sa_keep_copy(sa, rel, data, len);
     srv_req_upload_unmap(req);
     bool replaced = srv_sa_uploaded(sa, rel);
-    srv_sa_add_file(sa, rel);
-    srv_sa_save(sa);
+    srv_sa_file_added(sa, rel, (int64_t)req->body_len);
     if (sa->actor)
         zstr_send(sa->actor, "FILES");
-    srv_sa_touch(sa);
     /* PUT replaces by definition; the answer says when it did */
     srv_respond(req, replaced ? 200 : 201,
                 json_pack("{s:s, s:I, s:b, s:o}", "name", rel, "size", (json_int_t)req->body_len, "replaced", replaced,
@@ -236,6 +265,55 @@ void srv_sa_file_get(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, jso
     free(data);
 }
 
+/* DELETE .../files/{path*}. A local kernel's work dir is files/: removed
+   there at once. A confined kernel's is removed from inside it by the
+   session's agent between turns (REMOVE to its actor, answered when it
+   says "removed"), with korch's copy; a stopped session's copy at once. */
+void srv_sa_file_delete(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    const char *rel = s_rel(req, p);
+    if (!rel)
+        return;
+    char dir[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+    korch_err_t err = {0};
+    bool confined = srv_sa_isolated(sa->srv) && sa->owns_kernel;
+    if (confined && sa->actor && sa->state == A_IDLE) {
+        srv_sa_fileop_t *f = srv_sa_fileop_new(sa, req, rel);
+        if (!f) {
+            srv_respond_error(req, 500, "out of memory");
+            return;
+        }
+        f->remove = true;
+        zlistx_add_end(sa->fileops, f);
+        srv_req_wait(req);
+        zstr_sendx(sa->actor, "REMOVE", rel, NULL);
+        return;
+    }
+    if (confined && sa->state != A_STOPPED) {
+        srv_respond_error(req, 409, "the session is %s: delete '%s' once it is idle", srv_sa_state_names[sa->state],
+                          rel);
+        return;
+    }
+    /* files/ itself: a local kernel's work dir, or a stopped confined session's copies */
+    korch_rc_t rc = korch_workdir_remove(dir, rel, &err);
+    if (rc == KORCH_E_NOTFOUND && confined) { /* only in the listing (written by code in the old kernel) */
+        json_t *list = srv_fjournal_listing(sa->journal);
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e) if (strcmp(json_string_value(json_object_get(e, "path")), rel) == 0) rc = KORCH_OK;
+        json_decref(list);
+    }
+    if (rc != KORCH_OK) {
+        srv_respond_error(req, rc == KORCH_E_NOTFOUND ? 404 : rc == KORCH_E_INVALID ? 400 : 500, "%s", err.msg);
+        return;
+    }
+    srv_sa_file_gone(sa, rel);
+    if (sa->actor)
+        zstr_send(sa->actor, "FILES");
+    srv_respond(req, 204, NULL);
+}
+
 bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
 {
     const char *id = srv_param(&req->params, "session_id");
@@ -245,8 +323,10 @@ bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
         return false;
     }
     srv_kernel_t *mk = sa->kernel_id[0] ? srv_kmgr_find(srv_sa_kmgr(s), sa->kernel_id) : NULL;
+    if (sa->state == A_STOPPED) /* taken into files/ (s_put_stopped) */
+        return true;
     if (!mk || sa->state == A_STARTING) {
-        srv_respond_error(req, 409, "the session has no kernel running (it is %s): send a message first",
+        srv_respond_error(req, 409, "the session is %s: send the file again once it is idle",
                           srv_sa_state_names[sa->state]);
         return false;
     }

@@ -16,6 +16,7 @@
  *  agents_session.c  one session: its model and session.json, freeing it,
  *                    its lifecycle (stop, doom, fail), the actor's events,
  *                    the file ops under way.
+ *  agents_sync.c     a confined session's copies of what the code wrote, for a resume.
  *  agents_stream.c   a turn's events: the SSE stream, the log, followers.
  *
  *  Everything here runs on the server's loop thread; the session's agent
@@ -25,7 +26,8 @@
 #ifndef KORCH_SERVER_AGENTS_INT_H
 #define KORCH_SERVER_AGENTS_INT_H
 
-#include "server_int.h"
+#include "agent_actor.h"
+#include "fjournal.h"
 
 #define MAX_SSE_PENDING (64u << 20)     /* bytes waiting for a stream's client before it is dropped */
 #define KEEPALIVE_MS 15000               /* an SSE comment while a turn is quiet (proxies time out) */
@@ -62,6 +64,7 @@ struct srv_agent {
     int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
     char error[512];            /* why it stopped, for the model */
     json_t *files;              /* names uploaded through the API */
+    srv_fjournal_t *journal;    /* uploads and removals, laid over the agent's listing (confined kernels) */
     json_t *pending_files;      /* [{name, data(base64)}] to put once the kernel is ready */
     char *pending_question;     /* a message that resumed a stopped session */
     zactor_t *actor;
@@ -69,6 +72,7 @@ struct srv_agent {
     korch_op_t *start_op;       /* putting pending_files[start_next - 1] into the new kernel */
     size_t start_next;
     zlistx_t *fileops;          /* srv_sa_fileop_t* (owned): PUT / GET of files/ on its kernel */
+    zlistx_t *syncs;            /* copies of what the code wrote, being read from its kernel (agents_sync.c) */
     srv_req_t *creating;        /* POST waiting for the agent to be ready */
     srv_req_t *stream;          /* the running turn's event stream (its POST) */
     bool detach;                /* that POST's client may leave: the turn goes on */
@@ -102,12 +106,17 @@ typedef struct {
     srv_req_t *req;             /* answered when op ends (or is cancelled) */
     korch_op_t *op;
     char rel[PATH_MAX];
+    bool remove;                /* a DELETE the actor does (op is NULL): answered by its "removed" */
 } srv_sa_fileop_t;
 
 static inline zhashx_t *srv_sa_all(korch_server_t *s) { return srv_parts(s)->agents->all; }
 static inline zlistx_t *srv_sa_doomed(korch_server_t *s) { return srv_parts(s)->agents->doomed; }
 static inline srv_kmgr_t *srv_sa_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
 static inline const korch_server_opts_t *srv_sa_opts(korch_server_t *s) { return srv_parts(s)->opts; }
+
+/* agents_sync.c: a step's "files" changes (borrowed) copied into files/ (confined kernels) */
+void srv_sa_sync_step(srv_agent_t *sa, json_t *changes);
+void srv_sa_sync_cancel(srv_agent_t *sa);
 
 /* agents_stream.c */
 void srv_sa_log_clear(srv_agent_t *sa);
@@ -136,6 +145,9 @@ srv_req_t *srv_sa_fileop_end(srv_sa_fileop_t *f);
 void srv_sa_fileops_cancel(srv_agent_t *sa, int status, const char *why);
 json_t *srv_sa_url(srv_agent_t *sa, const char *what, const char *path);
 bool srv_sa_uploaded(srv_agent_t *sa, const char *name);
+/* rel was put into the work dir (size bytes) / is gone from it: the uploads, the journal and session.json say so. */
+void srv_sa_file_added(srv_agent_t *sa, const char *rel, int64_t size);
+void srv_sa_file_gone(srv_agent_t *sa, const char *rel);
 
 /* agents_kernel.c */
 void srv_sa_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg);
@@ -151,5 +163,6 @@ json_t *srv_sa_file_list(srv_agent_t *sa);
 void srv_sa_figure(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
 void srv_sa_file_put(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
 void srv_sa_file_get(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+void srv_sa_file_delete(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
 
 #endif

@@ -1,4 +1,5 @@
 #include "agents_int.h"
+#include "relay.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -32,6 +33,11 @@ static void s_start_actor(srv_agent_t *sa, srv_kernel_t *mk)
         srv_sa_fail(sa, 500, "cannot write the kernel's connection file: %s", err.msg);
         return;
     }
+    /* the agent may run code from here on (a resumed session rebuilds its
+       state by running the code of its snapshot): untrusted outputs */
+    char why[96];
+    snprintf(why, sizeof why, "agent session %.40s is attached to it", sa->id);
+    srv_kernel_taint(mk, why);
     sa->actor = srv_agent_actor_new(&sa->cfg);
     if (!sa->actor) {
         srv_sa_fail(sa, 500, "cannot start the agent's thread");
@@ -52,7 +58,8 @@ static void s_on_pending_put(korch_rc_t rc, const korch_err_t *err, void *arg)
         srv_sa_fail(sa, 500, "cannot put '%s' into the kernel's work dir: %s", name, err ? err->msg : "unknown error");
         return;
     }
-    srv_sa_add_file(sa, name);
+    if (sa->creating) /* the POST's files are uploads; a resume's copies are what they were */
+        srv_sa_add_file(sa, name);
     s_put_next(sa);
 }
 
@@ -279,21 +286,28 @@ void srv_sa_resume(srv_agent_t *sa, const char *question)
     srv_sa_stream_eventj(sa, "notice", json_pack("{s:s}", "text", note));
     sa->pending_question = strdup(question);
     json_array_clear(sa->pending_files);
-    if (srv_sa_isolated(sa->srv)) { /* a new container: the uploads again, from the copies */
+    if (srv_sa_isolated(sa->srv)) { /* a new container: its files again, from the copies (uploads, what the code wrote) */
+        char dir[PATH_MAX + 8];
+        snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+        korch_workdir_t *w = korch_workdir_new(dir, NULL);
+        json_t *scan = w ? korch_workdir_scan(w, NULL) : NULL;
+        json_t *copies = w ? korch_workdir_list(w) : NULL;
+        korch_workdir_destroy(&w);
+        json_decref(scan);
         size_t i;
         json_t *v;
-        json_array_foreach(sa->files, i, v) {
-            char dir[PATH_MAX + 8];
-            snprintf(dir, sizeof dir, "%s/files", sa->cfg.dir);
+        json_array_foreach(copies, i, v) {
+            json_t *name = json_object_get(v, "path");
             size_t len = 0;
-            char *data = korch_fs_read_rel(dir, json_string_value(v), srv_sa_opts(sa->srv)->max_upload, &len,
+            char *data = korch_fs_read_rel(dir, json_string_value(name), srv_sa_opts(sa->srv)->max_upload, &len,
                                            NULL);
             char *b64 = data ? korch_b64_encode((const unsigned char *)data, len) : NULL;
             if (b64)
-                json_array_append_new(sa->pending_files, json_pack("{s:O, s:s}", "name", v, "data", b64));
+                json_array_append_new(sa->pending_files, json_pack("{s:O, s:s}", "name", name, "data", b64));
             free(b64);
             free(data);
         }
+        json_decref(copies);
     }
     char why[sizeof ((korch_err_t *)0)->msg + 256]; /* an error's message and more: never cut */
     int status = srv_sa_begin(sa, sa->cfg.kernel_name, NULL, why, sizeof why);

@@ -1,4 +1,6 @@
 #include "agents_int.h"
+#include "relay.h"
+#include "metrics.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -81,6 +83,8 @@ void srv_sa_free(srv_agent_t **psa)
     korch_op_cancel(&sa->start_op);
     srv_sa_fileops_cancel(sa, 503, "the agent session is gone");
     zlistx_destroy(&sa->fileops);
+    srv_sa_sync_cancel(sa);
+    zlistx_destroy(&sa->syncs);
     if (sa->creating)
         srv_respond_error(sa->creating, 503, "the server is shutting down");
     if (sa->stream) {
@@ -94,6 +98,7 @@ void srv_sa_free(srv_agent_t **psa)
     if (sa->doomed && sa->cfg.dir[0]) /* DELETE: the session's files go with it */
         korch_fs_rm_tree(sa->cfg.dir); /* never through the kernel's links */
     json_decref(sa->files);
+    srv_fjournal_destroy(&sa->journal);
     json_decref(sa->pending_files);
     free(sa->pending_question);
     free(sa);
@@ -170,6 +175,12 @@ void srv_sa_fail(srv_agent_t *sa, int status, const char *fmt, ...)
 
 void srv_sa_ask(srv_agent_t *sa, const char *question)
 {
+    /* the agent's code is about to run in this kernel: from now on nothing
+       it shows may run script in a person's client (taint.h), before the
+       actor can send it anything */
+    char why[96];
+    snprintf(why, sizeof why, "code from agent session %.40s runs in it", sa->id);
+    srv_kernel_taint(srv_kmgr_find(srv_parts(sa->srv)->kmgr, sa->kernel_id), why);
     sa->state = A_RUNNING;
     atomic_store(&sa->cfg.cancel, 0);
     zstr_sendx(sa->actor, "ASK", question, NULL);
@@ -210,6 +221,11 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         char *name = zmsg_popstr(m), *json = zmsg_popstr(m);
         if (name && json)
             srv_sa_stream_event(sa, name, json);
+        if (name && json && strcmp(name, "files") == 0 && srv_sa_isolated(sa->srv) && sa->owns_kernel) {
+            json_t *d = json_loads(json, 0, NULL);
+            srv_sa_sync_step(sa, json_object_get(d, "files"));
+            json_decref(d);
+        }
         free(name);
         free(json);
     } else if (strcmp(cmd, "done") == 0) {
@@ -233,6 +249,25 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         srv_sa_touch(sa);
         if (!sa->doomed)
             srv_sa_save(sa);
+    } else if (strcmp(cmd, "removed") == 0) { /* a DELETE the actor did */
+        char *rel = zmsg_popstr(m), *num = zmsg_popstr(m), *msg = zmsg_popstr(m);
+        korch_rc_t rc = num ? (korch_rc_t)strtol(num, NULL, 10) : KORCH_E_IO;
+        srv_sa_fileop_t *f = NULL;
+        for (srv_sa_fileop_t *o = zlistx_first(sa->fileops); o && !f; o = zlistx_next(sa->fileops))
+            if (o->remove && rel && strcmp(o->rel, rel) == 0)
+                f = o;
+        if (f) {
+            srv_req_t *req = srv_sa_fileop_end(f);
+            if (rc == KORCH_OK) {
+                srv_sa_file_gone(sa, rel);
+                srv_respond(req, 204, NULL);
+            } else
+                srv_respond_error(req, rc == KORCH_E_NOTFOUND ? 404 : rc == KORCH_E_INVALID ? 400 : 500, "%s",
+                                  msg && *msg ? msg : korch_strerror(rc));
+        }
+        free(rel);
+        free(num);
+        free(msg);
     } else if (strcmp(cmd, "bye") == 0) {
         /* the actor has finished: join it */
         korch_loop_reader_end(loop, sock);
@@ -301,6 +336,7 @@ srv_req_t *srv_sa_fileop_end(srv_sa_fileop_t *f)
    and their requests answered. */
 void srv_sa_fileops_cancel(srv_agent_t *sa, int status, const char *why)
 {
+    srv_sa_sync_cancel(sa);
     srv_sa_fileop_t *f;
     while (sa->fileops && (f = zlistx_first(sa->fileops))) {
         korch_op_cancel(&f->op);
@@ -316,4 +352,25 @@ bool srv_sa_uploaded(srv_agent_t *sa, const char *name)
     json_t *v;
     json_array_foreach(sa->files, i, v) if (strcmp(json_string_value(v), name) == 0) return true;
     return false;
+}
+
+void srv_sa_file_added(srv_agent_t *sa, const char *rel, int64_t size)
+{
+    srv_sa_add_file(sa, rel);
+    srv_fjournal_put(sa->journal, rel, size);
+    srv_sa_save(sa);
+    srv_sa_touch(sa);
+}
+
+void srv_sa_file_gone(srv_agent_t *sa, const char *rel)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(sa->files, i, v) if (strcmp(json_string_value(v), rel) == 0) {
+        json_array_remove(sa->files, i);
+        break;
+    }
+    srv_fjournal_delete(sa->journal, rel);
+    srv_sa_save(sa);
+    srv_sa_touch(sa);
 }

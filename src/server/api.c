@@ -14,6 +14,8 @@
  *  starting}} (korch's)}. Errors are {"message": ...}.
  */
 #include "server_int.h"
+#include "relay.h"
+#include "metrics.h"
 #include "korch/kernelspec.h"
 #include "korch/log.h"
 #include "korch/session.h"
@@ -28,6 +30,15 @@ struct srv_api {
     zhashx_t *sessions;         /* jupyter session id -> json model core (owned) */
 };
 
+/* The Jupyter kernel model, with korch's "untrusted" (taint.h) (new). */
+static json_t *s_model(srv_kernel_t *mk)
+{
+    json_t *m = srv_kernel_model(mk);
+    if (m)
+        srv_kernel_taint_model(mk, m);
+    return m;
+}
+
 static srv_api_t *s_api(korch_server_t *s) { return srv_parts(s)->api; }
 static srv_kmgr_t *s_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
 
@@ -40,7 +51,7 @@ static json_t *s_session_model(korch_server_t *s, json_t *sess)
         return NULL;
     json_t *m = json_pack("{s:O, s:O, s:O, s:O, s:o}", "id", json_object_get(sess, "id"), "path",
                           json_object_get(sess, "path"), "name", json_object_get(sess, "name"), "type",
-                          json_object_get(sess, "type"), "kernel", srv_kernel_model(mk));
+                          json_object_get(sess, "type"), "kernel", s_model(mk));
     if (m && strcmp(json_string_value(json_object_get(sess, "type")), "notebook") == 0)
         json_object_set_new(m, "notebook", json_pack("{s:O, s:O}", "path", json_object_get(sess, "path"), "name",
                                                      json_object_get(sess, "name")));
@@ -134,10 +145,10 @@ static void s_on_ready(srv_kernel_t *mk, const char *error, void *arg)
     switch (w->kind) {
     case W_START:
         srv_metrics_launch_time(srv_parts(s)->metrics, req->t0_us);
-        srv_respond(req, 201, srv_kernel_model(mk));
+        srv_respond(req, 201, s_model(mk));
         break;
     case W_RESTART:
-        srv_respond(req, 200, srv_kernel_model(mk));
+        srv_respond(req, 200, s_model(mk));
         break;
     case W_SESSION:
     case W_SESSION_PATCH:
@@ -199,7 +210,7 @@ static void s_kernel_delete(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
    them would refuse it to every JupyterLab behind a jupyter_server. */
 static bool s_env_needs_fresh_start(json_t *env)
 {
-    static const char *const hints[] = {"KERNEL_LAUNCH_TIMEOUT", "KERNEL_WORKING_DIR"};
+    static const char *const hints[] = {"KERNEL_LAUNCH_TIMEOUT", "KERNEL_WORKING_DIR", "KERNEL_KORCH_UNTRUSTED"};
     const char *name;
     json_t *val;
     json_object_foreach(env, name, val) {
@@ -247,11 +258,23 @@ static void s_kernels_post(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 400, "'env' must be an object");
         return;
     }
+    json_t *untrusted = json_object_get(body, "untrusted");
+    if (untrusted && !json_is_boolean(untrusted)) {
+        srv_respond_error(req, 400, "'untrusted' must be true or false");
+        return;
+    }
+    /* a client may ask for its kernel's outputs untrusted from the start:
+       "untrusted": true, or KERNEL_KORCH_UNTRUSTED=1 in env (what
+       jupyter_server forwards from its own environment) */
+    const char *ev = json_string_value(json_object_get(env, "KERNEL_KORCH_UNTRUSTED"));
+    bool taint = json_is_true(untrusted) || (ev && *ev && strcmp(ev, "0") != 0);
     const char *name = json_is_string(jn) && *json_string_value(jn) ? json_string_value(jn)
                                                                     : srv_parts(s)->opts->kernel;
     srv_kernel_t *mk = s_start(s, req, name, env, 404);
     if (!mk)
         return;
+    if (taint)
+        srv_kernel_taint(mk, "asked for when it was started");
     snprintf(req->location, sizeof req->location, "/api/kernels/%s", mk->id);
     s_wait_on(s, mk, req, W_START, NULL, NULL);
 }
@@ -261,7 +284,7 @@ void srv_api_kernels_list(korch_server_t *s, srv_req_t *req, const srv_params_t 
     json_t *list = json_array();
     zlistx_t *all = srv_kmgr_list(s_kmgr(s));
     for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
-        json_array_append_new(list, srv_kernel_model(mk));
+        json_array_append_new(list, s_model(mk));
     zlistx_destroy(&all);
     srv_respond(req, 200, list);
 }
@@ -273,7 +296,7 @@ void srv_api_kernels_start(korch_server_t *s, srv_req_t *req, const srv_params_t
 
 static void s_kernel_get(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
-    srv_respond(req, 200, srv_kernel_model(mk));
+    srv_respond(req, 200, s_model(mk));
 }
 
 static void s_kernel_interrupt(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
@@ -337,6 +360,31 @@ void srv_api_kernel_restart(korch_server_t *s, srv_req_t *req, const srv_params_
 void srv_api_kernel_channels(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     s_with_kernel(s, req, p, s_kernel_channels);
+}
+
+static void s_kernel_untrust(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
+{
+    srv_kernel_taint(mk, "asked for by a client");
+    srv_respond(req, 200, s_model(mk));
+}
+
+/* The owner's deliberate choice: its outputs may run script again (until
+   the agent's code runs in it again). */
+static void s_kernel_trust(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
+{
+    if (srv_kernel_untaint(mk))
+        korch_notice("kernel %.8s: its outputs' taint lifted by a client (DELETE .../untrusted)", mk->id);
+    srv_respond(req, 200, s_model(mk));
+}
+
+void srv_api_kernel_untrust(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_with_kernel(s, req, p, s_kernel_untrust);
+}
+
+void srv_api_kernel_trust(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
+{
+    s_with_kernel(s, req, p, s_kernel_trust);
 }
 
 /* ------------------------------------------------------------ sessions */

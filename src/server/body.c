@@ -20,7 +20,7 @@
  *  end in CRLF, strictly: a bare LF is refused (request smuggling lives in
  *  such leniency).
  */
-#include "server_int.h"
+#include "body.h"
 #include "korch/buf.h"
 
 #include <errno.h>

@@ -26,7 +26,8 @@
  *  The header-table pool is sized above max_pending (server.c) so a new
  *  connection never waits for one.
  */
-#include "server_int.h"
+#include "conns.h"
+#include "metrics.h"
 #include "korch/log.h"
 
 #include <arpa/inet.h>

@@ -20,6 +20,7 @@
  *  (CR, LF, C1, bidi overrides) never reach the header in any form: each
  *  is one '_'.
  */
+#include "download.h"
 #include "server_int.h"
 
 #include <stdio.h>

@@ -1,11 +1,13 @@
-/*  Requests and websockets as handlers see them: responses (possibly
- *  completed later), streamed responses, the request's body and query, and
- *  the bounded send side of a websocket. Knows nothing of the server that
- *  made them: what it needs (waking libwebsockets, the counters, limits)
- *  comes in srv_http_t, the transport's state, which server.c owns and
- *  every request and websocket points to.
+/*  Requests as handlers see them: responses (possibly completed later),
+ *  streamed responses, the request's body and query (the websocket is
+ *  ws.c's). Knows nothing of the server that made them: what it needs
+ *  (waking libwebsockets, the counters, limits) comes in srv_http_t, the
+ *  transport's state, which server.c owns and every request and websocket
+ *  points to.
  */
 #include "server_int.h"
+#include "metrics.h"
+#include "body.h"
 #include "korch/log.h"
 
 #include <libwebsockets.h>
@@ -24,8 +26,6 @@ int64_t srv_now_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
-
-size_t srv_ws_headroom(void) { return LWS_PRE; }
 
 void srv_req_free(srv_req_t **preq)
 {
@@ -269,53 +269,6 @@ void srv_req_upload_unmap(srv_req_t *req)
     req->map_len = 0;
 }
 
-
-void srv_ws_send(srv_ws_t *ws, korch_wsframe_t *f)
-{
-    if (!ws->wsi || ws->dropping)
-        return;
-    srv_http_t *h = ws->http;
-    /* Bounded: a client that does not read loses its connection, never the
-       kernel its messages. One message always fits an empty queue. */
-    if (ws->queued_bytes && ws->queued_bytes + f->len > h->max_ws_queue) {
-        korch_warn("websocket %s: client is not reading (%zu bytes queued); dropping it", ws->session_key,
-                   ws->queued_bytes);
-        h->metrics->ws_dropped_slow++;
-        srv_ws_close(ws, "not reading");
-        return;
-    }
-    zlistx_add_end(ws->queue, korch_wsframe_ref(f));
-    ws->queued_bytes += f->len;
-    lws_callback_on_writable(ws->wsi);
-    h->kick(h->kick_arg);
-}
-
-void srv_ws_close(srv_ws_t *ws, const char *why)
-{
-    if (ws->dropping || !ws->wsi)
-        return;
-    ws->dropping = true;
-    korch_info("websocket %s: closing: %s", ws->session_key, why);
-    /* asynchronously: the client may not be reading, so no close handshake */
-    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-    ws->http->kick(ws->http->kick_arg);
-}
-
-void srv_ws_finish(srv_ws_t *ws, const char *why)
-{
-    if (ws->dropping || ws->finishing || !ws->wsi)
-        return;
-    if (!zlistx_size(ws->queue)) {
-        srv_ws_close(ws, why);
-        return;
-    }
-    ws->finishing = true;
-    korch_info("websocket %s: closing once its last %zu messages are written: %s", ws->session_key,
-               zlistx_size(ws->queue), why);
-    lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, 5); /* a client that does not read them */
-    lws_callback_on_writable(ws->wsi);
-    ws->http->kick(ws->http->kick_arg);
-}
 
 /* routes.h: a matched route's parameter (here, beside the request it belongs to). */
 const char *srv_param(const srv_params_t *p, const char *name)

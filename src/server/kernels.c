@@ -28,6 +28,10 @@
  *  session before they get here.
  */
 #include "server_int.h"
+#include "taint.h"
+#include "relay.h"
+#include "metrics.h"
+#include "ws.h"
 #include "trace.h"
 #include "korch/log.h"
 #include "korch/session.h"
@@ -96,6 +100,8 @@ struct srv_relay {
     korch_loop_t *loop;
     size_t max_replay_bytes;
     srv_metrics_t *metrics;
+    srv_relay_hold_fn *hold;    /* a restart keeps the taint while this says so (agents) */
+    void *hold_arg;
 };
 
 /* The relay of one kernel (its mk->relay). */
@@ -106,6 +112,7 @@ typedef struct {
     uint64_t route_seq;
     zlistx_t *replay;           /* s_replay_t* (owned): buffers of disconnected sessions */
     uint64_t iopub_seq;         /* IOPub messages broadcast so far */
+    srv_taint_t *taint;         /* what clients may be sent (taint.c) */
 } s_kr_t;
 
 /* ---------------------------------------------------------------- relay */
@@ -317,6 +324,67 @@ static void s_broadcast(srv_kernel_t *mk, s_frames_t *fs)
     }
 }
 
+/* An IOPub message of korch's own (content stolen), as a kernel's: its
+   header filled in, the kernel's id as its session. NULL when out of memory. */
+static korch_msg_t *s_own_msg(srv_kernel_t *mk, const char *type, json_t *content)
+{
+    korch_msg_t *m = korch_msg_new(type, content);
+    if (!m)
+        return NULL;
+    char id[37], date[32];
+    korch_uuid(id);
+    korch_iso8601_now(date);
+    json_object_set_new(m->header, "msg_id", json_string(id));
+    json_object_set_new(m->header, "session", json_string(mk->id));
+    json_object_set_new(m->header, "username", json_string("korch"));
+    json_object_set_new(m->header, "date", json_string(date));
+    json_object_set_new(m->header, "version", json_string("5.3"));
+    return m;
+}
+
+/* The taint's state to one client (ws) or to all (NULL). */
+static void s_tell_taint(srv_kernel_t *mk, srv_ws_t *ws)
+{
+    korch_msg_t *m = s_own_msg(mk, "korch_untrusted", srv_taint_notice(KR(mk)->taint));
+    if (!m)
+        return;
+    s_frames_t fs = {.msg = m, .ch = KORCH_CH_IOPUB};
+    if (!ws)
+        s_broadcast(mk, &fs);
+    else {
+        korch_wsframe_t *f = s_frame(&fs, ws->proto);
+        if (f)
+            s_deliver(ws, f, m);
+    }
+    s_frames_release(&fs);
+    korch_msg_destroy(&m);
+}
+
+void srv_kernel_taint(srv_kernel_t *mk, const char *why)
+{
+    if (mk && KR(mk) && srv_taint_set(KR(mk)->taint, why))
+        s_tell_taint(mk, NULL);
+}
+
+bool srv_kernel_untaint(srv_kernel_t *mk)
+{
+    if (!mk || !KR(mk) || !srv_taint_clear(KR(mk)->taint))
+        return false;
+    s_tell_taint(mk, NULL);
+    return true;
+}
+
+void srv_kernel_taint_model(srv_kernel_t *mk, json_t *model)
+{
+    srv_taint_model(mk && KR(mk) ? KR(mk)->taint : NULL, model);
+}
+
+void srv_relay_hold_taint(srv_relay_t *r, srv_relay_hold_fn *fn, void *arg)
+{
+    r->hold = fn;
+    r->hold_arg = arg;
+}
+
 static void s_route_evict(srv_kernel_t *mk)
 {
     /* Requests without replies (comm traffic of buggy clients, a kernel
@@ -342,12 +410,17 @@ static void s_on_message(srv_kernel_t *mk, korch_channel_t ch, const korch_msg_t
 {
     if (!KR(mk))
         return;
-    s_frames_t fs = {.msg = msg, .raw = raw, .ch = ch};
     if (ch == KORCH_CH_IOPUB && strcmp(korch_msg_type(msg), "execute_input") == 0)
         KR(mk)->r->metrics->executions++;
+    /* a tainted kernel's messages are made inert first (taint.c) */
+    korch_msg_t *clean = NULL;
+    if (srv_taint_filter(KR(mk)->taint, ch, msg, raw, &clean) == KORCH_NEUT_DROP)
+        return;
+    s_frames_t fs = {.msg = clean ? clean : msg, .raw = clean ? NULL : raw, .ch = ch};
     if (ch == KORCH_CH_IOPUB) {
         s_broadcast(mk, &fs);
         s_frames_release(&fs);
+        korch_msg_destroy(&clean);
         return;
     }
     const char *parent = korch_msg_parent_id(msg);
@@ -355,6 +428,7 @@ static void s_on_message(srv_kernel_t *mk, korch_channel_t ch, const korch_msg_t
     if (!route) {
         /* korch's own requests (the readiness handshake) or a forgotten one */
         korch_debug("kernel %.8s: %s for nobody's request dropped", mk->id, korch_msg_type(msg));
+        korch_msg_destroy(&clean);
         return;
     }
     char key[128];
@@ -366,28 +440,23 @@ static void s_on_message(srv_kernel_t *mk, korch_channel_t ch, const korch_msg_t
         korch_wsframe_t *f = s_frame(&fs, ws->proto);
         if (f)
             s_deliver(ws, f, msg);
+        if (srv_taint_on(KR(mk)->taint) && strcmp(korch_msg_type(msg), "kernel_info_reply") == 0)
+            s_tell_taint(mk, ws); /* a client that has just (re)connected hears it now */
     } else {
         s_replay_t *r = s_replay_find(mk, key);
         if (r)
             s_replay_add(mk, r, &fs, 0);
     }
     s_frames_release(&fs);
+    korch_msg_destroy(&clean);
 }
 
 /* An IOPub status message of korch's own (restarting / dead). */
 static void s_send_status(srv_kernel_t *mk, const char *state)
 {
-    korch_msg_t *m = korch_msg_new("status", json_pack("{s:s}", "execution_state", state));
+    korch_msg_t *m = s_own_msg(mk, "status", json_pack("{s:s}", "execution_state", state));
     if (!m)
         return;
-    char id[37], date[32];
-    korch_uuid(id);
-    korch_iso8601_now(date);
-    json_object_set_new(m->header, "msg_id", json_string(id));
-    json_object_set_new(m->header, "session", json_string(mk->id));
-    json_object_set_new(m->header, "username", json_string("korch"));
-    json_object_set_new(m->header, "date", json_string(date));
-    json_object_set_new(m->header, "version", json_string("5.3"));
     s_frames_t fs = {.msg = m, .ch = KORCH_CH_IOPUB};
     s_broadcast(mk, &fs);
     s_frames_release(&fs);
@@ -409,6 +478,7 @@ static void s_kr_free(s_kr_t **pkr)
         s_replay_free(&r);
     }
     zlistx_destroy(&kr->replay);
+    srv_taint_destroy(&kr->taint);
     free(kr);
     *pkr = NULL;
 }
@@ -440,7 +510,8 @@ static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void
     srv_relay_t *rl = arg;
     if (ev == SRV_KEV_STARTED) {
         s_kr_t *kr = calloc(1, sizeof *kr);
-        if (kr && (kr->conns = zlistx_new()) && (kr->routes = zhashx_new()) && (kr->replay = zlistx_new())) {
+        if (kr && (kr->conns = zlistx_new()) && (kr->routes = zhashx_new()) && (kr->replay = zlistx_new()) &&
+            (kr->taint = srv_taint_new(mk->id))) {
             zhashx_set_destructor(kr->routes, s_free_item);
             kr->r = rl;
             mk->relay = kr;
@@ -459,6 +530,12 @@ static void s_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void
         zhashx_purge(KR(mk)->routes);
         if (!mk->restart_requested) /* jupyter_server is silent on a restart asked for */
             s_send_status(mk, "restarting");
+        /* a new process: what the agent's code did is gone with the old one,
+           unless an agent's turn is running in it still */
+        if (srv_taint_on(KR(mk)->taint) && rl->hold && rl->hold(mk, rl->hold_arg))
+            korch_info("kernel %.8s restarted during an agent's turn: its outputs stay untrusted", mk->id);
+        else
+            srv_kernel_untaint(mk);
         break;
     case SRV_KEV_DEAD:
         s_send_status(mk, "dead");
@@ -529,6 +606,8 @@ void srv_kernel_attach(srv_kernel_t *mk, srv_ws_t *ws)
     ws->attach_seq = KR(mk)->iopub_seq;
     zlistx_add_end(KR(mk)->conns, ws);
     srv_kernel_touch(mk);
+    if (srv_taint_on(KR(mk)->taint))
+        s_tell_taint(mk, ws);
     if (ws->has_session_id)
         s_replay_resume(mk, ws);
     else if (zlistx_size(KR(mk)->replay)) { /* perhaps one of them, back: wait for its name */

@@ -15,7 +15,8 @@
  *  events bump them, on the loop thread. Gauges (kernels by state, rejections of
  *  live kernels) are computed here, when asked.
  */
-#include "server_int.h"
+#include "metrics.h"
+#include "conns.h"
 #include "korch/buf.h"
 #include "korch/session.h"
 

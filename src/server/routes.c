@@ -11,6 +11,7 @@
  *  summary and the same authentication).
  */
 #include "server_int.h"
+#include "metrics.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -66,6 +67,10 @@ static const srv_route_t s_table[] = {
     {"POST", "/api/kernels/{kernel_id}/restart", srv_api_kernel_restart, TOKEN, JSON, false, "Restart a kernel"},
     {"GET", "/api/kernels/{kernel_id}/channels", srv_api_kernel_channels, TOKEN, NONE, true,
      "The kernel's channels over a websocket"},
+    {"POST", "/api/kernels/{kernel_id}/untrusted", srv_api_kernel_untrust, TOKEN, JSON, false,
+     "Make a kernel's outputs untrusted: nothing it shows may run script in a client, until it restarts"},
+    {"DELETE", "/api/kernels/{kernel_id}/untrusted", srv_api_kernel_trust, TOKEN, NONE, false,
+     "Trust a kernel's outputs again (the owner's deliberate choice)"},
     {"GET", "/api/sessions", srv_api_sessions_list, TOKEN, NONE, false,
      "The sessions (a notebook or console path bound to a kernel)"},
     {"POST", "/api/sessions", srv_api_sessions_create, TOKEN, JSON, false,
@@ -99,6 +104,8 @@ static const srv_route_t s_table[] = {
      "Upload a file into the kernel's work dir"},
     {"GET", "/api/agent/sessions/{session_id}/files/{path*}", srv_agent_file_get, TOKEN, NONE, false,
      "Download a file from the kernel's work dir"},
+    {"DELETE", "/api/agent/sessions/{session_id}/files/{path*}", srv_agent_file_delete, TOKEN, NONE, false,
+     "Remove a file from the kernel's work dir"},
     {"GET", "/api/agent/sessions/{session_id}/figures/{name}", srv_agent_figure, TOKEN, NONE, false,
      "A chart of the session (displayed by the kernel, or an image file the code saved)"},
 };

@@ -157,7 +157,7 @@ async function main() {
     try { nb = JSON.parse(fs.readFileSync(await nbDl.path(), 'utf8')); } catch (e) { /* checked below */ }
     check(nb && nb.nbformat === 4 && nb.cells.some((c) => c.cell_type === 'code' && [].concat(c.source).join('').includes('read_csv')),
       'the notebook downloads as nbformat 4 with the code', nbDl.suggestedFilename());
-    const [fileDl] = await Promise.all([page.waitForEvent('download'), page.locator('.k-file-list button:has-text("sales.csv")').click()]);
+    const [fileDl] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download sales.csv', exact: true }).click()]);
     check(fs.readFileSync(await fileDl.path(), 'utf8') === csv, 'an uploaded file downloads unchanged');
 
     // ---- Stop during a long step: the turn ends interrupted, the kernel keeps its state

