@@ -61,7 +61,7 @@ def escapes(provider, req, state):
 # request's ?pwned= is the canary the browser test watches for.
 
 PAYLOAD = ("window.__pwned=(window.__pwned||0)+1;"
-           "fetch('/api/agent/sessions?pwned='+encodeURIComponent(String(sessionStorage.getItem('korch-token'))),"
+           "fetch(location.origin+'/api/agent/sessions?pwned='+encodeURIComponent(String(sessionStorage.getItem('korch-token'))),"
            "{headers:{Authorization:'token '+sessionStorage.getItem('korch-token')}})")
 
 SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="160" height="90" onload="%s">'
