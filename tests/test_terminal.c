@@ -13,10 +13,8 @@
  *  text is red, the RLO shows as <U+202E>. Through pipes nothing but text
  *  goes out.
  */
-#include "test.h"
+#include "serve_fixture.h"
 
-#include <jansson.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,12 +36,8 @@ static bool s_begin(term_t *t)
     if (!CHECK(mkdtemp(t->dir) != NULL))
         return false;
     snprintf(t->sock, sizeof t->sock, "%s/tmux.sock", t->dir);
-    char path[600], line[64];
-    snprintf(path, sizeof path, "%s/tests/peers/llm_server.py", korch_test_root());
-    const char *argv[] = {"/usr/bin/python3", path, NULL};
-    t->llm_pid = korch_test_spawn_line(argv, line, sizeof line, 10, NULL);
-    t->llm_port = t->llm_pid > 0 ? atoi(line) : 0;
-    return CHECK_GT(t->llm_port, 0);
+    t->llm_pid = serve_llm_start("escapes", &t->llm_port);
+    return t->llm_pid > 0;
 }
 
 static int s_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -61,10 +55,7 @@ static void s_end(term_t *t)
 {
     if (t->sock[0])
         s_sh("tmux -S '%s' kill-server 2>/dev/null", t->sock);
-    if (t->llm_pid > 0) {
-        kill(t->llm_pid, SIGTERM);
-        waitpid(t->llm_pid, NULL, 0);
-    }
+    serve_llm_stop(t->llm_pid);
     if (t->dir[0])
         s_sh("rm -rf '%s'", t->dir);
 }
@@ -131,6 +122,16 @@ static bool s_in_terminal(term_t *t, const char *cmdline)
         usleep(100 * 1000);
     }
     return CHECK(!"the command ended in the terminal");
+}
+
+/* The typescript of the last s_in_terminal, a new string (NULL: none). */
+static char *s_typescript(const term_t *t, size_t *n)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/ts", t->dir);
+    char *ts = s_slurp(path, n);
+    CHECK(ts != NULL);
+    return ts;
 }
 
 /* Every ESC in b is SGR (ESC [ digits ; : m) or korch's own erase-line
@@ -217,13 +218,9 @@ TEST_T(terminal_run_shows_escapes_neutralised, 150)
     char cmdline[1200];
     snprintf(cmdline, sizeof cmdline, "'%s' run --launcher local --llm openai:gpt-4o-mini --session '%s/s' 'go'",
              korch_test_korch_bin(), t.dir);
-    if (!s_in_terminal(&t, cmdline))
-        goto out;
-    char path[256];
-    snprintf(path, sizeof path, "%s/ts", t.dir);
     size_t n = 0;
-    char *ts = s_slurp(path, &n);
-    if (!CHECK(ts != NULL))
+    char *ts = s_in_terminal(&t, cmdline) ? s_typescript(&t, &n) : NULL;
+    if (!ts)
         goto out;
     CHECK(s_bytes_safe(ts, n, "korch run's typescript"));
     /* every marker reached the person, in order of the run */
@@ -245,8 +242,9 @@ TEST_T(terminal_run_shows_escapes_neutralised, 150)
     /* the file's name: the OSC gone, the C1 control and the RLO shown */
     CHECK_CONTAINS(ts, "evil-<U+009B>2J<U+202E>txt.exe");
     s_check_tmux(&t, "\nkorch: session ");
-    snprintf(path, sizeof path, "tmux -S '%s' capture-pane -e -p", t.sock);
-    char *screen = s_capture(path);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "tmux -S '%s' capture-pane -e -p", t.sock);
+    char *screen = s_capture(cmd);
     CHECK(strstr(screen, "31mRED-MARK") != NULL); /* what tmux shows is red */
     CHECK_CONTAINS(screen, "<U+202E>RLO-MARK");
     free(screen);
@@ -275,12 +273,9 @@ TEST_T(terminal_exec_keeps_traceback_colours_only, 90)
     fclose(f);
     char cmdline[1200];
     snprintf(cmdline, sizeof cmdline, "'%s' exec --launcher local '%s'", korch_test_korch_bin(), path);
-    if (!s_in_terminal(&t, cmdline))
-        goto out;
-    snprintf(path, sizeof path, "%s/ts", t.dir);
     size_t n = 0;
-    char *ts = s_slurp(path, &n);
-    if (!CHECK(ts != NULL))
+    char *ts = s_in_terminal(&t, cmdline) ? s_typescript(&t, &n) : NULL;
+    if (!ts)
         goto out;
     CHECK(s_bytes_safe(ts, n, "korch exec's typescript"));
     CHECK_CONTAINS(ts, "OUT-MARK");
@@ -303,11 +298,7 @@ TEST_T(terminal_run_through_pipes_writes_text_only, 120)
     term_t t;
     if (!s_begin(&t))
         goto out;
-    char url[128], session[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/s/escapes/v1", t.llm_port);
-    setenv("OPENAI_BASE_URL", url, 1);
-    setenv("OPENAI_API_KEY", "sk-test", 1);
-    unsetenv("KORCH_LLM");
+    char session[128];
     snprintf(session, sizeof session, "%s/s", t.dir);
     const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", "local", "--llm", "openai:gpt-4o-mini",
                           "--session", session, "go", NULL};
