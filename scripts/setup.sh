@@ -12,11 +12,14 @@ python3 python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib 
 python3-nbformat valgrind libwebsockets-dev libwebsockets-evlib-uv libuv1-dev python3-jupyter-server
 python3-websocket clang libclang-rt-dev python3-yaml python3-jsonschema openapi-specification
 python3-prometheus-client python3-scipy python3-seaborn python3-sklearn python3-statsmodels
-python3-openpyxl python3-ipywidgets bubblewrap libseccomp-dev python3-notebook chromium fonts-dejavu-core r-cran-irkernel"
+python3-openpyxl python3-ipywidgets python3-nbconvert bubblewrap libseccomp-dev python3-notebook chromium fonts-dejavu-core r-cran-irkernel"
 # docker-registry: the local registry of the test swarm (scripts/swarm-up.sh).
 PKGS="$PKGS docker-registry"
 # tmux: the terminal the CLI's escape-sequence tests run korch in (tests/test_terminal.c).
 PKGS="$PKGS tmux"
+# r-cran-readxl: an R kernel's summary of an .xlsx (src/agent/describe.c). python3-venv: a
+# session's own environment packages install into (docs/files.md).
+PKGS="$PKGS r-cran-readxl python3-venv"
 
 missing=""
 for p in $PKGS; do

@@ -9,6 +9,9 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -284,6 +287,42 @@ static bool s_selected(const char *name, int argc, char **argv)
     return false;
 }
 
+/* The test swarm is one per machine (tests/swarm_fixture.h): a run that
+   selects a swarm test holds /tmp/korch-swarm.lock (flock) for its whole
+   run, so two runs never bring it up, use or take it down at once. A run
+   started under `flock /tmp/korch-swarm.lock ...` already holds it through
+   the descriptor it inherited: that one is used (a second open would wait
+   on ourselves). The descriptor stays open until exit. */
+#define S_SWARM_LOCK "/tmp/korch-swarm.lock"
+
+static void s_swarm_lock(void)
+{
+    struct stat want, st;
+    int fd = -1;
+    if (stat(S_SWARM_LOCK, &want) == 0) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *e;
+        while (d && fd < 0 && (e = readdir(d))) {
+            int n = (int)strtol(e->d_name, NULL, 10);
+            if (n > 2 && n != dirfd(d) && fstat(n, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino)
+                fd = n;
+        }
+        if (d)
+            closedir(d);
+    }
+    if (fd < 0)
+        fd = open(S_SWARM_LOCK, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "runner: cannot open '%s': %s (the swarm tests run unlocked)\n", S_SWARM_LOCK, strerror(errno));
+        return;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "runner: waiting for the test swarm: another run holds '%s'\n", S_SWARM_LOCK);
+        while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+            ;
+    }
+}
+
 int main(int argc, char **argv)
 {
     int passed = 0, failed = 0;
@@ -293,8 +332,20 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) { /* korch-test --list [FILTER...]: the names, one a line */
+        for (int i = 0; i < s_ntests; i++)
+            if (s_selected(s_tests[i].name, argc - 1, argv + 1))
+                printf("%s%s\n", s_tests[i].name, s_tests[i].unit ? " (unit)" : "");
+        return 0;
+    }
     korch_init();
     setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < s_ntests; i++)
+        if (!strncmp(s_tests[i].name, "swarm_", 6) && s_selected(s_tests[i].name, argc, argv) &&
+            (!unit_only || s_tests[i].unit)) {
+            s_swarm_lock();
+            break;
+        }
     for (int i = 0; i < s_ntests; i++) {
         test_t *t = &s_tests[i];
         if (!s_selected(t->name, argc, argv) || (unit_only && !t->unit))

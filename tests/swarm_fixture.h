@@ -4,8 +4,10 @@
  *  through korch_docker_request, and the check that swarm-down.sh left
  *  nothing of ours on the machine. Header-only, like serve_fixture.h.
  *
- *  Every user of the cluster runs under `flock /tmp/korch-swarm.lock`
- *  (scripts/test.sh and the README's test commands do): one per machine. */
+ *  One cluster per machine: the runner (tests/runner.c) holds
+ *  `flock /tmp/korch-swarm.lock` for the whole of a run that selects a
+ *  swarm test (a run already under flock(1) keeps the lock it inherited).
+ *  Anything else that uses the cluster takes the same lock. */
 #ifndef KORCH_SWARM_FIXTURE_H
 #define KORCH_SWARM_FIXTURE_H
 

@@ -467,7 +467,7 @@ static void s_code_deltas(const char *llm)
         json_t *ev = json_loads(l, 0, NULL);
         const char *kind = json_string_value(json_object_get(ev, "event"));
         if (kind && strcmp(kind, "code_delta") == 0) {
-            json_t *d = json_object_get(ev, "delta");
+            json_t *d = json_object_get(ev, "text");
             size_t have = strlen(deltas), add = json_string_length(d);
             deltas = realloc(deltas, have + add + 1);
             memcpy(deltas + have, json_string_value(d), add);
@@ -479,7 +479,7 @@ static void s_code_deltas(const char *llm)
             code = strdup(json_string_value(json_object_get(ev, "code")));
             code_step = (int)json_integer_value(json_object_get(ev, "step"));
         } else if (kind && strcmp(kind, "final") == 0)
-            answer = strdup(json_string_value(json_object_get(ev, "answer")));
+            answer = strdup(json_string_value(json_object_get(ev, "text")));
         json_decref(ev);
     }
     CHECK_GT(ndeltas, 10);
@@ -529,7 +529,7 @@ TEST_T(agent_status_events_during_a_429_back_off, 120)
             model_after++;
         else if (kind && strcmp(kind, "final") == 0) {
             finals++;
-            CHECK_STREQ(json_string_value(json_object_get(ev, "answer")), "Waited, then answered: rate me.");
+            CHECK_STREQ(json_string_value(json_object_get(ev, "text")), "Waited, then answered: rate me.");
         }
         json_decref(ev);
     }

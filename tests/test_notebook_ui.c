@@ -272,3 +272,80 @@ out_llm:
     unsetenv("OPENAI_BASE_URL");
     unsetenv("OPENAI_API_KEY");
 }
+
+/* Issue 21: the model as the attacker of the person's JupyterLab 4, korch
+ *  serve as the gateway and no korch extension (the relay must hold
+ *  alone): the agent API's turn in the notebook's kernel (scripted LLM
+ *  "taint_hook") registers an IPython hook displaying HTML with a
+ *  contents-API PUT, then a table of variants; no window flag, no file, the
+ *  note shown, tables and charts kept; untainted before, and again after a
+ *  restart (tests/npm/jupyterlab_untrusted.js). */
+TEST_T(jupyterlab_untrusted_outputs, 900)
+{
+    const char *root = s_jlab_root();
+    char spec[64], rt[PATH_MAX], cmd[2 * PATH_MAX + 32], line[64], url[128], script[700], shots[PATH_MAX + 32],
+        bin[PATH_MAX];
+    char agent_dir[] = "/tmp/korch-jlab-untrusted-XXXXXX";
+    if (!root || !serve_npm_ready() || !s_jlab_kernelspec(root, spec, sizeof spec, rt, sizeof rt))
+        return;
+    const char *old_rt = getenv("KORCH_RUNTIME_DIR");
+    char *saved_rt = old_rt ? strdup(old_rt) : NULL;
+    setenv("KORCH_RUNTIME_DIR", rt, 1);
+    const char *llm_argv[] = {PY, serve_peer("llm_server.py"), NULL};
+    pid_t llm = korch_test_spawn_line(llm_argv, line, sizeof line, 10, NULL);
+    if (CHECK_GT(llm, 0) && CHECK(mkdtemp(agent_dir) != NULL)) {
+        snprintf(url, sizeof url, "http://127.0.0.1:%ld/s/taint_hook/v1", strtol(line, NULL, 10));
+        unsetenv("KORCH_LLM");
+        setenv("OPENAI_BASE_URL", url, 1);
+        setenv("OPENAI_API_KEY", "sk-test", 1);
+        const char *extra[] = {"--agent-dir", agent_dir, "--llm", "openai:gpt-4o-mini", NULL};
+        serve_t s;
+        if (serve_start_args(&s, extra)) {
+            snprintf(script, sizeof script, "%s/tests/npm/jupyterlab_untrusted.js", korch_test_root());
+            snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
+            snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
+            const char *argv[] = {"node", script, s.line, shots, root, NULL};
+            char *out = NULL, *err = NULL;
+            int rc = korch_test_run(argv, NULL, &out, &err, 600);
+            json_t *j = NULL;
+            for (const char *p = out; p && *p && !j; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                if (*p == '{')
+                    j = json_loadb(p, strcspn(p, "\n"), 0, NULL);
+            bool ok = CHECK(j != NULL) && CHECK(json_is_true(json_object_get(j, "ok"))) && CHECK_EQ(rc, 0);
+            size_t i;
+            json_t *f;
+            json_array_foreach(json_object_get(j, "failures"), i, f)
+                fprintf(stderr, "  jupyterlab_untrusted: %s\n", json_string_value(f));
+            char *d = j ? json_dumps(json_object_get(j, "details"), JSON_COMPACT) : NULL;
+            fprintf(stderr, "  jupyterlab_untrusted: %s (%.1f s) %.3000s\n", ok ? "ok" : "FAILED",
+                    json_number_value(json_object_get(j, "seconds")), d ? d : "");
+            free(d);
+            json_decref(j);
+            if (!ok && err && *err) {
+                size_t len = strlen(err);
+                fprintf(stderr, "  --- stderr (tail) ---\n%s\n", len > 4000 ? err + len - 4000 : err);
+                serve_log_tail(&s);
+            }
+            free(out);
+            free(err);
+            serve_stop(&s);
+            unlink(s.log);
+        }
+        unsetenv("OPENAI_BASE_URL");
+        unsetenv("OPENAI_API_KEY");
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", agent_dir);
+        CHECK_EQ(system(cmd), 0);
+    }
+    if (llm > 0) {
+        kill(llm, SIGTERM);
+        waitpid(llm, NULL, 0);
+    }
+    unsetenv("KORCH_KERNELSPEC_PATH");
+    if (saved_rt)
+        setenv("KORCH_RUNTIME_DIR", saved_rt, 1);
+    else
+        unsetenv("KORCH_RUNTIME_DIR");
+    free(saved_rt);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", spec, rt);
+    CHECK_EQ(system(cmd), 0);
+}

@@ -239,6 +239,44 @@ out:
     json_decref(j);
 }
 
+/* docs/api.md's route table is scripts/gen-api-doc.py's rendering of the
+   table in routes.c: the script reads routes.c as this build compiled it
+   (its --json must be srv_routes_json, route for route), and the doc must be
+   what it writes now (a route added, removed or re-summarised without
+   running the script fails here). */
+TEST(docs_api_matches_the_route_table)
+{
+    char script[4096];
+    snprintf(script, sizeof script, "%s/scripts/gen-api-doc.py", korch_test_root());
+    const char *json_argv[] = {"python3", script, "--json", NULL};
+    const char *check_argv[] = {"python3", script, "--check", NULL};
+    char *out = NULL, *err = NULL;
+    json_t *parsed = NULL, *table = srv_routes_json();
+    if (!CHECK_EQ(korch_test_run(json_argv, NULL, &out, &err, 30), 0))
+        goto out;
+    parsed = json_loads(out, 0, NULL);
+    if (!CHECK(json_is_array(parsed)) || !CHECK_EQ(json_array_size(parsed), json_array_size(table)))
+        goto out;
+    for (size_t i = 0; i < json_array_size(table); i++) {
+        json_t *a = json_array_get(parsed, i), *b = json_array_get(table, i);
+        const char *keys[] = {"method", "path", "summary", "auth", "body"};
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+            CHECK_STREQ(json_string_value(json_object_get(a, keys[k])), json_string_value(json_object_get(b, keys[k])));
+        CHECK_EQ(json_is_true(json_object_get(a, "websocket")), json_is_true(json_object_get(b, "websocket")));
+    }
+    free(out);
+    free(err);
+    out = err = NULL;
+    CHECK_EQ(korch_test_run(check_argv, NULL, &out, &err, 30), 0);
+    if (err && *err)
+        fprintf(stderr, "%s", err);
+out:
+    json_decref(parsed);
+    json_decref(table);
+    free(out);
+    free(err);
+}
+
 /* ------------------------------------------------------------ on the wire */
 
 typedef struct {

@@ -96,7 +96,7 @@ static void s_cg_read(const char *dir, const char *file, char *buf, size_t len)
 TEST_T(sandbox_cgroup_limits_seen_from_host_and_kernel, 120)
 {
     char why[200];
-    CHECK_EQ(korch_cgroup_available(why, sizeof why), 1); /* what this machine has; the README says so */
+    CHECK_EQ(korch_cgroup_available(why, sizeof why), 1); /* what this machine has; docs/security.md says so */
     korch_sandbox_opts_t o;
     korch_sandbox_opts_init(&o);
     o.instance = "sbx-limits";

@@ -22,6 +22,7 @@
  */
 #include "test.h"
 #include "serve_fixture.h"
+#include "rawhttp.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -40,13 +41,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t s_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 typedef struct {
     serve_t s;
@@ -98,93 +92,6 @@ static void s_stop(fx_t *f)
     }
 }
 
-/* ------------------------------------------------------------ raw HTTP */
-
-static int s_connect(int port, const char *src)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (src) {
-        struct sockaddr_in sa = {.sin_family = AF_INET};
-        inet_pton(AF_INET, src, &sa.sin_addr);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-            close(fd);
-            return -1;
-        }
-    }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static bool s_send_all(int fd, const void *data, size_t len)
-{
-    for (size_t off = 0; off < len;) {
-        ssize_t n = send(fd, (const char *)data + off, len - off, MSG_NOSIGNAL);
-        if (n <= 0)
-            return false;
-        off += (size_t)n;
-    }
-    return true;
-}
-
-/* Read until the server closes or timeout_ms: the bytes (new), in *len. */
-static char *s_read_all(int fd, int timeout_ms, size_t *len)
-{
-    size_t cap = 1 << 16, got = 0;
-    char *buf = malloc(cap);
-    int64_t end = s_ms() + timeout_ms;
-    for (;;) {
-        int left = (int)(end - s_ms());
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, left) <= 0)
-            break;
-        if (got + 1 >= cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-        ssize_t n = recv(fd, buf + got, cap - got - 1, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    buf[got] = 0;
-    if (len)
-        *len = got;
-    return buf;
-}
-
-/* One request on a new connection; the response (new) and its time in *ms. */
-static char *s_request(int port, const char *req, size_t req_len, int timeout_ms, double *ms, size_t *len)
-{
-    int64_t t0 = s_ms();
-    int fd = s_connect(port, NULL);
-    if (fd < 0)
-        return NULL;
-    char *r = s_send_all(fd, req, req_len ? req_len : strlen(req)) ? s_read_all(fd, timeout_ms, len) : NULL;
-    close(fd);
-    if (ms)
-        *ms = (double)(s_ms() - t0);
-    return r;
-}
-
-static int s_status(const char *resp)
-{
-    int st = 0, minor;
-    return resp && sscanf(resp, "HTTP/1.%d %d", &minor, &st) == 2 ? st : 0;
-}
-
-static const char *s_body(const char *resp)
-{
-    const char *b = resp ? strstr(resp, "\r\n\r\n") : NULL;
-    return b ? b + 4 : "";
-}
-
 /* A JSON request with the token; the response (new). */
 static char *s_api(const fx_t *f, const char *method, const char *path, const char *json, int timeout_ms)
 {
@@ -193,7 +100,7 @@ static char *s_api(const fx_t *f, const char *method, const char *path, const ch
              "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token %s\r\nContent-Type: application/json\r\n"
              "Content-Length: %zu\r\n\r\n%s",
              method, path, f->s.token, json ? strlen(json) : 0, json ? json : "");
-    return s_request(f->port, req, 0, timeout_ms, NULL, NULL);
+    return raw_request(f->port, req, 0, timeout_ms, NULL, NULL);
 }
 
 /* Send a JSON request and return its connection without reading. */
@@ -204,15 +111,15 @@ static int s_api_send(const fx_t *f, const char *method, const char *path, const
                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token %s\r\nContent-Type: application/json\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
                      method, path, f->s.token, json ? strlen(json) : 0, json ? json : "");
-    int fd = s_connect(f->port, NULL);
-    if (fd >= 0 && !s_send_all(fd, req, (size_t)n)) {
+    int fd = raw_connect(f->port, NULL);
+    if (fd >= 0 && !raw_send_all(fd, req, (size_t)n)) {
         close(fd);
         fd = -1;
     }
     return fd;
 }
 
-static json_t *s_json(const char *resp) { return json_loads(s_body(resp), 0, NULL); }
+static json_t *s_json(const char *resp) { return json_loads(raw_body(resp), 0, NULL); }
 
 /* --------------------------------------------------- 5: idle sockets */
 
@@ -242,7 +149,7 @@ static int s_idle_open(const s_idle_t *a)
 /* Keep IDLE sockets open for wait_ms: each one the server closes is opened again. */
 static void s_idle_keep(s_idle_t *a, int wait_ms)
 {
-    int64_t end = s_ms() + wait_ms;
+    int64_t end = raw_ms() + wait_ms;
     do {
         struct pollfd p[IDLE];
         for (int i = 0; i < IDLE; i++) {
@@ -250,14 +157,14 @@ static void s_idle_keep(s_idle_t *a, int wait_ms)
                 a->reopened++;
             p[i] = (struct pollfd){a->fd[i], POLLIN, 0};
         }
-        int left = (int)(end - s_ms());
+        int left = (int)(end - raw_ms());
         if (poll(p, IDLE, left > 0 ? (left < 50 ? left : 50) : 0) > 0)
             for (int i = 0; i < IDLE; i++)
                 if (p[i].revents) { /* closed by the server (or answered): again */
                     close(a->fd[i]);
                     a->fd[i] = -1;
                 }
-    } while (s_ms() < end);
+    } while (raw_ms() < end);
 }
 
 static void s_idle_close(s_idle_t *a)
@@ -287,8 +194,8 @@ static s_lat_t s_polls(const fx_t *f, s_idle_t *a, int n, int gap_ms)
     snprintf(req, sizeof req, "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token %s\r\n\r\n",
              f->s.token);
     for (int i = 0; i < n && i < 64; i++) {
-        char *resp = s_request(f->port, req, 0, 5000, &ms[i], NULL);
-        r.ok += s_status(resp) == 200;
+        char *resp = raw_request(f->port, req, 0, 5000, &ms[i], NULL);
+        r.ok += raw_status(resp) == 200;
         free(resp);
         if (a)
             s_idle_keep(a, gap_ms);
@@ -328,11 +235,11 @@ TEST_T(server_http_idle_sockets_do_not_starve_clients, 150)
     }
     /* an idle socket is closed after the header deadline (5 s) */
     {
-        int fd = s_connect(f.port, "127.0.0.3");
-        int64_t t0 = s_ms();
+        int fd = raw_connect(f.port, "127.0.0.3");
+        int64_t t0 = raw_ms();
         size_t len = 0;
-        char *r = fd >= 0 ? s_read_all(fd, 9000, &len) : NULL;
-        double waited = (double)(s_ms() - t0) / 1000.0;
+        char *r = fd >= 0 ? raw_read_all(fd, 9000, &len) : NULL;
+        double waited = (double)(raw_ms() - t0) / 1000.0;
         fprintf(stderr, "  an idle socket was closed after %.1f s\n", waited);
         CHECK(fd >= 0);
         CHECK(waited >= 4.5 && waited < 8.0);
@@ -377,20 +284,20 @@ static void s_delete_answers(const fx_t *f, int pending, const char *id, const c
 {
     char path[128];
     snprintf(path, sizeof path, "/api/kernels/%s", id);
-    int64_t t0 = s_ms();
+    int64_t t0 = raw_ms();
     int del = s_api_send(f, "DELETE", path, NULL);
     size_t len;
-    char *r = pending >= 0 ? s_read_all(pending, 10000, &len) : NULL;
-    double s = (double)(s_ms() - t0) / 1000.0;
+    char *r = pending >= 0 ? raw_read_all(pending, 10000, &len) : NULL;
+    double s = (double)(raw_ms() - t0) / 1000.0;
     json_t *j = s_json(r);
     const char *msg = json_string_value(json_object_get(j, "message"));
-    fprintf(stderr, "  %s: answered %d in %.2f s after the DELETE: %s\n", what, s_status(r), s, msg ? msg : "(none)");
+    fprintf(stderr, "  %s: answered %d in %.2f s after the DELETE: %s\n", what, raw_status(r), s, msg ? msg : "(none)");
     CHECK(pending >= 0);
-    CHECK_EQ(s_status(r), 409);
+    CHECK_EQ(raw_status(r), 409);
     CHECK(msg && strstr(msg, "shut down"));
     CHECK_LT(s, 3.0);
-    char *d = del >= 0 ? s_read_all(del, 30000, &len) : NULL;
-    CHECK_EQ(s_status(d), 204);
+    char *d = del >= 0 ? raw_read_all(del, 30000, &len) : NULL;
+    CHECK_EQ(raw_status(d), 204);
     json_decref(j);
     free(r);
     free(d);
@@ -417,7 +324,7 @@ TEST_T(server_http_delete_answers_requests_waiting_for_the_kernel, 180)
         s_delete_answers(&f, fd, id, "POST /api/sessions");
     /* POST .../restart of a started kernel */
     char *r = s_api(&f, "POST", "/api/kernels", "{\"name\": \"slow\"}", 60000);
-    CHECK_EQ(s_status(r), 201);
+    CHECK_EQ(raw_status(r), 201);
     json_t *k = s_json(r);
     free(r);
     const char *kid = json_string_value(json_object_get(k, "id"));
@@ -434,7 +341,7 @@ TEST_T(server_http_delete_answers_requests_waiting_for_the_kernel, 180)
     if (s_one_kernel(&f, id, sizeof id))
         s_delete_answers(&f, fd, id, "POST /api/agent/sessions");
     r = s_api(&f, "GET", "/api/agent/sessions", NULL, 5000);
-    CHECK_STREQ(s_body(r), "[]"); /* the session that never started is gone */
+    CHECK_STREQ(raw_body(r), "[]"); /* the session that never started is gone */
     free(r);
 out:
     s_stop(&f);
@@ -448,7 +355,7 @@ static bool s_agent(const fx_t *f, char *id, size_t len)
     char *r = s_api(f, "POST", "/api/agent/sessions", "{\"llm\": \"ollama:none\"}", 60000);
     json_t *j = s_json(r);
     const char *v = json_string_value(json_object_get(j, "id"));
-    bool ok = CHECK_EQ(s_status(r), 201) && CHECK(v);
+    bool ok = CHECK_EQ(raw_status(r), 201) && CHECK(v);
     if (ok)
         snprintf(id, len, "%s", v);
     else
@@ -466,11 +373,11 @@ static char *s_get_file(const fx_t *f, const char *sid, const char *name, size_t
              "GET /api/agent/sessions/%s/files/%s HTTP/1.1\r\nHost: x\r\nAuthorization: token %s\r\n\r\n", sid, name,
              f->s.token);
     size_t rlen = 0;
-    char *r = s_request(f->port, req, 0, 30000, NULL, &rlen);
+    char *r = raw_request(f->port, req, 0, 30000, NULL, &rlen);
     const char *b = r ? strstr(r, "\r\n\r\n") : NULL;
     char *out = NULL;
     *len = 0;
-    if (b && s_status(r) == 200) {
+    if (b && raw_status(r) == 200) {
         *len = rlen - (size_t)(b + 4 - r);
         out = malloc(*len + 1);
         memcpy(out, b + 4, *len);
@@ -522,9 +429,9 @@ TEST_BOTH_T(server_http_chunked_put_is_read_byte_for_byte, 150)
     /* by hand: sizes in hex with leading zeros, an extension, a trailer */
     snprintf(req, sizeof req, head, "c.txt", "Transfer-Encoding: chunked\r\n");
     strcat(req, "5;name=value\r\nhello\r\n1\r\n \r\n0006\r\nworld!\r\n0\r\nX-Trailer: yes\r\n\r\n");
-    char *r = s_request(f.port, req, 0, 10000, NULL, NULL);
-    CHECK_EQ(s_status(r), 201);
-    CHECK_CONTAINS(s_body(r), "\"size\":12");
+    char *r = raw_request(f.port, req, 0, 10000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 201);
+    CHECK_CONTAINS(raw_body(r), "\"size\":12");
     free(r);
     size_t len = 0;
     char *got = s_get_file(&f, sid, "c.txt", &len);
@@ -551,11 +458,11 @@ TEST_BOTH_T(server_http_chunked_put_is_read_byte_for_byte, 150)
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_curl_sink);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    int64_t t0 = s_ms();
+    int64_t t0 = raw_ms();
     CURLcode cc = curl_easy_perform(c);
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    fprintf(stderr, "  chunked PUT of 5 MiB (libcurl): %ld in %lld ms: %s\n", code, (long long)(s_ms() - t0), resp);
+    fprintf(stderr, "  chunked PUT of 5 MiB (libcurl): %ld in %lld ms: %s\n", code, (long long)(raw_ms() - t0), resp);
     CHECK_EQ(cc, CURLE_OK);
     CHECK_EQ(code, 201);
     CHECK_CONTAINS(resp, "\"size\":5242880");
@@ -583,8 +490,8 @@ TEST_BOTH_T(server_http_chunked_put_is_read_byte_for_byte, 150)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(req, sizeof req, head, "bad.txt", bad[i].headers);
         strcat(req, bad[i].body);
-        r = s_request(f.port, req, 0, 10000, NULL, NULL);
-        if (!CHECK_EQ(s_status(r), bad[i].status) || !CHECK_CONTAINS(s_body(r), bad[i].msg))
+        r = raw_request(f.port, req, 0, 10000, NULL, NULL);
+        if (!CHECK_EQ(raw_status(r), bad[i].status) || !CHECK_CONTAINS(raw_body(r), bad[i].msg))
             fprintf(stderr, "  case %zu: %s\n", i, r ? r : "(nothing)");
         free(r);
     }
@@ -597,8 +504,8 @@ TEST_BOTH_T(server_http_chunked_put_is_read_byte_for_byte, 150)
              "Content-Length: 8000000\r\n\r\n",
              f.s.token);
     double ms = 0;
-    r = s_request(f.port, req, 0, 5000, &ms, NULL);
-    CHECK_EQ(s_status(r), 404);
+    r = raw_request(f.port, req, 0, 5000, &ms, NULL);
+    CHECK_EQ(raw_status(r), 404);
     CHECK_LT(ms, 2000);
     free(r);
     /* a chunked JSON body on an API route */
@@ -606,9 +513,9 @@ TEST_BOTH_T(server_http_chunked_put_is_read_byte_for_byte, 150)
              "POST /api/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: token %s\r\nTransfer-Encoding: chunked\r\n\r\n"
              "4\r\n{\"pa\r\n1b\r\nth\": \"x.ipynb\", \"type\": \"no\r\n8\r\ntebook\"}\r\n0\r\n\r\n",
              f.s.token);
-    r = s_request(f.port, req, 0, 60000, NULL, NULL);
-    CHECK_EQ(s_status(r), 201);
-    CHECK_CONTAINS(s_body(r), "\"path\":\"x.ipynb\"");
+    r = raw_request(f.port, req, 0, 60000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 201);
+    CHECK_CONTAINS(raw_body(r), "\"path\":\"x.ipynb\"");
     free(r);
 out:
     free(big);
@@ -640,7 +547,7 @@ TEST_T(server_http_concurrent_uploads_bounded_rss, 240)
         goto out;
     long base = s_status_kb(f.s.pid, "VmRSS:");
     pid_t kids[UPLOADS];
-    int64_t t0 = s_ms();
+    int64_t t0 = raw_ms();
     for (int i = 0; i < UPLOADS; i++) {
         kids[i] = fork();
         if (kids[i] == 0) {
@@ -652,14 +559,14 @@ TEST_T(server_http_concurrent_uploads_bounded_rss, 240)
                               sid, i, f.s.token, n);
             char *chunk = malloc(1 << 20);
             memset(chunk, 'a' + i, 1 << 20);
-            int fd = s_connect(f.port, NULL);
-            bool ok = fd >= 0 && s_send_all(fd, head, (size_t)hl);
+            int fd = raw_connect(f.port, NULL);
+            bool ok = fd >= 0 && raw_send_all(fd, head, (size_t)hl);
             for (size_t off = 0; ok && off < n; off += 1 << 20)
-                ok = s_send_all(fd, chunk, 1 << 20);
-            char *r = ok ? s_read_all(fd, 120000, NULL) : NULL;
+                ok = raw_send_all(fd, chunk, 1 << 20);
+            char *r = ok ? raw_read_all(fd, 120000, NULL) : NULL;
             char want[64];
             snprintf(want, sizeof want, "\"size\":%zu", n);
-            _exit(s_status(r) == 201 && strstr(s_body(r), want) ? 0 : 1);
+            _exit(raw_status(r) == 201 && strstr(raw_body(r), want) ? 0 : 1);
         }
     }
     int good = 0;
@@ -672,7 +579,7 @@ TEST_T(server_http_concurrent_uploads_bounded_rss, 240)
     fprintf(stderr,
             "  %d concurrent uploads of %d MiB: %d stored in %.1f s; korch serve RSS %ld MiB before, peak %ld MiB "
             "(+%ld MiB)\n",
-            UPLOADS, UPLOAD_MB, good, (double)(s_ms() - t0) / 1000.0, base / 1024, peak / 1024,
+            UPLOADS, UPLOAD_MB, good, (double)(raw_ms() - t0) / 1000.0, base / 1024, peak / 1024,
             (peak - base) / 1024);
     CHECK_EQ(good, UPLOADS);
     /* one upload is mapped while it is placed, none is held in memory */
@@ -706,29 +613,29 @@ TEST_T(server_http_bodies_in_memory_bounded_together, 90)
                       "Content-Length: %zu\r\n\r\n",
                       f.s.token, n);
     for (int i = 0; i < 3; i++) {
-        fds[i] = s_connect(f.port, NULL);
-        CHECK(fds[i] >= 0 && s_send_all(fds[i], head, (size_t)hl) && s_send_all(fds[i], body, half));
+        fds[i] = raw_connect(f.port, NULL);
+        CHECK(fds[i] >= 0 && raw_send_all(fds[i], head, (size_t)hl) && raw_send_all(fds[i], body, half));
         usleep(200000);
     }
     size_t len;
-    char *r = s_read_all(fds[2], 5000, &len);
-    CHECK_EQ(s_status(r), 503);
-    CHECK_CONTAINS(s_body(r), "--max-body-total");
+    char *r = raw_read_all(fds[2], 5000, &len);
+    CHECK_EQ(raw_status(r), 503);
+    CHECK_CONTAINS(raw_body(r), "--max-body-total");
     free(r);
     /* the others go on, and once they are done the budget is back */
     for (int i = 0; i < 2; i++) {
-        CHECK(s_send_all(fds[i], body + half, n - half));
-        r = s_read_all(fds[i], 5000, &len);
-        CHECK_EQ(s_status(r), 404); /* their route: no such kernel */
+        CHECK(raw_send_all(fds[i], body + half, n - half));
+        r = raw_read_all(fds[i], 5000, &len);
+        CHECK_EQ(raw_status(r), 404); /* their route: no such kernel */
         free(r);
     }
     for (int i = 0; i < 3; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    int fd = s_connect(f.port, NULL);
-    CHECK(fd >= 0 && s_send_all(fd, head, (size_t)hl) && s_send_all(fd, body, n));
-    r = s_read_all(fd, 5000, &len);
-    CHECK_EQ(s_status(r), 404);
+    int fd = raw_connect(f.port, NULL);
+    CHECK(fd >= 0 && raw_send_all(fd, head, (size_t)hl) && raw_send_all(fd, body, n));
+    r = raw_read_all(fd, 5000, &len);
+    CHECK_EQ(raw_status(r), 404);
     free(r);
     close(fd);
     free(body);
@@ -750,18 +657,18 @@ TEST_T(server_http_origin_too_long_is_refused, 60)
     /* 300 bytes: checked (not taken for absent) and refused */
     snprintf(req, sizeof req, "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: %s\r\nAuthorization: token %s\r\n\r\n",
              f.port, origin, f.s.token);
-    char *r0 = s_request(f.port, req, 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r0), 403);
-    CHECK_CONTAINS(s_body(r0), "origin not allowed");
+    char *r0 = raw_request(f.port, req, 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r0), 403);
+    CHECK_CONTAINS(raw_body(r0), "origin not allowed");
     free(r0);
     /* 600 bytes: too long to check, refused as such */
     memset(origin + 7, 'a', 593);
     origin[600] = 0;
     snprintf(req, sizeof req, "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: %s\r\nAuthorization: token %s\r\n\r\n",
              f.port, origin, f.s.token);
-    char *r = s_request(f.port, req, 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 403);
-    CHECK_CONTAINS(s_body(r), "Origin header too long");
+    char *r = raw_request(f.port, req, 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 403);
+    CHECK_CONTAINS(raw_body(r), "Origin header too long");
     free(r);
     /* a websocket upgrade (to a kernel that does not exist: refused before that is looked at) */
     snprintf(req, sizeof req,
@@ -769,9 +676,9 @@ TEST_T(server_http_origin_too_long_is_refused, 60)
              "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
              "Sec-WebSocket-Version: 13\r\nOrigin: %s\r\nAuthorization: token %s\r\n\r\n",
              f.port, origin, f.s.token);
-    r = s_request(f.port, req, 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 403);
-    CHECK_CONTAINS(s_body(r), "Origin header too long");
+    r = raw_request(f.port, req, 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 403);
+    CHECK_CONTAINS(raw_body(r), "Origin header too long");
     free(r);
     /* an Origin of this host, with a Host too long to compare */
     char host[320];
@@ -779,15 +686,15 @@ TEST_T(server_http_origin_too_long_is_refused, 60)
     host[300] = 0;
     snprintf(req, sizeof req, "GET /api/status HTTP/1.1\r\nHost: %s\r\nOrigin: http://x\r\nAuthorization: token %s\r\n\r\n",
              host, f.s.token);
-    r = s_request(f.port, req, 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 403);
+    r = raw_request(f.port, req, 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 403);
     free(r);
     /* the same host's own origin still passes */
     snprintf(req, sizeof req,
              "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://127.0.0.1:%d\r\nAuthorization: token %s\r\n\r\n",
              f.port, f.port, f.s.token);
-    r = s_request(f.port, req, 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 200);
+    r = raw_request(f.port, req, 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 200);
     free(r);
 out:
     s_stop(&f);
@@ -803,16 +710,16 @@ TEST_T(server_http_client_bytes_are_escaped_in_the_log, 60)
     /* URL-decoded by lws: ESC [31m, backspaces, then CR LF and a forged
        line (lws ends the URI at a decoded CR or LF) */
     const char *req = "GET /x%1b%5b31mred%08%08%0d%0aINJECTED%20line HTTP/1.1\r\nHost: x\r\n\r\n";
-    char *r = s_request(f.port, req, 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 403); /* no token */
+    char *r = raw_request(f.port, req, 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 403); /* no token */
     free(r);
     /* and from an origin that is refused (a warning quotes the path) */
-    r = s_request(f.port, "GET /y%1b%5b2J HTTP/1.1\r\nHost: x\r\nOrigin: http://evil\r\n\r\n", 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 403);
+    r = raw_request(f.port, "GET /y%1b%5b2J HTTP/1.1\r\nHost: x\r\nOrigin: http://evil\r\n\r\n", 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 403);
     free(r);
     /* a raw ESC in the path, which lws passes as it is */
-    r = s_request(f.port, "GET /z\x1b[1m\x7f HTTP/1.1\r\nHost: x\r\n\r\n", 0, 5000, NULL, NULL);
-    CHECK_EQ(s_status(r), 403);
+    r = raw_request(f.port, "GET /z\x1b[1m\x7f HTTP/1.1\r\nHost: x\r\n\r\n", 0, 5000, NULL, NULL);
+    CHECK_EQ(raw_status(r), 403);
     free(r);
     usleep(200000);
     size_t len = 0;

@@ -462,8 +462,8 @@ down:
  *  production korch is a service on the network (docker-compose.yml).
  *
  *  What it checks: the launcher refuses an engine that is no manager and
- *  makes the network (internal, attachable; unencrypted here: see the
- *  README); six kernels started at once spread over the three nodes, each
+ *  makes the network (internal, attachable; unencrypted here: see
+ *  docs/launchers.md); six kernels started at once spread over the three nodes, each
  *  a service with its secret; state, a PNG, interrupt and restart through
  *  the gateway; DELETE leaves no service, secret or container; node 3's
  *  engine stopped: its kernels are reported dead and restarted on live

@@ -2,7 +2,7 @@
  *  (scripts/swarm-up.sh, which also builds the korch image from this
  *  checkout and publishes it with the kernel image in the cluster's
  *  registry): `docker stack deploy -c docker-compose.yml korch` exactly as
- *  the README tells a user, with only the variables the file documents.
+ *  docs/launchers.md tells a user, with only the variables the file documents.
  *
  *  Then, from the host (outside the swarm, through the port published on
  *  the manager's address): korch serve answers; a kernel started through
@@ -184,8 +184,8 @@ TEST_T(swarm_stack, 900)
     nodes = s_api(d, "GET", "/nodes", NULL, 200);
     st_clean(d);
 
-    /* The kernels' network, made before the stack as the README says
-       (unencrypted: this machine's kernel has no ESP, see the README). */
+    /* The kernels' network, made before the stack as docs/launchers.md says
+       (unencrypted: this machine's kernel has no ESP, see docs/launchers.md). */
     {
         korch_docker_reply_t r0 = {0};
         long have = korch_docker_request(d, "GET", "/networks/" ST_NET, NULL, &r0, NULL) == KORCH_OK ? r0.status : 0;

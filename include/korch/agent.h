@@ -38,6 +38,7 @@
 #include <jansson.h>
 #include "korch/error.h"
 #include "korch/launcher.h"
+#include "korch/ledger.h"
 #include "korch/llm.h"
 #include "korch/loop.h"
 
@@ -57,6 +58,7 @@ typedef enum {
                                attempt?, retry_in_ms?, http_status?}; when the phase changes and about every second */
     KORCH_AGENT_FILES,      /* the step changed the work dir: data {files: [{path, size, change, mime}],
                                total, truncated}, text = one line for people */
+    KORCH_AGENT_USAGE,      /* a model call's tokens and cost: data {tokens: korch_usage_json, cost} */
 } korch_agent_event_type_t;
 
 typedef struct {
@@ -89,6 +91,8 @@ typedef struct {
     size_t max_result_chars;        /* per execution result, default 4000 */
     int64_t max_tokens;             /* per turn (input + output), 0 = no budget */
     int max_seconds;                /* per turn, 0 = no budget */
+    double max_cost;                /* per turn, in the price table's currency; 0 = no budget (needs prices) */
+    const korch_prices_t *prices;   /* borrowed, may be NULL: tokens into cost (korch/ledger.h) */
     int exec_timeout_s;             /* per execution, default 300 */
     size_t context_chars;           /* what is sent per request, roughly; default 120000 */
     /* Code interpreter behaviour: a reply with a fenced block in the kernel's
@@ -105,6 +109,10 @@ typedef struct {
        listing in workdir.json in the session dir. */
     bool workdir_in_kernel;
     long snapshot_bytes;            /* Python: pickled variables kept per snapshot (default 4 MiB; < 0 = none) */
+    /* The session's output budget: transcript, notebook and figures on disk
+       together, across kernel restarts and resumes (default 256 MiB). Near
+       it, outputs are not kept and the turn ends (agent_budget.c). */
+    uint64_t max_session_bytes;
     void (*on_event)(const korch_agent_event_t *ev, void *arg);
     /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */
     bool (*cancelled)(void *arg);
@@ -145,13 +153,34 @@ const char *korch_agent_session_dir(const korch_agent_t *agent);
 /* Token usage so far (whole session). */
 int64_t korch_agent_tokens(const korch_agent_t *agent);
 
-/* Tokens as the APIs reported them (calls that did not say count 0). */
-typedef struct {
-    int64_t input, output;
-} korch_agent_usage_t;
+/* Tokens as the APIs reported them, unknown kept unknown (korch/ledger.h). */
+typedef korch_usage_t korch_agent_usage_t;
 
 /* The current (or last) turn's usage and the whole session's, either may be NULL. */
 void korch_agent_usage(const korch_agent_t *agent, korch_agent_usage_t *turn, korch_agent_usage_t *session);
+
+/* The model's name ("openai:gpt-4o-mini"). */
+const char *korch_agent_llm_name(const korch_agent_t *agent);
+
+/* The one event schema (docs/events.schema.json, docs/events.md): ev as the
+   JSON object korch run --json prints and korch serve streams,
+   {"event": NAME, "step": N, ...}. New object. */
+json_t *korch_agent_event_json(const korch_agent_event_t *ev);
+/* The event's name ("step", "code_delta", ...). */
+const char *korch_agent_event_name(korch_agent_event_type_t type);
+/* The record that closes every turn's stream: {"event": "done", "status":
+   "ok" | "interrupted" | "error", "message"?, "steps", "elapsed_ms",
+   "tokens": {"turn", "session"}, "cost": {"turn", "session"}, "stopped_by"?}
+   for the turn that ask() returned rc for. New object. */
+json_t *korch_agent_done_json(const korch_agent_t *agent, korch_rc_t rc, const char *message);
+
+/* The current (or last) turn's cost and the whole session's (each call
+   priced with opts.prices), either may be NULL. */
+void korch_agent_cost(const korch_agent_t *agent, korch_cost_t *turn, korch_cost_t *session);
+
+/* Write the notebook without its dead ends (korch_notebook_clean: the
+   failed attempts left out) to path. */
+korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);
 
 /* Write the session's notebook (nbformat 4.5) to path as well. */
 korch_rc_t korch_agent_save_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);

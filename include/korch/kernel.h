@@ -85,6 +85,9 @@ typedef struct {
                                    sent right after an interrupted (timed-out) one */
     int timeout_ms;             /* 0 = none */
     int interrupt_grace_ms;     /* after the interrupt, restart if not idle within (default 5000) */
+    size_t max_output_bytes;    /* keep at most this much stream text, and as much rich output,
+                                   besides the kernel's limits: the caller's own budget (an agent
+                                   session's, which outlives kernel restarts). 0 = none */
 } korch_exec_opts_t;
 
 typedef struct {

@@ -123,6 +123,12 @@ korch_rc_t korch_llm_chat(korch_llm_t *llm, const korch_llm_request_t *req, cons
 
 void korch_llm_reply_clear(korch_llm_reply_t *reply);
 
+/* Can the model's endpoint be reached? A connect (and TLS handshake) to its
+   base URL within 5 s, no request sent; OK for a provider without one
+   (replay). The error names the URL and the variable that sets it.
+   Blocking: not on a loop. */
+korch_rc_t korch_llm_probe(korch_llm_t *llm, korch_err_t *err);
+
 const char *korch_llm_name(const korch_llm_t *llm);      /* "openai:gpt-4o-mini" */
 bool korch_llm_vision(const korch_llm_t *llm);
 bool korch_llm_fence_mode(const korch_llm_t *llm);

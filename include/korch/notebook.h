@@ -23,6 +23,26 @@ void korch_notebook_add_code(korch_notebook_t *nb, const char *source, int execu
 void korch_notebook_add_code_meta(korch_notebook_t *nb, const char *source, int execution_count, json_t *outputs,
                                   json_t *metadata);
 
+/* The metadata of a code cell korch ran (new object): {"korch": {"status",
+   "turn", "step", "note"?}} and the tags nbclient honours, so that `jupyter
+   nbconvert --execute` runs the notebook through: "raises-exception" on a
+   cell that failed (status "error"), "skip-execution" on one that timed
+   out, was aborted or killed its kernel (running it again would not end
+   or would kill the kernel nbconvert runs). turn/step <= 0 are left out. */
+json_t *korch_notebook_cell_meta(const char *status, const char *note, int turn, int step);
+
+/* The clean export: a copy of doc (borrowed) without the dead ends - the
+   code cells whose korch status is not "ok" and the markdown cells right
+   before them that only narrate them (the model's text of that step) -
+   with metadata.korch.clean = {"from_cells", "dropped"}. New document. */
+json_t *korch_notebook_clean(json_t *doc);
+
+/* A notebook holding doc (stolen), e.g. to write a clean export; NULL when doc is NULL. */
+korch_notebook_t *korch_notebook_from_json(json_t *doc);
+
+/* The last cell's metadata (borrowed), NULL when there is no cell. */
+json_t *korch_notebook_last_meta(korch_notebook_t *nb);
+
 /* The kernel's language_info (kernel_info_reply; copied) and the
    kernelspec's display name, in the notebook's metadata. */
 void korch_notebook_set_language(korch_notebook_t *nb, json_t *language_info, const char *display_name);

@@ -14,8 +14,10 @@
  *  Limits: every buffer fed from outside is bounded (request bodies, one by
  *  one and all together; client messages, per-connection send queues,
  *  per-session replay buffers). A client that does not read is dropped,
- *  never the kernel. Connections that send no request are closed first
- *  when connections run short, and after header_timeout_ms in any case.
+ *  never the kernel. Connections that send no request (then those that
+ *  presented no token) are closed first when connections run short, and
+ *  after header_timeout_ms in any case: one that presented the token is
+ *  never closed to make room.
  *
  *  Ownership: the caller owns the loop and the launcher, which outlive the
  *  server. Destroying the server shuts its kernels down.
@@ -48,7 +50,12 @@ typedef struct {
                                            together (default 64 MiB) -> 503 */
     size_t max_upload_total;            /* uploads being received at once, on disk (default 1 GiB) -> 503 */
     int max_connections;                /* open at once (default 1024; at most RLIMIT_NOFILE / 2) */
-    int max_connections_per_peer;       /* open at once from one address or IPv6 /64 (default 256) */
+    int max_connections_per_peer;       /* open at once from one client: an address or IPv6 /64, or
+                                           behind a trusted proxy its X-Forwarded-For client (default 256) */
+    const char *const *trusted_proxies; /* NULL-terminated address blocks ("10.0.0.0/8", "::1"):
+                                           connections from them name their client in
+                                           X-Forwarded-For (for limits and the log); from any
+                                           other peer the header is ignored */
     int header_timeout_ms;              /* a connection's request headers must be complete this long
                                            after its accept (default 5000) */
     size_t max_ws_message;              /* one client websocket message (default 64 MiB) */
@@ -62,6 +69,13 @@ typedef struct {
     const char *agent_dir;              /* where sessions live (default ./korch-sessions) */
     int max_agent_sessions;             /* 0 = no limit */
     int agent_max_steps;                /* per turn (default 20) */
+    /* Budgets per turn of every session, as korch run's (0 = none); a POST
+       /api/agent/sessions {"budget": {tokens, seconds, cost}} may lower them
+       for its session. A cost budget needs agent_prices. */
+    int64_t agent_max_tokens;
+    int agent_max_seconds;
+    double agent_max_cost;
+    const struct korch_prices *agent_prices;   /* borrowed, outlives the server; NULL = no price table */
     /* Warm pool: kernels started ahead, handed out on POST /api/kernels
        (and sessions) at once, refilled in the background one start at a
        time. Pool kernels are not listed and not counted in max_kernels

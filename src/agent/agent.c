@@ -5,6 +5,7 @@
 #include "korch/agent.h"
 #include "korch/buf.h"
 #include "korch/feedback.h"
+#include "korch/fsutil.h"
 #include "korch/jsonfield.h"
 #include "korch/kernel.h"
 #include "korch/kernelspec.h"
@@ -63,6 +64,8 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         return NULL;
     }
     a->o = *opts;
+    /* a session dir this call makes goes again when the agent cannot start */
+    bool made_dir = access(opts->session_dir, F_OK) != 0;
     if (a->o.max_steps <= 0)
         a->o.max_steps = 20;
     if (!a->o.max_result_chars)
@@ -79,6 +82,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
     a->messages = json_array();
     a->file_info = json_array();
     a->nb = korch_notebook_new(a->kernelspec, a->kernelspec, "python");
+    a->receipts = korch_receipts_new();
     a->system_append = opts->system_append ? strdup(opts->system_append) : NULL;
     a->system_replace = opts->system_replace ? strdup(opts->system_replace) : NULL;
     a->o.system_append = a->o.system_replace = a->o.workdir = NULL;
@@ -100,6 +104,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
     if (s_mkdir(a->files_dir, err) || s_mkdir(a->figures_dir, err))
         goto fail;
     a->figures = s_count_figures(a->figures_dir);
+    agent_budget_load(a);
     const char *wd = opts->workdir ? opts->workdir : a->existing ? NULL : a->files_dir;
     if (wd && *wd)
         a->wd = korch_workdir_new(wd, NULL);
@@ -141,7 +146,15 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
     return a;
 fail:
     json_decref(replay);
+    if (a && a->transcript) { /* nothing of it is kept: no notebook is written */
+        fclose(a->transcript);
+        a->transcript = NULL;
+    }
+    char made[PATH_MAX];
+    snprintf(made, sizeof made, "%s", a && a->dir[0] ? a->dir : opts->session_dir);
     korch_agent_destroy(&a);
+    if (made_dir)
+        korch_fs_rm_tree(made);
     return NULL;
 }
 
@@ -156,6 +169,7 @@ void korch_agent_destroy(korch_agent_t **pa)
     if (a->transcript)
         fclose(a->transcript);
     korch_notebook_destroy(&a->nb);
+    korch_receipts_destroy(&a->receipts);
     json_decref(a->messages);
     json_decref(a->tools);
     json_decref(a->file_info);
@@ -281,6 +295,7 @@ const char *korch_agent_language(const korch_agent_t *a) { return a->lang; }
 
 const char *korch_agent_session_dir(const korch_agent_t *a) { return a->dir; }
 int64_t korch_agent_tokens(const korch_agent_t *a) { return a->tokens; }
+const char *korch_agent_llm_name(const korch_agent_t *a) { return korch_llm_name(a->o.llm); }
 
 void korch_agent_usage(const korch_agent_t *a, korch_agent_usage_t *turn, korch_agent_usage_t *session)
 {
@@ -288,6 +303,24 @@ void korch_agent_usage(const korch_agent_t *a, korch_agent_usage_t *turn, korch_
         *turn = a->turn_usage;
     if (session)
         *session = a->session_usage;
+}
+
+void korch_agent_cost(const korch_agent_t *a, korch_cost_t *turn, korch_cost_t *session)
+{
+    if (turn)
+        *turn = a->turn_cost;
+    if (session)
+        *session = a->session_cost;
+}
+
+korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *a, const char *path, korch_err_t *err)
+{
+    korch_notebook_t *nb = korch_notebook_from_json(korch_notebook_clean(korch_notebook_json(a->nb)));
+    if (!nb)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    korch_rc_t rc = korch_notebook_write(nb, path, err);
+    korch_notebook_destroy(&nb);
+    return rc;
 }
 
 korch_rc_t korch_agent_save_notebook(korch_agent_t *a, const char *path, korch_err_t *err)
@@ -306,18 +339,125 @@ void korch_agent_interrupt(korch_agent_t *a)
 
 /* ---------------------------------------------------------- the turn */
 
-/* The answer: recorded (a record that cannot be written is an error event,
-   not a failed turn), told and handed over. */
+/* "Numbers: 8,451.00 (step 3) · 42 not computed by the kernel": the
+   receipts as a line of markdown under the answer. New string. */
+static char *s_receipts_md(json_t *receipts)
+{
+    korch_buf_t b = KORCH_BUF_INIT(64 * 1024);
+    korch_buf_adds(&b, "\n\n---\n*korch receipts:* ", NULL, NULL);
+    size_t i;
+    json_t *r;
+    json_array_foreach(receipts, i, r) {
+        const char *text = json_string_value(json_object_get(r, "text"));
+        const char *form = json_string_value(json_object_get(r, "form"));
+        json_t *step = json_object_get(r, "step"), *turn = json_object_get(r, "turn");
+        if (i)
+            korch_buf_adds(&b, " · ", NULL, NULL);
+        if (!json_is_true(json_object_get(r, "found")))
+            korch_buf_addf(&b, NULL, NULL, "**%s: not computed by the kernel**", text);
+        else if (form && strcmp(form, "given") == 0)
+            korch_buf_addf(&b, NULL, NULL, "%s (from the question)", text);
+        else
+            korch_buf_addf(&b, NULL, NULL, "%s (%s of `%s`, turn %d step %d)", text, form,
+                           json_string_value(json_object_get(r, "printed")), (int)json_integer_value(turn),
+                           (int)json_integer_value(step));
+    }
+    return korch_buf_release(&b, NULL);
+}
+
+/* The answer: its numbers matched against what the kernel printed,
+   recorded (a record that cannot be written is an error event, not a failed
+   turn), put in the notebook with its receipts, told and handed over. */
 static void s_finish(korch_agent_t *a, korch_llm_reply_t *reply, char **answer)
 {
     const char *text = reply->text ? reply->text : "";
-    agent_record(a, json_pack("{s:s, s:s}", "type", "final", "content", text), NULL);
-    agent_emit(a, KORCH_AGENT_FINAL, text, NULL);
+    json_t *receipts = korch_receipts_match(a->receipts, text);
+    size_t numbers = 0, unbacked = 0;
+    korch_receipts_count(receipts, &numbers, &unbacked);
+    agent_record(a, json_pack("{s:s, s:s, s:O}", "type", "final", "content", text, "receipts", receipts), NULL);
+    char *md = numbers ? s_receipts_md(receipts) : NULL;
+    size_t tl = strlen(text), ml = md ? strlen(md) : 0;
+    char *cell = malloc(tl + ml + 1);
+    if (cell) {
+        memcpy(cell, text, tl);
+        memcpy(cell + tl, md ? md : "", ml + 1);
+        if (*cell)
+            korch_notebook_add_markdown(a->nb, cell);
+        json_t *meta = *cell ? korch_notebook_last_meta(a->nb) : NULL;
+        if (meta)
+            json_object_set_new(meta, "korch", json_pack("{s:s, s:i, s:O}", "answer", "final", "turn", a->turn,
+                                                         "receipts", receipts));
+    }
+    free(cell);
+    free(md);
+    json_t *data = json_pack("{s:O}", "receipts", receipts);
+    agent_emit(a, KORCH_AGENT_FINAL, text, data);
+    json_decref(data);
+    json_decref(receipts);
     if (answer)
         *answer = strdup(text);
 }
 
+/* A budget that cannot be applied is said once per turn. */
+static void s_budget_unknown(korch_agent_t *a, const char *what)
+{
+    if (a->budget_told)
+        return;
+    a->budget_told = true;
+    char note[256];
+    snprintf(note, sizeof note, "the %s budget cannot be applied: %s", what,
+             strcmp(what, "token") == 0 ? "the model's API does not report its token usage"
+                                        : "the cost is unknown (no price for this model, or tokens unreported)");
+    agent_emit(a, KORCH_AGENT_NOTICE, note, NULL);
+}
+
+/* Which budget, if any, ends the turn now: a->stopped_by and the reason. */
+static const char *s_budget_spent(korch_agent_t *a, int64_t t0)
+{
+    if (a->o.max_tokens > 0) {
+        int64_t used = korch_usage_total(&a->turn_usage);
+        if (used < 0 && a->turn_usage.input + a->turn_usage.output < a->o.max_tokens)
+            s_budget_unknown(a, "token");
+        else if (used < 0 || used >= a->o.max_tokens) { /* what was reported is over already */
+            snprintf(a->stopped_by, sizeof a->stopped_by, "tokens");
+            return "the token budget for this question is used up";
+        }
+    }
+    if (a->o.max_cost > 0) {
+        if (!korch_prices_currency(a->o.prices) || a->turn_cost.unknown)
+            s_budget_unknown(a, "cost");
+        else if (a->turn_cost.amount >= a->o.max_cost) {
+            snprintf(a->stopped_by, sizeof a->stopped_by, "cost");
+            return "the cost budget for this question is used up";
+        }
+    }
+    if (a->o.max_seconds > 0 && korch_now_ms() - t0 >= (int64_t)a->o.max_seconds * 1000) {
+        snprintf(a->stopped_by, sizeof a->stopped_by, "seconds");
+        return "the time budget for this question is used up";
+    }
+    return NULL;
+}
+
+static korch_rc_t s_turn(korch_agent_t *a, const char *question, char **answer, korch_err_t *err);
+
 korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer, korch_err_t *err)
+{
+    a->turn++;
+    a->turn_t0 = korch_now_ms();
+    a->turn_usage = (korch_usage_t){0};
+    a->turn_cost = (korch_cost_t){0};
+    a->stopped_by[0] = 0;
+    a->budget_told = a->fence_told = false;
+    a->step = 0;
+    korch_receipts_given_clear(a->receipts);
+    korch_receipts_given(a->receipts, question);
+    korch_rc_t rc = s_turn(a, question, answer, err);
+    a->turn_steps = a->step;
+    a->turn_ms = korch_now_ms() - a->turn_t0;
+    return rc;
+}
+
+static korch_rc_t s_turn(korch_agent_t *a, const char *question, char **answer, korch_err_t *err)
 {
     if (answer)
         *answer = NULL;
@@ -327,8 +467,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
         agent_describe_files(a);
     }
     korch_rc_t rc = KORCH_OK;
-    int64_t t0 = korch_now_ms(), tokens0 = a->tokens;
-    a->turn_usage = (korch_agent_usage_t){0, 0};
+    int64_t t0 = a->turn_t0;
     json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", question));
     rc = agent_record(a, json_pack("{s:s, s:s}", "type", "user", "content", question), err);
     if (rc)
@@ -336,7 +475,13 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     free(agent_add_md(a, "**User:** %s", question)); /* whole, however long */
     agent_write_notebook(a);
     const char *stop_reason = NULL;
+    char spent[300];
     for (a->step = 1; a->step <= a->o.max_steps; a->step++) {
+        /* spent (in an earlier step, turn or run of this session): no more code */
+        if (agent_budget_spent(a)) {
+            stop_reason = agent_budget_note(a, spent, sizeof spent);
+            break;
+        }
         agent_emit(a, KORCH_AGENT_STEP, NULL, NULL);
         korch_llm_reply_t reply = {0};
         rc = agent_call_model(a, true, &reply, err);
@@ -368,9 +513,26 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
                  NULL);
         if (reply.text && *reply.text && json_array_size(calls))
             korch_notebook_add_markdown(a->nb, reply.text);
+        char other[32];
+        if (!json_array_size(calls) && !a->fence_told && !a->o.no_fence_run && reply.text &&
+            agent_foreign_fence(a, reply.text, other, sizeof other)) {
+            /* code in another language is not an answer, and is not run: ask once for the kernel's */
+            a->fence_told = true;
+            char note[512], told[256];
+            snprintf(note, sizeof note,
+                     "[korch: your ```%s block was not run: this kernel runs %s only. To compute something, call %s "
+                     "with %s code; otherwise answer the user in plain text.]",
+                     other, a->lang, a->tool_name, a->lang);
+            snprintf(told, sizeof told, "the model wrote %s code, which this %s kernel cannot run: asked for %s", other,
+                     a->lang, a->lang);
+            agent_emit(a, KORCH_AGENT_NOTICE, told, NULL);
+            json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", note));
+            agent_record(a, json_pack("{s:s, s:s, s:b}", "type", "user", "content", note, "korch", 1), NULL);
+            json_decref(calls);
+            korch_llm_reply_clear(&reply);
+            continue;
+        }
         if (!json_array_size(calls)) {
-            if (reply.text && *reply.text)
-                korch_notebook_add_markdown(a->nb, reply.text);
             json_decref(calls);
             s_finish(a, &reply, answer);
             korch_llm_reply_clear(&reply);
@@ -389,19 +551,17 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
         }
         json_decref(calls);
         agent_write_notebook(a);
-        if (a->o.max_tokens > 0 && a->tokens - tokens0 >= a->o.max_tokens)
-            stop_reason = "the token budget for this question is used up";
-        else if (a->o.max_seconds > 0 && korch_now_ms() - t0 >= (int64_t)a->o.max_seconds * 1000)
-            stop_reason = "the time budget for this question is used up";
-        if (stop_reason)
+        if ((stop_reason = s_budget_spent(a, t0)))
             break;
     }
-    if (!stop_reason)
+    if (!stop_reason) {
         stop_reason = "the step limit is reached";
+        snprintf(a->stopped_by, sizeof a->stopped_by, "steps");
+    }
     /* One last request, without tools, for the answer: the step after the
        last one run (the loop leaves step one past the limit when it ran out). */
     int last = a->step > a->o.max_steps ? a->o.max_steps : a->step;
-    char note[256], told[256];
+    char note[512], told[512];
     snprintf(note, sizeof note, "[korch: %s. Answer the question now with what you have found; do not run more code.]",
              stop_reason);
     snprintf(told, sizeof told, "%s after %d step%s: asking the model for its answer without more code", stop_reason,
@@ -419,7 +579,6 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
         agent_record(a, json_pack("{s:s, s:s, s:s}", "type", "assistant", "content", reply.text ? reply.text : "", "finish",
                               reply.finish),
                  NULL);
-        korch_notebook_add_markdown(a->nb, reply.text ? reply.text : "");
         s_finish(a, &reply, answer);
     } else
         agent_record(a, json_pack("{s:s, s:s}", "type", "error", "message", err ? err->msg : korch_strerror(rc)), NULL);

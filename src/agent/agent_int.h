@@ -15,6 +15,8 @@
  *                  messages within the context budget), what its reply
  *                  means (tool calls, fenced or printed code), the call.
  *  agent_events.c  events to the caller, transcript records, the notebook.
+ *  agent_json.c    events as the one schema's JSON (docs/events.schema.json),
+ *                  the turn's `done` record (public: korch/agent.h).
  *
  *  Not thread-safe, like korch_agent_t: everything runs on the caller's
  *  thread. A json_t argument is borrowed unless the comment says stolen.
@@ -33,6 +35,7 @@
 #include "korch/jsonfield.h"
 #include "korch/kernel.h"
 #include "korch/notebook.h"
+#include "korch/receipts.h"
 #include "korch/workdir.h"
 
 /* The last sentence of the note that replaces what the agent's outputs
@@ -63,6 +66,14 @@ struct korch_agent {
     int fence_ids;
     int64_t tokens;
     korch_agent_usage_t turn_usage, session_usage;
+    korch_cost_t turn_cost, session_cost;   /* each call priced on its own (o.prices) */
+    int turn;                   /* the user's questions so far (1 = the first) */
+    int turn_steps;             /* the last step of the current (or last) turn */
+    int64_t turn_t0, turn_ms;   /* when it began; how long it took once over */
+    char stopped_by[16];        /* the budget that ended it: "steps", "tokens", "cost", "seconds" ("" none) */
+    bool budget_told;           /* a budget that cannot be applied was said this turn */
+    bool fence_told;            /* the model was asked this turn to write the kernel's language */
+    korch_receipts_t *receipts; /* what the kernel printed, for the numbers of an answer */
     int step;
     volatile sig_atomic_t interrupted;
     /* live progress of the running step */
@@ -86,6 +97,7 @@ struct korch_agent {
     bool wd_in_kernel;          /* the work dir is not on this host: listed from inside the kernel */
     char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
     int64_t wd_scanned_ms;      /* when the last walk from inside the kernel began (korch_workdir_clock_ms) */
+    uint64_t figure_bytes;      /* in figures/ (agent_budget.c) */
 };
 /* agent_events.c */
 void agent_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *text, json_t *data);
@@ -105,6 +117,8 @@ void agent_write_notebook(korch_agent_t *a);
 json_t *agent_tools(korch_agent_t *a);
 /* Fenced blocks in the kernel's language as neutral tool calls (new array). */
 json_t *agent_fence_calls(korch_agent_t *a, const char *text, bool untagged);
+/* A fence of code in another language than the kernel's: true, its tag in lang. */
+bool agent_foreign_fence(korch_agent_t *a, const char *text, char *lang, size_t lang_len);
 /* Is name the tool (or the generic name a model guessed for it)? */
 bool agent_tool_name_ok(korch_agent_t *a, const char *name);
 /* A reply that is only a printed tool call, as that call (new array), else NULL. */
@@ -140,6 +154,23 @@ void agent_resume_live(korch_agent_t *a);
 /* Reload messages and the notebook from the transcript; each execution's
    code and status appended to replay. */
 void agent_load_transcript(korch_agent_t *a, json_t *replay);
+
+/* agent_budget.c: the session's output budget on disk (see there) */
+/* At new and resume: the default, figures/ counted. */
+void agent_budget_load(korch_agent_t *a);
+/* Bytes used: transcript + notebook + figures. */
+uint64_t agent_budget_used(korch_agent_t *a);
+uint64_t agent_budget_left(korch_agent_t *a);
+/* What one execution may keep, of stream text and of rich output each (never 0). */
+size_t agent_budget_exec_bytes(korch_agent_t *a);
+/* A figure file of bytes may be written: charged (false: it does not fit). */
+bool agent_budget_take(korch_agent_t *a, uint64_t bytes);
+/* A figure korch wrote at path (its size) is charged. */
+void agent_budget_charge_file(korch_agent_t *a, const char *path);
+/* So little is left that the turn ends. */
+bool agent_budget_spent(korch_agent_t *a);
+/* "this session has used its output budget (...)" into buf. */
+const char *agent_budget_note(korch_agent_t *a, char *buf, size_t len);
 
 /* agent_step.c */
 /* Run one tool call; false if the user interrupted. */

@@ -70,7 +70,7 @@ static char *s_system_prompt(korch_agent_t *a)
     if (a->python)
         n += (size_t)snprintf(p + n, cap - n,
                               "You are a careful data analyst working in a persistent Jupyter kernel (%s with "
-                              "pandas, numpy and matplotlib). ",
+                              "pandas, numpy and matplotlib). Write Python code only: no other language runs here. ",
                               a->lang_label);
     else
         n += (size_t)snprintf(p + n, cap - n,
@@ -259,6 +259,37 @@ json_t *agent_fence_calls(korch_agent_t *a, const char *text, bool untagged)
     return calls;
 }
 
+/* A fenced block of code in a programming language that is not the
+   kernel's (```javascript in a Python kernel): its tag into lang (lang_len
+   bytes), true. Output-like fences (text, json, console, sh, sql, markdown)
+   are not code the model meant to run here. */
+bool agent_foreign_fence(korch_agent_t *a, const char *text, char *lang, size_t lang_len)
+{
+    static const char *const code_langs[] = {"javascript", "js", "node", "typescript", "ts", "java", "kotlin",
+                                             "scala", "c", "cpp", "c++", "csharp", "cs", "go", "golang", "rust",
+                                             "ruby", "php", "perl", "lua", "swift", "r", "julia", "python", "py",
+                                             "matlab", "octave", NULL};
+    const char *p = text;
+    while ((p = strstr(p, "```"))) {
+        const char *tag = p + 3;
+        const char *nl = strchr(tag, '\n');
+        const char *end = nl ? strstr(nl + 1, "```") : NULL;
+        if (!end)
+            return false;
+        size_t len = (size_t)(nl - tag);
+        while (len && (tag[len - 1] == ' ' || tag[len - 1] == '\r'))
+            len--;
+        if (len && !s_fence_lang(a, tag, len, false))
+            for (int i = 0; code_langs[i]; i++)
+                if (strlen(code_langs[i]) == len && strncasecmp(code_langs[i], tag, len) == 0) {
+                    snprintf(lang, lang_len, "%.*s", (int)len, tag);
+                    return true;
+                }
+        p = end + 3;
+    }
+    return false;
+}
+
 /* The tool's name, or the other one (run_code / run_python): a model that
    guessed the generic name meant this tool. */
 bool agent_tool_name_ok(korch_agent_t *a, const char *name)
@@ -387,19 +418,29 @@ korch_rc_t agent_call_model(korch_agent_t *a, bool with_tools, korch_llm_reply_t
     korch_rc_t rc = korch_llm_chat(a->o.llm, &req, &cb, reply, err);
     json_decref(msgs);
     if (rc == KORCH_OK) {
-        int64_t in = reply->input_tokens > 0 ? reply->input_tokens : 0;
-        int64_t out = reply->output_tokens > 0 ? reply->output_tokens : 0;
-        int64_t used = in + out;
-        a->tokens += used;
-        a->turn_usage.input += in;
-        a->turn_usage.output += out;
-        a->session_usage.input += in;
-        a->session_usage.output += out;
+        /* the ledger: a count the API did not give stays unknown (null), never 0 or -1 */
+        korch_usage_t call = {0};
+        korch_usage_add(&call, reply->input_tokens, reply->output_tokens);
+        korch_usage_merge(&a->turn_usage, &call);
+        korch_usage_merge(&a->session_usage, &call);
+        a->tokens += (reply->input_tokens > 0 ? reply->input_tokens : 0) +
+                     (reply->output_tokens > 0 ? reply->output_tokens : 0);
+        const char *cur = korch_prices_currency(a->o.prices);
+        double cost = korch_prices_cost(a->o.prices, korch_llm_name(a->o.llm), &call);
+        korch_cost_add(&a->turn_cost, cost);
+        korch_cost_add(&a->session_cost, cost);
+        korch_cost_t one = {0};
+        korch_cost_add(&one, cost);
+        json_t *tokens = korch_usage_json(&call);
+        json_t *cj = korch_cost_json(&one, cur);
         agent_record(a,
-                 json_pack("{s:s, s:i, s:I, s:I, s:I, s:i}", "type", "usage", "step", a->step, "input_tokens",
-                           (json_int_t)reply->input_tokens, "output_tokens", (json_int_t)reply->output_tokens, "tokens",
-                           (json_int_t)used, "attempts", reply->attempts),
-                 NULL);
+                     json_pack("{s:s, s:i, s:i, s:O, s:O, s:i, s:s}", "type", "usage", "turn", a->turn, "step", a->step,
+                               "tokens", tokens, "cost", cj, "attempts", reply->attempts, "llm",
+                               korch_llm_name(a->o.llm)),
+                     NULL);
+        json_t *ev = json_pack("{s:o, s:o}", "tokens", tokens, "cost", cj);
+        agent_emit(a, KORCH_AGENT_USAGE, NULL, ev);
+        json_decref(ev);
     }
     return rc;
 }

@@ -319,6 +319,8 @@ void agent_load_transcript(korch_agent_t *a, json_t *replay)
         }
         const char *content = json_string_value(json_object_get(rec, "content"));
         if (strcmp(type, "user") == 0) {
+            if (!json_is_true(json_object_get(rec, "korch")))
+                a->turn++;
             json_array_append_new(a->messages, json_pack("{s:s, s:s}", "role", "user", "content", content ? content : ""));
             free(agent_add_md(a, "**User:** %s", content ? content : ""));
         } else if (strcmp(type, "assistant") == 0) {
@@ -339,23 +341,36 @@ void agent_load_transcript(korch_agent_t *a, json_t *replay)
             const char *code = json_string_value(json_object_get(rec, "code"));
             json_t *count = json_object_get(rec, "execution_count");
             json_t *note = json_object_get(rec, "note");
+            const char *st = json_string_value(json_object_get(rec, "status"));
+            int turn = (int)json_integer_value(json_object_get(rec, "turn")), step = (int)json_integer_value(json_object_get(rec, "step"));
             korch_notebook_add_code_meta(a->nb, code, json_is_integer(count) ? (int)json_integer_value(count) : -1,
                                          json_object_get(rec, "outputs"),
-                                         note ? json_pack("{s:{s:O, s:O}}", "korch", "status",
-                                                          json_object_get(rec, "status"), "note", note)
-                                              : NULL);
-            const char *st = json_string_value(json_object_get(rec, "status"));
+                                         korch_notebook_cell_meta(st, json_string_value(note), turn, step));
+            json_t *where = json_pack("{s:O}", "execution_count", count ? count : json_null());
+            if (turn > 0)
+                json_object_set_new(where, "turn", json_integer(turn));
+            if (step > 0)
+                json_object_set_new(where, "step", json_integer(step));
+            korch_receipts_add_outputs(a->receipts, json_object_get(rec, "outputs"), where);
             a->executions++;
             json_array_append_new(replay, json_pack("{s:s, s:s}", "code", code ? code : "", "status", st ? st : ""));
         } else if (strcmp(type, "kernel") == 0) {
             if (content)
                 korch_notebook_add_markdown(a->nb, content);
         } else if (strcmp(type, "usage") == 0) {
-            a->tokens += json_integer_value(json_object_get(rec, "tokens"));
-            json_int_t in = json_integer_value(json_object_get(rec, "input_tokens"));
-            json_int_t out = json_integer_value(json_object_get(rec, "output_tokens"));
-            a->session_usage.input += in > 0 ? in : 0;
-            a->session_usage.output += out > 0 ? out : 0;
+            /* {tokens: {input, output}} (null: unreported); before: input_tokens, output_tokens (-1) */
+            json_t *t = json_object_get(rec, "tokens");
+            json_t *in = json_is_object(t) ? json_object_get(t, "input") : json_object_get(rec, "input_tokens");
+            json_t *out = json_is_object(t) ? json_object_get(t, "output") : json_object_get(rec, "output_tokens");
+            int64_t ni = json_is_integer(in) ? json_integer_value(in) : -1;
+            int64_t no = json_is_integer(out) ? json_integer_value(out) : -1;
+            korch_usage_add(&a->session_usage, ni, no);
+            a->tokens += (ni > 0 ? ni : 0) + (no > 0 ? no : 0);
+            /* priced again with today's table: the model the call was made with */
+            korch_usage_t call = {0};
+            korch_usage_add(&call, ni, no);
+            const char *llm = json_string_value(json_object_get(rec, "llm"));
+            korch_cost_add(&a->session_cost, korch_prices_cost(a->o.prices, llm ? llm : korch_llm_name(a->o.llm), &call));
         }
         json_decref(rec);
     }

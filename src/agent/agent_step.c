@@ -78,8 +78,10 @@ static json_t *s_files_step(korch_agent_t *a, json_t *figures, json_t *images, c
             char *data = agent_wd_read(a, path, a->wd_in_kernel ? MAX_FIGURE_FILE / 4 : MAX_FIGURE_FILE, &len);
             char name[64], dst[PATH_MAX + 80];
             snprintf(name, sizeof name, "fig-%d.%s", a->figures + 1, ext);
-            if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
-                korch_write_file(dst, data, len, NULL) == KORCH_OK) {
+            if (data && !agent_budget_take(a, len)) {
+                json_object_set_new(e, "not_kept", json_string("the session's output budget is used up"));
+            } else if (data && korch_path_join(dst, sizeof dst, a->figures_dir, name, NULL) == KORCH_OK &&
+                       korch_write_file(dst, data, len, NULL) == KORCH_OK) {
                 a->figures++;
                 copied++;
                 json_array_append_new(figures, json_pack("{s:s, s:s}", "name", name, "source", path));
@@ -155,12 +157,14 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
         agent_emit(a, KORCH_AGENT_ERROR, text_buf, NULL);
         return true;
     }
-    json_t *lang = json_pack("{s:s}", "language", a->lang);
+    /* where the code came from: a tool call, or a fence / printed call in the reply's text (shown already) */
+    const char *source = !id ? "tool" : strncmp(id, "fence_", 6) == 0 ? "fence" : strncmp(id, "text_", 5) == 0 ? "text" : "tool";
+    json_t *lang = json_pack("{s:s, s:s}", "language", a->lang, "source", source);
     agent_emit(a, KORCH_AGENT_CODE, code, lang);
     json_decref(lang);
     if (a->wd) /* the baseline: what was there before this code ran (uploads included) */
         json_decref(agent_wd_scan(a));
-    korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000};
+    korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000, .max_output_bytes = agent_budget_exec_bytes(a)};
     korch_exec_cb_t cb = {.on_output = agent_on_output, .arg = a};
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
     if (!ex) {
@@ -199,6 +203,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_t *fp;
     json_array_foreach(saved, fi, fp) {
         const char *slash = strrchr(json_string_value(fp), '/');
+        agent_budget_charge_file(a, json_string_value(fp));
         json_array_append_new(figures, json_pack("{s:s}", "name", slash ? slash + 1 : json_string_value(fp)));
     }
     json_t *changes = s_files_step(a, figures, images, &text);
@@ -218,10 +223,10 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     char note[700] = "";
     if (died)
         snprintf(note, sizeof note, "%s", r->detail[0] ? r->detail : "the kernel died while this cell ran");
-    json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I, s:O}", "type", "execution", "tool_call_id", id,
-                            "code", code, "status", korch_exec_status_name(r->status), "execution_count",
+    json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I, s:O, s:i, s:i}", "type", "execution", "tool_call_id",
+                            id, "code", code, "status", korch_exec_status_name(r->status), "execution_count",
                             json_object_get(info, "execution_count"), "outputs", r->outputs, "elapsed_ms",
-                            (json_int_t)r->elapsed_ms, "figures", figures);
+                            (json_int_t)r->elapsed_ms, "figures", figures, "turn", a->turn, "step", a->step);
     if (died)
         json_object_set_new(rec, "note", json_string(note));
     if (changes)
@@ -238,10 +243,13 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_t *oo;
     json_array_foreach(nb_outputs, oi, oo) korch_neutralise_bundle(json_object_get(oo, "data"), AGENT_NEUT_HINT, 0);
     korch_notebook_add_code_meta(a->nb, code, r->execution_count, nb_outputs ? nb_outputs : r->outputs,
-                                 died ? json_pack("{s:{s:s, s:s}}", "korch", "status",
-                                                  korch_exec_status_name(r->status), "note", note)
-                                      : NULL);
+                                 korch_notebook_cell_meta(korch_exec_status_name(r->status), died ? note : NULL,
+                                                          a->turn, a->step));
     json_decref(nb_outputs);
+    /* what it printed backs the numbers of the answer */
+    korch_receipts_add_outputs(a->receipts, r->outputs,
+                               json_pack("{s:i, s:i, s:O}", "turn", a->turn, "step", a->step, "execution_count",
+                                         json_object_get(info, "execution_count")));
     if (died) {
         char told[800];
         snprintf(told, sizeof told, "%s%s", r->detail,

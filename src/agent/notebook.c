@@ -91,6 +91,69 @@ void korch_notebook_set_language(korch_notebook_t *nb, json_t *language_info, co
 
 json_t *korch_notebook_json(korch_notebook_t *nb) { return nb->doc; }
 
+korch_notebook_t *korch_notebook_from_json(json_t *doc)
+{
+    korch_notebook_t *nb = doc ? calloc(1, sizeof *nb) : NULL;
+    if (!nb) {
+        json_decref(doc);
+        return NULL;
+    }
+    nb->doc = doc;
+    return nb;
+}
+
+json_t *korch_notebook_last_meta(korch_notebook_t *nb)
+{
+    json_t *cells = json_object_get(nb->doc, "cells");
+    return json_object_get(json_array_get(cells, json_array_size(cells) - 1), "metadata");
+}
+
+json_t *korch_notebook_cell_meta(const char *status, const char *note, int turn, int step)
+{
+    json_t *k = json_pack("{s:s}", "status", status ? status : "unknown");
+    if (turn > 0)
+        json_object_set_new(k, "turn", json_integer(turn));
+    if (step > 0)
+        json_object_set_new(k, "step", json_integer(step));
+    if (note)
+        json_object_set_new(k, "note", json_string(note));
+    json_t *md = json_pack("{s:o}", "korch", k);
+    /* nbclient: an error is expected in a "raises-exception" cell; a
+       "skip-execution" cell is not run (one that hung or killed its kernel) */
+    if (status && strcmp(status, "error") == 0)
+        json_object_set_new(md, "tags", json_pack("[s]", "raises-exception"));
+    else if (status && strcmp(status, "ok") != 0)
+        json_object_set_new(md, "tags", json_pack("[s]", "skip-execution"));
+    return md;
+}
+
+json_t *korch_notebook_clean(json_t *doc)
+{
+    json_t *clean = json_deep_copy(doc);
+    json_t *cells = json_object_get(clean, "cells");
+    size_t from = json_array_size(cells), dropped = 0;
+    for (size_t i = 0; i < json_array_size(cells);) {
+        json_t *c = json_array_get(cells, i);
+        const char *type = json_string_value(json_object_get(c, "cell_type"));
+        const char *st = json_string_value(json_object_get(json_object_get(json_object_get(c, "metadata"), "korch"),
+                                                           "status"));
+        if (type && strcmp(type, "code") == 0 && st && strcmp(st, "ok") != 0) {
+            json_array_remove(cells, i);
+            dropped++;
+        } else
+            i++;
+    }
+    json_t *md = json_object_get(clean, "metadata");
+    json_t *k = json_object_get(md, "korch");
+    if (!json_is_object(k)) {
+        k = json_object();
+        json_object_set_new(md, "korch", k);
+    }
+    json_object_set_new(k, "clean", json_pack("{s:I, s:I}", "from_cells", (json_int_t)from, "dropped",
+                                              (json_int_t)dropped));
+    return clean;
+}
+
 korch_rc_t korch_notebook_write(korch_notebook_t *nb, const char *path, korch_err_t *err)
 {
     char *text = json_dumps(nb->doc, JSON_INDENT(1) | JSON_ENSURE_ASCII);

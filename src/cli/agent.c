@@ -13,59 +13,7 @@
  *  one event per line instead. Ctrl-C interrupts the running step; the
  *  session and its kernel stay.
  */
-#include "cli.h"
-#include "korch/path.h"
-#include "korch/agent.h"
-#include "korch/instance.h"
-#include "korch/log.h"
-#include "korch/media.h"
-#include "korch/termsafe.h"
-
-#include <errno.h>
-#include <getopt.h>
-#include <stdarg.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-typedef struct {
-    bool json, quiet, chat;
-    const char *llm_spec, *session, *launcher_name, *kernel_name;
-    double workdir_mb;      /* --workdir-mb */
-    int max_steps;
-    long max_result;
-    long long max_tokens, context_chars;
-    int max_seconds;
-    int timeout_s;
-    bool fence, no_fence, no_vision, vision;
-    const char *system_append, *system_replace, *system_file;
-    const char *image;
-    double memory_mb, cpus;
-    long pids;
-    json_t *files;
-    int64_t step_t0;
-    bool in_text;           /* assistant text is being streamed on stderr */
-    korch_agent_t *agent;
-    /* the terminal display */
-    bool tty;               /* stderr is a terminal: a status line redrawn in place */
-    bool col0;              /* stderr's cursor is at the start of a line */
-    bool status_shown;      /* the status line is on the screen (cleared before anything else) */
-    bool code_bol;          /* streamed code: at the start of a code line (indent next) */
-    int code_index;         /* the tool call whose code is streaming; -1 none */
-    int codes_streamed, codes_shown;   /* calls of this step shown as they were written / run */
-    bool text_streamed;     /* the current step's text reached stderr as it streamed */
-    int64_t plain_status_at;    /* when the last plain status line was printed */
-    const char *last_phase;
-    int steps;              /* of the turn */
-    /* what the model and the kernel write passes a sanitizer (termsafe.h):
-       the model's text and code, the kernel's stdout, its stderr */
-    korch_termsafe_t *ts_model, *ts_stream[2];
-    bool in_stream;         /* the last thing shown was a kernel stream */
-} run_ctx_t;
+#include "agent_cli.h"
 
 static void s_help(FILE *f, const char *cmd)
 {
@@ -82,6 +30,12 @@ static void s_help(FILE *f, const char *cmd)
             "  --max-result N        characters of each result the model sees (default 4000)\n"
             "  --max-tokens N        token budget per question (input + output; default none)\n"
             "  --max-seconds N       time budget per question (default none)\n"
+            "  --prices FILE         a price table (JSON; see docs/trust.md) turning tokens into cost\n"
+            "                        (default $KORCH_PRICES; none is built in)\n"
+            "  --max-cost X          cost budget per question, in the price table's currency\n"
+            "  --clean-notebook      also write notebook-clean.ipynb: the notebook without the failed attempts\n"
+            "  --session-mb N        output budget of the session on disk: transcript, notebook and figures\n"
+            "                        together, across kernel restarts and resumes (default 256)\n"
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
             "                        older outputs and images are elided first, then the oldest turns\n"
             "  --timeout S           per code execution (default 300)\n"
@@ -116,286 +70,6 @@ static void s_help(FILE *f, const char *cmd)
                   "  /save PATH     write the notebook (.ipynb) to PATH as well\n"
                   "  /quit          end the session (or Ctrl-D)\n"
                   "Ctrl-C interrupts the running step.");
-}
-
-/* ------------------------------------------------------------ events */
-
-static int64_t s_t0;
-
-static void s_json_event(const char *kind, int step, json_t *fields)
-{
-    json_t *ev = fields ? fields : json_object();
-    json_object_set_new(ev, "event", json_string(kind));
-    json_object_set_new(ev, "step", json_integer(step));
-    json_object_set_new(ev, "t_ms", json_integer(korch_now_ms() - s_t0)); /* since korch started */
-    json_dumpf(ev, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
-    putchar('\n');
-    fflush(stdout);
-    json_decref(ev);
-}
-
-/* Everything shown on stderr goes through here: a status line on the
-   screen is cleared first, and where the cursor is is tracked. */
-static void s_out(run_ctx_t *c, const char *s, size_t n)
-{
-    if (!n)
-        return;
-    if (c->status_shown) {
-        fputs("\r\033[K", stderr);
-        c->status_shown = false;
-    }
-    fwrite(s, 1, n, stderr);
-    c->col0 = s[n - 1] == '\n';
-}
-
-static void s_printf(run_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_printf(run_ctx_t *c, const char *fmt, ...)
-{
-    char buf[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        s_out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-/* Text from the model or the kernel through its sanitizer t (termsafe.h);
-   n == SIZE_MAX finishes t (what is pending, a colour left on). */
-static void s_out_safe(run_ctx_t *c, korch_termsafe_t *t, const char *s, size_t n)
-{
-    korch_buf_t b = KORCH_BUF_INIT(8 * 1024 + 16);
-    if (n == SIZE_MAX) {
-        if (korch_termsafe_finish(t, &b, NULL) == KORCH_OK)
-            s_out(c, b.p, b.len);
-    }
-    for (size_t off = 0; s && n != SIZE_MAX && off < n; off += 1024) {
-        korch_buf_reset(&b);
-        if (korch_termsafe_feed(t, s + off, n - off < 1024 ? n - off : 1024, &b, NULL) == KORCH_OK)
-            s_out(c, b.p, b.len);
-    }
-    korch_buf_free(&b);
-}
-
-/* One value from the model or the kernel (a name, a result) between korch's
-   own prefix and suffix; KORCH_TERMSAFE_LINE for what must stay one line. */
-static void s_out_value(run_ctx_t *c, const char *prefix, const char *value, unsigned flags, const char *suffix)
-{
-    char *v = korch_termsafe_str(value, flags | (c->tty && !(flags & KORCH_TERMSAFE_LINE) ? KORCH_TERMSAFE_SGR : 0));
-    s_out(c, prefix, strlen(prefix));
-    if (v)
-        s_out(c, v, strlen(v));
-    s_out(c, suffix, strlen(suffix));
-    free(v);
-}
-
-/* Whatever streamed (text, code) ends its line before something else is shown. */
-static void s_end_text(run_ctx_t *c)
-{
-    s_out_safe(c, c->ts_model, NULL, SIZE_MAX);
-    if (!c->col0)
-        s_out(c, "\n", 1);
-    c->in_text = false;
-    c->in_stream = false;
-    c->code_index = -1;
-}
-
-/* What the step waits on. A terminal gets one line redrawn in place (only
-   while nothing else is mid-line); otherwise a plain line when a back-off
-   begins and every 10 s of waiting. */
-static void s_status(run_ctx_t *c, const korch_agent_event_t *ev)
-{
-    const char *phase = json_string_value(json_object_get(ev->data, "phase"));
-    double elapsed = (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3;
-    if (!phase)
-        return;
-    char line[256];
-    if (strcmp(phase, "retry") == 0) {
-        long status = (long)json_integer_value(json_object_get(ev->data, "http_status"));
-        char what[32] = "no connection";
-        if (status)
-            snprintf(what, sizeof what, "HTTP %ld", status);
-        snprintf(line, sizeof line, "… the model answered %s: retry %d in %.1f s (%.1f s since the request)", what,
-                 (int)json_integer_value(json_object_get(ev->data, "attempt")),
-                 (double)json_integer_value(json_object_get(ev->data, "retry_in_ms")) / 1e3, elapsed);
-    } else if (strcmp(phase, "executing") == 0)
-        snprintf(line, sizeof line, "… running: %.0f s", elapsed);
-    else
-        snprintf(line, sizeof line, "… waiting for the model: %.0f s", elapsed);
-    bool changed = !c->last_phase || strcmp(c->last_phase, phase) != 0;
-    c->last_phase = strcmp(phase, "retry") == 0 ? "retry" : strcmp(phase, "executing") == 0 ? "executing" : "model";
-    if (c->tty) {
-        if (c->col0 && (elapsed >= 1.0 || strcmp(phase, "retry") == 0)) {
-            fprintf(stderr, "\r\033[K%s", line);
-            c->status_shown = true;
-        }
-        return;
-    }
-    int64_t now = korch_now_ms();
-    bool retry_begins = changed && strcmp(phase, "retry") == 0;
-    if (c->col0 && (retry_begins || (elapsed >= 10 && now - c->plain_status_at >= 10000))) {
-        c->plain_status_at = now;
-        s_printf(c, "  %s\n", line);
-    }
-}
-
-/* Code as the model writes it, indented like the code block it becomes. */
-static void s_code_delta(run_ctx_t *c, const korch_agent_event_t *ev)
-{
-    if (c->code_index != (int)ev->index) {
-        s_end_text(c);
-        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
-        c->code_index = (int)ev->index;
-        c->code_bol = true;
-        c->codes_streamed++;
-    }
-    for (size_t i = 0; i < ev->text_len; i++) {
-        if (c->code_bol)
-            s_out(c, "    ", 4);
-        s_out_safe(c, c->ts_model, ev->text + i, 1);
-        c->code_bol = ev->text[i] == '\n';
-    }
-}
-
-static void s_on_event(const korch_agent_event_t *ev, void *arg)
-{
-    run_ctx_t *c = arg;
-    if (c->json) {
-        switch (ev->type) {
-        case KORCH_AGENT_STEP: s_json_event("step", ev->step, NULL); break;
-        case KORCH_AGENT_TEXT:
-            s_json_event("text", ev->step, json_pack("{s:s%}", "delta", ev->text, ev->text_len));
-            break;
-        case KORCH_AGENT_CODE_DELTA:
-            s_json_event("code_delta", ev->step,
-                         json_pack("{s:s%, s:i}", "delta", ev->text, ev->text_len, "index", (int)ev->index));
-            break;
-        case KORCH_AGENT_CODE: s_json_event("code", ev->step, json_pack("{s:s}", "code", ev->text)); break;
-        case KORCH_AGENT_OUTPUT: s_json_event("output", ev->step, json_pack("{s:O}", "output", ev->data)); break;
-        case KORCH_AGENT_RESULT:
-            s_json_event("result", ev->step, json_pack("{s:O, s:s}", "result", ev->data, "model_sees", ev->text));
-            break;
-        case KORCH_AGENT_FINAL: s_json_event("final", ev->step, json_pack("{s:s}", "answer", ev->text)); break;
-        case KORCH_AGENT_ERROR: s_json_event("error", ev->step, json_pack("{s:s}", "message", ev->text)); break;
-        case KORCH_AGENT_NOTICE: s_json_event("notice", ev->step, json_pack("{s:s}", "text", ev->text)); break;
-        case KORCH_AGENT_STATUS: s_json_event("status", ev->step, json_deep_copy(ev->data)); break;
-        case KORCH_AGENT_FILES:
-            s_json_event("files", ev->step, json_pack("{s:O, s:O}", "files", json_object_get(ev->data, "files"), "total",
-                                                      json_object_get(ev->data, "total")));
-            break;
-        }
-        return;
-    }
-    if (c->quiet && ev->type != KORCH_AGENT_ERROR)
-        return;
-    switch (ev->type) {
-    case KORCH_AGENT_STEP:
-        s_end_text(c);
-        c->step_t0 = korch_now_ms();
-        c->codes_streamed = c->codes_shown = 0;
-        c->text_streamed = false;
-        c->last_phase = NULL;
-        c->steps++;
-        s_printf(c, "\n── step %d ──\n", ev->step);
-        break;
-    case KORCH_AGENT_TEXT:
-        if (c->code_index >= 0)
-            s_end_text(c);
-        s_out_safe(c, c->ts_model, ev->text, ev->text_len);
-        c->in_text = true;
-        c->text_streamed = true;
-        break;
-    case KORCH_AGENT_CODE_DELTA: s_code_delta(c, ev); break;
-    case KORCH_AGENT_CODE: {
-        s_end_text(c);
-        if (c->codes_shown++ < c->codes_streamed)
-            break; /* it was shown as it was written */
-        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
-        const char *p = ev->text;
-        while (*p) {
-            size_t n = strcspn(p, "\n");
-            s_out(c, "    ", 4);
-            s_out_safe(c, c->ts_model, p, n);
-            s_out_safe(c, c->ts_model, "\n", 1);
-            p += n + (p[n] == '\n');
-        }
-        s_out_safe(c, c->ts_model, NULL, SIZE_MAX);
-        break;
-    }
-    case KORCH_AGENT_OUTPUT: {
-        const char *type = json_string_value(json_object_get(ev->data, "output_type"));
-        if (!type)
-            break;
-        if (strcmp(type, "stream") == 0) {
-            json_t *t = json_object_get(ev->data, "text");
-            const char *name = json_string_value(json_object_get(ev->data, "name"));
-            if (!c->in_stream)
-                s_end_text(c); /* a stream starts its own line: its \r redraws only its own */
-            s_out_safe(c, c->ts_stream[name && strcmp(name, "stderr") == 0], json_string_value(t),
-                       json_string_length(t));
-            c->in_stream = true;
-        } else if (strcmp(type, "error") == 0) {
-            s_end_text(c);
-            s_out_value(c, "", json_string_value(json_object_get(ev->data, "ename")), KORCH_TERMSAFE_LINE, ": ");
-            s_out_value(c, "", json_string_value(json_object_get(ev->data, "evalue")), 0, "\n");
-        } else {
-            json_t *data = json_object_get(ev->data, "data");
-            s_end_text(c);
-            if (json_object_get(data, "image/png"))
-                s_printf(c, "[image/png]\n");
-            else if (json_is_string(json_object_get(data, "text/plain")))
-                s_out_value(c, "", json_string_value(json_object_get(data, "text/plain")), 0, "\n");
-        }
-        break;
-    }
-    case KORCH_AGENT_RESULT: {
-        for (int k = 0; k < 2; k++)
-            s_out_safe(c, c->ts_stream[k], NULL, SIZE_MAX); /* the execution's streams end */
-        s_end_text(c);
-        json_t *saved = json_object_get(ev->data, "saved");
-        size_t i;
-        json_t *p;
-        json_array_foreach(saved, i, p) s_out_value(c, "[chart saved to ", json_string_value(p), KORCH_TERMSAFE_LINE, "]\n");
-        s_printf(c, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
-                 (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
-        break;
-    }
-    case KORCH_AGENT_FINAL: s_end_text(c); break;
-    case KORCH_AGENT_ERROR:
-    case KORCH_AGENT_NOTICE:
-        s_end_text(c);
-        s_out_value(c, "korch: ", ev->text, 0, "\n"); /* it may quote the model or the kernel */
-        break;
-    case KORCH_AGENT_STATUS: s_status(c, ev); break;
-    case KORCH_AGENT_FILES:
-        s_end_text(c);
-        s_out_value(c, "[files: ", ev->text, KORCH_TERMSAFE_LINE, "]\n"); /* the kernel names them */
-        break;
-    }
-    fflush(stderr);
-}
-
-/* The answer goes to stdout, unless it has just streamed onto the same
-   terminal; then the turn's tokens. */
-static void s_turn_end(run_ctx_t *c, const char *answer, int64_t t0)
-{
-    bool shown = c->text_streamed && c->tty && !c->quiet && isatty(STDOUT_FILENO) && answer && *answer;
-    if (!c->json && answer && !shown) {
-        if (c->chat)
-            putchar('\n');
-        korch_termsafe_fputs(answer, korch_termsafe_flags_for(STDOUT_FILENO, false), stdout);
-        putchar('\n');
-        fflush(stdout);
-    }
-    if (c->json || c->quiet)
-        return;
-    korch_agent_usage_t turn, session;
-    korch_agent_usage(c->agent, &turn, &session);
-    s_end_text(c);
-    s_printf(c, "── %d step%s, %.1f s; tokens: %lld in + %lld out (session: %lld in + %lld out) ──\n", c->steps,
-             c->steps == 1 ? "" : "s", (double)(korch_now_ms() - t0) / 1e3, (long long)turn.input,
-             (long long)turn.output, (long long)session.input, (long long)session.output);
-    fflush(stderr);
 }
 
 /* ------------------------------------------------------------ signals */
@@ -496,7 +170,7 @@ static int s_main(const char *cmd, int argc, char **argv)
 {
     run_ctx_t c = {.launcher_name = "auto", .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0,
                    .col0 = true, .code_index = -1};
-    s_t0 = korch_now_ms();
+    cli_agent_t0 = korch_now_ms();
     c.files = json_array();
     static const struct option longopts[] = {
         {"llm", required_argument, 0, 'l'},        {"file", required_argument, 0, 'f'},
@@ -507,13 +181,15 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"no-vision", no_argument, 0, 'N'},        {"json", no_argument, 0, 'J'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {"max-tokens", required_argument, 0, 'T'}, {"max-seconds", required_argument, 0, 'S'},
-        {"context-chars", required_argument, 0, 'X'},
+        {"context-chars", required_argument, 0, 'X'}, {"session-mb", required_argument, 0, 'B'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {"workdir-mb", required_argument, 0, KORCH_CLI_OPT_WORKDIR_MB},
         {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
         {"image", required_argument, 0, 'I'},      {"memory", required_argument, 0, 'm'},
         {"cpus", required_argument, 0, 'P'},       {"pids", required_argument, 0, 'p'},
+        {"prices", required_argument, 0, 'C'},     {"max-cost", required_argument, 0, 'D'},
+        {"clean-notebook", no_argument, 0, 'E'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -536,6 +212,16 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
         case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
         case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case 'B': {
+            char *end;
+            c.session_mb = strtod(optarg, &end);
+            if (*end || !(c.session_mb >= 2 && c.session_mb < 1e9)) {
+                fprintf(stderr, "korch %s: bad --session-mb '%s' (megabytes, at least 2)\n", cmd, optarg);
+                json_decref(c.files);
+                return 2;
+            }
+            break;
+        }
         case KORCH_CLI_OPT_WORKDIR_MB: c.workdir_mb = strtod(optarg, NULL); break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt(cmd, optarg)) {
@@ -551,6 +237,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'm': c.memory_mb = strtod(optarg, NULL); break;
         case 'P': c.cpus = strtod(optarg, NULL); break;
         case 'p': c.pids = strtol(optarg, NULL, 10); break;
+        case 'C': c.prices_path = optarg; break;
+        case 'D': c.max_cost = strtod(optarg, NULL); break;
+        case 'E': c.clean_notebook = true; break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
@@ -618,6 +307,21 @@ static int s_main(const char *cmd, int argc, char **argv)
         fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
         goto out;
     }
+    /* a model that cannot be reached is said before any kernel starts or session dir is made */
+    if (korch_llm_probe(llm, &err) != KORCH_OK) {
+        fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
+        goto out;
+    }
+    if (!c.prices_path)
+        c.prices_path = getenv("KORCH_PRICES");
+    if (c.prices_path && *c.prices_path && !(c.prices = korch_prices_load(c.prices_path, &err))) {
+        fprintf(stderr, "korch %s: --prices: %s\n", cmd, err.msg);
+        goto out;
+    }
+    if (c.max_cost > 0 && !c.prices) {
+        fprintf(stderr, "korch %s: --max-cost needs a price table (--prices FILE or KORCH_PRICES)\n", cmd);
+        goto out;
+    }
     if (c.session) {
         if (korch_path_fmt(session, sizeof session, &err, "%s", c.session)) {
             fprintf(stderr, "korch %s: --session: %s\n", cmd, err.msg);
@@ -660,12 +364,15 @@ static int s_main(const char *cmd, int argc, char **argv)
         .max_result_chars = c.max_result > 0 ? (size_t)c.max_result : 0,
         .exec_timeout_s = c.timeout_s,
         .max_tokens = c.max_tokens > 0 ? c.max_tokens : 0,
+        .max_session_bytes = (uint64_t)(c.session_mb * 1024 * 1024),
         .max_seconds = c.max_seconds,
+        .max_cost = c.max_cost,
+        .prices = c.prices,
         .context_chars = c.context_chars > 0 ? (size_t)c.context_chars : 0,
         .no_fence_run = c.no_fence,
         .system_append = c.system_append,
         .system_replace = c.system_replace,
-        .on_event = s_on_event,
+        .on_event = cli_agent_on_event,
         .cancelled = s_cancelled,
         .arg = &c,
     };
@@ -687,22 +394,18 @@ static int s_main(const char *cmd, int argc, char **argv)
     rc = 0;
     if (!c.chat) {
         char *answer = NULL;
-        int64_t t0 = korch_now_ms();
         c.steps = 0;
         korch_rc_t arc = korch_agent_ask(c.agent, task, &answer, &err);
-        if (arc == KORCH_OK) {
-            s_turn_end(&c, answer, t0);
-        } else {
+        if (arc != KORCH_OK) {
             if (!c.json) {
-                s_end_text(&c);
+                cli_agent_end_text(&c);
                 fputs("korch run: ", stderr); /* the provider's words may be in it */
                 korch_termsafe_fputs(err.msg, 0, stderr);
                 fputc('\n', stderr);
             }
-            else
-                s_json_event("error", 0, json_pack("{s:s}", "message", err.msg));
             rc = arc == KORCH_E_INTERRUPTED ? 130 : 1;
         }
+        cli_agent_turn_end(&c, arc, answer, err.msg);
         free(answer);
         if (!c.quiet && !c.json)
             fprintf(stderr, "korch: notebook %s/notebook.ipynb, charts in %s/figures\n",
@@ -736,14 +439,13 @@ static int s_main(const char *cmd, int argc, char **argv)
         char *answer = NULL;
         korch_err_clear(&err);
         korch_cli_take_signal(); /* a Ctrl-C at the prompt is not meant for this question */
-        int64_t t0 = korch_now_ms();
         c.steps = 0;
-        if (korch_agent_ask(c.agent, line, &answer, &err) == KORCH_OK)
-            s_turn_end(&c, answer, t0);
-        else {
-            s_end_text(&c);
-            s_out_value(&c, "korch: ", err.msg, 0, "\n");
+        korch_rc_t arc = korch_agent_ask(c.agent, line, &answer, &err);
+        if (arc != KORCH_OK) {
+            cli_agent_end_text(&c);
+            cli_agent_out_value(&c, "korch: ", err.msg, 0, "\n");
         }
+        cli_agent_turn_end(&c, arc, answer, err.msg);
         free(answer);
     }
     free(line);
@@ -755,6 +457,8 @@ out:
     korch_instance_destroy(&inst);
     korch_llm_destroy(&llm);
     korch_loop_destroy(&loop);
+    korch_prices_destroy(&c.prices);
+    json_decref(c.receipts);
     json_decref(c.files);
     korch_termsafe_destroy(&c.ts_model);
     korch_termsafe_destroy(&c.ts_stream[0]);

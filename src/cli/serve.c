@@ -6,6 +6,7 @@
  *              [--cull-connected] [--cull-busy] [--llm P:M] [--agent-dir DIR]
  *              [--max-agent-sessions N] [--max-steps N] [--max-body B] [--max-upload B]
  *              [--max-body-total B] [--max-upload-total B] [--instance NAME]
+ *              [--max-connections-per-client N] [--trusted-proxy CIDR]...
  *
  *  Prints `http://IP:PORT/?token=TOKEN` as the first line on stdout once it
  *  listens, then serves until SIGINT / SIGTERM, when it shuts its kernels
@@ -14,7 +15,9 @@
  */
 #include "cli.h"
 #include "korch/instance.h"
+#include "korch/ledger.h"
 #include "korch/log.h"
+#include "korch/netaddr.h"
 #include "korch/server.h"
 
 #include <getopt.h>
@@ -24,12 +27,15 @@
 
 #define MAX_ORIGINS 32
 #define MAX_POOL_SPECS 16
+#define MAX_PROXIES 32
 
 /* long-only options of the pool and the culler */
 enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
 /* long-only options of the agent API */
-enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS };
+enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_PRICES, OPT_MAX_TOKENS, OPT_MAX_SECONDS, OPT_MAX_COST };
 enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTANCE };
+/* long-only options of connections */
+enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
 
 /* A non-negative number of seconds or kernels; -1 when it is not one. */
 static int s_count(const char *v)
@@ -73,7 +79,15 @@ static void s_help(FILE *f)
             "                           (default ./korch-sessions)\n"
             "      --max-agent-sessions N  refuse more than N agent sessions (default: no limit)\n"
             "      --max-steps N        model calls per agent turn (default 20)\n"
+            "      --max-tokens N, --max-seconds N, --max-cost X   budgets per agent turn, as korch run's\n"
+            "                           (a session may ask for lower ones: POST {\"budget\": {...}})\n"
+            "      --prices FILE        a price table turning tokens into cost (default $KORCH_PRICES; none built in)\n"
             "      --no-access-log      no line per request on stderr\n"
+            "      --max-connections-per-client N  connections open at once from one client\n"
+            "                           (an address, an IPv6 /64; default 256)\n"
+            "      --trusted-proxy CIDR a reverse proxy (address or block, e.g. 10.0.0.0/8 or ::1) whose\n"
+            "                           X-Forwarded-For names the client, for the per-client limit and\n"
+            "                           the log; repeatable. From any other peer the header is ignored\n"
             "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "      --instance NAME      this korch's stable name (default $KORCH_INSTANCE, else random).\n"
             "                           Docker and swarm kernels outlive a korch that is killed: the next\n"
@@ -91,7 +105,11 @@ static void s_help(FILE *f)
 int korch_cmd_serve(int argc, char **argv)
 {
     const char *llm = NULL, *agent_dir = NULL;
-    int max_agent_sessions = 0, max_steps = 0;
+    int max_agent_sessions = 0, max_steps = 0, max_seconds = 0;
+    int64_t max_tokens = 0;
+    double max_cost = 0;
+    const char *prices_path = getenv("KORCH_PRICES");
+    korch_prices_t *prices = NULL;
     const char *ip = "127.0.0.1", *token = NULL, *launcher_name = "auto", *kernel = "python3", *image = NULL;
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
@@ -104,6 +122,8 @@ int korch_cmd_serve(int argc, char **argv)
     const char *pool_specs[MAX_POOL_SPECS + 1] = {0};
     int npool_specs = 0, pool_size = 0, cull_idle = 0, cull_interval = 0, n;
     bool cull_connected = false, cull_busy = false;
+    const char *proxies[MAX_PROXIES + 1] = {0};
+    int nproxies = 0, max_per_client = 0;
     korch_cli_load_dotenv(".env"); /* keys and KORCH_LLM; the real environment wins */
     static const struct option longopts[] = {
         {"pool", required_argument, 0, OPT_POOL},
@@ -115,10 +135,16 @@ int korch_cmd_serve(int argc, char **argv)
         {"agent-dir", required_argument, 0, OPT_AGENT_DIR},
         {"max-agent-sessions", required_argument, 0, OPT_MAX_AGENT_SESSIONS},
         {"max-steps", required_argument, 0, OPT_MAX_STEPS},
+        {"prices", required_argument, 0, OPT_PRICES},
+        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
+        {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
+        {"max-cost", required_argument, 0, OPT_MAX_COST},
         {"max-upload", required_argument, 0, OPT_MAX_UPLOAD},
         {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
         {"instance", required_argument, 0, OPT_INSTANCE},
+        {"trusted-proxy", required_argument, 0, OPT_TRUSTED_PROXY},
+        {"max-connections-per-client", required_argument, 0, OPT_MAX_CONN_PER_CLIENT},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
         {"token", required_argument, 0, 't'},       {"launcher", required_argument, 0, 'L'},
         {"kernel", required_argument, 0, 'k'},      {"max-kernels", required_argument, 0, 'M'},
@@ -132,6 +158,7 @@ int korch_cmd_serve(int argc, char **argv)
     optind = 1;
     int opt;
     char *end;
+    korch_err_t err = {0};
     while ((opt = getopt_long(argc, argv, "+p:k:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'i': ip = optarg; break;
@@ -184,6 +211,23 @@ int korch_cmd_serve(int argc, char **argv)
             *(opt == OPT_CULL_IDLE ? &cull_idle : &cull_interval) = n;
             break;
         case OPT_LLM: llm = optarg; break;
+        case OPT_PRICES: prices_path = optarg; break;
+        case OPT_MAX_TOKENS:
+        case OPT_MAX_SECONDS:
+        case OPT_MAX_COST: {
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end || v < 0) {
+                fprintf(stderr, "korch serve: bad budget '%s' (a number >= 0)\n", optarg);
+                return 2;
+            }
+            if (opt == OPT_MAX_TOKENS)
+                max_tokens = (int64_t)v;
+            else if (opt == OPT_MAX_SECONDS)
+                max_seconds = (int)v;
+            else
+                max_cost = v;
+            break;
+        }
         case OPT_AGENT_DIR: agent_dir = optarg; break;
         case OPT_MAX_AGENT_SESSIONS:
         case OPT_MAX_STEPS:
@@ -192,6 +236,26 @@ int korch_cmd_serve(int argc, char **argv)
                 return 2;
             }
             *(opt == OPT_MAX_STEPS ? &max_steps : &max_agent_sessions) = n;
+            break;
+        case OPT_TRUSTED_PROXY: {
+            korch_cidr_t block;
+            if (nproxies == MAX_PROXIES) {
+                fprintf(stderr, "korch serve: at most %d --trusted-proxy\n", MAX_PROXIES);
+                return 2;
+            }
+            if (korch_cidr_parse(optarg, &block, &err) != KORCH_OK) {
+                fprintf(stderr, "korch serve: --trusted-proxy: %s\n", err.msg);
+                return 2;
+            }
+            proxies[nproxies++] = optarg;
+            break;
+        }
+        case OPT_MAX_CONN_PER_CLIENT:
+            if ((n = s_count(optarg)) <= 0) {
+                fprintf(stderr, "korch serve: bad --max-connections-per-client '%s' (a number above 0)\n", optarg);
+                return 2;
+            }
+            max_per_client = n;
             break;
         case OPT_CULL_CONNECTED: cull_connected = true; break;
         case OPT_CULL_BUSY: cull_busy = true; break;
@@ -209,10 +273,18 @@ int korch_cmd_serve(int argc, char **argv)
     }
     int rc = 1;
     bool quit = false;
-    korch_err_t err = {0};
     korch_loop_t *loop = NULL;
     korch_launcher_t *launcher = NULL;
     korch_server_t *srv = NULL;
+    if (prices_path && *prices_path && !(prices = korch_prices_load(prices_path, &err))) {
+        fprintf(stderr, "korch serve: --prices: %s\n", err.msg);
+        return 2;
+    }
+    if (max_cost > 0 && !prices) {
+        korch_prices_destroy(&prices);
+        fprintf(stderr, "korch serve: --max-cost needs a price table (--prices FILE or KORCH_PRICES)\n");
+        return 2;
+    }
     korch_instance_t *inst = korch_instance_new(instance_name, &err);
     if (!inst) {
         fprintf(stderr, "korch serve: %s\n", err.msg);
@@ -243,7 +315,9 @@ int korch_cmd_serve(int argc, char **argv)
                               .cull_idle_timeout = cull_idle, .cull_interval = cull_interval,
                               .cull_connected = cull_connected, .cull_busy = cull_busy, .llm = llm,
                               .agent_dir = agent_dir, .max_agent_sessions = max_agent_sessions,
-                              .agent_max_steps = max_steps};
+                              .agent_max_steps = max_steps, .agent_max_tokens = max_tokens,
+                              .agent_max_seconds = max_seconds, .agent_max_cost = max_cost, .agent_prices = prices,
+                              .trusted_proxies = proxies, .max_connections_per_peer = max_per_client};
     srv = korch_server_new(loop, &so, &err);
     if (!srv) {
         fprintf(stderr, "korch serve: %s\n", err.msg);
@@ -266,5 +340,6 @@ out:
     korch_launcher_destroy(&launcher);
     korch_loop_destroy(&loop);
     korch_instance_destroy(&inst);
+    korch_prices_destroy(&prices);
     return rc;
 }

@@ -135,6 +135,13 @@ korch_loop_t *korch_op_loop(const korch_op_t *op);
    done too. */
 void korch_backend_host(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg);
 
+/* korch_backend_host without the fallback: KORCH_OK when queued, else an
+   error and nothing runs (launcher.c's host-dir file ops). */
+korch_rc_t korch_backend_host_queue(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg,
+                                    korch_err_t *err);
+/* At korch_launcher_destroy: the worker finishes its queue and stops. */
+void korch_backend_host_finish(korch_launcher_t *l);
+
 /* Background work a freed proc leaves: step(arg) is called on the loop
    (every period_ms) until it returns true; finish(arg) (may block) is
    called instead at korch_launcher_destroy when it has not; either way

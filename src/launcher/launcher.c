@@ -1,6 +1,8 @@
 /*  The launcher interface over the backends' function table: ops whose
  *  done is called once, deferred to the loop, never after cancel; exit
- *  notification; background jobs that freed procs leave behind.
+ *  notification; background jobs that freed procs leave behind. Beside it:
+ *  worker.c (the host-work thread), wait.c (the blocking calls), mine.c
+ *  (the adoption lists' scope filter).
  */
 #include "backend.h"
 #include "korch/fsutil.h"
@@ -268,60 +270,6 @@ korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, kor
     return s_started(op, l->ops->adopt(l, kernel_id, &op->base, err));
 }
 
-void korch_backend_scope_notice(const char *kind, const char *instance, const char *scope, int foreign, int legacy)
-{
-    bool swarm = strstr(kind, "service") != NULL;
-    if (foreign > 0)
-        korch_notice("left %d %s of korch instance '%s' alone: their korch.scope label is not this runtime dir's "
-                     "'%s' (they belong to a korch with other instance locks: another machine's, or a runtime dir "
-                     "since recreated), so they are not judged from here",
-                     foreign, kind, instance, scope);
-    char how[400];
-    if (swarm)
-        snprintf(how, sizeof how,
-                 "docker service rm $(docker service ls -q --filter label=korch.instance=%s) and docker secret rm "
-                 "$(docker secret ls -q --filter label=korch.instance=%s)",
-                 instance, instance);
-    else
-        snprintf(how, sizeof how, "docker rm -f -v $(docker ps -aq --filter label=korch.instance=%s)", instance);
-    if (legacy > 0)
-        korch_notice("left %d %s of korch instance '%s' alone: they carry no korch.scope label (an older korch made "
-                     "them), so whose they are cannot be told from here; once the korch that made them is gone, "
-                     "remove them with %s",
-                     legacy, kind, instance, how);
-}
-
-static const char *s_jstr(json_t *o, const char *key)
-{
-    const char *v = json_string_value(json_object_get(o, key));
-    return v ? v : "";
-}
-
-json_t *korch_backend_mine(json_t *all, const char *kind, const char *instance, const char *scope, korch_err_t *err)
-{
-    if (!all)
-        return NULL;
-    json_t *out = json_array();
-    size_t i;
-    json_t *c;
-    int foreign = 0, legacy = 0;
-    json_array_foreach(all, i, c) {
-        const char *sc = s_jstr(c, "scope");
-        if (strcmp(sc, scope) != 0) {
-            *(*sc ? &foreign : &legacy) += 1;
-            continue;
-        }
-        if (out && *s_jstr(c, "id"))
-            json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", s_jstr(c, "id"), "kernel_id",
-                                                 s_jstr(c, "kernel_id"), "kernelspec", s_jstr(c, "kernelspec"),
-                                                 "state", s_jstr(c, "state")));
-    }
-    if (!out)
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    korch_backend_scope_notice(kind, instance, scope, foreign, legacy);
-    return out;
-}
-
 json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err)
 {
     if (!l->ops->list_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS)) {
@@ -370,8 +318,107 @@ korch_op_t *korch_proc_kill(korch_proc_t *p, korch_op_done_fn *done, void *arg, 
     return o;
 }
 
+/* A host directory's file op (put_file_now / get_file_now) as work on the
+   launcher's worker (worker.c): the disk may be slow, the file large. A
+   cancelled op only forgets its work; a proc destroyed meanwhile is freed
+   once its last work is back. */
+typedef struct {
+    lop_t *op;                      /* NULL once cancelled */
+    korch_proc_t *proc;
+    bool put;
+    char *name;
+    char *data;                     /* put: a copy (or NULL with fd); get: the result */
+    int fd;                         /* put from a file (korch_proc_put_file_fd): our dup, else -1 */
+    size_t len, max;
+    korch_rc_t rc;
+    korch_err_t err;
+} s_fwork_t;
+
+/* On the worker. */
+static void s_fwork_run(void *arg)
+{
+    s_fwork_t *w = arg;
+    const korch_launcher_ops_t *ops = w->proc->launcher->ops;
+    if (w->put && w->fd >= 0) {
+        void *map = w->len ? mmap(NULL, w->len, PROT_READ, MAP_PRIVATE, w->fd, 0) : NULL;
+        if (map == MAP_FAILED)
+            w->rc = korch_err_set(&w->err, KORCH_E_IO, "cannot map '%s' to put it: %s", w->name, strerror(errno));
+        else
+            w->rc = ops->put_file_now(w->proc, w->name, map ? map : "", w->len, &w->err);
+        if (map && map != MAP_FAILED)
+            munmap(map, w->len);
+    } else if (w->put) {
+        w->rc = ops->put_file_now(w->proc, w->name, w->data, w->len, &w->err);
+    } else {
+        w->rc = ops->get_file_now(w->proc, w->name, w->max, &w->data, &w->len, &w->err);
+        return;
+    }
+    free(w->data);
+    w->data = NULL;
+    w->len = 0;
+}
+
+/* Back on the loop: finish its op, release its proc. */
+static void s_fwork_done(void *arg)
+{
+    s_fwork_t *w = arg;
+    if (w->op && w->put)
+        s_finish(w->op, w->rc, &w->err);
+    else if (w->op)
+        korch_op_finish_file(&w->op->base, w->data, w->len, w->rc, &w->err);
+    else
+        free(w->data);
+    if (w->fd >= 0)
+        close(w->fd);
+    korch_proc_t *p = w->proc;
+    if (--p->busy == 0 && p->doomed)
+        p->launcher->ops->proc_free(p);
+    free(w->name);
+    free(w);
+}
+
+static void s_fwork_cancel(korch_op_t *op, void *arg) { ((s_fwork_t *)arg)->op = NULL; }
+
+static void s_fwork_free(s_fwork_t *w)
+{
+    if (!w)
+        return;
+    free(w->name);
+    free(w->data);
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w);
+}
+
+/* Queue a host directory's file op on the worker. put: data (copied) or
+   fd (dup'd, read from offset 0). */
 static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void *data, int fd, size_t len,
-                               size_t max, korch_err_t *err);
+                               size_t max, korch_err_t *err)
+{
+    s_fwork_t *w = calloc(1, sizeof *w);
+    if (w) {
+        *w = (s_fwork_t){.op = op, .proc = op->proc, .put = put, .fd = -1, .len = len, .max = max};
+        w->name = strdup(name);
+        if (put && fd >= 0)
+            w->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        else if (put)
+            w->data = malloc(len ? len : 1);
+    }
+    if (!w || !w->name || (put && fd < 0 && !w->data) || (put && fd >= 0 && w->fd < 0)) {
+        s_fwork_free(w);
+        return korch_err_set(err, KORCH_E_NOMEM, "cannot queue the file op: %s", strerror(errno));
+    }
+    if (w->data && len)
+        memcpy(w->data, data, len);
+    korch_rc_t rc = korch_backend_host_queue(op->l, s_fwork_run, s_fwork_done, w, err);
+    if (rc) {
+        s_fwork_free(w);
+        return rc;
+    }
+    op->proc->busy++;
+    korch_op_on_cancel(&op->base, s_fwork_cancel, w);
+    return KORCH_OK;
+}
 
 /* put_file from data, or from fd when data is NULL. */
 static korch_op_t *s_put(korch_proc_t *p, const char *name, const void *data, int fd, size_t len,
@@ -443,279 +490,6 @@ korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, k
     return s_started(op, s_work_start(op, false, name, NULL, -1, 0, max, err));
 }
 
-/* -------------------------------------------------------------- workers */
-
-/* A host directory's put_file_now / get_file_now, and the backends' host
-   work (korch_backend_host: mounts, unmounts, copies, removals), run on
-   the launcher's worker, a thread of its own (an actor: a queue in, the
-   results out on a pipe the loop polls, started on first use, stopped at
-   korch_launcher_destroy). One at a time, in order: an upload is mapped
-   only while it is placed, and host work on one directory happens in the
-   order it was asked for (an unmount before the next mount, a removal
-   after both). A cancelled op only forgets its work; a proc destroyed
-   meanwhile is freed once its last work is back. */
-typedef struct korch_backend_work korch_backend_work_t;
-struct korch_backend_work {
-    korch_backend_work_t *next;     /* the worker's queue */
-    void (*run)(void *arg);         /* host work (then op and proc are NULL), run on the worker */
-    void (*done)(void *arg);        /* ... and its end, on the loop (may be NULL) */
-    void *arg;
-    lop_t *op;                      /* NULL once cancelled */
-    korch_proc_t *proc;
-    bool put;
-    char *name;
-    char *data;                     /* put: a copy (or NULL with fd); get: the result */
-    int fd;                         /* put from a file (korch_proc_put_file_fd): our dup, else -1 */
-    size_t len, max;
-    korch_rc_t rc;
-    korch_err_t err;
-};
-
-typedef struct {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    korch_backend_work_t *head, *tail;  /* waiting for the worker */
-    bool stop;
-    int out;                            /* the pipe's write end */
-} s_worker_t;
-
-static void s_work_run(korch_backend_work_t *w)
-{
-    if (w->run) {
-        w->run(w->arg);
-        return;
-    }
-    const korch_launcher_ops_t *ops = w->proc->launcher->ops;
-    if (w->put && w->fd >= 0) {
-        void *map = w->len ? mmap(NULL, w->len, PROT_READ, MAP_PRIVATE, w->fd, 0) : NULL;
-        if (map == MAP_FAILED)
-            w->rc = korch_err_set(&w->err, KORCH_E_IO, "cannot map '%s' to put it: %s", w->name, strerror(errno));
-        else
-            w->rc = ops->put_file_now(w->proc, w->name, map ? map : "", w->len, &w->err);
-        if (map && map != MAP_FAILED)
-            munmap(map, w->len);
-    } else if (w->put) {
-        w->rc = ops->put_file_now(w->proc, w->name, w->data, w->len, &w->err);
-    } else {
-        w->rc = ops->get_file_now(w->proc, w->name, w->max, &w->data, &w->len, &w->err);
-        return;
-    }
-    free(w->data);
-    w->data = NULL;
-    w->len = 0;
-}
-
-static void *s_worker_main(void *arg)
-{
-    s_worker_t *k = arg;
-    pthread_mutex_lock(&k->mu);
-    for (;;) {
-        while (!k->head && !k->stop)
-            pthread_cond_wait(&k->cv, &k->mu);
-        korch_backend_work_t *w = k->head;
-        if (!w)
-            break; /* stopping, and nothing left */
-        k->head = w->next;
-        if (!k->head)
-            k->tail = NULL;
-        pthread_mutex_unlock(&k->mu);
-        s_work_run(w);
-        /* a pointer is less than PIPE_BUF: written whole; the loop drains
-           the pipe, or korch_launcher_destroy after joining us */
-        ssize_t n;
-        while ((n = write(k->out, &w, sizeof w)) < 0 && errno == EINTR)
-            ;
-        pthread_mutex_lock(&k->mu);
-    }
-    pthread_mutex_unlock(&k->mu);
-    return NULL;
-}
-
-/* The work is back: finish its op, release its proc. */
-static void s_work_done(korch_launcher_t *l, korch_backend_work_t *w)
-{
-    if (w->run) {
-        l->works--;
-        void (*done)(void *) = w->done;
-        void *arg = w->arg;
-        free(w);
-        if (done)
-            done(arg);
-        return;
-    }
-    if (w->op && w->put)
-        s_finish(w->op, w->rc, &w->err);
-    else if (w->op)
-        korch_op_finish_file(&w->op->base, w->data, w->len, w->rc, &w->err);
-    else
-        free(w->data);
-    if (w->fd >= 0)
-        close(w->fd);
-    korch_proc_t *p = w->proc;
-    l->works--;
-    if (--p->busy == 0 && p->doomed)
-        l->ops->proc_free(p);
-    free(w->name);
-    free(w);
-}
-
-static int s_on_work(korch_loop_t *loop, int fd, void *arg)
-{
-    korch_backend_work_t *w;
-    while (read(fd, &w, sizeof w) == (ssize_t)sizeof w)
-        s_work_done(arg, w);
-    return 0;
-}
-
-static void s_work_cancel(korch_op_t *op, void *arg) { ((korch_backend_work_t *)arg)->op = NULL; }
-
-/* The worker, started on first use. */
-static korch_rc_t s_worker(korch_launcher_t *l, korch_err_t *err)
-{
-    if (l->worker)
-        return KORCH_OK;
-    s_worker_t *k = calloc(1, sizeof *k);
-    if (!k)
-        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    if (pipe2(l->work_fd, O_CLOEXEC) != 0) {
-        free(k);
-        l->work_fd[0] = l->work_fd[1] = -1;
-        return korch_err_set(err, KORCH_E_IO, "cannot make the file worker's pipe: %s", strerror(errno));
-    }
-    fcntl(l->work_fd[0], F_SETFL, O_NONBLOCK);
-    k->out = l->work_fd[1];
-    pthread_mutex_init(&k->mu, NULL);
-    pthread_cond_init(&k->cv, NULL);
-    /* korch's signals are for its main thread, never the worker */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int e = pthread_create(&k->thread, NULL, s_worker_main, k);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (e != 0 || korch_loop_poller(l->loop, l->work_fd[0], s_on_work, l) != 0) {
-        if (e == 0) {
-            k->stop = true;
-            pthread_join(k->thread, NULL);
-        }
-        pthread_mutex_destroy(&k->mu);
-        pthread_cond_destroy(&k->cv);
-        close(l->work_fd[0]);
-        close(l->work_fd[1]);
-        l->work_fd[0] = l->work_fd[1] = -1;
-        free(k);
-        return korch_err_set(err, KORCH_E_IO, "cannot start the file worker: %s", e ? strerror(e) : "out of memory");
-    }
-    l->worker = k;
-    return KORCH_OK;
-}
-
-static void s_work_queue(korch_launcher_t *l, korch_backend_work_t *w)
-{
-    s_worker_t *k = l->worker;
-    l->works++;
-    pthread_mutex_lock(&k->mu);
-    w->next = NULL;
-    if (k->tail)
-        k->tail->next = w;
-    else
-        k->head = w;
-    k->tail = w;
-    pthread_cond_signal(&k->cv);
-    pthread_mutex_unlock(&k->mu);
-}
-
-void korch_backend_host(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg)
-{
-    korch_err_t err = {0};
-    korch_backend_work_t *w = NULL;
-    if (s_worker(l, &err) != KORCH_OK || !(w = calloc(1, sizeof *w))) {
-        /* no thread to wait on: now, on the loop */
-        korch_warn("host work runs on the loop: %s", err.rc ? err.msg : "out of memory");
-        run(arg);
-        if (done)
-            done(arg);
-        return;
-    }
-    *w = (korch_backend_work_t){.run = run, .done = done, .arg = arg, .fd = -1};
-    s_work_queue(l, w);
-}
-
-static void s_rm_dir_run(void *arg) { korch_fs_rm_tree(arg); }
-
-void korch_launcher_remove_dir(korch_launcher_t *l, const char *dir)
-{
-    if (!dir || !*dir)
-        return;
-    char *copy = strdup(dir);
-    if (!copy) {
-        korch_fs_rm_tree(dir);
-        return;
-    }
-    korch_backend_host(l, s_rm_dir_run, free, copy);
-}
-
-/* Queue a host directory's file op on the worker. put: data (copied) or
-   fd (dup'd, read from offset 0). */
-static korch_rc_t s_work_start(lop_t *op, bool put, const char *name, const void *data, int fd, size_t len,
-                               size_t max, korch_err_t *err)
-{
-    korch_launcher_t *l = op->l;
-    korch_rc_t rc = s_worker(l, err);
-    if (rc)
-        return rc;
-    korch_backend_work_t *w = calloc(1, sizeof *w);
-    if (w) {
-        *w = (korch_backend_work_t){.op = op, .proc = op->proc, .put = put, .fd = -1, .len = len, .max = max};
-        w->name = strdup(name);
-        if (put && fd >= 0)
-            w->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        else if (put)
-            w->data = malloc(len ? len : 1);
-    }
-    if (!w || !w->name || (put && fd < 0 && !w->data) || (put && fd >= 0 && w->fd < 0)) {
-        if (w) {
-            free(w->name);
-            free(w->data);
-            if (w->fd >= 0)
-                close(w->fd);
-        }
-        free(w);
-        return korch_err_set(err, KORCH_E_NOMEM, "cannot queue the file op: %s", strerror(errno));
-    }
-    if (w->data && len)
-        memcpy(w->data, data, len);
-    op->proc->busy++;
-    korch_op_on_cancel(&op->base, s_work_cancel, w);
-    s_work_queue(l, w);
-    return KORCH_OK;
-}
-
-/* korch_launcher_destroy: let the worker finish its queue, join it, and
-   take in what it sent back. What those ends queue (a cancelled start's
-   cleanup) gets a worker again, finished the same way. */
-static void s_works_finish(korch_launcher_t *l)
-{
-    while (l->worker) {
-        s_worker_t *k = l->worker;
-        pthread_mutex_lock(&k->mu);
-        k->stop = true;
-        pthread_cond_signal(&k->cv);
-        pthread_mutex_unlock(&k->mu);
-        pthread_join(k->thread, NULL);
-        int in = l->work_fd[0], out = l->work_fd[1];
-        l->worker = NULL;
-        l->work_fd[0] = l->work_fd[1] = -1;
-        korch_loop_poller_end(l->loop, in);
-        s_on_work(l->loop, in, l);
-        close(in);
-        close(out);
-        pthread_mutex_destroy(&k->mu);
-        pthread_cond_destroy(&k->cv);
-        free(k);
-    }
-}
-
 /* ------------------------------------------------------------- the end */
 
 static int s_on_exit_timer(korch_loop_t *loop, int timer_id, void *arg)
@@ -780,7 +554,7 @@ void korch_proc_destroy(korch_proc_t **pp)
     p->exit_timer = -1;
     if (p->busy) {
         /* a worker still reads or writes its files: kill it now, free it
-           when the worker is back (s_work_done) */
+           when the worker is back (s_fwork_done) */
         p->on_exit = NULL;
         p->doomed = true;
         if (!p->exited && l->ops->kill)
@@ -864,128 +638,13 @@ void korch_launcher_destroy(korch_launcher_t **pl)
     korch_launcher_t *l = *pl;
     *pl = NULL;
     /* What callers deferred (kernels tearing down) may still need ops. */
-    s_works_finish(l);
+    korch_backend_host_finish(l);
     s_finish_jobs(l);
     while (l->ops_head)
         s_op_cancel(&l->ops_head->base);
-    s_works_finish(l);
+    korch_backend_host_finish(l);
     s_finish_jobs(l);
-    s_works_finish(l); /* what those last jobs queued */
+    korch_backend_host_finish(l); /* what those last jobs queued */
     l->ops->free(l);
-}
-
-/* -------------------------------------------------------- blocking calls */
-
-typedef struct {
-    bool done;
-    korch_rc_t rc;
-    korch_err_t err;
-    korch_proc_t *proc;
-    char *data;
-    size_t len;
-} s_wait_t;
-
-static bool s_wait_done(void *arg) { return ((s_wait_t *)arg)->done; }
-
-static void s_wait_proc(korch_proc_t *proc, korch_rc_t rc, const korch_err_t *err, void *arg)
-{
-    s_wait_t *w = arg;
-    w->done = true;
-    w->rc = rc;
-    w->proc = proc;
-    if (err)
-        w->err = *err;
-}
-
-static void s_wait_plain(korch_rc_t rc, const korch_err_t *err, void *arg) { s_wait_proc(NULL, rc, err, arg); }
-
-static void s_wait_file(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg)
-{
-    s_wait_t *w = arg;
-    s_wait_proc(NULL, rc, err, arg);
-    w->data = data;
-    w->len = len;
-}
-
-/* Run the loop until op is done; its result in w. */
-static korch_rc_t s_wait(korch_loop_t *loop, korch_op_t *op, s_wait_t *w, korch_err_t *err)
-{
-    if (!op)
-        return err && err->rc ? err->rc : KORCH_E_IO;
-    korch_loop_run(loop, s_wait_done, w, -1);
-    if (w->rc)
-        korch_err_set(err, w->rc, "%s", w->err.msg);
-    return w->rc;
-}
-
-korch_rc_t korch_launcher_start_wait(korch_launcher_t *l, const korch_launch_t *req, korch_proc_t **out,
-                                     korch_err_t *err)
-{
-    s_wait_t w = {0};
-    *out = NULL;
-    korch_rc_t rc = s_wait(l->loop, korch_launcher_start(l, req, s_wait_proc, &w, err), &w, err);
-    *out = w.proc;
-    return rc;
-}
-
-korch_rc_t korch_launcher_adopt_wait(korch_launcher_t *l, const char *kernel_id, korch_proc_t **out,
-                                     korch_err_t *err)
-{
-    s_wait_t w = {0};
-    *out = NULL;
-    korch_rc_t rc = s_wait(l->loop, korch_launcher_adopt(l, kernel_id, s_wait_proc, &w, err), &w, err);
-    *out = w.proc;
-    return rc;
-}
-
-korch_rc_t korch_proc_signal_wait(korch_proc_t *p, int sig, korch_err_t *err)
-{
-    s_wait_t w = {0};
-    return s_wait(p->launcher->loop, korch_proc_signal(p, sig, s_wait_plain, &w, err), &w, err);
-}
-
-korch_rc_t korch_proc_kill_wait(korch_proc_t *p, korch_err_t *err)
-{
-    s_wait_t w = {0};
-    return s_wait(p->launcher->loop, korch_proc_kill(p, s_wait_plain, &w, err), &w, err);
-}
-
-korch_rc_t korch_proc_put_file_wait(korch_proc_t *p, const char *name, const void *data, size_t len,
-                                    korch_err_t *err)
-{
-    s_wait_t w = {0};
-    return s_wait(p->launcher->loop, korch_proc_put_file(p, name, data, len, s_wait_plain, &w, err), &w, err);
-}
-
-korch_rc_t korch_proc_get_file_wait(korch_proc_t *p, const char *name, size_t max, char **data, size_t *len,
-                                    korch_err_t *err)
-{
-    s_wait_t w = {0};
-    *data = NULL;
-    *len = 0;
-    korch_rc_t rc = s_wait(p->launcher->loop, korch_proc_get_file(p, name, max, s_wait_file, &w, err), &w, err);
-    *data = w.data;
-    *len = w.len;
-    return rc;
-}
-
-/* Settled: no background work left (freed procs' jobs, detached kernels,
-   file ops on the worker). */
-static bool s_settled(void *arg)
-{
-    korch_launcher_t *l = arg;
-    return l->jobs == NULL && l->works == 0;
-}
-
-bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms)
-{
-    return s_settled(l) || korch_loop_run(l->loop, s_settled, l, timeout_ms);
-}
-
-static bool s_exited(void *arg) { return ((korch_proc_t *)arg)->exited; }
-
-bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms)
-{
-    return korch_loop_run(p->launcher->loop, s_exited, p, timeout_ms);
 }
 

@@ -42,13 +42,6 @@ static void s_send_event(s_actor_t *ac, const char *name, json_t *data)
     free(text);
 }
 
-/* A stream output grows in place: its chunks come with "append". */
-static void s_send_output(s_actor_t *ac, const korch_agent_event_t *ev)
-{
-    s_send_event(ac, "output", json_pack("{s:i, s:i, s:b, s:O}", "step", ev->step, "index", (int)ev->index, "append",
-                                         ev->append, "output", ev->data));
-}
-
 json_t *srv_agent_url(const char *id, const char *what, const char *path)
 {
     char buf[4096 + 128];
@@ -69,67 +62,33 @@ json_t *srv_agent_url(const char *id, const char *what, const char *path)
 
 static json_t *s_url(s_actor_t *ac, const char *what, const char *path) { return srv_agent_url(ac->cfg->id, what, path); }
 
+/* The agent's events in the one schema (korch_agent_event_json), with
+   URLs where the CLI has host paths: figures and files by URL, no "saved". */
 static void s_on_agent_event(const korch_agent_event_t *ev, void *arg)
 {
     s_actor_t *ac = arg;
-    int step = ev->step;
-    const char *text = ev->text ? ev->text : "";
-    switch (ev->type) {
-    case KORCH_AGENT_STEP: s_send_event(ac, "step", json_pack("{s:i}", "step", step)); break;
-    case KORCH_AGENT_TEXT:
-        s_send_event(ac, "text", json_pack("{s:i, s:s%}", "step", step, "text", text, ev->text_len));
-        break;
-    case KORCH_AGENT_CODE:
-        s_send_event(ac, "code", json_pack("{s:i, s:s, s:O}", "step", step, "code", text, "language",
-                                           json_object_get(ev->data, "language")));
-        break;
-    case KORCH_AGENT_OUTPUT:
-        if (ev->data)
-            s_send_output(ac, ev);
-        break;
-    case KORCH_AGENT_RESULT: {
-        json_t *d = json_deep_copy(ev->data ? ev->data : json_object());
+    if (ev->type == KORCH_AGENT_OUTPUT && !ev->data)
+        return;
+    json_t *d = korch_agent_event_json(ev);
+    if (!d)
+        return;
+    size_t i;
+    json_t *f;
+    if (ev->type == KORCH_AGENT_RESULT) {
         json_object_del(d, "saved"); /* host paths: figures carry URLs instead */
-        size_t i;
-        json_t *f;
         json_array_foreach(json_object_get(d, "figures"), i, f) {
             json_object_set_new(f, "url", s_url(ac, "figures", json_string_value(json_object_get(f, "name"))));
             json_object_del(f, "source");
         }
-        json_object_set_new(d, "step", json_integer(step));
-        json_object_set_new(d, "text", json_string(text));
-        s_send_event(ac, "result", d);
-        break;
-    }
-    case KORCH_AGENT_FINAL: s_send_event(ac, "final", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
-    case KORCH_AGENT_ERROR: s_send_event(ac, "error", json_pack("{s:i, s:s}", "step", step, "message", text)); break;
-    case KORCH_AGENT_NOTICE: s_send_event(ac, "notice", json_pack("{s:i, s:s}", "step", step, "text", text)); break;
-    case KORCH_AGENT_CODE_DELTA:
-        s_send_event(ac, "code_delta",
-                     json_pack("{s:i, s:s%, s:i}", "step", step, "text", text, ev->text_len, "index", (int)ev->index));
-        break;
-    case KORCH_AGENT_STATUS: {
-        json_t *d = ev->data ? json_deep_copy(ev->data) : json_object();
-        json_object_set_new(d, "step", json_integer(step));
-        s_send_event(ac, "status", d);
-        break;
-    }
-    case KORCH_AGENT_FILES: {
-        json_t *files = json_deep_copy(json_object_get(ev->data, "files"));
-        size_t i;
-        json_t *f;
-        json_array_foreach(files, i, f) {
+    } else if (ev->type == KORCH_AGENT_FILES) {
+        json_array_foreach(json_object_get(d, "files"), i, f) {
             json_object_set_new(f, "url", s_url(ac, "files", json_string_value(json_object_get(f, "path"))));
             if (json_object_get(f, "figure"))
                 json_object_set_new(f, "figure_url",
                                     s_url(ac, "figures", json_string_value(json_object_get(f, "figure"))));
         }
-        s_send_event(ac, "files", json_pack("{s:i, s:o, s:O, s:O}", "step", step, "files", files, "total",
-                                            json_object_get(ev->data, "total"), "truncated",
-                                            json_object_get(ev->data, "truncated")));
-        break;
     }
-    }
+    s_send_event(ac, korch_agent_event_name(ev->type), d);
 }
 
 static bool s_cancelled(void *arg)
@@ -208,6 +167,10 @@ static void s_actor(zsock_t *pipe, void *arg)
             .existing = cfg->conn_path,
             .session_dir = cfg->dir,
             .max_steps = cfg->max_steps,
+            .max_tokens = cfg->max_tokens,
+            .max_seconds = cfg->max_seconds,
+            .max_cost = cfg->max_cost,
+            .prices = cfg->prices,
             .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
             .workdir_in_kernel = cfg->workdir_in_kernel,
             .resume_live = cfg->resume_live,
@@ -240,16 +203,10 @@ static void s_actor(zsock_t *pipe, void *arg)
         free(ac.question);
         ac.question = NULL;
         free(answer);
-        const char *status = rc == KORCH_OK ? "ok" : rc == KORCH_E_INTERRUPTED ? "interrupted" : "error";
         if (rc != KORCH_OK && rc != KORCH_E_INTERRUPTED)
-            s_send_event(&ac, "error", json_pack("{s:s}", "message", err.msg[0] ? err.msg : korch_strerror(rc)));
-        korch_agent_usage_t turn, session;
-        korch_agent_usage(ac.agent, &turn, &session);
-        json_t *done = json_pack("{s:s, s:{s:{s:I, s:I}, s:{s:I, s:I}}}", "status", status, "tokens", "turn", "input",
-                                 (json_int_t)turn.input, "output", (json_int_t)turn.output, "session", "input",
-                                 (json_int_t)session.input, "output", (json_int_t)session.output);
-        if (rc != KORCH_OK)
-            json_object_set_new(done, "message", json_string(err.msg[0] ? err.msg : korch_strerror(rc)));
+            s_send_event(&ac, "error", json_pack("{s:s, s:s, s:i}", "event", "error", "message",
+                                                 err.msg[0] ? err.msg : korch_strerror(rc), "step", 0));
+        json_t *done = korch_agent_done_json(ac.agent, rc, err.msg[0] ? err.msg : korch_strerror(rc));
         char *text = json_dumps(done, JSON_COMPACT);
         json_decref(done);
         zstr_sendx(pipe, "done", text ? text : "{}", NULL);

@@ -4,6 +4,7 @@
 #define KORCH_SERVER_AGENT_ACTOR_H
 
 #include "server_int.h"
+#include "korch/ledger.h"
 
 #include <czmq.h>
 #include <limits.h>
@@ -22,6 +23,10 @@ typedef struct {
     bool workdir_in_kernel;     /* no work dir on this host (a container): list it from the kernel */
     bool resume_live;           /* the kernel is the session's own from before korch's restart (re-adopted) */
     int max_steps;
+    int64_t max_tokens;         /* per turn budgets (0 = none), as korch run's */
+    int max_seconds;
+    double max_cost;
+    const korch_prices_t *prices;   /* the server's price table (NULL = none); lives as long as the server */
     atomic_int cancel;
 } srv_agent_cfg_t;
 zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);

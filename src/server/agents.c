@@ -49,6 +49,7 @@
 #include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/notebook.h"
 #include "korch/path.h"
 #include "korch/session.h"
 #include "korch/workdir.h"
@@ -211,7 +212,21 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, j
         srv_respond_error(req, 404, "the session has no notebook yet");
         return;
     }
-    srv_respond_file(req, "notebook.ipynb", "application/x-ipynb+json", nb, len); /* outputs are the kernel's */
+    char clean[8];
+    if (srv_req_query(req, "clean", clean, sizeof clean) && strcmp(clean, "0") != 0) {
+        /* ?clean=1: without the dead ends (korch_notebook_clean) */
+        json_t *doc = json_loadb(nb, len, 0, NULL);
+        json_t *c = doc ? korch_notebook_clean(doc) : NULL;
+        char *text = c ? json_dumps(c, JSON_INDENT(1) | JSON_ENSURE_ASCII) : NULL;
+        if (text)
+            srv_respond_file(req, "notebook.ipynb", "application/x-ipynb+json", text, strlen(text)); /* outputs are the kernel's */
+        else
+            srv_respond_error(req, 500, "the session's notebook cannot be read as JSON");
+        free(text);
+        json_decref(c);
+        json_decref(doc);
+    } else
+        srv_respond_file(req, "notebook.ipynb", "application/x-ipynb+json", nb, len);
     free(nb);
 }
 

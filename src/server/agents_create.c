@@ -153,6 +153,10 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = srv_sa_opts(s)->agent_max_steps;
+    sa->cfg.max_tokens = srv_sa_opts(s)->agent_max_tokens;
+    sa->cfg.max_seconds = srv_sa_opts(s)->agent_max_seconds;
+    sa->cfg.max_cost = srv_sa_opts(s)->agent_max_cost;
+    sa->cfg.prices = srv_sa_opts(s)->agent_prices;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
     sa->journal = srv_fjournal_new(sa->cfg.dir);
@@ -191,6 +195,11 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 400, "'kernel_id' and 'kernel_name' must be strings");
         return;
     }
+    json_t *budget = json_object_get(body, "budget");
+    if (!srv_sa_budget_ok(s, budget, why, sizeof why)) {
+        srv_respond_error(req, 400, "%s", why);
+        return;
+    }
     json_t *files = s_check_files(json_object_get(body, "files"), why, sizeof why);
     if (!files) {
         srv_respond_error(req, 400, "%s", why);
@@ -206,6 +215,7 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
     }
     json_decref(sa->pending_files);
     sa->pending_files = files;
+    srv_sa_budget_set(sa, budget);
     korch_iso8601_now(sa->created);
     srv_sa_touch(sa);
     snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
@@ -260,6 +270,7 @@ void srv_agents_load(srv_agents_t *a)
         snprintf(sa->last_activity, sizeof sa->last_activity, "%s", sa->created);
         sa->turns = (int)json_integer_value(json_object_get(j, "turns"));
         sa->tokens = json_integer_value(json_object_get(j, "tokens"));
+        srv_sa_budget_set(sa, json_object_get(j, "budget"));
         size_t i;
         json_t *v;
         json_array_foreach(json_object_get(j, "files"), i, v) if (json_is_string(v) &&

@@ -18,6 +18,7 @@
  *                    the file ops under way.
  *  agents_sync.c     a confined session's copies of what the code wrote, for a resume.
  *  agents_stream.c   a turn's events: the SSE stream, the log, followers.
+ *  agents_budget.c   a session's budgets per turn (tokens, seconds, cost).
  *
  *  Everything here runs on the server's loop thread; the session's agent
  *  runs in its actor (agent_actor.c) and talks to it through the actor's
@@ -61,7 +62,7 @@ struct srv_agent {
     srv_sa_state_t state;
     int turns;
     int64_t tokens;
-    int64_t tokens_in, tokens_out;  /* the session's split, as the last turn's done said (0 before one) */
+    json_t *usage;              /* the session's tokens as the last turn's done said them (null = unknown), or NULL */
     char error[512];            /* why it stopped, for the model */
     json_t *files;              /* names uploaded through the API */
     srv_fjournal_t *journal;    /* uploads and removals, laid over the agent's listing (confined kernels) */
@@ -114,6 +115,14 @@ static inline zlistx_t *srv_sa_doomed(korch_server_t *s) { return srv_parts(s)->
 static inline srv_kmgr_t *srv_sa_kmgr(korch_server_t *s) { return srv_parts(s)->kmgr; }
 static inline const korch_server_opts_t *srv_sa_opts(korch_server_t *s) { return srv_parts(s)->opts; }
 
+/* agents_budget.c */
+/* Is b (a POST's "budget", may be NULL) {tokens, seconds, cost} of numbers
+   >= 0 (cost only with a price table)? Else false and why. */
+bool srv_sa_budget_ok(korch_server_t *s, json_t *b, char *why, size_t len);
+/* Lower the session's budgets (the server's, in cfg) to b's. */
+void srv_sa_budget_set(srv_agent_t *sa, json_t *b);
+/* {tokens, seconds, cost}, null where there is none. New object. */
+json_t *srv_sa_budget_json(const srv_agent_t *sa);
 /* agents_sync.c: a step's "files" changes (borrowed) copied into files/ (confined kernels) */
 void srv_sa_sync_step(srv_agent_t *sa, json_t *changes);
 void srv_sa_sync_cancel(srv_agent_t *sa);

@@ -39,6 +39,10 @@ json_t *srv_sa_model(srv_agent_t *sa)
                           sa->cfg.kernel_name, "llm", sa->cfg.llm, "created", sa->created, "last_activity",
                           sa->last_activity, "state", srv_sa_state_names[sa->state], "turns", sa->turns, "tokens",
                           (json_int_t)sa->tokens, "files", sa->files, "owns_kernel", sa->owns_kernel);
+    if (m && sa->usage) /* "tokens" is what was reported; this says what is unknown */
+        json_object_set(m, "usage", sa->usage);
+    if (m)
+        json_object_set_new(m, "budget", srv_sa_budget_json(sa));
     if (m && sa->state == A_STOPPED && sa->error[0])
         json_object_set_new(m, "stopped_because", json_string(sa->error));
     return m;
@@ -50,6 +54,8 @@ void srv_sa_save(srv_agent_t *sa)
     json_t *j = json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:O}", "version", 1, "id", sa->id, "llm", sa->cfg.llm,
                           "kernel_name", sa->cfg.kernel_name, "created", sa->created, "turns", sa->turns, "tokens",
                           (json_int_t)sa->tokens, "files", sa->files);
+    if (j)
+        json_object_set_new(j, "budget", srv_sa_budget_json(sa));
     /* its kernel, for a korch serve restarted with the same --instance to
        give back (a hint only: srv_agents_load's reader checks it) */
     if (j && sa->state != A_STOPPED && sa->kernel_id[0]) {
@@ -98,6 +104,7 @@ void srv_sa_free(srv_agent_t **psa)
     if (sa->doomed && sa->cfg.dir[0]) /* DELETE: the session's files go with it */
         korch_fs_rm_tree(sa->cfg.dir); /* never through the kernel's links */
     json_decref(sa->files);
+    json_decref(sa->usage);
     srv_fjournal_destroy(&sa->journal);
     json_decref(sa->pending_files);
     free(sa->pending_question);
@@ -233,9 +240,10 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         json_t *d = json ? json_loads(json, 0, NULL) : NULL;
         json_t *used = json_object_get(json_object_get(d, "tokens"), "session");
         if (json_is_object(used)) {
-            sa->tokens_in = json_integer_value(json_object_get(used, "input"));
-            sa->tokens_out = json_integer_value(json_object_get(used, "output"));
-            sa->tokens = sa->tokens_in + sa->tokens_out;
+            json_decref(sa->usage);
+            sa->usage = json_deep_copy(used);
+            sa->tokens = json_integer_value(json_object_get(used, "input")) +
+                         json_integer_value(json_object_get(used, "output"));
         }
         const char *status = json_string_value(json_object_get(d, "status"));
         srv_parts(sa->srv)->metrics->agent_turns[!status || strcmp(status, "ok") == 0 ? 0

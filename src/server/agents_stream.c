@@ -138,9 +138,11 @@ void srv_sa_stream_done(srv_agent_t *sa, const char *done_json)
    failed): done as the agent's would be, with no tokens spent this turn. */
 void srv_sa_stream_end_turn(srv_agent_t *sa, const char *status, const char *msg)
 {
-    json_t *done = json_pack("{s:s, s:s, s:{s:{s:i, s:i}, s:{s:I, s:I}}}", "status", status, "message", msg, "tokens",
-                             "turn", "input", 0, "output", 0, "session", "input", (json_int_t)sa->tokens_in, "output",
-                             (json_int_t)sa->tokens_out);
+    json_t *session =
+        sa->usage ? json_incref(sa->usage) : json_pack("{s:i, s:i, s:i}", "input", 0, "output", 0, "calls", 0);
+    json_t *done = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:{s:i, s:i, s:i}, s:o}, s:{s:n, s:n}}", "event", "done",
+                             "status", status, "message", msg, "steps", 0, "elapsed_ms", 0, "tokens", "turn", "input",
+                             0, "output", 0, "calls", 0, "session", session, "cost", "turn", "session");
     char *text = done ? json_dumps(done, JSON_COMPACT) : NULL;
     srv_sa_stream_done(sa, text ? text : "{}");
     free(text);

@@ -436,7 +436,9 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
    callback returns. */
 int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const char *uri)
 {
-    srv_conns_headers_done(s->parts.conns, wsi);
+    char over[192];
+    bool authed = s_token_ok(s, wsi);
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, over, sizeof over);
     /* One request per connection (see srv_front_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -465,6 +467,10 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
         goto done;
     }
     snprintf(req->origin, sizeof req->origin, "%s", cors);
+    if (!admitted) { /* its client is over its limit (behind a trusted proxy) */
+        srv_respond_error(req, 429, "%s", over);
+        goto done;
+    }
     if (strcmp(req->method, "OPTIONS") == 0) { /* CORS preflight: no token needed */
         srv_respond(req, 204, NULL);
         goto done;
@@ -475,7 +481,7 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
     srv_match_t m = too_long ? SRV_MATCH_TOO_LONG
                              : srv_route_match(req->method, req->path, ulen, &req->route, &req->params, req->allow,
                                                sizeof req->allow);
-    if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !s_token_ok(s, wsi)) {
+    if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !authed) {
         srv_respond_error(req, 403, "missing or wrong token");
         goto done;
     }
@@ -583,7 +589,9 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = srv_now_us();
-    srv_conns_headers_done(s->parts.conns, wsi);
+    char why[192];
+    bool authed = s_token_ok(s, wsi);
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, why, sizeof why);
     bool routed = srv_front_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
@@ -591,7 +599,9 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
     if (!s_origin_ok(s, wsi, cors, sizeof cors, &msg)) {
         korch_warn("blocking a cross-origin websocket to '%s': %s", uri, msg);
         status = 403;
-    } else if (!s_token_ok(s, wsi))
+    } else if (!admitted)
+        status = 429, msg = why;
+    else if (!authed)
         status = 403, msg = "missing or wrong token";
     else if (!routed)
         status = 404, msg = "not found";
@@ -599,7 +609,7 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
         status = 404, msg = "kernel does not exist";
     if (!status)
         return 0;
-    char body[128];
+    char body[320];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
     s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL, NULL);
     srv_http_log(&s->http, "GET", uri, status, t0, wsi);

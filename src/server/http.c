@@ -8,6 +8,7 @@
 #include "server_int.h"
 #include "metrics.h"
 #include "body.h"
+#include "conns.h"
 #include "korch/log.h"
 
 #include <libwebsockets.h>
@@ -46,8 +47,12 @@ void srv_http_log(srv_http_t *h, const char *method, const char *path, int statu
     h->metrics->http[status >= 100 && status < 600 ? status / 100 : 0]++; /* every answer passes here */
     if (h->no_access_log)
         return;
+    /* the client's address: behind a trusted proxy, its X-Forwarded-For one */
     char peer[64] = "-";
-    if (wsi)
+    const char *client = srv_conns_client(wsi);
+    if (client)
+        snprintf(peer, sizeof peer, "%s", client);
+    else if (wsi)
         lws_get_peer_simple(wsi, peer, sizeof peer);
     double ms = (double)(srv_now_us() - t0_us) / 1000.0;
     /* The access log is the server's output (--no-access-log turns it off),

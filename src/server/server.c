@@ -116,6 +116,7 @@ static void s_kick(korch_server_t *s)
 
 #define CONN_PENDING 128             /* connections without their request headers yet (conns.c) */
 #define CONN_PENDING_PER_PEER 16     /* the same from one address */
+#define SRV_MAX_TRUSTED_PROXIES 32   /* --trusted-proxy blocks */
 
 /* ------------------------------------------------------------- websockets */
 
@@ -252,6 +253,16 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     s->uv_fd = -1;
     s->spool_fd = -1;
     korch_server_opts_t o = opts ? *opts : (korch_server_opts_t){0};
+    korch_cidr_t proxies[SRV_MAX_TRUSTED_PROXIES];
+    size_t nproxies = 0;
+    for (; o.trusted_proxies && o.trusted_proxies[nproxies]; nproxies++)
+        if (nproxies == SRV_MAX_TRUSTED_PROXIES) {
+            korch_err_set(err, KORCH_E_INVALID, "more than %d trusted proxies (give address blocks: 10.0.0.0/8)",
+                          SRV_MAX_TRUSTED_PROXIES);
+            goto fail;
+        } else if (korch_cidr_parse(o.trusted_proxies[nproxies], &proxies[nproxies], err) != KORCH_OK)
+            goto fail;
+    o.trusted_proxies = NULL; /* the caller's strings; conns keeps the blocks */
     snprintf(s->ip, sizeof s->ip, "%s", o.ip ? o.ip : "127.0.0.1");
     snprintf(s->kernel, sizeof s->kernel, "%s", o.kernel ? o.kernel : "python3");
     if (o.token)
@@ -375,7 +386,9 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
                               .max_per_peer = o.max_connections_per_peer,
                               .max_pending = CONN_PENDING,
                               .max_pending_per_peer = CONN_PENDING_PER_PEER,
-                              .header_timeout_ms = o.header_timeout_ms};
+                              .header_timeout_ms = o.header_timeout_ms,
+                              .trusted_proxies = proxies,
+                              .ntrusted_proxies = nproxies};
     if (!(s->parts.conns = srv_conns_new(loop, &s->metrics, s_kick_cb, s, &lim))) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;

@@ -105,6 +105,28 @@ def forever(provider, req, state):
     return {"tool_calls": [_code("print('STEP', %d)" % (len(results) + 1))]}
 
 
+_FLOOD = (
+    "import base64, os, sys, time\n"
+    "from IPython.display import display\n"
+    "print('x' * 6000000)\n"
+    "display({'image/png': base64.b64encode(os.urandom(1500000)).decode()}, raw=True)\n"
+    "open('shot.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(3000000))\n"
+    "sys.stdout.flush()\n"
+    "time.sleep(1)\n"
+    "os.kill(os.getpid(), 9)\n")
+
+
+def restart_flood(provider, req, state):
+    """The model as the attacker: each step prints 6 MB, shows a 2 MB image,
+    saves a 3 MB one, and kills its kernel, until korch says the session's
+    output budget is used up (then it answers)."""
+    results = _all_results(provider, req)
+    told = "output budget" in ls.latest_user_text(provider, req)
+    if not ls.has_tools(provider, req) or told:
+        return {"text": "Stopped after %d floods; budget told: %s." % (len(results), told)}
+    return {"tool_calls": [_code(_FLOOD)]}
+
+
 def badjson(provider, req, state):
     """Tool-call JSON that does not parse goes back to the model as an error."""
     results = _all_results(provider, req)
@@ -422,6 +444,7 @@ def jlab(provider, req, state):
 
 
 SCENARIOS["jlab"] = jlab
+SCENARIOS["restart_flood"] = restart_flood
 
 
 def taint_hook(provider, req, state):

@@ -55,6 +55,11 @@ try:
     SCENARIOS.update(attack_scenarios.SCENARIOS)
 except ImportError:
     pass
+try:
+    import trust_scenarios  # noqa: E402  (receipts, fences in another language: issue 23)
+    SCENARIOS.update(trust_scenarios.SCENARIOS)
+except ImportError:
+    pass
 
 LOCK = threading.Lock()
 STATE = {}      # scenario -> {"n": int, "requests": [...]}

@@ -4,7 +4,7 @@
 // agent panel, src/jupyterlab), which differs only by the options below.
 import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
 import { FilesPanel } from './files';
-import { CellSink, TurnView, el } from './turn';
+import { CellSink, Tokens, TurnView, callTokens, doneTokens, el, tokensText } from './turn';
 
 export interface ChatOptions extends ApiOptions {
   /** the session to open at once */
@@ -64,7 +64,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   nbBtn.type = 'button';
   nbBtn.setAttribute('aria-label', 'Download the session as a Jupyter notebook (.ipynb)');
   bar.append(title, badge, model, tokens);
-  if (opts.notebookButton !== false) bar.appendChild(nbBtn);
+  const cleanBtn = el('button', 'k-btn', 'Clean notebook');
+  cleanBtn.type = 'button';
+  cleanBtn.title = 'The notebook without the failed attempts: it re-runs top to bottom';
+  cleanBtn.setAttribute('aria-label', 'Download the notebook without the failed attempts (.ipynb)');
+  if (opts.notebookButton !== false) bar.append(nbBtn, cleanBtn);
 
   const log = el('div', 'k-log');
   log.setAttribute('role', 'log');
@@ -167,9 +171,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     badge.textContent = m ? m.state : '';
     badge.className = `k-badge k-state-${m?.state ?? 'none'}`;
     model.textContent = m && m.llm ? String(m.llm) : '';
-    tokens.textContent = m && m.tokens ? `${Number(m.tokens).toLocaleString()} tokens` : '';
+    const u = m ? doneTokens(m.usage) : null;
+    tokens.textContent = u && (u.calls || u.unreported) ? tokensText(u) : m && m.tokens ? `${Number(m.tokens).toLocaleString()} tokens` : '';
     shown = m;
     nbBtn.disabled = !m;
+    cleanBtn.disabled = !m;
     input.disabled = blocked || (!m && !opts.createSession);
     send.disabled = blocked || (!m && !opts.createSession) || root.dataset.busy === '1';
     pick.disabled = !m && !opts.createSession;
@@ -262,8 +268,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
           }
           break;
         }
-        case 'usage': if (t) { t.tokens.input += Number(r.input_tokens) || 0; t.tokens.output += Number(r.output_tokens) || 0; } break;
-        case 'final': t?.final(String(r.content ?? '')); break;
+        case 'usage': if (t) { const c = callTokens(r); t.tokens.input += c.input; t.tokens.output += c.output; t.tokens.calls++; t.tokens.unreported += c.unreported; } break;
+        case 'final': t?.final(String(r.content ?? ''), undefined, r.receipts); break;
         case 'notice':
           if (t && r.content === 'interrupted by the user') t.status = 'interrupted';
           t?.notice(String(r.content ?? ''));
@@ -365,6 +371,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   });
   stopBtn.addEventListener('click', () => void handle.stop());
   nbBtn.addEventListener('click', () => void (sid && download(`${sessionPath(sid)}/notebook`, `korch-${sid.slice(0, 8)}.ipynb`)));
+  cleanBtn.addEventListener('click', () => void (sid && download(`${sessionPath(sid)}/notebook?clean=1`, `korch-${sid.slice(0, 8)}-clean.ipynb`)));
   for (const t of [root]) {
     t.addEventListener('dragover', (e) => { e.preventDefault(); root.classList.add('k-dragging'); });
     t.addEventListener('dragleave', (e) => { if (e.target === root) root.classList.remove('k-dragging'); });
@@ -403,11 +410,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
 }
 
 /** The tokens of the transcript's last turn (its usage records). */
-function turnTokens(records: any[] | undefined): { input: number; output: number } {
-  const t = { input: 0, output: 0 };
+function turnTokens(records: any[] | undefined): Tokens {
+  let t: Tokens = { input: 0, output: 0, calls: 0, unreported: 0 };
   for (const r of records ?? []) {
-    if (r.type === 'user' && !r.korch) { t.input = 0; t.output = 0; }
-    if (r.type === 'usage') { t.input += Number(r.input_tokens) || 0; t.output += Number(r.output_tokens) || 0; }
+    if (r.type === 'user' && !r.korch) t = { input: 0, output: 0, calls: 0, unreported: 0 };
+    if (r.type === 'usage') { const c = callTokens(r); t.input += c.input; t.output += c.output; t.calls++; t.unreported += c.unreported; }
   }
   return t;
 }

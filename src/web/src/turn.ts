@@ -228,6 +228,73 @@ class StepView {
   }
 }
 
+/** Tokens as the model's API reported them: null = not reported (never shown as 0 or a negative sum). */
+export interface Tokens { input: number; output: number; calls: number; unreported: number }
+
+/** A usage record or event's tokens ({tokens: {input, output}} or, older, input_tokens / output_tokens with -1). */
+export function callTokens(r: any): Tokens {
+  const t = r?.tokens && typeof r.tokens === 'object' ? r.tokens : { input: r?.input_tokens, output: r?.output_tokens };
+  const known = (v: any) => typeof v === 'number' && v >= 0;
+  return { input: known(t.input) ? t.input : 0, output: known(t.output) ? t.output : 0, calls: 1,
+           unreported: known(t.input) && known(t.output) ? 0 : 1 };
+}
+
+/** done.tokens.turn (or .session) as Tokens. */
+export function doneTokens(t: any): Tokens | null {
+  if (!t || typeof t !== 'object') return null;
+  const calls = typeof t.calls === 'number' ? t.calls : typeof t.input === 'number' || typeof t.output === 'number' ? 1 : 0;
+  const none = t.input === null && t.output === null;
+  return { input: Number(t.input) > 0 ? Number(t.input) : 0, output: Number(t.output) > 0 ? Number(t.output) : 0,
+           calls, unreported: none ? Math.max(calls, 1) : Number(t.unreported) || 0 };
+}
+
+export function tokensText(t: Tokens): string {
+  if (!t.calls && !t.unreported) return '';
+  if (t.unreported && t.unreported >= t.calls && !t.input && !t.output) return 'tokens unknown (the model\'s API did not report them)';
+  const s = `${t.input.toLocaleString()} tokens in · ${t.output.toLocaleString()} out`;
+  return t.unreported ? `at least ${s} (${t.unreported} of ${t.calls} calls unreported)` : s;
+}
+
+export function costText(c: any): string {
+  return c && typeof c === 'object' && typeof c.amount === 'number' ? `${c.amount.toFixed(4)} ${String(c.currency ?? '')}` : '';
+}
+
+/** Wrap each receipt's number of the rendered answer in a span saying where it came from. */
+function markReceipts(root: HTMLElement, receipts: any[], onStep: (turn: number, step: number) => void): void {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes: Text[] = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) nodes.push(n as Text);
+  let ni = 0, off = 0;
+  for (const r of receipts) {
+    const text = String(r?.text ?? '');
+    if (!text) continue;
+    while (ni < nodes.length) {
+      const at = nodes[ni].data.indexOf(text, off);
+      if (at < 0) { ni++; off = 0; continue; }
+      const range = document.createRange();
+      range.setStart(nodes[ni], at);
+      range.setEnd(nodes[ni], at + text.length);
+      const found = !!r.found, given = r.form === 'given';
+      const span = el('span', found ? 'k-num k-num-ok' : 'k-num k-num-bad');
+      span.title = !found ? 'not computed by the kernel: no output printed this number'
+        : given ? 'from the question'
+        : `${r.form} of ${r.printed}, printed at turn ${r.turn}, step ${r.step}`;
+      if (found && !given && typeof r.step === 'number') {
+        span.tabIndex = 0;
+        span.setAttribute('role', 'link');
+        const go = () => onStep(Number(r.turn) || 0, r.step);
+        span.addEventListener('click', go);
+        span.addEventListener('keydown', (e) => { if (e.key === 'Enter') go(); });
+      }
+      range.surroundContents(span);
+      // the rest of this text node is now the span's next sibling
+      const rest = span.nextSibling;
+      if (rest && rest.nodeType === Node.TEXT_NODE) { nodes[ni] = rest as Text; off = 0; } else { ni++; off = 0; }
+      break;
+    }
+  }
+}
+
 export class TurnView {
   root = el('article', 'k-turn');
   private steps = new Map<number, StepView>();
@@ -236,7 +303,8 @@ export class TurnView {
   finalEl: HTMLElement | null = null;
   foot = el('div', 'k-turn-foot');
   status: 'running' | 'ok' | 'error' | 'interrupted' = 'running';
-  tokens = { input: 0, output: 0 };
+  tokens: Tokens = { input: 0, output: 0, calls: 0, unreported: 0 };
+  cost: any = null;
   lastId = 0;
   /** the session's turn this is (1, 2 ...), set by the chat */
   n = 0;
@@ -295,17 +363,27 @@ export class TurnView {
     this.hooks.onFiles(files);
   }
 
-  final(text: string, step?: unknown): void {
+  final(text: string, step?: unknown, receipts?: any[]): void {
     const s = typeof step === 'number' ? this.steps.get(step) : this.current;
     if (s && s.text.trim() === text.trim()) s.clearText();
     s?.finish();
     this.finalEl?.remove();
     this.finalEl = markdown(text, 'k-md k-final');
     this.finalEl.setAttribute('aria-label', 'answer');
+    if (Array.isArray(receipts) && receipts.length) {
+      markReceipts(this.finalEl, receipts, (turn, n) => {
+        const v = (!turn || turn === this.n) ? this.steps.get(n) : undefined;
+        v?.root.scrollIntoView({ block: 'center' });
+        v?.root.classList.add('k-flash');
+        setTimeout(() => v?.root.classList.remove('k-flash'), 1200);
+      });
+      const bad = receipts.filter((r) => !r.found).length;
+      if (bad) this.finalEl.appendChild(el('div', 'k-receipts-bad', `${bad} number${bad > 1 ? 's' : ''} not computed by the kernel`));
+    }
     this.root.insertBefore(this.finalEl, this.foot);
   }
 
-  end(status: string, tokens?: { input: number; output: number } | null, message?: string): void {
+  end(status: string, tokens?: Tokens | null, message?: string, cost?: any): void {
     clearInterval(this.timer);
     for (const s of this.steps.values()) s.finish();
     this.status = (['ok', 'error', 'interrupted'].includes(status) ? status : 'error') as any;
@@ -314,9 +392,12 @@ export class TurnView {
     const last = this.current;
     if (this.status === 'interrupted' && last && last.root.dataset.status === 'error') last.setPhase('stopped', 'k-warn');
     if (tokens) this.tokens = tokens;
+    if (cost !== undefined) this.cost = cost;
     const parts: string[] = [];
     if (this.status !== 'ok') parts.push(this.status === 'interrupted' ? 'Stopped' : 'Failed' + (message ? `: ${message}` : ''));
-    if (this.tokens.input || this.tokens.output) parts.push(`${this.tokens.input.toLocaleString()} tokens in · ${this.tokens.output.toLocaleString()} out`);
+    const tt = tokensText(this.tokens);
+    if (tt) parts.push(tt);
+    if (costText(this.cost)) parts.push(costText(this.cost));
     this.foot.textContent = parts.join(' · ');
   }
 
@@ -349,13 +430,10 @@ export class TurnView {
       case 'status': if (st !== null) this.step(st).status(d); break;
       case 'files': this.files(st, Array.isArray(d.files) ? d.files : []); break;
       case 'notice': this.notice(String(d.text ?? ''), st); break;
-      case 'final': this.final(String(d.text ?? ''), st); break;
+      case 'final': this.final(String(d.text ?? ''), st, d.receipts); break;
       case 'error': this.notice(String(d.message ?? 'error'), st, 'k-notice k-error'); break;
       case 'done': {
-        const t = d.tokens;
-        const tok = t && typeof t === 'object' && t.turn ? { input: Number(t.turn.input) || 0, output: Number(t.turn.output) || 0 } : null;
-
-        this.end(String(d.status ?? 'ok'), tok, d.message);
+        this.end(String(d.status ?? 'ok'), doneTokens(d.tokens?.turn), d.message, d.cost?.turn ?? null);
         break;
       }
       default: break; // an event this page does not know yet

@@ -1,4 +1,6 @@
-/*  Connection info and Jupyter connection files. */
+/*  Connection info and Jupyter connection files: the endpoints and key of a
+ *  kernel, plain data of the wire layer (the launchers write them, the
+ *  kernel client reads them). */
 #include "korch/conn.h"
 #include "korch/fsutil.h"
 

@@ -1,0 +1,416 @@
+/*  Results a person can trust (issue 23), end to end with korch run, real
+ *  kernels and the scripted LLM (tests/peers/trust_scenarios.py): one event
+ *  schema ending in done (docs/events.schema.json, checked by
+ *  tests/peers/events_schema.py with python3-jsonschema), numbers with
+ *  receipts, an honest ledger, a notebook that re-runs under Debian's
+ *  nbconvert, and the rough edges. */
+#include "llm_fixture.h"
+#include "korch/fsutil.h"
+#include "korch/loop.h"
+
+#include <math.h>
+
+#include <jansson.h>
+#include <sys/stat.h>
+
+static char *s_tmpdir(void)
+{
+    char *d = strdup("/tmp/korch-trust-XXXXXX");
+    if (!mkdtemp(d)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void s_rmrf(const char *d)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    CHECK_EQ(system(cmd), 0);
+}
+
+/* korch run --launcher local ARGS...; the exit status, out/err new strings. */
+static int s_run(const char *const *args, char **out, char **err)
+{
+    const char *argv[40] = {korch_test_korch_bin(), "run", "--launcher", "local"};
+    int n = 4;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return korch_test_run(argv, NULL, out, err, 170);
+}
+
+/* python3 -c CODE: its stdout (new), or NULL when it failed. */
+static char *s_py(const char *code)
+{
+    const char *argv[] = {"/usr/bin/python3", "-c", code, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = korch_test_run(argv, NULL, &out, &err, 120);
+    if (!CHECK_EQ(rc, 0))
+        fprintf(stderr, "python: %s\n%s\n", out ? out : "", err ? err : "");
+    free(err);
+    if (rc != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* events_schema.py WHAT FILE: the summary it prints (new), checked to pass. */
+static json_t *s_schema_check(const char *what, const char *path)
+{
+    char script[600];
+    snprintf(script, sizeof script, "%s/tests/peers/events_schema.py", korch_test_root());
+    const char *argv[] = {"/usr/bin/python3", script, what, path, NULL};
+    char *out = NULL;
+    int rc = korch_test_run(argv, NULL, &out, NULL, 60);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    if (!CHECK_EQ(rc, 0))
+        fprintf(stderr, "%s %s: %s\n", what, path, out ? out : "(nothing)");
+    free(out);
+    return j;
+}
+
+static void s_spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (CHECK(f != NULL)) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* The last line of --json output that is a `done` (borrowed from lines). */
+static json_t *s_last_event(json_t *lines, const char *name)
+{
+    json_t *found = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(lines, i, e) if (strcmp(json_string_value(json_object_get(e, "event")) ?: "", name) == 0)
+        found = e;
+    return found;
+}
+
+static json_t *s_lines(const char *out)
+{
+    json_t *a = json_array();
+    for (const char *p = out; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        json_t *j = json_loadb(p, n, 0, NULL);
+        if (j)
+            json_array_append_new(a, j);
+        p += n + (nl != NULL);
+    }
+    return a;
+}
+
+/* The scripted model quotes printed numbers exactly, rounded, as a percent
+   of a printed ratio, without their sign, and one it made up: every event
+   of the run matches the schema and ends in done, the final event's
+   receipts say which is which, and so do the transcript, the notebook's
+   answer cell and the CLI. */
+TEST_T(trust_run_json_events_schema_and_receipts, 180)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "receipts");
+    unsetenv("KORCH_PRICES");
+    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    int rc = s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", session, "What is the total?",
+                                    NULL},
+                   &out, &err);
+    CHECK_EQ(rc, 0);
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    s_spit(path, out ? out : "");
+    json_t *sum = s_schema_check("cli", path);
+    CHECK_STREQ(json_string_value(json_object_get(sum, "last")), "done");
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(sum, "kinds"), "final")), 1);
+    CHECK_GT(json_integer_value(json_object_get(json_object_get(sum, "kinds"), "usage")), 2);
+    json_decref(sum);
+    snprintf(path, sizeof path, "%s/transcript.jsonl", session);
+    json_decref(s_schema_check("transcript", path));
+    json_t *lines = s_lines(out);
+    json_t *final = s_last_event(lines, "final");
+    json_t *rec = json_object_get(final, "receipts");
+    /* total exact, total rounded, the percent, the delta, its magnitude, 17.3 made up */
+    const char *forms[] = {"exact", "rounded", "percent", "exact", "magnitude", NULL};
+    if (CHECK_EQ(json_array_size(rec), 6))
+        for (size_t i = 0; i < 6; i++) {
+            json_t *r = json_array_get(rec, i);
+            if (forms[i]) {
+                CHECK_STREQ(json_string_value(json_object_get(r, "form")), forms[i]);
+                CHECK_EQ(json_integer_value(json_object_get(r, "step")), 3); /* the step that printed it */
+            } else {
+                CHECK_STREQ(json_string_value(json_object_get(r, "text")), "17.3");
+                CHECK(json_is_false(json_object_get(r, "found")));
+                CHECK_STREQ(json_string_value(json_object_get(r, "note")), "not computed by the kernel");
+            }
+        }
+    json_t *done = s_last_event(lines, "done");
+    CHECK_STREQ(json_string_value(json_object_get(done, "status")), "ok");
+    CHECK_GT(json_integer_value(json_object_get(json_object_get(json_object_get(done, "tokens"), "turn"), "input")), 0);
+    json_decref(lines);
+    free(out);
+    free(err);
+    /* the notebook's answer cell shows and holds the receipts */
+    char code[1200];
+    snprintf(code, sizeof code,
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\nnbformat.validate(nb)\n"
+             "a = [c for c in nb.cells if c.metadata.get('korch', {}).get('answer')][-1]\n"
+             "print(len(a.metadata['korch']['receipts']), '**17.3: not computed by the kernel**' in a.source)",
+             session);
+    char *v = s_py(code);
+    CHECK_STREQ(v, "6 True\n");
+    free(v);
+    /* the CLI says it under the answer */
+    snprintf(session, sizeof session, "%s/s2", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "What is the total?", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(err, "numbers: 6 in the answer, 1 not computed by the kernel");
+    CHECK_CONTAINS(err, "17.3           NOT COMPUTED BY THE KERNEL");
+    CHECK_CONTAINS(err, "percent of '0.");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
+
+/* The failed attempt is tagged raises-exception, so Debian's nbconvert
+   runs the session's notebook through in a fresh kernel; the clean export
+   has no dead end and prints the same numbers when re-run. */
+TEST_T(trust_notebook_reruns_under_nbconvert, 240)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "receipts");
+    unsetenv("KORCH_PRICES");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--clean-notebook", "--session", session,
+                                    "What is the total?", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(err, "notebook-clean.ipynb");
+    free(out);
+    free(err);
+    char code[2400];
+    snprintf(code, sizeof code,
+             "import nbformat, subprocess, sys\n"
+             "d = '%s'\n"
+             "nb = nbformat.read(d + '/notebook.ipynb', as_version=4)\n"
+             "code = [c for c in nb.cells if c.cell_type == 'code']\n"
+             "tags = [c.metadata.get('tags', []) for c in code]\n"
+             "clean = nbformat.read(d + '/notebook-clean.ipynb', as_version=4)\n"
+             "nbformat.validate(clean)\n"
+             "cc = [c for c in clean.cells if c.cell_type == 'code']\n"
+             "def run(name):\n"
+             "    r = subprocess.run([sys.executable, '-m', 'nbconvert', '--to', 'notebook', '--execute', '--output', name + '-run',\n"
+             "                        d + '/' + name + '.ipynb'], cwd=d + '/files', capture_output=True, text=True)\n"
+             "    return r.returncode, r.stderr[-400:]\n"
+             "rc1, e1 = run('notebook')\n"
+             "rc2, e2 = run('notebook-clean')\n"
+             "ran = nbformat.read(d + '/notebook-clean-run.ipynb', as_version=4)\n"
+             "out = lambda c: ''.join(o.get('text', '') for o in c.outputs if o.output_type == 'stream')\n"
+             "same = out([c for c in ran.cells if c.cell_type == 'code'][-1]) == out(cc[-1])\n"
+             "print(len(code), tags, len(cc), clean.metadata['korch']['clean']['dropped'], rc1, rc2, same)\n"
+             "if rc1 or rc2: print(e1, e2, file=sys.stderr)\n",
+             session);
+    char *v = s_py(code);
+    CHECK_STREQ(v, "3 [[], ['raises-exception'], []] 2 1 0 0 True\n");
+    free(v);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
+
+/* The replay provider (make demo's) reports no usage: unknown everywhere,
+   never 0 or -1; a token budget says it cannot be applied. */
+TEST_T(trust_unknown_usage_is_unknown, 180)
+{
+    char *dir = s_tmpdir(), session[300], spec[700], csv[600], path[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    snprintf(spec, sizeof spec, "replay:%s/scripts/demo/replay.json", korch_test_root());
+    snprintf(csv, sizeof csv, "%s/scripts/demo/sales.csv", korch_test_root());
+    unsetenv("KORCH_PRICES");
+    CHECK_EQ(s_run((const char *[]){"--llm", spec, "--json", "--max-tokens", "100000", "--file", csv, "--session",
+                                    session, "Which region brings the most revenue?", NULL},
+                   &out, &err),
+             0);
+    json_t *lines = s_lines(out);
+    json_t *turn = json_object_get(json_object_get(s_last_event(lines, "done"), "tokens"), "turn");
+    CHECK(json_is_null(json_object_get(turn, "input")));
+    CHECK(json_is_null(json_object_get(turn, "output")));
+    CHECK_EQ(json_integer_value(json_object_get(turn, "calls")), 5);
+    json_t *notice = s_last_event(lines, "notice");
+    CHECK_CONTAINS(json_string_value(json_object_get(notice, "text")),
+                   "the token budget cannot be applied: the model's API does not report its token usage");
+    json_decref(lines);
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    s_spit(path, out ? out : "");
+    json_decref(s_schema_check("cli", path));
+    free(out);
+    free(err);
+    snprintf(path, sizeof path, "%s/transcript.jsonl", session);
+    char code[800];
+    snprintf(code, sizeof code,
+             "import json\nu = [json.loads(l) for l in open('%s') if '\"usage\"' in l]\n"
+             "u = [r for r in u if r['type'] == 'usage']\n"
+             "print(len(u), all(r['tokens']['input'] is None and r['tokens']['output'] is None for r in u),"
+             " any('input_tokens' in r for r in u))",
+             path);
+    char *v = s_py(code);
+    CHECK_STREQ(v, "5 True False\n");
+    free(v);
+    /* the CLI's line: unknown, not "0 in" */
+    snprintf(session, sizeof session, "%s/s2", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", spec, "--file", csv, "--session", session, "Which region?", NULL}, &out,
+                   &err),
+             0);
+    CHECK_CONTAINS(err, "tokens: unknown (the model's API did not report usage)");
+    CHECK(!strstr(err, "0 in + 0 out"));
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+}
+
+/* A price table turns the reported tokens into cost, per call and per
+   turn; a cost budget ends a turn with stopped_by "cost". */
+TEST_T(trust_price_table_and_cost_budget, 180)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "receipts");
+    unsetenv("KORCH_PRICES");
+    char *dir = s_tmpdir(), session[300], prices[400], *out = NULL, *err = NULL;
+    snprintf(prices, sizeof prices, "%s/prices.json", dir);
+    s_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": 2.5, "
+                   "\"output_per_mtok\": 10}}}\n");
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--prices", prices, "--session", session,
+                                    "What is the total?", NULL},
+                   &out, &err),
+             0);
+    json_t *lines = s_lines(out);
+    json_t *done = s_last_event(lines, "done");
+    json_t *turn = json_object_get(json_object_get(done, "tokens"), "turn");
+    json_t *cost = json_object_get(json_object_get(done, "cost"), "turn");
+    double want = ((double)json_integer_value(json_object_get(turn, "input")) * 2.5 +
+                   (double)json_integer_value(json_object_get(turn, "output")) * 10) /
+                  1e6;
+    CHECK_STREQ(json_string_value(json_object_get(cost, "currency")), "EUR");
+    CHECK(want > 0 && fabs(json_number_value(json_object_get(cost, "amount")) - want) < 1e-7);
+    json_decref(lines);
+    free(out);
+    free(err);
+    /* a budget smaller than one call: the turn stops after its first step */
+    snprintf(session, sizeof session, "%s/s2", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--prices", prices, "--max-cost",
+                                    "0.0000001", "--session", session, "What is the total?", NULL},
+                   &out, &err),
+             0);
+    lines = s_lines(out);
+    done = s_last_event(lines, "done");
+    CHECK_STREQ(json_string_value(json_object_get(done, "stopped_by")), "cost");
+    CHECK_CONTAINS(json_string_value(json_object_get(s_last_event(lines, "notice"), "text")),
+                   "the cost budget for this question is used up after 1 step");
+    json_decref(lines);
+    free(out);
+    free(err);
+    /* a broken table is a clear error before anything starts */
+    s_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": -1}}}\n");
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--prices", prices, "--session", session, "q", NULL},
+                   &out, &err),
+             2);
+    CHECK_CONTAINS(err, "needs non-negative numbers input_per_mtok and output_per_mtok");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
+
+/* A ```javascript block in a Python kernel is neither run nor the answer:
+   the model is asked for Python and answers from what the kernel printed. */
+TEST_T(trust_foreign_fence_asks_for_the_kernels_language, 180)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "jsfence");
+    unsetenv("KORCH_PRICES");
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "sum 1 2 3", NULL}, &out,
+                   &err),
+             0);
+    CHECK_STREQ(out, "The sum is 6.\n");
+    CHECK_CONTAINS(err, "the model wrote javascript code, which this python kernel cannot run: asked for python");
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
+
+/* A model endpoint nobody listens on: said before a kernel starts, and no
+   session dir is left behind. */
+TEST_T(trust_bad_endpoint_is_found_first_and_leaves_nothing, 60)
+{
+    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/s", dir);
+    setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", 1);
+    setenv("OPENAI_API_KEY", "sk-test", 1);
+    int64_t t0 = korch_now_ms();
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "q", NULL}, &out, &err), 2);
+    CHECK_LT(korch_now_ms() - t0, 5000);
+    CHECK_CONTAINS(err, "cannot reach the model 'openai:gpt-4o-mini' at 'http://127.0.0.1:9/v1'");
+    CHECK_CONTAINS(err, "check OPENAI_BASE_URL");
+    CHECK(!strstr(err, "starting the kernel"));
+    struct stat st;
+    CHECK(stat(session, &st) != 0);
+    free(out);
+    free(err);
+    s_rmrf(dir);
+    free(dir);
+}
+
+/* --fence: each code block shown once on stderr; stdout and stderr to one
+   file (make demo through a pipe): the answer once. */
+TEST_T(trust_fence_code_and_answer_shown_once, 180)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "fence");
+    unsetenv("KORCH_PRICES");
+    char *dir = s_tmpdir(), cmd[1600], log[400];
+    snprintf(log, sizeof log, "%s/both.log", dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --launcher local --llm ollama:llama3.1 --fence --session '%s/s' compute > '%s' 2>&1",
+             korch_test_korch_bin(), dir, log);
+    CHECK_EQ(system(cmd), 0);
+    size_t len = 0;
+    char *text = korch_read_file(log, 1 << 20, &len, NULL);
+    int codes = 0, answers = 0;
+    for (const char *p = text; p && (p = strstr(p, "print('FENCE=%d' % (20 + 22))")); p++)
+        codes++;
+    for (const char *p = text; p && (p = strstr(p, "The kernel said FENCE=42.")); p++)
+        answers++;
+    CHECK_EQ(codes, 1);
+    CHECK_EQ(answers, 1);
+    if (codes != 1 || answers != 1)
+        fprintf(stderr, "%s\n", text);
+    free(text);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
