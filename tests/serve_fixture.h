@@ -201,37 +201,6 @@ static inline json_t *serve_peer_json(const char *const *argv, int timeout_s)
     return j;
 }
 
-/* The scripted LLM (tests/peers/llm_server.py) with OPENAI_BASE_URL and
-   OPENAI_API_KEY pointing at its scenario (KORCH_LLM unset): its pid (-1
-   when it did not start) and *port (may be NULL). serve_llm_stop ends it
-   and unsets them. */
-static inline pid_t serve_llm_start(const char *scenario, int *port)
-{
-    char line[64], url[160];
-    const char *argv[] = {PY, serve_peer("llm_server.py"), NULL};
-    pid_t pid = korch_test_spawn_line(argv, line, sizeof line, 10, NULL);
-    int p = pid > 0 ? (int)strtol(line, NULL, 10) : 0;
-    if (port)
-        *port = p;
-    if (!CHECK_GT(p, 0))
-        return -1;
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/v1", p, scenario);
-    unsetenv("KORCH_LLM");
-    setenv("OPENAI_BASE_URL", url, 1);
-    setenv("OPENAI_API_KEY", "sk-test", 1);
-    return pid;
-}
-
-static inline void serve_llm_stop(pid_t pid)
-{
-    if (pid > 0) {
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-    }
-    unsetenv("OPENAI_BASE_URL");
-    unsetenv("OPENAI_API_KEY");
-}
-
 /* How many kernels GET /api/kernels lists (-1 when it does not answer). */
 static inline int serve_kernel_count(const serve_t *s)
 {

@@ -96,11 +96,11 @@ static int s_wait_exit(pid_t pid, int timeout_ms)
     return -1;
 }
 
-/* Containers labelled with this instance, as korch_docker_list sees them. */
+/* Containers labelled with this instance, as korch_launcher_list sees them. */
 static json_t *s_list(korch_launcher_t *l, const char *instance)
 {
     korch_err_t err = {0};
-    json_t *list = korch_docker_list(l, instance, &err);
+    json_t *list = korch_launcher_list(l, instance, &err);
     if (!list)
         fprintf(stderr, "  cannot list: %s\n", err.msg);
     return list;
@@ -389,9 +389,9 @@ out:
         CHECK(all != NULL);
         CHECK_EQ(mine, 0);
         json_decref(all);
-        korch_docker_remove_all(l, inst_t, NULL);
-        korch_docker_remove_all(l, inst_a, NULL);
-        korch_docker_remove_all(l, inst_b, NULL);
+        korch_launcher_remove_all(l, inst_t, NULL);
+        korch_launcher_remove_all(l, inst_a, NULL);
+        korch_launcher_remove_all(l, inst_b, NULL);
     }
     korch_launcher_destroy(&l);
     const char *rm[] = {"rm", "-rf", dir, NULL};

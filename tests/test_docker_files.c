@@ -70,11 +70,11 @@ TEST_T(docker_files_csv_in_png_out, 120)
                                "df = pd.read_csv('data/in.csv')\n"
                                "print('sum', int(df.a.sum() * df.b.sum()), 'rows', len(df))\n"
                                "st = os.stat('data/in.csv')\n"
-                               "print('owner', st.st_uid, st.st_gid, oct(st.st_mode & 0o777))\n"
+                               "print('owner', st.st_uid == os.getuid(), st.st_gid == os.getgid(), oct(st.st_mode & 0o777))\n"
                                "open('data/in.csv', 'a').write('7,8\\n')\n"
                                "print('rows now', len(pd.read_csv('data/in.csv')))\n");
     CHECK_CONTAINS(out, "sum 108 rows 3\n"); /* (1+3+5) * (2+4+6) */
-    CHECK_CONTAINS(out, "owner 1000 1000 0o644\n");
+    CHECK_CONTAINS(out, "owner True True 0o644\n");
     CHECK_CONTAINS(out, "rows now 4\n");
 
     /* Overwrite: the new content replaces the old. */
@@ -178,8 +178,9 @@ TEST_T(docker_files_host_workdir, 90)
     char work[] = "/tmp/korch-test-files.XXXXXX";
     if (!CHECK(mkdtemp(work)))
         return;
-    if (geteuid() == 0)
-        CHECK_EQ(chown(work, 1000, 1000), 0);
+    /* the user's own dir, left as it is: writable for the kernel's uid
+       (one no account has, src/launcher/kuid.h) only by its mode */
+    CHECK_EQ(chmod(work, 0777), 0);
     korch_launcher_t *l = s_docker(NULL, work);
     fx_t f;
     if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
@@ -196,7 +197,7 @@ TEST_T(docker_files_host_workdir, 90)
     if (CHECK_EQ(stat(host, &st), 0)) {
         CHECK_EQ(st.st_size, 6);
         if (geteuid() == 0)
-            CHECK_EQ(st.st_uid, 1000);
+            CHECK_GE((long long)st.st_uid, 2000000000LL); /* put_file writes as the kernel */
     }
     const char *out = s_ok(&f, "print(open('sub/hello.txt').read().strip(), file=open('sub/back.txt', 'w'))");
     CHECK_STREQ(out, "");
@@ -269,7 +270,7 @@ TEST_T(docker_adopt_after_korch_died, 120)
         korch_runtime_base(base, sizeof base, &err);
         CHECK(strncmp(c->ip, base, strlen(base)) == 0); /* the host path, not /run/korch */
         korch_proc_t *ap = korch_kernel_proc(f.k);
-        const char *cid = korch_docker_proc_container(ap);
+        const char *cid = korch_proc_backend_id(ap);
         CHECK(cid && strlen(cid) == 64);
         CHECK(!korch_proc_exited(ap));
         korch_exec_t *ex = fx_run(&f, "print(x, open('note.txt').read())", 30000);
@@ -282,8 +283,8 @@ TEST_T(docker_adopt_after_korch_died, 120)
         CHECK_STREQ(data, "kept");
         free(data);
         CHECK_EQ(korch_proc_put_file_wait(ap, "again.txt", "yes", 3, &err), KORCH_OK);
-        ex = fx_run(&f, "print(open('again.txt').read(), os.stat('again.txt').st_uid)", 30000);
-        CHECK_STREQ(fx_stream(ex, "stdout"), "yes 1000\n");
+        ex = fx_run(&f, "print(open('again.txt').read(), os.stat('again.txt').st_uid == os.getuid())", 30000);
+        CHECK_STREQ(fx_stream(ex, "stdout"), "yes True\n");
         korch_exec_destroy(&ex);
         /* Interrupt by signal reaches the adopted kernel. */
         ex = fx_run(&f, "import time\nwhile True: time.sleep(0.1)", 1500);
@@ -298,12 +299,12 @@ TEST_T(docker_adopt_after_korch_died, 120)
     }
     /* Stopping the adopted kernel removes its container (in the background). */
     CHECK(korch_launcher_settle(l, 20000));
-    json_t *left = korch_docker_list(l, instance, &err);
+    json_t *left = korch_launcher_list(l, instance, &err);
     CHECK(left && json_array_size(left) == 0);
     json_decref(left);
 out:
     if (l)
-        korch_docker_remove_all(l, instance, NULL);
+        korch_launcher_remove_all(l, instance, NULL);
     korch_launcher_destroy(&other);
     korch_launcher_destroy(&l);
 }

@@ -7,6 +7,7 @@
  *  open or download them: the script's flag and its call to korch's API
  *  never happen. The Content-Disposition encoding itself is
  *  tests/test_download.c's. */
+#include "llm_fixture.h"
 #include "serve_fixture.h"
 
 #include <jansson.h>
@@ -16,9 +17,10 @@ TEST_T(downloads_kernel_svg_and_html_never_run_in_the_page_origin, 300)
     if (!serve_npm_ready())
         return;
     char dir[] = "/tmp/korch-dl-XXXXXX", cmd[128];
-    pid_t llm = serve_llm_start("svgattack", NULL);
-    if (llm < 0 || !CHECK(mkdtemp(dir) != NULL))
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm) || !CHECK(mkdtemp(dir) != NULL))
         goto out;
+    llm_server_env(&llm, "svgattack");
     const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", NULL};
     serve_t s;
     if (serve_start_args(&s, extra)) {
@@ -38,5 +40,5 @@ TEST_T(downloads_kernel_svg_and_html_never_run_in_the_page_origin, 300)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK_EQ(system(cmd), 0);
 out:
-    serve_llm_stop(llm);
+    llm_server_stop(&llm);
 }

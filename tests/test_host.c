@@ -1,16 +1,26 @@
 /*  The host stays the host (issue 22 items 1-3), with real sandbox kernels
- *  as the attackers: the seccomp filter as the kernel feels it, and a normal
- *  analysis still working under it.
+ *  as the attackers: the seccomp filter as the kernel feels it (and a
+ *  normal analysis still working under it); the work dir, runtime dir,
+ *  /tmp and fd 2 filled, each stopping at its bound.
  */
 #include "kernel_fixture.h"
+#include "korch/instance.h"
 #include "korch/sandbox.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
+#include "korch/fsutil.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 static korch_launcher_t *s_sandbox(const korch_sandbox_opts_t *o)
@@ -107,4 +117,330 @@ TEST_T(host_sandbox_seccomp_refuses_and_analysis_works, 120)
     korch_exec_destroy(&ex);
     fx_stop(&f);
     korch_launcher_destroy(&l);
+}
+
+/* Fill one place from inside, 256 KiB at a time, until it refuses: print
+   the errno name and the MiB written. */
+#define S_FILL(path)                                                                                           \
+    "def fill(path):\n"                                                                                       \
+    "    n = 0\n"                                                                                             \
+    "    try:\n"                                                                                              \
+    "        with open(path, 'wb') as f:\n"                                                                   \
+    "            while n < (64 << 20):\n"                                                                      \
+    "                f.write(b'x' * 262144); f.flush(); n += 262144\n"                                        \
+    "    except OSError as e:\n"                                                                              \
+    "        return '%s %d' % (errno.errorcode.get(e.errno, e.errno), n >> 20)\n"                             \
+    "    return 'unbounded %d' % (n >> 20)\n"                                                                 \
+    "print(fill(" path "))\n"
+
+/* The runtime dir as the host sees it: a tmpfs of at most max bytes. */
+static void s_host_bounded(const char *dir, int64_t max)
+{
+    struct statfs sf;
+    if (!CHECK_EQ(statfs(dir, &sf), 0))
+        return;
+    CHECK_EQ((long long)sf.f_type, (long long)TMPFS_MAGIC);
+    CHECK_LE((long long)sf.f_blocks * sf.f_bsize, (long long)max);
+}
+
+/* The kernel fills its work dir, its runtime dir, /tmp and fd 2: each
+   stops at its bound with ENOSPC (the log is capped in korch's memory),
+   the host sees a tmpfs of the bound and nothing else grows; a restart
+   keeps the work dir's files; the dir is gone after the kernel. */
+TEST_T(host_sandbox_fills_stop_at_their_bounds, 180)
+{
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    o.runtime_size = 1 << 20;
+    o.workdir_size = 24 << 20;
+    o.tmp_size = 8 << 20;
+    korch_launcher_t *l = s_sandbox(&o);
+    fx_t f;
+    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+        korch_launcher_destroy(&l);
+        return;
+    }
+    korch_proc_t *p = korch_kernel_proc(f.k);
+    char rt[PATH_MAX];
+    snprintf(rt, sizeof rt, "%s", korch_proc_runtime_dir(p));
+    s_host_bounded(rt, 25 << 20);
+    const char *out = s_out(&f, "import errno, os\n" S_FILL("'big.bin'"));
+    fprintf(stderr, "  work dir: %s", out);
+    CHECK_CONTAINS(out, "ENOSPC");
+    CHECK(atoi(strchr(out, ' ') + 1) <= 25);
+    CHECK(atoi(strchr(out, ' ') + 1) >= 20);
+    out = s_out(&f, "import errno, os\nos.remove('big.bin')\n" S_FILL("'/run/korch/big.bin'"));
+    fprintf(stderr, "  runtime dir: %s", out);
+    CHECK_CONTAINS(out, "ENOSPC");
+    CHECK(atoi(strchr(out, ' ') + 1) <= 25);
+    out = s_out(&f, "import errno, os\nos.remove('/run/korch/big.bin')\n" S_FILL("'/tmp/big.bin'") "os.remove('/tmp/big.bin')\n");
+    fprintf(stderr, "  /tmp: %s", out);
+    CHECK_CONTAINS(out, "ENOSPC");
+    CHECK(atoi(strchr(out, ' ') + 1) <= 8);
+    /* 64 MiB to fd 2, then a marker: korch keeps the tail, no file grows */
+    /* fd 2 as the process got it (ipykernel moves its own pipe onto fd 2 and
+       keeps the original aside) */
+    out = s_out(&f, "import os, sys\nb = b'e' * 1048576\n"
+                    "fd = getattr(sys.stderr, '_original_stdstream_copy', None) or 2\n"
+                    "for _ in range(64): os.write(fd, b)\n"
+                    "os.write(fd, b'\\nlast-words\\n'); open('keep.txt', 'w').write('kept'); print('wrote')\n");
+    if (!CHECK_CONTAINS(out, "wrote"))
+        fprintf(stderr, "  tail: %.300s\n", korch_proc_log_tail(p));
+    const char *tail = korch_proc_log_tail(p);
+    CHECK_CONTAINS(tail, "last-words");
+    CHECK_LE((long long)strlen(tail), 4096);
+    s_host_bounded(rt, 25 << 20);
+    char log[PATH_MAX + 16];
+    snprintf(log, sizeof log, "%s/kernel.log", rt);
+    CHECK(access(log, F_OK) != 0);
+    /* a restart keeps the work dir (the tmpfs lives as long as the kernel) */
+    korch_err_t err = {0};
+    CHECK_EQ(korch_kernel_restart(f.k, &err), KORCH_OK);
+    CHECK_EQ(korch_kernel_wait_ready(f.k, &err), KORCH_OK);
+    CHECK_CONTAINS(s_out(&f, "print(open('keep.txt').read())"), "kept");
+    fx_stop(&f);
+    korch_launcher_destroy(&l);
+    CHECK(access(rt, F_OK) != 0);
+}
+
+/* A tree `depth` levels deep (a file in each) below the cwd and below
+   /run/korch, made by the kernel through dir fds (no path is that long). */
+#define S_DEEP(depth)                                                                                          \
+    "import os\n"                                                                                             \
+    "def deep(top, n):\n"                                                                                     \
+    "    fd = os.open(top, os.O_RDONLY)\n"                                                                    \
+    "    for i in range(n):\n"                                                                                \
+    "        os.mkdir('d', dir_fd=fd); nfd = os.open('d', os.O_RDONLY, dir_fd=fd); os.close(fd); fd = nfd\n" \
+    "        if i % 50 == 0: os.close(os.open('f', os.O_WRONLY | os.O_CREAT, dir_fd=fd))\n"                  \
+    "    os.close(fd)\n"                                                                                      \
+    "deep('.', " #depth "); deep('/run/korch', " #depth "); print('deep', " #depth ")\n"
+
+/* The runtime dirs of this test's runtime base that korch's tmpfs covers
+   for instances named prefix* (/proc/self/mountinfo), the first one in
+   dir; how many. */
+static int s_mounts_of(const char *prefix, char *dir, size_t len)
+{
+    char src[128], line[4096], base[PATH_MAX];
+    if (!CHECK_EQ(korch_runtime_base(base, sizeof base, NULL), KORCH_OK))
+        return -1;
+    snprintf(src, sizeof src, " korch-sandbox:%s", prefix);
+    int n = 0;
+    FILE *fp = fopen("/proc/self/mountinfo", "r");
+    while (fp && fgets(line, sizeof line, fp)) {
+        if (!strstr(line, src))
+            continue;
+        char *f = line;
+        for (int i = 0; i < 4 && f; i++)
+            f = strchr(f, ' ') ? strchr(f, ' ') + 1 : NULL;
+        if (!f || strncmp(f, base, strlen(base)) != 0 || f[strlen(base)] != '/')
+            continue;
+        if (n++ == 0 && dir)
+            snprintf(dir, len, "%.*s", (int)strcspn(f, " "), f);
+    }
+    if (fp)
+        fclose(fp);
+    return n;
+}
+
+/* A kernel leaves deep trees in its work and runtime dirs: gone after the
+   kernel ends, with the runtime dir's tmpfs (5000 levels) and without it
+   (1000 levels, korch_fs_rm_tree on the host's disk). */
+TEST_T(host_sandbox_deep_trees_gone_after_the_kernel, 180)
+{
+    for (int bounded = 1; bounded >= 0; bounded--) {
+        korch_sandbox_opts_t o;
+        korch_sandbox_opts_init(&o);
+        o.instance = "host-deep";
+        if (!bounded)
+            o.runtime_size = 0;
+        korch_launcher_t *l = s_sandbox(&o);
+        fx_t f;
+        if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
+            korch_launcher_destroy(&l);
+            return;
+        }
+        char rt[PATH_MAX];
+        snprintf(rt, sizeof rt, "%s", korch_proc_runtime_dir(korch_kernel_proc(f.k)));
+        CHECK_EQ(s_mounts_of("host-deep", NULL, 0), bounded);
+        /* on the disk (no tmpfs) korch_fs_rm_tree walks it all: 1000 levels
+           here, 5000 in test_fsrm.c */
+        CHECK_CONTAINS(s_out(&f, bounded ? S_DEEP(5000) : S_DEEP(1000)), bounded ? "deep 5000" : "deep 1000");
+        fx_stop(&f);
+        korch_launcher_destroy(&l);
+        CHECK(access(rt, F_OK) != 0);
+        CHECK_EQ(s_mounts_of("host-deep", NULL, 0), 0);
+    }
+}
+
+/* kill -9 of korch while its kernel holds 300-level trees: the tmpfs and
+   the trees stay until the next korch's start-up sweep, which removes
+   them (and only the dead instance's). */
+TEST_T(host_sandbox_sweep_removes_a_dead_korchs_deep_trees, 180)
+{
+    /* korch exec names its instance k-XXXXXXXX */
+    const char *argv[] = {korch_test_korch_bin(), "exec", "--launcher", "sandbox", "-c",
+                          S_DEEP(300) "import sys, time; sys.stdout.flush(); time.sleep(600)\n", NULL};
+    char line[PATH_MAX], dir[PATH_MAX] = "";
+    int fd = -1;
+    int pid = korch_test_spawn_line(argv, line, sizeof line, 90, &fd);
+    if (!CHECK_GT(pid, 0))
+        return;
+    CHECK_STREQ(line, "deep 300");
+    CHECK_EQ(s_mounts_of("k-", dir, sizeof dir), 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fd);
+    struct stat st;
+    CHECK_EQ(stat(dir, &st), 0); /* left behind ... */
+    char *out = NULL, *err = NULL;
+    const char *argv2[] = {korch_test_korch_bin(), "exec", "--launcher", "sandbox", "-c", "print('next')", NULL};
+    CHECK_EQ(korch_test_run(argv2, NULL, &out, &err, 90), 0);
+    CHECK_STREQ(out, "next\n");
+    CHECK_CONTAINS(err, "removed 1 sandbox runtime dir(s) left by korch instances that are gone");
+    CHECK_EQ(s_mounts_of("k-", NULL, 0), 0); /* ... until the next korch sweeps it */
+    CHECK(stat(dir, &st) != 0);
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------- uids */
+
+/* The host pid of the (one) ipykernel of uid, or 0. */
+static pid_t s_kernel_pid(uid_t uid)
+{
+    pid_t found = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && (de = readdir(d)) && !found) {
+        char path[300], cmd[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%s", de->d_name);
+        if (atoi(de->d_name) <= 0 || stat(path, &st) != 0 || st.st_uid != uid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        FILE *fp = fopen(path, "r");
+        size_t n = fp ? fread(cmd, 1, sizeof cmd - 1, fp) : 0;
+        if (fp)
+            fclose(fp);
+        for (size_t i = 0; i < n; i++)
+            if (!cmd[i])
+                cmd[i] = ' ';
+        cmd[n] = 0;
+        if (strstr(cmd, "ipykernel"))
+            found = atoi(de->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* As uid:gid (a forked child), try each attack on the kernel of host pid
+   kpid; the child's exit code has a bit per attack that worked. */
+static int s_attack_as(uid_t uid, gid_t gid, pid_t kpid)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+            _exit(255);
+        int worked = 0;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/confidential.csv", (int)kpid);
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0)
+            worked |= 1, close(fd);
+        snprintf(path, sizeof path, "/proc/%d/root/tmp/korch-kernel.json", (int)kpid);
+        if ((fd = open(path, O_RDONLY)) >= 0)
+            worked |= 2, close(fd);
+        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/planted.txt", (int)kpid);
+        if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) >= 0)
+            worked |= 4, close(fd);
+        if (kill(kpid, 0) == 0)
+            worked |= 8;
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)kpid);
+        if ((fd = open(path, O_RDONLY)) >= 0)
+            worked |= 16, close(fd);
+        _exit(worked);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+}
+
+static uid_t s_uid_of(fx_t *f)
+{
+    return (uid_t)atol(s_out(f, "import os; print(os.getuid())"));
+}
+
+/* Kernels run as uids no account has, one each: a second local account
+   (useradd) cannot read an upload or the HMAC key through /proc/PID/root,
+   write into the kernel or signal it; neither can one kernel's uid reach
+   the other kernel; what a kernel leaves in a host work dir is the asking
+   user's afterwards (the owner of the dir it lies in), not the kernel's. */
+TEST_T(host_uids_no_account_one_per_kernel_files_back_to_the_user, 180)
+{
+    char name[32], home[] = "/tmp/korch-t22-XXXXXX", work[PATH_MAX];
+    snprintf(name, sizeof name, "korcht22%d", (int)getpid() % 100000);
+    const char *add[] = {"useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name, NULL};
+    if (!CHECK_EQ(korch_test_run(add, NULL, NULL, NULL, 30), 0))
+        return;
+    struct passwd *pw = getpwnam(name);
+    uid_t other = pw ? pw->pw_uid : 0;
+    gid_t other_gid = pw ? pw->pw_gid : 0;
+    korch_launcher_t *l = NULL;
+    fx_t a = {0}, b = {0};
+    if (!CHECK_GT((long long)other, 0) || !CHECK(mkdtemp(home)))
+        goto out;
+    /* the "session dir" is the second account's: the user who asked */
+    CHECK_EQ(chown(home, other, other_gid), 0);
+    snprintf(work, sizeof work, "%s/files", home);
+    CHECK_EQ(mkdir(work, 0755), 0);
+    CHECK_EQ(chown(work, other, other_gid), 0);
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    l = s_sandbox(NULL);
+    if (!l || !fx_start(&a, &(korch_kernel_opts_t){.launcher = l}) || !fx_start(&b, &(korch_kernel_opts_t){.launcher = l}))
+        goto out;
+    uid_t ua = s_uid_of(&a), ub = s_uid_of(&b);
+    fprintf(stderr, "  kernel uids %u and %u, the second account %u\n", (unsigned)ua, (unsigned)ub, (unsigned)other);
+    CHECK(ua != ub);
+    CHECK(ua >= 2000000000u && ub >= 2000000000u);
+    CHECK(getpwuid(ua) == NULL && getpwuid(ub) == NULL);
+    korch_err_t err = {0};
+    CHECK_EQ(korch_proc_put_file_wait(korch_kernel_proc(a.k), "confidential.csv", "secret\n", 7, &err), KORCH_OK);
+    pid_t ka = s_kernel_pid(ua), kb = s_kernel_pid(ub);
+    if (!CHECK_GT(ka, 0) || !CHECK_GT(kb, 0))
+        goto out;
+    CHECK_EQ(s_attack_as(other, other_gid, ka), 0); /* the second account: nothing works */
+    CHECK_EQ(s_attack_as(ub, ub, ka), 0);           /* kernel b's uid against kernel a */
+    CHECK_EQ(s_attack_as(ua, ua, kb) & 8, 0);       /* and a's against b: no signal */
+    CHECK(s_attack_as(ua, ua, ka) & 8);            /* the probe is live: the kernel's own uid can signal it */
+    fx_stop(&a);
+    fx_stop(&b);
+    korch_launcher_destroy(&l);
+    /* a host work dir handed to a kernel comes back to its owner */
+    o.workdir = work;
+    o.workdir_give = true;
+    l = s_sandbox(&o);
+    if (!l || !fx_start(&a, &(korch_kernel_opts_t){.launcher = l}))
+        goto out;
+    CHECK_CONTAINS(s_out(&a, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/result.txt', 'w').write('42')\n"
+                             "print(os.stat('out/result.txt').st_uid == os.getuid())\n"),
+                   "True");
+    fx_stop(&a);
+    korch_launcher_destroy(&l); /* finishes the hand-back on its worker */
+    char res[PATH_MAX + 32];
+    struct stat st;
+    snprintf(res, sizeof res, "%s/out/result.txt", work);
+    if (CHECK_EQ(stat(res, &st), 0))
+        CHECK_EQ((long long)st.st_uid, (long long)other);
+    snprintf(res, sizeof res, "%s/out", work);
+    if (CHECK_EQ(stat(res, &st), 0))
+        CHECK_EQ((long long)st.st_uid, (long long)other);
+out:
+    fx_stop(&a);
+    fx_stop(&b);
+    korch_launcher_destroy(&l);
+    korch_fs_rm_tree(home);
+    const char *del[] = {"userdel", name, NULL};
+    CHECK_EQ(korch_test_run(del, NULL, NULL, NULL, 30), 0);
 }

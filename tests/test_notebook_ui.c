@@ -280,7 +280,7 @@ out_llm:
  *  contents-API PUT, then a table of variants; no window flag, no file, the
  *  note shown, tables and charts kept; untainted before, and again after a
  *  restart (tests/npm/jupyterlab_untrusted.js). */
-TEST_T(jupyterlab_untrusted_outputs, 900)
+static void s_untrusted(bool ext)
 {
     const char *root = s_jlab_root();
     char spec[64], rt[PATH_MAX], cmd[2 * PATH_MAX + 32], line[64], url[128], script[700], shots[PATH_MAX + 32],
@@ -305,8 +305,12 @@ TEST_T(jupyterlab_untrusted_outputs, 900)
             snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
             snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
             const char *argv[] = {"node", script, s.line, shots, root, NULL};
-            char *out = NULL, *err = NULL;
+            char *out = NULL, *err = NULL, src[700];
+            snprintf(src, sizeof src, "%s/src/jupyterlab", korch_test_root());
+            if (ext)
+                setenv("KORCH_JLAB_EXT_SRC", src, 1);
             int rc = korch_test_run(argv, NULL, &out, &err, 600);
+            unsetenv("KORCH_JLAB_EXT_SRC");
             json_t *j = NULL;
             for (const char *p = out; p && *p && !j; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
                 if (*p == '{')
@@ -349,3 +353,10 @@ TEST_T(jupyterlab_untrusted_outputs, 900)
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", spec, rt);
     CHECK_EQ(system(cmd), 0);
 }
+
+TEST_T(jupyterlab_untrusted_outputs, 900) { s_untrusted(false); }
+
+/* The same with korch's extension installed: its badge ("code from the agent
+ *  ran in this kernel: outputs are shown untrusted") after the agent's turn,
+ *  the person's outputs rendered untrusted, the badge gone after a restart. */
+TEST_T(jupyterlab_untrusted_outputs_extension, 900) { s_untrusted(true); }

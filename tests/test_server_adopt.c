@@ -543,7 +543,7 @@ out:
     korch_exec_destroy(&ex);
     korch_kernel_destroy(&k);
     if (l) {
-        korch_docker_remove_all(l, inst, NULL);
+        korch_launcher_remove_all(l, inst, NULL);
         korch_launcher_destroy(&l);
     }
     json_decref(mine);

@@ -13,7 +13,7 @@
  *  text is red, the RLO shows as <U+202E>. Through pipes nothing but text
  *  goes out.
  */
-#include "serve_fixture.h"
+#include "llm_fixture.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,8 +23,7 @@
 #include <unistd.h>
 
 typedef struct {
-    pid_t llm_pid;
-    int llm_port;
+    llm_server_t llm;
     char dir[64];   /* the test's files: the session, the typescript, tmux's socket */
     char sock[128];
 } term_t;
@@ -36,8 +35,10 @@ static bool s_begin(term_t *t)
     if (!CHECK(mkdtemp(t->dir) != NULL))
         return false;
     snprintf(t->sock, sizeof t->sock, "%s/tmux.sock", t->dir);
-    t->llm_pid = serve_llm_start("escapes", &t->llm_port);
-    return t->llm_pid > 0;
+    if (!llm_server_start(&t->llm))
+        return false;
+    llm_server_env(&t->llm, "escapes");
+    return true;
 }
 
 static int s_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -55,7 +56,7 @@ static void s_end(term_t *t)
 {
     if (t->sock[0])
         s_sh("tmux -S '%s' kill-server 2>/dev/null", t->sock);
-    serve_llm_stop(t->llm_pid);
+    llm_server_stop(&t->llm);
     if (t->dir[0])
         s_sh("rm -rf '%s'", t->dir);
 }
@@ -106,7 +107,7 @@ static bool s_in_terminal(term_t *t, const char *cmdline)
         return false;
     fprintf(f, "#!/bin/sh\nexport OPENAI_BASE_URL=http://127.0.0.1:%d/s/escapes/v1 OPENAI_API_KEY=sk-test\n"
                "unset KORCH_LLM\ncd '%s'\nexec %s\n",
-            t->llm_port, t->dir, cmdline);
+            t->llm.port, t->dir, cmdline);
     fclose(f);
     chmod(path, 0755);
     /* script -e: its status is the command's; -f: the typescript is written as it goes */

@@ -52,11 +52,12 @@
  *  launcher (finished at korch_launcher_destroy if still pending). A
  *  restart whose previous container still holds the name korch-{kernel id}
  *  removes it (or waits for its removal) first; adopt is a list by label
- *  and an inspect. What is still blocking: korch_docker_list and
- *  korch_docker_remove_all below (the CLI's start-up sweep, before any
- *  loop runs) and the constructor's ping (likewise: refused from a
- *  handler). Local work (mounting the bounded tmpfs, copying a given work
- *  dir in and out, chown) is still done inline on the loop.
+ *  and an inspect. What is still blocking: korch_launcher_list and
+ *  korch_launcher_remove_all (launcher.h: the CLI's start-up sweep, before
+ *  any loop runs) and the constructor's ping (likewise: refused from a
+ *  handler). Host work (mounting the bounded tmpfs, copying a given work
+ *  dir in and out, chown, unmounting) runs on the launcher's worker thread
+ *  in order (backend.h korch_backend_host), never on the loop.
  *
  *  A launcher and its procs share one API client: use them from the thread
  *  of their loop.
@@ -109,26 +110,5 @@ void korch_docker_opts_init(korch_docker_opts_t *opts);
    (blocking, once), so a stopped dockerd is reported here: NULL + err
    ("cannot reach docker at ..."). */
 korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_docker_opts_t *opts, korch_err_t *err);
-
-/* Is l the docker backend (for its listing and cleanup calls below)? */
-bool korch_launcher_is_docker(const korch_launcher_t *l);
-
-/* The container id of a proc started by a docker launcher (borrowed), or NULL
-   when p comes from another backend. */
-const char *korch_docker_proc_container(korch_proc_t *p);
-
-/* Containers labelled korch.instance=instance (NULL = every korch container),
-   running or not, whatever their scope, as a new array of {"id", "name",
-   "kernel_id", "instance", "kernelspec", "state", "runtime_dir", "scope"
-   (the korch.scope label; missing on an older korch's)}: for re-adoption
-   and cleanup. */
-json_t *korch_docker_list(korch_launcher_t *l, const char *instance, korch_err_t *err);
-
-/* Force-remove every container of this runtime dir's scope (its korch.scope
-   label; another scope's and unlabelled ones are never removed) that
-   korch_docker_list(l, instance) finds, with
-   its work dir volume, and the connection file, sockets and (then empty)
-   runtime dir it had bind-mounted. Returns how many were removed, or -1 + err. */
-int korch_docker_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err);
 
 #endif

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include "korch/error.h"
 
@@ -81,12 +82,25 @@ korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_
    fds and no recursion (src/util/fsrm.c). */
 void korch_fs_rm_tree(const char *dir);
 
+/* How korch_fs_copy_tree copies. */
+typedef struct {
+    uint64_t max_bytes;     /* in all, by apparent size (0 = no bound): a file that does not fit
+                               in what is left is skipped, the others still go */
+    /* Each entry below from_dir that was copied (why NULL) or skipped (why
+       says why: too big, sparse beyond the bound, a link, a special file,
+       nested too deep); rel is its path below from_dir, st its lstat
+       there. Directories are reported only when skipped. May be NULL. */
+    void (*on_file)(const char *rel, const struct stat *st, const char *why, void *arg);
+    void *arg;
+} korch_fs_copy_t;
+
 /* Copy the regular files and directories below from_dir into to_dir
-   (both by fd), links and special files skipped, at most max_bytes in all
-   (0 = no bound): what a kernel left in a work dir, brought home. Files are
-   written with korch_fs_write_at and o. The number of bytes copied goes in
-   *copied when not NULL. */
-korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, uint64_t max_bytes, const korch_fs_opts_t *o,
+   (both by fd), as c says (NULL: everything, no bound): what a kernel left
+   in a work dir, brought home. Files are written with korch_fs_write_at's
+   rules and o. A file that cannot be copied is skipped (c->on_file hears
+   why), never the others: the result is an error only when a directory
+   cannot be listed or the disk is full. The bytes copied go in *copied. */
+korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, const korch_fs_copy_t *c, const korch_fs_opts_t *o,
                               uint64_t *copied, korch_err_t *err);
 
 /* ---- whole files by path, for korch's own directories ---- */

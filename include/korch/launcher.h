@@ -115,6 +115,24 @@ json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err);
    Blocking, as above. */
 korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err);
 
+/* Everything this launcher's backend holds for korch instance instance
+   (NULL = every instance), of any scope, running or not: a new array of
+   {"id", "kernel_id", "instance", "kernelspec", "state", "runtime_dir",
+   "scope" (missing on an older korch's), ...}, for the sweep and for
+   tools. NULL + err (KORCH_E_STATE) when the backend's kernels die with
+   korch (nothing to list). Blocking: a command's set-up, never a handler. */
+json_t *korch_launcher_list(korch_launcher_t *l, const char *instance, korch_err_t *err);
+/* Remove what korch_launcher_list(l, instance) finds of this runtime dir's
+   scope (another scope's and unlabelled ones are never removed), with
+   korch's files for each. How many were removed, or -1 + err. Blocking. */
+int korch_launcher_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err);
+/* What the listing above calls its entries ("container(s)", "swarm
+   service(s)"), for messages; NULL when the backend lists nothing. */
+const char *korch_launcher_kind(const korch_launcher_t *l);
+/* The backend's own id of the proc's kernel (a container or service id;
+   borrowed), or NULL when it has none (a local process). */
+const char *korch_proc_backend_id(korch_proc_t *p);
+
 /* What korch connects to (borrowed from p): for a started proc the conn of
    the request, for an adopted one what the backend found. */
 const korch_conn_t *korch_proc_conn(const korch_proc_t *p);
@@ -221,6 +239,20 @@ typedef struct {
    message says how to get either: auto never falls back to an unconfined
    kernel). "local" says once on stderr what it means. */
 korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher_choice_t *c, korch_err_t *err);
+
+/* The launchers korch_launcher_choose knows, in the order the help lists
+   them: each name with a line saying what it does ({NULL, NULL} ends it). */
+typedef struct {
+    const char *name;
+    const char *what;
+} korch_launcher_about_t;
+const korch_launcher_about_t *korch_launcher_catalog(void);
+
+/* Does the launcher of this name (as korch_launcher_choose takes it) need a
+   korch instance: do its kernels, or what they leave (containers, services,
+   cgroups), carry this korch's instance for a later korch's sweep? Every
+   launcher but the one whose kernels are plain processes of korch's. */
+bool korch_launcher_needs_instance(const char *name);
 
 /* Remove what korch instances that are gone (their runtime dirs are in our
    runtime base, their lock is free) left behind: containers (docker) and

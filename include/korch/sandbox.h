@@ -66,6 +66,9 @@ typedef struct {
     int64_t nano_cpus;          /* 1e9 per CPU: 1 CPU */
     int64_t pids_limit;         /* 256 */
     int64_t tmp_size;           /* /tmp tmpfs bytes: 256 MiB */
+    int64_t runtime_size;       /* runtime_dir tmpfs bytes (sockets): 1 MiB; 0 = not bounded */
+    int64_t workdir_size;       /* the work dir's bytes, in the runtime dir's tmpfs: 512 MiB; 0 = not bounded */
+    int64_t log_max;            /* the kernel's stdout + stderr korch keeps (the last bytes): 64 KiB */
     bool no_seccomp;            /* false: the seccomp filter of src/launcher/seccomp.h (default) */
 } korch_sandbox_opts_t;
 

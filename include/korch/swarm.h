@@ -63,22 +63,4 @@ void korch_swarm_opts_init(korch_swarm_opts_t *opts);
    what to do ("cannot reach docker at ...", "... is not a swarm manager"). */
 korch_launcher_t *korch_launcher_swarm_new(korch_loop_t *loop, const korch_swarm_opts_t *opts, korch_err_t *err);
 
-/* The service id of a proc started by a swarm launcher (borrowed), or NULL
-   when p comes from another backend. */
-const char *korch_swarm_proc_service(korch_proc_t *p);
-
-/* Services labelled korch.instance=instance (NULL = every korch service),
-   whatever their scope, as a new array of {"id", "name", "kernel_id",
-   "instance", "kernelspec", "runtime_dir", "secret", "scope" ("" on an
-   older korch's), "state" (its task's), "node"}. Blocking: for the CLI and
-   for start-up, never on a serving loop. */
-json_t *korch_swarm_list(korch_launcher_t *l, const char *instance, korch_err_t *err);
-
-/* Remove every service of this runtime dir's scope that
-   korch_swarm_list(l, instance) finds, with its secret, and every secret
-   of that instance and scope no service uses (another scope's and
-   unlabelled ones are never removed). Blocking, as
-   above. Returns how many services were removed, or -1 + err. */
-int korch_swarm_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err);
-
 #endif

@@ -1,7 +1,7 @@
 /*  korch run / korch chat: the agent on the command line.
  *
  *  korch run [--llm P:M] [--file PATH]... [--session DIR] [--max-steps N]
- *            [--launcher auto|docker|sandbox|local] [--json] "task"
+ *            [--launcher auto|docker|sandbox|swarm|local] [--json] "task"
  *  korch chat [same options]
  *
  *  Progress goes to stderr as it happens: the step, the model's text and
@@ -39,26 +39,7 @@ static void s_help(FILE *f, const char *cmd)
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
             "                        older outputs and images are elided first, then the oldest turns\n"
             "  --timeout S           per code execution (default 300)\n"
-            "  --launcher NAME       auto (default: docker if it works, else sandbox, else refuse),\n"
-            "                        docker, sandbox (bubblewrap + a cgroup, no network) or local (unconfined)\n"
-            "  --kernel NAME         kernelspec (default python3)\n"
-            "  --fence               the model has no tool calling: code in ```python fences\n"
-            "  --no-fence            a reply with a code fence and no tool call is the answer (default:\n"
-            "                        the fenced code is run, as code interpreters do)\n"
-            "  --system TEXT         add TEXT to korch's system prompt\n"
-            "  --system-replace TEXT use TEXT as the system prompt instead of korch's\n"
-            "  --system-file FILE    the same, from a file\n"
-            "  --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
-            "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
-            "  --json                one JSON event per line on stdout\n"
-            KORCH_CLI_ENV_HELP
-            "  --workdir-mb N        docker: the work dir (files/) is a tmpfs of N MiB while the kernel runs,\n"
-            "                        copied back after (default 512; the kernel gets ENOSPC beyond)\n"
-            "  -q, --quiet           no progress on stderr\n"
-            "  -h, --help            this text\n\n"
-            "Resuming (--session DIR of an earlier session) uses the model recorded in it unless --llm\n"
-            "is given. A .env file in the current directory is read for KORCH_*, OPENAI_*, ANTHROPIC_*\n"
-            "and OLLAMA_* variables; the real environment wins over it.\n",
+            "  --kernel NAME         kernelspec (default python3)\n",
             cmd, strcmp(cmd, "run") == 0 ? " \"task\"" : "",
             strcmp(cmd, "run") == 0
                 ? "Ask one question; the model writes code, korch runs it in a persistent kernel and shows\n"
@@ -70,6 +51,24 @@ static void s_help(FILE *f, const char *cmd)
                   "  /save PATH     write the notebook (.ipynb) to PATH as well\n"
                   "  /quit          end the session (or Ctrl-D)\n"
                   "Ctrl-C interrupts the running step.");
+    korch_cli_launcher_help(f, 2, 24, "auto");
+    fprintf(f,
+            "  --fence               the model has no tool calling: code in ```python fences\n"
+            "  --no-fence            a reply with a code fence and no tool call is the answer (default:\n"
+            "                        the fenced code is run, as code interpreters do)\n"
+            "  --system TEXT         add TEXT to korch's system prompt\n"
+            "  --system-replace TEXT use TEXT as the system prompt instead of korch's\n"
+            "  --system-file FILE    the same, from a file\n"
+            "  --vision / --no-vision   whether the model is shown charts as images (default: by model)\n"
+            "  --json                one JSON event per line on stdout\n"
+            KORCH_CLI_ENV_HELP
+            "  --workdir-mb N        docker: the work dir (files/) is a tmpfs of N MiB while the kernel runs,\n"
+            "                        copied back after (default 512; the kernel gets ENOSPC beyond)\n"
+            "  -q, --quiet           no progress on stderr\n"
+            "  -h, --help            this text\n\n"
+            "Resuming (--session DIR of an earlier session) uses the model recorded in it unless --llm\n"
+            "is given. A .env file in the current directory is read for KORCH_*, OPENAI_*, ANTHROPIC_*\n"
+            "and OLLAMA_* variables; the real environment wins over it.\n");
 }
 
 /* ------------------------------------------------------------ signals */
@@ -168,7 +167,7 @@ static void s_chat_command(run_ctx_t *c, const char *line)
 
 static int s_main(const char *cmd, int argc, char **argv)
 {
-    run_ctx_t c = {.launcher_name = "auto", .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0,
+    run_ctx_t c = {.lc = {.name = "auto"}, .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0,
                    .col0 = true, .code_index = -1};
     cli_agent_t0 = korch_now_ms();
     c.files = json_array();
@@ -176,7 +175,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"llm", required_argument, 0, 'l'},        {"file", required_argument, 0, 'f'},
         {"session", required_argument, 0, 's'},    {"max-steps", required_argument, 0, 'n'},
         {"max-result", required_argument, 0, 'r'}, {"timeout", required_argument, 0, 't'},
-        {"launcher", required_argument, 0, 'L'},   {"kernel", required_argument, 0, 'k'},
+        KORCH_CLI_LAUNCHER_LONGOPTS,               {"kernel", required_argument, 0, 'k'},
         {"fence", no_argument, 0, 'F'},            {"vision", no_argument, 0, 'V'},
         {"no-vision", no_argument, 0, 'N'},        {"json", no_argument, 0, 'J'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
@@ -186,8 +185,6 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"workdir-mb", required_argument, 0, KORCH_CLI_OPT_WORKDIR_MB},
         {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
-        {"image", required_argument, 0, 'I'},      {"memory", required_argument, 0, 'm'},
-        {"cpus", required_argument, 0, 'P'},       {"pids", required_argument, 0, 'p'},
         {"prices", required_argument, 0, 'C'},     {"max-cost", required_argument, 0, 'D'},
         {"clean-notebook", no_argument, 0, 'E'},
         {0, 0, 0, 0},
@@ -195,6 +192,8 @@ static int s_main(const char *cmd, int argc, char **argv)
     optind = 1;
     int opt, rc = 2;
     while ((opt = getopt_long(argc, argv, "+f:qh", longopts, NULL)) != -1) {
+        if (korch_cli_launcher_opt(&c.lc, opt, optarg))
+            continue;
         switch (opt) {
         case 'l': c.llm_spec = optarg; break;
         case 'f': json_array_append_new(c.files, json_string(optarg)); break;
@@ -202,7 +201,6 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'n': c.max_steps = (int)strtol(optarg, NULL, 10); break;
         case 'r': c.max_result = strtol(optarg, NULL, 10); break;
         case 't': c.timeout_s = (int)strtol(optarg, NULL, 10); break;
-        case 'L': c.launcher_name = optarg; break;
         case 'k': c.kernel_name = optarg; break;
         case 'F': c.fence = true; break;
         case 'V': c.vision = true; break;
@@ -233,10 +231,6 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'y': c.system_append = optarg; break;
         case 'Y': c.system_replace = optarg; break;
         case 'Z': c.system_file = optarg; break;
-        case 'I': c.image = optarg; break;
-        case 'm': c.memory_mb = strtod(optarg, NULL); break;
-        case 'P': c.cpus = strtod(optarg, NULL); break;
-        case 'p': c.pids = strtol(optarg, NULL, 10); break;
         case 'C': c.prices_path = optarg; break;
         case 'D': c.max_cost = strtod(optarg, NULL); break;
         case 'E': c.clean_notebook = true; break;
@@ -332,17 +326,19 @@ static int s_main(const char *cmd, int argc, char **argv)
     loop = korch_loop_new();
     if (!loop)
         goto out;
-    if (strcmp(c.launcher_name, "local") != 0) {
+    if (korch_launcher_needs_instance(c.lc.name)) {
         inst = korch_instance_new(NULL, &err);
         if (!inst) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
             goto out;
         }
-        korch_launcher_choice_t clo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
-                                       .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids,
-                                       .workdir_from_cwd = true,
-                                       .give_workdir = true, .instance = korch_instance_name(inst), .quiet = c.quiet || c.json,
-                                       .workdir_mb = c.workdir_mb};
+        korch_launcher_choice_t clo = c.lc;
+        clo.kernel = c.kernel_name;
+        clo.workdir_from_cwd = true;
+        clo.give_workdir = true;
+        clo.instance = korch_instance_name(inst);
+        clo.quiet = c.quiet || c.json;
+        clo.workdir_mb = c.workdir_mb;
         launcher = korch_launcher_choose(loop, &clo, &err);
         if (!launcher) {
             fprintf(stderr, "korch %s: %s\n", cmd, err.msg);
@@ -350,7 +346,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         }
         korch_launcher_sweep(launcher, korch_instance_name(inst));
     } else {
-        launcher = korch_launcher_choose(loop, &(korch_launcher_choice_t){.name = "local"}, &err); /* says what local means */
+        /* its kernels are korch's own processes: no instance, no limits (it says what that means) */
+        launcher = korch_launcher_choose(loop, &(korch_launcher_choice_t){.name = c.lc.name}, &err);
     }
     int sigfd = korch_cli_signal_pipe();
     korch_loop_poller(loop, sigfd, s_on_signal, &c);

@@ -24,11 +24,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "korch/termsafe.h"
 
 typedef struct {
     bool json, quiet, chat;
-    const char *llm_spec, *session, *launcher_name, *kernel_name;
+    const char *llm_spec, *session, *kernel_name;
+    korch_launcher_choice_t lc;     /* --launcher and its limits (korch_cli_launcher_opt) */
     double workdir_mb;      /* --workdir-mb */
     int max_steps;
     long max_result;
@@ -38,9 +38,6 @@ typedef struct {
     int timeout_s;
     bool fence, no_fence, no_vision, vision;
     const char *system_append, *system_replace, *system_file;
-    const char *image;
-    double memory_mb, cpus;
-    long pids;
     json_t *files;
     const char *prices_path;    /* --prices, else KORCH_PRICES */
     double max_cost;

@@ -277,8 +277,8 @@ static void s_print_receipts(run_ctx_t *c)
         else if (form && strcmp(form, "given") == 0)
             s_printf(c, "  %-14s from the question\n", text ? text : "");
         else
-            s_printf(c, "  %-14s %s of '%s' printed at turn %d, step %d\n", text ? text : "", form, printed ? printed : "",
-                     (int)json_integer_value(json_object_get(r, "turn")),
+            s_printf(c, "  %-14s %s of '%s' printed at turn %d, step %d\n", text ? text : "", form,
+                     printed ? printed : "", (int)json_integer_value(json_object_get(r, "turn")),
                      (int)json_integer_value(json_object_get(r, "step")));
         free(text);
         free(printed);

@@ -3,6 +3,7 @@
 #define KORCH_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "korch/launcher.h"
 #include "korch/loop.h"
@@ -28,7 +29,28 @@ bool korch_cli_stop_on_signal(korch_loop_t *loop, bool *quit);
 /* A korch_loop_run condition: the bool that flag points to. */
 bool korch_cli_flag_set(void *flag);
 
-/* Choosing a launcher: korch_launcher_choose and korch_launcher_sweep (launcher.h). */
+/* Choosing a launcher: korch_launcher_choose and korch_launcher_sweep
+   (launcher.h). The options that say which and with what limits are the
+   same for every command that starts kernels (exec, kernel, run, chat,
+   serve), parsed here, one way: their getopt_long entries, their handler
+   (true when opt was one of them; the value into c: name, image,
+   memory_mb, cpus, pids) and their help lines, which list every launcher
+   (korch_launcher_catalog) with the command's default. */
+#define KORCH_CLI_OPT_LAUNCHER 0x1e10
+#define KORCH_CLI_OPT_IMAGE 0x1e11
+#define KORCH_CLI_OPT_MEMORY 0x1e12
+#define KORCH_CLI_OPT_CPUS 0x1e13
+#define KORCH_CLI_OPT_PIDS 0x1e14
+#define KORCH_CLI_LAUNCHER_LONGOPTS                                                                       \
+    {"launcher", required_argument, 0, KORCH_CLI_OPT_LAUNCHER},                                           \
+        {"image", required_argument, 0, KORCH_CLI_OPT_IMAGE},                                             \
+        {"memory", required_argument, 0, KORCH_CLI_OPT_MEMORY},                                           \
+        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}
+bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg);
+/* The help lines of those options, each option name indent spaces in, its
+   description from column col (the command's own layout), dflt the
+   command's default launcher. */
+void korch_cli_launcher_help(FILE *f, int indent, int col, const char *dflt);
 
 /* --env NAME / --env NAME=VALUE: a variable every kernel gets (env.h;
    kernels never inherit korch's whole environment). The option's code in

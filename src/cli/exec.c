@@ -28,9 +28,8 @@
 
 typedef struct {
     /* options */
-    const char *kernel_name, *launcher_name, *existing, *out_dir, *cwd, *image;
-    double memory_mb, cpus;
-    long pids;
+    const char *kernel_name, *existing, *out_dir, *cwd;
+    korch_launcher_choice_t lc;     /* --launcher and its limits (korch_cli_launcher_opt) */
     double timeout_s;
     bool json, allow_stdin, keep_going, quiet;
     size_t max_stream;
@@ -52,15 +51,9 @@ static void s_help(FILE *f)
             "Run code in a Jupyter kernel; cells run in order in one kernel, so variables persist.\n"
             "FILE is split into cells at lines starting with '# %%%%'; '-' reads standard input.\n\n"
             "  -c, --code CODE       a cell to run (repeatable, runs in order)\n"
-            "  -k, --kernel NAME     kernelspec to start (default python3; `korch kernelspecs` lists them)\n"
-            "      --launcher NAME   local (default: your own code, unconfined), docker (a hardened container\n"
-            "                        per kernel), sandbox (bubblewrap + a cgroup, no network) or auto\n"
-            "                        (docker when the daemon answers and the image exists, else sandbox,\n"
-            "                        else a refusal that says how to get either)\n"
-            "      --image NAME      docker: the kernel image (default korch-kernel-<kernelspec>:latest)\n"
-            "      --memory MB       docker, sandbox: memory limit in MiB, no swap (default 1024)\n"
-            "      --cpus N          docker, sandbox: CPUs (default 1)\n"
-            "      --pids N          docker, sandbox: process limit (default 256)\n"
+            "  -k, --kernel NAME     kernelspec to start (default python3; `korch kernelspecs` lists them)\n");
+    korch_cli_launcher_help(f, 6, 24, "local");
+    fprintf(f,
             "      --existing FILE   attach to a running kernel's connection file instead of starting one\n"
             "  -t, --timeout S       interrupt an execution after S seconds (restart if it will not stop)\n"
             "      --json            one JSON object per execution, one per line:\n"
@@ -288,7 +281,7 @@ static void s_report(exec_ctx_t *c, const korch_exec_result_t *r)
 
 int korch_cmd_exec(int argc, char **argv)
 {
-    exec_ctx_t c = {.kernel_name = "python3", .launcher_name = "local"};
+    exec_ctx_t c = {.kernel_name = "python3", .lc = {.name = "local"}};
     korch_launcher_t *launcher = NULL;
     korch_instance_t *inst = NULL;
     json_t *cells = json_array();
@@ -296,23 +289,22 @@ int korch_cmd_exec(int argc, char **argv)
     int rc = 2;
     static const struct option longopts[] = {
         {"code", required_argument, 0, 'c'},  {"kernel", required_argument, 0, 'k'},
-        {"launcher", required_argument, 0, 'L'}, {"existing", required_argument, 0, 'E'},
+        KORCH_CLI_LAUNCHER_LONGOPTS, {"existing", required_argument, 0, 'E'},
         {"timeout", required_argument, 0, 't'}, {"json", no_argument, 0, 'J'},
         {"out", required_argument, 0, 'o'},   {"cwd", required_argument, 0, 'C'},
         {"allow-stdin", no_argument, 0, 'S'}, {"keep-going", no_argument, 0, 'K'},
         {"max-output", required_argument, 0, 'M'}, {"quiet", no_argument, 0, 'q'},
-        {"image", required_argument, 0, 'I'}, {"memory", required_argument, 0, 'm'},
-        {"cpus", required_argument, 0, 'P'},  {"pids", required_argument, 0, 'p'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "+c:k:t:o:qh", longopts, NULL)) != -1) {
+        if (korch_cli_launcher_opt(&c.lc, opt, optarg))
+            continue;
         switch (opt) {
         case 'c': json_array_append_new(cells, json_string(optarg)); break;
         case 'k': c.kernel_name = optarg; break;
-        case 'L': c.launcher_name = optarg; break;
         case 'E': c.existing = optarg; break;
         case 't': {
             char *end;
@@ -330,10 +322,6 @@ int korch_cmd_exec(int argc, char **argv)
         case 'K': c.keep_going = true; break;
         case 'M': c.max_stream = strtoull(optarg, NULL, 10); break;
         case 'q': c.quiet = true; break;
-        case 'I': c.image = optarg; break;
-        case 'm': c.memory_mb = strtod(optarg, NULL); break;
-        case 'P': c.cpus = strtod(optarg, NULL); break;
-        case 'p': c.pids = strtol(optarg, NULL, 10); break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt("exec", optarg))
                 goto out;
@@ -379,7 +367,7 @@ int korch_cmd_exec(int argc, char **argv)
     korch_loop_poller(c.loop, sigfd, s_on_signal, &c);
 
     korch_err_t err = {0};
-    if (!c.existing && strcmp(c.launcher_name, "local") != 0) {
+    if (!c.existing && korch_launcher_needs_instance(c.lc.name)) {
         /* Our containers carry a live instance, so a later korch can tell
            they are orphans if this one is killed. */
         inst = korch_instance_new(NULL, &err);
@@ -387,9 +375,11 @@ int korch_cmd_exec(int argc, char **argv)
             fprintf(stderr, "korch exec: %s\n", err.msg);
             goto out;
         }
-        korch_launcher_choice_t lo = {.name = c.launcher_name, .kernel = c.kernel_name, .image = c.image,
-                                      .memory_mb = c.memory_mb, .cpus = c.cpus, .pids = c.pids, .workdir = c.cwd,
-                                      .instance = korch_instance_name(inst), .quiet = c.quiet || c.json};
+        korch_launcher_choice_t lo = c.lc;
+        lo.kernel = c.kernel_name;
+        lo.workdir = c.cwd;
+        lo.instance = korch_instance_name(inst);
+        lo.quiet = c.quiet || c.json;
         launcher = korch_launcher_choose(c.loop, &lo, &err);
         if (!launcher) {
             fprintf(stderr, "korch exec: %s\n", err.msg);

@@ -1,6 +1,6 @@
 /*  korch kernel: keep one kernel running for others to attach to.
  *
- *  korch kernel [--launcher auto|docker|sandbox|local] [--instance NAME]
+ *  korch kernel [--launcher auto|docker|sandbox|swarm|local] [--instance NAME]
  *               [--connection-file PATH] [--kernel NAME] ...
  *
  *  Starts a kernel (or, with the docker launcher, re-adopts the one a dead
@@ -12,8 +12,6 @@
  */
 #include "cli.h"
 #include "korch/path.h"
-#include "korch/docker.h"
-#include "korch/swarm.h"
 #include "korch/instance.h"
 #include "korch/kernel.h"
 #include "korch/log.h"
@@ -31,13 +29,12 @@ static void s_help(FILE *f)
             "usage: korch kernel [options]\n\n"
             "Start a kernel and keep it running for clients to attach to; restart it if it dies;\n"
             "shut it down on SIGTERM or Ctrl-C.\n\n"
-            "  -k, --kernel NAME           kernelspec (default python3)\n"
-            "      --launcher NAME         auto (default: docker if it works, else sandbox, else refuse),\n"
-            "                              docker, sandbox (bubblewrap + a cgroup) or local (unconfined)\n"
+            "  -k, --kernel NAME           kernelspec (default python3)\n");
+    korch_cli_launcher_help(f, 6, 30, "auto");
+    fprintf(f,
             "      --instance NAME         this korch's name; a container left by a dead korch of the\n"
             "                              same name is re-adopted with its variables (default: random)\n"
             "      --connection-file PATH  where to write the connection file (default: in the runtime dir)\n"
-            "      --image NAME, --memory MB, --cpus N, --pids N   docker and sandbox limits, as for korch exec\n"
             "      --cwd DIR               the kernel's working directory (docker, sandbox: mounted from the host)\n"
             KORCH_CLI_ENV_HELP
             "  -h, --help                  this text\n");
@@ -51,15 +48,11 @@ static void s_on_state(korch_kernel_t *k, korch_kernel_state_t st, const char *d
 
 int korch_cmd_kernel(int argc, char **argv)
 {
-    const char *kernel_name = "python3", *launcher_name = "auto", *instance_name = NULL, *conn_path = NULL;
-    const char *image = NULL, *cwd = NULL;
-    double memory_mb = 0, cpus = 0;
-    long pids = 0;
+    const char *kernel_name = "python3", *instance_name = NULL, *conn_path = NULL, *cwd = NULL;
+    korch_launcher_choice_t lo = {.name = "auto"}; /* --launcher and its limits */
     static const struct option longopts[] = {
-        {"kernel", required_argument, 0, 'k'},    {"launcher", required_argument, 0, 'L'},
+        {"kernel", required_argument, 0, 'k'},    KORCH_CLI_LAUNCHER_LONGOPTS,
         {"instance", required_argument, 0, 'i'},  {"connection-file", required_argument, 0, 'f'},
-        {"image", required_argument, 0, 'I'},     {"memory", required_argument, 0, 'm'},
-        {"cpus", required_argument, 0, 'P'},      {"pids", required_argument, 0, 'p'},
         {"cwd", required_argument, 0, 'C'},       {"help", no_argument, 0, 'h'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {0, 0, 0, 0},
@@ -67,15 +60,12 @@ int korch_cmd_kernel(int argc, char **argv)
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "+k:h", longopts, NULL)) != -1) {
+        if (korch_cli_launcher_opt(&lo, opt, optarg))
+            continue;
         switch (opt) {
         case 'k': kernel_name = optarg; break;
-        case 'L': launcher_name = optarg; break;
         case 'i': instance_name = optarg; break;
         case 'f': conn_path = optarg; break;
-        case 'I': image = optarg; break;
-        case 'm': memory_mb = strtod(optarg, NULL); break;
-        case 'P': cpus = strtod(optarg, NULL); break;
-        case 'p': pids = strtol(optarg, NULL, 10); break;
         case 'C': cwd = optarg; break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt("kernel", optarg))
@@ -101,17 +91,16 @@ int korch_cmd_kernel(int argc, char **argv)
     loop = korch_loop_new();
     if (!loop)
         goto out;
-    korch_launcher_choice_t lo = {.name = launcher_name, .kernel = kernel_name, .image = image,
-                                  .memory_mb = memory_mb, .cpus = cpus, .pids = pids, .workdir = cwd,
-                                  .instance = korch_instance_name(inst)};
+    lo.kernel = kernel_name;
+    lo.workdir = cwd;
+    lo.instance = korch_instance_name(inst);
     launcher = korch_launcher_choose(loop, &lo, &err);
     if (!launcher) {
         fprintf(stderr, "korch kernel: %s\n", err.msg);
         goto out;
     }
     korch_launcher_sweep(launcher, korch_instance_name(inst));
-    bool swarm = strcmp(korch_launcher_name(launcher), "swarm") == 0;
-    if (korch_launcher_is_docker(launcher) || swarm) {
+    if (korch_launcher_caps(launcher) & KORCH_LAUNCHER_ADOPTS) {
         /* Our own kernel from a previous life of this instance (of our
            scope: list_mine leaves another korch's alone, with a notice)? */
         mine = korch_launcher_list_mine(launcher, &err);
@@ -135,10 +124,7 @@ int korch_cmd_kernel(int argc, char **argv)
         else {
             fprintf(stderr, "korch: cannot re-adopt kernel %s: %s; starting a new one\n", kid, err.msg);
             korch_kernel_destroy(&k);
-            if (swarm)
-                korch_swarm_remove_all(launcher, korch_instance_name(inst), NULL);
-            else
-                korch_docker_remove_all(launcher, korch_instance_name(inst), NULL);
+            korch_launcher_remove_all(launcher, korch_instance_name(inst), NULL);
             korch_err_clear(&err);
         }
     }

@@ -1,5 +1,6 @@
-/*  Command-line helpers the commands share: --env and .env files. (The
- *  launcher choice is korch_launcher_choose, in src/launcher/choose.c.)
+/*  Command-line helpers the commands share: the launcher options, --env
+ *  and .env files. (The launcher choice itself is korch_launcher_choose,
+ *  in src/launcher/choose.c.)
  */
 #include "cli.h"
 #include "korch/env.h"
@@ -8,6 +9,65 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg)
+{
+    switch (opt) {
+    case KORCH_CLI_OPT_LAUNCHER: c->name = arg; return true;
+    case KORCH_CLI_OPT_IMAGE: c->image = arg; return true;
+    case KORCH_CLI_OPT_MEMORY: c->memory_mb = strtod(arg, NULL); return true;
+    case KORCH_CLI_OPT_CPUS: c->cpus = strtod(arg, NULL); return true;
+    case KORCH_CLI_OPT_PIDS: c->pids = strtol(arg, NULL, 10); return true;
+    default: return false;
+    }
+}
+
+/* text from column col to at most 100, words wrapped onto lines that start
+   at col; the first line starts where the cursor is (at). */
+static void s_wrapped(FILE *f, int at, int col, const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        size_t n = strcspn(p, " ");
+        if (at > col && at + 1 + (int)n > 100) {
+            fprintf(f, "\n%*s", col, "");
+            at = col;
+        } else if (at > col) {
+            fputc(' ', f);
+            at++;
+        }
+        fprintf(f, "%.*s", (int)n, p);
+        at += (int)n;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', f);
+}
+
+static void s_opt_line(FILE *f, int indent, int col, const char *opt, const char *text)
+{
+    int at = fprintf(f, "%*s%s", indent, "", opt);
+    if (at >= col)
+        fprintf(f, "\n%*s", col, "");
+    else
+        fprintf(f, "%*s", col - at, "");
+    s_wrapped(f, col, col, text);
+}
+
+void korch_cli_launcher_help(FILE *f, int indent, int col, const char *dflt)
+{
+    char text[2048];
+    size_t w = (size_t)snprintf(text, sizeof text, "where the kernel runs (default %s).", dflt);
+    const korch_launcher_about_t *a = korch_launcher_catalog();
+    for (size_t i = 0; a[i].name && w < sizeof text; i++)
+        w += (size_t)snprintf(text + w, sizeof text - w, " %s: %s%s", a[i].name, a[i].what, a[i + 1].name ? ";" : "");
+    s_opt_line(f, indent, col, "--launcher NAME", text);
+    s_opt_line(f, indent, col, "--image NAME", "docker, swarm: the kernel image (default korch-kernel-<kernelspec>:latest)");
+    s_opt_line(f, indent, col, "--memory MB", "docker, sandbox, swarm: memory limit in MiB, no swap (default 1024)");
+    s_opt_line(f, indent, col, "--cpus N", "docker, sandbox, swarm: CPUs (default 1)");
+    s_opt_line(f, indent, col, "--pids N", "docker, sandbox, swarm: process limit (default 256)");
+}
 
 bool korch_cli_env_opt(const char *cmd, const char *arg)
 {

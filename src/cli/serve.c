@@ -55,9 +55,9 @@ static void s_help(FILE *f)
             "  -p, --port N             port (default 8888; 0 = any free port)\n"
             "      --token T            token clients must present (default: generated and printed;\n"
             "                           '' turns authentication off)\n"
-            "      --launcher NAME      auto (default: docker if it works, else sandbox, else refuse),\n"
-            "                           docker, sandbox (bubblewrap + a cgroup) or local (unconfined)\n"
-            "  -k, --kernel NAME        default kernelspec (default python3)\n"
+            "  -k, --kernel NAME        default kernelspec (default python3)\n");
+    korch_cli_launcher_help(f, 6, 27, "auto");
+    fprintf(f,
             "      --max-kernels N      refuse to start more than N kernels (default: no limit)\n"
             "      --allow-origin O     a browser origin allowed besides this host's own; repeatable;\n"
             "                           '*' allows any\n"
@@ -88,7 +88,6 @@ static void s_help(FILE *f)
             "      --trusted-proxy CIDR a reverse proxy (address or block, e.g. 10.0.0.0/8 or ::1) whose\n"
             "                           X-Forwarded-For names the client, for the per-client limit and\n"
             "                           the log; repeatable. From any other peer the header is ignored\n"
-            "      --image NAME, --memory MB, --cpus N, --pids N   docker limits, as for korch exec\n"
             "      --instance NAME      this korch's stable name (default $KORCH_INSTANCE, else random).\n"
             "                           Docker and swarm kernels outlive a korch that is killed: the next\n"
             "                           korch serve of the same instance (and runtime dir) re-adopts them\n"
@@ -110,12 +109,11 @@ int korch_cmd_serve(int argc, char **argv)
     double max_cost = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
-    const char *ip = "127.0.0.1", *token = NULL, *launcher_name = "auto", *kernel = "python3", *image = NULL;
+    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3";
+    korch_launcher_choice_t lo = {.name = "auto"}; /* --launcher and its limits */
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
     size_t max_body = 0, max_upload = 0, max_body_total = 0, max_upload_total = 0;
-    double memory_mb = 0, cpus = 0;
-    long pids = 0;
     bool no_access_log = false;
     /* a stack or compose service sets it in its environment */
     const char *instance_name = getenv("KORCH_INSTANCE") && *getenv("KORCH_INSTANCE") ? getenv("KORCH_INSTANCE") : NULL;
@@ -146,12 +144,10 @@ int korch_cmd_serve(int argc, char **argv)
         {"trusted-proxy", required_argument, 0, OPT_TRUSTED_PROXY},
         {"max-connections-per-client", required_argument, 0, OPT_MAX_CONN_PER_CLIENT},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
-        {"token", required_argument, 0, 't'},       {"launcher", required_argument, 0, 'L'},
+        {"token", required_argument, 0, 't'},       KORCH_CLI_LAUNCHER_LONGOPTS,
         {"kernel", required_argument, 0, 'k'},      {"max-kernels", required_argument, 0, 'M'},
         {"allow-origin", required_argument, 0, 'o'}, {"max-body", required_argument, 0, 'B'},
-        {"no-access-log", no_argument, 0, 'q'},     {"image", required_argument, 0, 'I'},
-        {"memory", required_argument, 0, 'm'},      {"cpus", required_argument, 0, 'P'},
-        {"pids", required_argument, 0, 'd'},        {"help", no_argument, 0, 'h'},
+        {"no-access-log", no_argument, 0, 'q'},     {"help", no_argument, 0, 'h'},
         {"env", required_argument, 0, KORCH_CLI_OPT_ENV},
         {0, 0, 0, 0},
     };
@@ -160,6 +156,8 @@ int korch_cmd_serve(int argc, char **argv)
     char *end;
     korch_err_t err = {0};
     while ((opt = getopt_long(argc, argv, "+p:k:h", longopts, NULL)) != -1) {
+        if (korch_cli_launcher_opt(&lo, opt, optarg))
+            continue;
         switch (opt) {
         case 'i': ip = optarg; break;
         case 'p':
@@ -170,7 +168,6 @@ int korch_cmd_serve(int argc, char **argv)
             }
             break;
         case 't': token = optarg; break;
-        case 'L': launcher_name = optarg; break;
         case 'k': kernel = optarg; break;
         case 'M': max_kernels = (int)strtol(optarg, NULL, 10); break;
         case 'o':
@@ -259,10 +256,6 @@ int korch_cmd_serve(int argc, char **argv)
             break;
         case OPT_CULL_CONNECTED: cull_connected = true; break;
         case OPT_CULL_BUSY: cull_busy = true; break;
-        case 'I': image = optarg; break;
-        case 'm': memory_mb = strtod(optarg, NULL); break;
-        case 'P': cpus = strtod(optarg, NULL); break;
-        case 'd': pids = strtol(optarg, NULL, 10); break;
         case 'h': s_help(stdout); return 0;
         default: s_help(stderr); return 2;
         }
@@ -293,8 +286,8 @@ int korch_cmd_serve(int argc, char **argv)
     loop = korch_loop_new();
     if (!loop)
         goto out;
-    korch_launcher_choice_t lo = {.name = launcher_name, .kernel = kernel, .image = image, .memory_mb = memory_mb,
-                                  .cpus = cpus, .pids = pids, .instance = korch_instance_name(inst)};
+    lo.kernel = kernel;
+    lo.instance = korch_instance_name(inst);
     launcher = korch_launcher_choose(loop, &lo, &err);
     if (!launcher) {
         fprintf(stderr, "korch serve: %s\n", err.msg);

@@ -40,6 +40,14 @@ typedef struct {
        backend cannot adopt). Blocking: start-up only. */
     json_t *(*list_mine)(korch_launcher_t *self, korch_err_t *err);
     korch_rc_t (*remove_mine)(korch_launcher_t *self, const char *id, korch_err_t *err);
+    /* korch_launcher_list / korch_launcher_remove_all (NULL when the
+       backend leaves nothing behind a korch); kind names what they list in
+       messages ("container(s)"). Blocking: start-up only. */
+    json_t *(*list)(korch_launcher_t *self, const char *instance, korch_err_t *err);
+    int (*remove_all)(korch_launcher_t *self, const char *instance, korch_err_t *err);
+    const char *kind;
+    /* korch_proc_backend_id (NULL: none). */
+    const char *(*proc_id)(korch_proc_t *proc);
     korch_rc_t (*signal)(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
     /* Deliver SIGKILL (or remove the task); launcher.c finishes op at the end. op may be NULL. */
     korch_rc_t (*kill)(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);

@@ -1,4 +1,4 @@
-/*  Choosing a launcher (--launcher auto|docker|sandbox|local) and sweeping
+/*  Choosing a launcher (--launcher auto|docker|sandbox|swarm|local) and sweeping
  *  what korch instances that are gone left behind.
  *
  *  auto (the default) takes docker when the engine answers and the kernel
@@ -80,7 +80,7 @@ static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choi
     korch_sandbox_opts_t so;
     korch_sandbox_opts_init(&so);
     so.instance = o->instance;
-    s_limits(o, &so.memory, &so.nano_cpus, &so.pids_limit, NULL); /* (its work dir is not size-bounded yet) */
+    s_limits(o, &so.memory, &so.nano_cpus, &so.pids_limit, &so.workdir_size);
     so.workdir = o->workdir;
     so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     so.workdir_give = o->give_workdir;
@@ -99,32 +99,79 @@ static korch_launcher_t *s_swarm(korch_loop_t *loop, const korch_launcher_choice
     return korch_launcher_swarm_new(loop, &so, err);
 }
 
+static korch_launcher_t *s_docker_named(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
+{
+    korch_err_t why = {0};
+    korch_launcher_t *l = s_docker(loop, o, &why);
+    if (!l)
+        korch_err_set(err, why.rc ? why.rc : KORCH_E_DOCKER, "%s", why.msg[0] ? why.msg : "docker is not available");
+    return l;
+}
+
+static korch_launcher_t *s_sandbox_named(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
+{
+    korch_err_t why = {0};
+    korch_launcher_t *l = s_sandbox(loop, o, &why);
+    if (!l)
+        korch_err_set(err, why.rc ? why.rc : KORCH_E_LAUNCH, "%s", why.msg);
+    return l;
+}
+
+static korch_launcher_t *s_local(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
+{
+    s_local_note();
+    return korch_launcher_local_new(loop, err);
+}
+
+/* The backends by name: the one place that names them (curl's vtls.c
+   keeps its table of backends the same way). auto is korch_launcher_choose's own. */
+static const struct {
+    korch_launcher_about_t about;
+    korch_launcher_t *(*make)(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err);
+    bool instance; /* what it starts outlives a korch, or leaves something behind: labelled with the instance */
+} s_backends[] = {
+    {{"auto", "docker when the engine answers and the kernel image exists, else sandbox, else a refusal that says "
+              "how to get either (never an unconfined kernel)"},
+     NULL, true},
+    {{"docker", "a hardened container per kernel, no network"}, s_docker_named, true},
+    {{"sandbox", "bubblewrap and a cgroup, no network"}, s_sandbox_named, true},
+    {{"swarm", "a Docker Swarm service per kernel, placed by the manager DOCKER_HOST names"}, s_swarm, true},
+    {{"local", "a process of yours, unconfined: for your own code"}, s_local, false},
+};
+
+const korch_launcher_about_t *korch_launcher_catalog(void)
+{
+    static korch_launcher_about_t list[sizeof s_backends / sizeof *s_backends + 1];
+    for (size_t i = 0; i < sizeof s_backends / sizeof *s_backends; i++)
+        list[i] = s_backends[i].about;
+    return list;
+}
+
+bool korch_launcher_needs_instance(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof s_backends / sizeof *s_backends; i++)
+        if (strcmp(name, s_backends[i].about.name) == 0)
+            return s_backends[i].instance;
+    return true; /* an unknown name: korch_launcher_choose refuses it */
+}
+
 korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
 {
     const char *name = o->name ? o->name : "auto";
     korch_err_t dwhy = {0}, swhy = {0};
     korch_launcher_t *l = NULL;
-    if (strcmp(name, "local") == 0) {
-        s_local_note();
-        return korch_launcher_local_new(loop, err);
-    }
-    if (strcmp(name, "docker") == 0) {
-        l = s_docker(loop, o, &dwhy);
-        if (!l)
-            korch_err_set(err, dwhy.rc ? dwhy.rc : KORCH_E_DOCKER, "%s",
-                          dwhy.msg[0] ? dwhy.msg : "docker is not available");
-        return l;
-    }
-    if (strcmp(name, "sandbox") == 0) {
-        l = s_sandbox(loop, o, &swhy);
-        if (!l)
-            korch_err_set(err, swhy.rc ? swhy.rc : KORCH_E_LAUNCH, "%s", swhy.msg);
-        return l;
-    }
-    if (strcmp(name, "swarm") == 0)
-        return s_swarm(loop, o, err);
+    for (size_t i = 0; i < sizeof s_backends / sizeof *s_backends; i++)
+        if (s_backends[i].make && strcmp(name, s_backends[i].about.name) == 0)
+            return s_backends[i].make(loop, o, err);
     if (strcmp(name, "auto") != 0) {
-        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use auto, docker, sandbox, swarm or local)", name);
+        char names[200] = "";
+        size_t n = sizeof s_backends / sizeof *s_backends;
+        for (size_t i = 0; i < n; i++) {
+            size_t at = strlen(names);
+            snprintf(names + at, sizeof names - at, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+                     s_backends[i].about.name);
+        }
+        korch_err_set(err, KORCH_E_INVALID, "unknown launcher '%s' (use %s)", name, names);
         return NULL;
     }
     /* auto: the strongest isolation that works here, never none */
@@ -168,19 +215,20 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
     int removed = korch_sandbox_sweep(mine, korch_instance_alive, korch_instance_forget);
     if (removed > 0)
         korch_notice("removed %d sandbox cgroup(s) left by korch instances that are gone", removed);
-    bool swarm = strcmp(korch_launcher_name(l), "swarm") == 0;
-    if ((!korch_launcher_is_docker(l) && !swarm) || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
+    /* What outlives a korch (containers, services) is the backend's to
+       list and remove; a backend whose kernels die with korch has none. */
+    const char *kind = korch_launcher_kind(l);
+    if (!kind || korch_runtime_base(base, sizeof base, &err) != KORCH_OK)
         return;
     if (korch_runtime_scope(base, scope, sizeof scope, &err) != KORCH_OK) {
-        korch_warn("not sweeping %s: %s", swarm ? "swarm services" : "containers", err.msg);
+        korch_warn("not sweeping %s: %s", kind, err.msg);
         return;
     }
-    json_t *all = swarm ? korch_swarm_list(l, NULL, &err) : korch_docker_list(l, NULL, &err);
+    json_t *all = korch_launcher_list(l, NULL, &err);
     if (!all) {
-        korch_warn("cannot list %s: %s", swarm ? "swarm services" : "containers", err.msg);
+        korch_warn("cannot list %s: %s", kind, err.msg);
         return;
     }
-    const char *kind = swarm ? "swarm service(s)" : "container(s)";
     json_t *done = json_object(), *legacy = json_object();
     size_t i, blen = strlen(base);
     json_t *c;
@@ -205,7 +253,7 @@ void korch_launcher_sweep(korch_launcher_t *l, const char *mine)
         }
         json_object_set_new(done, inst, json_true());
         int64_t t0 = korch_now_ms();
-        int n = swarm ? korch_swarm_remove_all(l, inst, &err) : korch_docker_remove_all(l, inst, &err);
+        int n = korch_launcher_remove_all(l, inst, &err);
         if (n > 0)
             korch_notice("removed %d %s left by korch instance '%s', which is gone (%lld ms)", n, kind, inst,
                          (long long)(korch_now_ms() - t0));

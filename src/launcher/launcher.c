@@ -279,6 +279,31 @@ json_t *korch_launcher_list_mine(korch_launcher_t *l, korch_err_t *err)
     return l->ops->list_mine(l, err);
 }
 
+json_t *korch_launcher_list(korch_launcher_t *l, const char *instance, korch_err_t *err)
+{
+    if (!l->ops->list) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher's kernels die with korch: none to list", l->ops->name);
+        return NULL;
+    }
+    return l->ops->list(l, instance, err);
+}
+
+int korch_launcher_remove_all(korch_launcher_t *l, const char *instance, korch_err_t *err)
+{
+    if (!l->ops->remove_all) {
+        korch_err_set(err, KORCH_E_STATE, "the %s launcher leaves no kernels behind", l->ops->name);
+        return -1;
+    }
+    return l->ops->remove_all(l, instance, err);
+}
+
+const char *korch_launcher_kind(const korch_launcher_t *l) { return l && l->ops->list ? l->ops->kind : NULL; }
+
+const char *korch_proc_backend_id(korch_proc_t *p)
+{
+    return p && p->launcher->ops->proc_id ? p->launcher->ops->proc_id(p) : NULL;
+}
+
 korch_rc_t korch_launcher_remove_mine(korch_launcher_t *l, const char *id, korch_err_t *err)
 {
     if (!l->ops->remove_mine || !(l->caps & KORCH_LAUNCHER_ADOPTS))

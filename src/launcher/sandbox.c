@@ -24,6 +24,8 @@
  */
 #include "sandbox_int.h"
 #include "seccomp.h"
+#include "hostdir.h"
+#include "korch/fsutil.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 
@@ -50,6 +52,9 @@ void korch_sandbox_opts_init(korch_sandbox_opts_t *o)
     o->nano_cpus = 1000000000LL;
     o->pids_limit = 256;
     o->tmp_size = 256 * S_MIB;
+    o->runtime_size = S_MIB;
+    o->workdir_size = 512 * S_MIB;
+    o->log_max = 64 * 1024;
 }
 
 
@@ -170,6 +175,8 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
     korch_sandbox_opts_init(&d);
     if (!l->o.workdir_mount)
         l->o.workdir_mount = d.workdir_mount;
+    if (l->o.log_max < 4096)
+        l->o.log_max = 4096; /* the tail a death is told with */
     if (!l->o.runtime_mount)
         l->o.runtime_mount = d.runtime_mount;
     const char **fields[] = {&l->o.bwrap,   &l->o.instance,      &l->o.user,
@@ -192,13 +199,16 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
             goto fail;
         }
     } else if (geteuid() == 0) {
-        l->uid = 1000;
-        l->gid = 1000;
+        l->dynamic = true; /* each kernel a uid of its own that no account has (kuid.h) */
+        l->drop = true;
+        uid_t first, last;
+        if (!korch_kuid_range(&first, &last, err))
+            goto fail;
     } else {
         l->uid = geteuid();
         l->gid = getegid();
     }
-    if (l->uid != geteuid()) {
+    if (!l->dynamic && l->uid != geteuid()) {
         if (geteuid() != 0) {
             korch_err_set(err, KORCH_E_INVALID, "sandbox user '%s' needs korch to run as root (it runs as uid %u)",
                           l->o.user ? l->o.user : "", (unsigned)geteuid());
@@ -223,7 +233,14 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         goto fail;
     if (!l->o.no_seccomp && korch_seccomp_program(&l->bpf, &l->bpf_len, err) != KORCH_OK)
         goto fail;
-    if (s_probe(l, err) != KORCH_OK)
+    korch_kuid_t *probe_uid = l->dynamic ? korch_kuid_claim(0, err) : NULL;
+    if (l->dynamic && !probe_uid)
+        goto fail;
+    if (probe_uid)
+        l->uid = korch_kuid_uid(probe_uid), l->gid = (gid_t)l->uid;
+    korch_rc_t prc = s_probe(l, err);
+    korch_kuid_release(&probe_uid);
+    if (prc != KORCH_OK)
         goto fail;
     return &l->base;
 fail:
@@ -231,10 +248,37 @@ fail:
     return NULL;
 }
 
+typedef struct {
+    const char *mine;
+    bool (*alive)(const char *instance);
+    int removed;
+} s_sweep_t;
+
+/* A runtime dir's tmpfs (hostdir.h) of an instance that is gone: its
+   kernels died with it, so the dir and what they left in it go. */
+static void s_sweep_dir(const char *dir, const char *instance, void *arg)
+{
+    s_sweep_t *s = arg;
+    if (strcmp(instance, s->mine) == 0 || strcmp(instance, "default") == 0 || s->alive(instance))
+        return;
+    if (korch_hostdir_unmount(dir) != 0) {
+        korch_warn("cannot unmount the tmpfs on runtime dir '%s' of korch instance '%s', which is gone: %s", dir,
+                   instance, strerror(errno));
+        return;
+    }
+    korch_fs_rm_tree(dir);
+    s->removed++;
+}
+
 int korch_sandbox_sweep(const char *mine, bool (*alive)(const char *instance), void (*gone)(const char *instance))
 {
-    char scope[32];
+    char scope[32], base[PATH_MAX];
     korch_err_t err = {0};
+    s_sweep_t s = {.mine = mine, .alive = alive};
+    if (geteuid() == 0 && korch_runtime_base(base, sizeof base, &err) == KORCH_OK)
+        korch_hostdir_each(base, KORCH_SANDBOX_MOUNT_SRC, s_sweep_dir, &s);
+    if (s.removed > 0)
+        korch_notice("removed %d sandbox runtime dir(s) left by korch instances that are gone", s.removed);
     if (s_scope(scope, sizeof scope, &err) != KORCH_OK) {
         korch_debug("no sandbox cgroup sweep: %s", err.msg);
         return 0;

@@ -54,7 +54,7 @@ static int s_walk(sandbox_proc_t *p, const char *name, bool create, const char *
         }
         memcpy(comp, s, n);
         comp[n] = 0;
-        int next = korch_sandbox_open_dir(fd, comp, create, p->l->drop, p->l->uid, p->l->gid);
+        int next = korch_sandbox_open_dir(fd, comp, create, p->l->drop, p->uid, p->gid);
         int e = errno;
         close(fd);
         if (next < 0) {
@@ -114,7 +114,7 @@ korch_rc_t korch_sandbox_put_file_now(korch_proc_t *proc, const char *name, cons
         else
             off += (size_t)w;
     }
-    if (!rc && p->l->drop && fchown(fd, p->l->uid, p->l->gid) != 0)
+    if (!rc && p->l->drop && fchown(fd, p->uid, p->gid) != 0)
         korch_debug("cannot give '%s' to the kernel: %s", name, strerror(errno));
 out:
     if (fd >= 0)

@@ -20,6 +20,11 @@
 #include "korch/cgroup.h"
 #include "backend.h"
 #include "spawn.h"
+#include "logpipe.h"
+#include "kuid.h"
+
+/* The source of the tmpfs on a sandbox kernel's runtime dir, then the instance (hostdir.h). */
+#define KORCH_SANDBOX_MOUNT_SRC "korch-sandbox:"
 
 #define S_GIB (1024LL * 1024 * 1024)
 #define S_MIB (1024LL * 1024)
@@ -33,8 +38,9 @@ typedef struct {
     korch_sandbox_opts_t o;
     char *strs[6];              /* owned copies of the option strings */
     char bwrap[PATH_MAX];
-    uid_t uid;                  /* the kernel's */
+    uid_t uid;                  /* the kernels' (opts.user, or korch's own); with dynamic, each its own */
     gid_t gid;
+    bool dynamic;               /* korch is root and no user was given: a kernel uid no account has (kuid.h) */
     bool drop;                  /* korch is root and the kernel is not: give up root before bwrap */
     unsigned seq;               /* makes cgroup names unique across restarts */
     char scope[32];             /* korch_cgroup_scope of the runtime base: cgroups in korch/{scope}/{instance} */
@@ -52,8 +58,13 @@ typedef struct {
     size_t info_len;
     pid_t init_pid;             /* host pid of the sandbox's pid 1, 0 = not known yet */
     korch_cgroup_t *cg;
-    int log_fd;
+    uid_t uid;                  /* the kernel's (l->uid, or its claim's) */
+    gid_t gid;
+    korch_kuid_t *kuid;         /* with l->dynamic: its claim, released once nothing of it runs */
+    korch_logpipe_t *log;       /* the kernel's stdout and stderr, the last log_max bytes (logpipe.h) */
     char workdir[PATH_MAX];     /* host path of the work dir, for messages */
+    bool host_work;             /* the work dir is a host dir korch was given (not {runtime_dir}/work) */
+    bool given;                 /* ... and handed to the kernel's uid: handed back at the end */
     int work_fd;                /* the work dir (O_PATH), opened once: the kernel can rename and replace
                                    {runtime_dir}/work, so korch never resolves that path again */
     char tail[S_TAIL_MAX + 1];

@@ -1,6 +1,7 @@
 /*  A running sandbox: its pid 1, signals, its end and its reaping (sandbox_int.h). */
 #include "sandbox_int.h"
 #include "korch/log.h"
+#include "korch/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -99,6 +100,7 @@ static void s_ended(void *arg)
     sandbox_proc_t *p = arg;
     korch_cgroup_kill_now(p->cg);
     s_unwatch(p);
+    korch_logpipe_drain(p->log); /* its last words, for the log's tail */
     char why[256];
     s_describe(p, why, sizeof why);
     korch_backend_exited(&p->base, why);
@@ -108,6 +110,7 @@ static void s_watch(sandbox_proc_t *p)
 {
     korch_loop_t *loop = p->base.launcher->loop;
     korch_child_watch(&p->child, loop, s_ended, p);
+    korch_logpipe_watch(p->log, loop);
     if (p->info_fd >= 0 && korch_loop_poller(loop, p->info_fd, s_on_info, p) == 0)
         p->info_polled = true;
 }
@@ -158,13 +161,8 @@ korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, kor
 const char *korch_sandbox_log_tail(korch_proc_t *proc)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    p->tail[0] = 0;
-    off_t end = p->log_fd >= 0 ? lseek(p->log_fd, 0, SEEK_END) : -1;
-    if (end <= 0)
-        return p->tail;
-    off_t start = end > S_TAIL_MAX ? end - S_TAIL_MAX : 0;
-    ssize_t n = pread(p->log_fd, p->tail, S_TAIL_MAX, start);
-    p->tail[n > 0 ? n : 0] = 0;
+    korch_logpipe_drain(p->log);
+    korch_logpipe_tail(p->log, p->tail, sizeof p->tail);
     return p->tail;
 }
 
@@ -176,6 +174,7 @@ static bool s_zombie_step(void *arg)
     if (!s_reap(p, false) || !korch_cgroup_kill_now(p->cg))
         return false;
     korch_cgroup_destroy(&p->cg);
+    korch_kuid_release(&p->kuid); /* nothing of that uid runs any more */
     free(p);
     return true;
 }
@@ -186,22 +185,45 @@ static void s_zombie_finish(void *arg)
     sandbox_proc_t *p = arg;
     s_reap(p, true);
     korch_cgroup_destroy(&p->cg);
+    korch_kuid_release(&p->kuid); /* nothing of that uid runs any more */
     free(p);
+}
+
+/* What the kernel leaves in a host work dir goes back to the user who
+   asked (kuid.h: the owner of the dir it lies in, or SUDO_UID), never stays
+   the kernel's uid. On the launcher's worker, after the kernel is killed. */
+typedef struct {
+    char dir[PATH_MAX];
+} s_give_back_t;
+
+static void s_give_back_run(void *arg)
+{
+    s_give_back_t *g = arg;
+    char parent[PATH_MAX + 4];
+    uid_t uid;
+    gid_t gid;
+    snprintf(parent, sizeof parent, "%s/..", g->dir);
+    korch_kuid_owner(parent, &uid, &gid);
+    korch_fs_chown_tree(g->dir, uid, gid, NULL);
 }
 
 void korch_sandbox_proc_free(korch_proc_t *proc)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
+    s_give_back_t *g = p->given && p->host_work ? malloc(sizeof *g) : NULL;
+    if (g) {
+        snprintf(g->dir, sizeof g->dir, "%s", p->workdir);
+        korch_backend_host(proc->launcher, s_give_back_run, free, g);
+    }
     s_unwatch(p);
     korch_sandbox_kill(proc, NULL, NULL);
     korch_child_close(&p->child);
     if (p->info_fd >= 0)
         close(p->info_fd);
-    if (p->log_fd >= 0)
-        close(p->log_fd);
+    korch_logpipe_destroy(&p->log);
     if (p->work_fd >= 0)
         close(p->work_fd);
-    p->info_fd = p->log_fd = p->work_fd = -1;
+    p->info_fd = p->work_fd = -1;
     if (!s_zombie_step(p))
         korch_backend_job(proc->launcher, 20, s_zombie_step, s_zombie_finish, p);
 }

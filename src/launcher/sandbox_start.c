@@ -1,6 +1,8 @@
 /*  A sandbox kernel's start (sandbox_int.h, and sandbox.c for the process tree). */
 #include "sandbox_int.h"
 #include "korch/log.h"
+#include "hostdir.h"
+#include "logpipe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,31 +32,70 @@ static void s_cgroup_name(sandbox_launcher_t *l, const char *kernel_id, char *bu
     snprintf(buf, len, "%s-%u-%u", n ? id : "kernel", (unsigned)getpid(), ++l->seq);
 }
 
-/* The runtime dir for the kernel's uid, and the log korch keeps open: the
-   kernel may have left anything in the dir (a restart reuses it). */
+/* The runtime dir is a tmpfs of runtime_size bytes, plus workdir_size
+   when the work dir is in it ({runtime_dir}/work): made at the kernel's
+   first start and kept across its restarts (work/ holds its files, which
+   korch reads back after it ends); korch_launcher_remove_dir unmounts it.
+   Its source names the instance, for the sweep after a korch that died. */
+static void s_bound_runtime(sandbox_launcher_t *l, const sandbox_proc_t *p, const char *dir)
+{
+    bool work_in = !p->workdir[0];
+    if (l->o.runtime_size <= 0 || (work_in && l->o.workdir_size <= 0) || korch_hostdir_is_mount(dir))
+        return;
+    if (geteuid() != 0) {
+        static bool said;
+        if (!said)
+            korch_warn("sandbox kernels' runtime and work dirs are not size-bounded: korch is not root, so it "
+                       "cannot mount their tmpfs (a kernel can fill the disk under '%s')", dir);
+        said = true;
+        return;
+    }
+    char src[96];
+    snprintf(src, sizeof src, "%s%s", KORCH_SANDBOX_MOUNT_SRC, l->o.instance ? l->o.instance : "default");
+    int64_t size = l->o.runtime_size + (work_in ? l->o.workdir_size : 0);
+    if (korch_hostdir_mount(dir, src, size, p->uid, p->gid, 0700, false) != 0)
+        korch_warn("runtime dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", dir, strerror(errno));
+}
+
+/* The kernel's uid: with l->dynamic one no account has, claimed for it
+   alone (kuid.h); a restart keeps the one that owns its runtime dir (its
+   files there and in work/ are that uid's). */
+static korch_rc_t s_claim_uid(sandbox_launcher_t *l, sandbox_proc_t *p, const char *dir, korch_err_t *err)
+{
+    p->uid = l->uid;
+    p->gid = l->gid;
+    if (!l->dynamic)
+        return KORCH_OK;
+    struct stat st;
+    uid_t want = lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && korch_kuid_is_kernel(st.st_uid) ? st.st_uid : 0;
+    if (!(p->kuid = korch_kuid_claim(want, err)))
+        return err ? err->rc : KORCH_E_LAUNCH;
+    p->uid = korch_kuid_uid(p->kuid);
+    p->gid = (gid_t)p->uid;
+    return KORCH_OK;
+}
+
+/* The runtime dir for the kernel's uid: the kernel may have left anything
+   in the dir (a restart reuses it). */
 static korch_rc_t s_prepare_runtime(sandbox_launcher_t *l, sandbox_proc_t *p, const char *dir, korch_err_t *err)
 {
+    s_bound_runtime(l, p, dir);
     int rfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (rfd < 0)
         return korch_err_set(err, KORCH_E_IO, "cannot use runtime dir '%s': %s", dir, strerror(errno));
     korch_rc_t rc = KORCH_OK;
-    if (l->drop && fchown(rfd, l->uid, l->gid) != 0)
-        rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to uid %u: %s", dir, (unsigned)l->uid,
+    if (l->drop && fchown(rfd, p->uid, p->gid) != 0)
+        rc = korch_err_set(err, KORCH_E_IO, "cannot give runtime dir '%s' to uid %u: %s", dir, (unsigned)p->uid,
                            strerror(errno));
-    unlinkat(rfd, "kernel.log", 0); /* a name, never followed */
-    if (!rc) {
-        p->log_fd = openat(rfd, "kernel.log", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
-        if (p->log_fd < 0)
-            rc = korch_err_set(err, KORCH_E_IO, "cannot create '%s/kernel.log': %s", dir, strerror(errno));
-    }
     if (!rc && !p->workdir[0]) {
-        int wfd = korch_sandbox_open_dir(rfd, "work", true, l->drop, l->uid, l->gid);
+        int wfd = korch_sandbox_open_dir(rfd, "work", true, l->drop, p->uid, p->gid);
         if (wfd < 0)
             rc = korch_err_set(err, KORCH_E_IO, "cannot make the work dir '%s/work': %s", dir, strerror(errno));
         p->work_fd = wfd;
         snprintf(p->workdir, sizeof p->workdir, "%s/work", dir);
     } else if (!rc) {
         /* a host dir korch was given: its path is the user's, its contents the kernel's */
+        p->host_work = true;
         p->work_fd = open(p->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (p->work_fd < 0)
             rc = korch_err_set(err, KORCH_E_IO, "cannot use the work dir '%s': %s", p->workdir, strerror(errno));
@@ -79,7 +120,8 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
     korch_child_init(&p->child);
-    p->info_fd = p->log_fd = p->work_fd = -1;
+    p->info_fd = p->work_fd = -1;
+    int log_w = -1;
 
     const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
     if (!ipc_name) {
@@ -89,11 +131,16 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
     if (workdir)
         snprintf(p->workdir, sizeof p->workdir, "%s", workdir);
+    rc = s_claim_uid(l, p, req->runtime_dir, err);
+    if (rc)
+        goto out;
     rc = s_prepare_runtime(l, p, req->runtime_dir, err);
     if (rc)
         goto out;
-    if (workdir && l->o.workdir_give && l->drop)
-        korch_chown_tree(workdir, l->uid, l->gid);
+    if (workdir && l->o.workdir_give && l->drop) {
+        korch_chown_tree(workdir, p->uid, p->gid);
+        p->given = true;
+    }
 
     s_cgroup_name(l, req->kernel_id, cgname, sizeof cgname);
     korch_cgroup_limits_t lim = {.memory = l->o.memory, .nano_cpus = l->o.nano_cpus, .pids = l->o.pids_limit};
@@ -113,8 +160,8 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     snprintf(passwd, sizeof passwd,
              "root:x:0:0:root:/root:/usr/sbin/nologin\nkorch:x:%u:%u:korch:/home/korch:/bin/sh\n"
              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-             (unsigned)l->uid, (unsigned)l->gid);
-    snprintf(group, sizeof group, "root:x:0:\nkorch:x:%u:\nnogroup:x:65534:\n", (unsigned)l->gid);
+             (unsigned)p->uid, (unsigned)p->gid);
+    snprintf(group, sizeof group, "root:x:0:\nkorch:x:%u:\nnogroup:x:65534:\n", (unsigned)p->gid);
     static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
     if (conn_text) {
         fds[F_CONN] = korch_sandbox_memfd("korch-kernel.json", conn_text, strlen(conn_text));
@@ -197,9 +244,14 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     info[1] = -1;
     int binds[4] = {fds[F_WORK], fds[F_RUNTIME], fds[F_SPEC], -1};
     snprintf(what, sizeof what, "kernel '%s' in a sandbox", req->spec->name);
-    korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .out_fd = p->log_fd, .keep_fds = &fds[F_CONN],
+    /* its stdout and stderr into korch's bounded ring, never a file on the host */
+    if (!(p->log = korch_logpipe_new((size_t)l->o.log_max, &log_w, err))) {
+        rc = err ? err->rc : KORCH_E_NOMEM;
+        goto out;
+    }
+    korch_spawn_t sp = {.what = what, .argv = argv, .envp = env, .out_fd = log_w, .keep_fds = &fds[F_CONN],
                         .cgroup_fds = korch_cgroup_procs_fds(p->cg), .bind_fds = binds, .bind_at = S_BIND_AT, .new_session = true, .set_ids = l->drop,
-                        .uid = l->uid, .gid = l->gid};
+                        .uid = p->uid, .gid = p->gid};
     p->info_fd = info[0];
     info[0] = -1;
     /* the op finishes once bwrap has exec'd (spawn.h), from the loop */
@@ -207,7 +259,7 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     if (rc)
         goto out;
     korch_debug("started kernel '%s' in a sandbox: bwrap pid %d, uid %u, cgroup v%d %s", req->spec->name,
-                (int)p->child.pid, (unsigned)l->uid, korch_cgroup_version(p->cg), cgname);
+                (int)p->child.pid, (unsigned)p->uid, korch_cgroup_version(p->cg), cgname);
 out:
     korch_sandbox_args_clear(&a);
     korch_spawn_strv_free(argv);
@@ -219,13 +271,15 @@ out:
     for (int i = 0; i < 2; i++)
         if (info[i] >= 0)
             close(info[i]);
+    if (log_w >= 0)
+        close(log_w); /* the kernel has its copy */
     if (rc && p->child.pid > 0) {
         korch_sandbox_proc_free(&p->base); /* kills and reaps the child in the background */
     } else if (rc) {
         if (p->info_fd >= 0)
             close(p->info_fd);
-        if (p->log_fd >= 0)
-            close(p->log_fd);
+        korch_logpipe_destroy(&p->log);
+        korch_kuid_release(&p->kuid);
         if (p->work_fd >= 0)
             close(p->work_fd);
         korch_cgroup_destroy(&p->cg);

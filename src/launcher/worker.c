@@ -8,6 +8,7 @@
  *  after both). It knows no op and no proc: launcher.c's file ops are
  *  work like any other (backend.h).
  */
+#include "hostdir.h"
 #include "backend.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -154,7 +155,14 @@ void korch_backend_host(korch_launcher_t *l, void (*run)(void *arg), void (*done
     }
 }
 
-static void s_rm_dir_run(void *arg) { korch_fs_rm_tree(arg); }
+/* A kernel's runtime dir may be a launcher's tmpfs (the sandbox's): off
+   first, then whatever is left underneath. */
+static void s_rm_dir_run(void *arg)
+{
+    if (korch_hostdir_unmount(arg) != 0)
+        korch_warn("cannot unmount the tmpfs on runtime dir '%s': %s", (const char *)arg, strerror(errno));
+    korch_fs_rm_tree(arg);
+}
 
 void korch_launcher_remove_dir(korch_launcher_t *l, const char *dir)
 {

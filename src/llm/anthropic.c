@@ -18,30 +18,18 @@
 #include "provider.h"
 
 #include <stdio.h>
-#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define S_MAX_BLOCKS 256
 
+/* The content blocks of the reply, by their index: which are tool calls,
+   and their place among the reply's calls. */
 typedef struct {
-    bool tool;
-    int call;                   /* a tool_use block's place among the reply's tool calls */
-    char *id, *name;
-    korch_buf_t json;       /* input_json_delta fragments */
-} s_block_t;
-
-typedef struct {
-    korch_llm_t *llm;
-    const korch_llm_cb_t *cb;
-    korch_llm_reply_t *reply;
-    korch_buf_t text;
-    s_block_t blocks[S_MAX_BLOCKS];
-    int nblocks;
+    bool tool[S_MAX_BLOCKS];
+    int call[S_MAX_BLOCKS];
     int ncalls;                 /* tool_use blocks begun */
-    bool started, stopped;
-    char stop_reason[32];
-} s_stream_t;
+} s_blocks_t;
 
 /* ---- request ---- */
 
@@ -223,129 +211,31 @@ static char *s_body(const korch_llm_t *llm, const korch_llm_request_t *req, size
     return s;
 }
 
+/* The body and where it goes: {base}/v1/messages, the key in x-api-key. */
+static char *s_request(korch_llm_t *llm, const korch_llm_request_t *req, korch_llm_target_t *to, size_t *len)
+{
+    snprintf(to->url, sizeof to->url, "%s/v1/messages", llm->base_url);
+    to->headers[0] = "anthropic-version: 2023-06-01";
+    if (llm->api_key) {
+        snprintf(to->secret, sizeof to->secret, "x-api-key: %s", llm->api_key);
+        to->headers[1] = to->secret;
+    }
+    return s_body(llm, req, len);
+}
+
 /* ---- stream ---- */
 
-static s_block_t *s_block(s_stream_t *st, const json_t *ev, korch_err_t *err)
+/* The event's content block index, or -1 (said in err). */
+static int s_block(korch_llm_stream_t *st, const json_t *ev, korch_err_t *err)
 {
     json_t *j = json_object_get(ev, "index");
     json_int_t idx = json_is_integer(j) ? json_integer_value(j) : -1;
     if (idx < 0 || idx >= S_MAX_BLOCKS) {
         korch_err_set(err, KORCH_E_PROTOCOL, "the %s stream sent content block index %lld (0 to %d are understood)",
                       st->llm->prov->name, (long long)idx, S_MAX_BLOCKS - 1);
-        return NULL;
+        return -1;
     }
-    if (idx >= st->nblocks)
-        st->nblocks = (int)idx + 1;
-    if (!st->blocks[idx].json.max) /* the first event of this block */
-        korch_buf_init(&st->blocks[idx].json, st->llm->opts.max_reply_bytes, "max_reply_bytes");
-    return &st->blocks[idx];
-}
-
-static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, korch_err_t *err)
-{
-    s_stream_t *st = arg;
-    const char *name = st->llm->prov->name;
-    korch_rc_t rc = KORCH_OK;
-    json_error_t jerr;
-    json_t *ev = json_loadb(data, len, 0, &jerr);
-    if (!json_is_object(ev)) {
-        rc = korch_err_set(err, KORCH_E_PROTOCOL, "the %s stream sent an event that is not a JSON object: %s (%.80s)",
-                           name, jerr.text, data);
-        goto out;
-    }
-    const char *type = korch_llm_jstr(ev, "type", event);
-    s_block_t *b;
-    if (strcmp(type, "message_start") == 0) {
-        st->started = true;
-        json_t *usage = json_object_get(json_object_get(ev, "message"), "usage");
-        json_t *in = json_object_get(usage, "input_tokens");
-        if (json_is_integer(in)) {
-            /* cached prompt tokens are counted apart */
-            json_int_t n = json_integer_value(in);
-            json_t *cc = json_object_get(usage, "cache_creation_input_tokens");
-            json_t *cr = json_object_get(usage, "cache_read_input_tokens");
-            n += json_is_integer(cc) ? json_integer_value(cc) : 0;
-            n += json_is_integer(cr) ? json_integer_value(cr) : 0;
-            st->reply->input_tokens = n;
-        }
-        json_t *outt = json_object_get(usage, "output_tokens");
-        if (json_is_integer(outt))
-            st->reply->output_tokens = json_integer_value(outt);
-    } else if (strcmp(type, "content_block_start") == 0) {
-        if (!(b = s_block(st, ev, err))) {
-            rc = err ? err->rc : KORCH_E_PROTOCOL;
-            goto out;
-        }
-        json_t *cb = json_object_get(ev, "content_block");
-        const char *btype = korch_llm_jstr(cb, "type", "");
-        if (strcmp(btype, "tool_use") == 0) {
-            if (!b->tool)
-                b->call = st->ncalls++;
-            b->tool = true;
-            free(b->id);
-            free(b->name);
-            b->id = strdup(korch_llm_jstr(cb, "id", ""));
-            b->name = strdup(korch_llm_jstr(cb, "name", ""));
-            /* a complete input given at the start (none in practice) */
-            json_t *input = json_object_get(cb, "input");
-            if (json_object_size(input)) {
-                char *s = korch_llm_dumps(input);
-                if (s)
-                    rc = korch_buf_add(&b->json, s, strlen(s), "tool call", err);
-                if (s && !rc && st->cb && st->cb->on_tool_delta)
-                    st->cb->on_tool_delta(b->call, b->name ? b->name : "", s, strlen(s), st->cb->arg);
-                free(s);
-            }
-        } else if (strcmp(btype, "text") == 0) {
-            const char *t = korch_llm_jstr(cb, "text", "");
-            if (*t) {
-                rc = korch_buf_add(&st->text, t, strlen(t), "reply text", err);
-                if (!rc && st->cb && st->cb->on_text)
-                    st->cb->on_text(t, strlen(t), st->cb->arg);
-            }
-        }
-    } else if (strcmp(type, "content_block_delta") == 0) {
-        if (!(b = s_block(st, ev, err))) {
-            rc = err ? err->rc : KORCH_E_PROTOCOL;
-            goto out;
-        }
-        json_t *d = json_object_get(ev, "delta");
-        const char *dtype = korch_llm_jstr(d, "type", "");
-        if (strcmp(dtype, "text_delta") == 0) {
-            json_t *t = json_object_get(d, "text");
-            if (json_string_length(t)) {
-                rc = korch_buf_add(&st->text, json_string_value(t), json_string_length(t), "reply text", err);
-                if (!rc && st->cb && st->cb->on_text)
-                    st->cb->on_text(json_string_value(t), json_string_length(t), st->cb->arg);
-            }
-        } else if (strcmp(dtype, "input_json_delta") == 0) {
-            json_t *pj = json_object_get(d, "partial_json");
-            if (json_string_length(pj) && b->tool) {
-                rc = korch_buf_add(&b->json, json_string_value(pj), json_string_length(pj), "tool call", err);
-                if (!rc && st->cb && st->cb->on_tool_delta)
-                    st->cb->on_tool_delta(b->call, b->name ? b->name : "", json_string_value(pj),
-                                          json_string_length(pj), st->cb->arg);
-            }
-        }
-        /* thinking_delta, signature_delta, citations_delta: not shown */
-    } else if (strcmp(type, "message_delta") == 0) {
-        const char *sr = korch_llm_jstr(json_object_get(ev, "delta"), "stop_reason", NULL);
-        if (sr)
-            snprintf(st->stop_reason, sizeof st->stop_reason, "%s", sr);
-        json_t *outt = json_object_get(json_object_get(ev, "usage"), "output_tokens");
-        if (json_is_integer(outt))
-            st->reply->output_tokens = json_integer_value(outt);
-    } else if (strcmp(type, "message_stop") == 0) {
-        st->stopped = true;
-    } else if (strcmp(type, "error") == 0) {
-        char msg[600];
-        korch_llm_api_message(data, len, msg, sizeof msg);
-        rc = korch_err_set(err, KORCH_E_HTTP, "the %s API reported an error in mid-stream: %s", name, msg);
-    }
-    /* ping, content_block_stop and unknown events: nothing to do */
-out:
-    json_decref(ev);
-    return rc;
+    return (int)idx;
 }
 
 static const char *s_finish(const char *stop_reason)
@@ -361,55 +251,76 @@ static const char *s_finish(const char *stop_reason)
     return stop_reason;
 }
 
-static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const korch_llm_cb_t *cb,
-                         korch_llm_reply_t *reply, korch_err_t *err)
+/* One event: usage at message_start and message_delta, text and tool_use
+   blocks, the stop reason, message_stop the end. ("error" events are the
+   skeleton's.) */
+static korch_rc_t s_event(korch_llm_stream_t *st, const char *event, json_t *ev, korch_err_t *err)
 {
+    s_blocks_t *bl = st->priv;
     korch_rc_t rc = KORCH_OK;
-    s_stream_t st = {.llm = llm, .cb = cb, .reply = reply};
-    korch_buf_init(&st.text, llm->opts.max_reply_bytes, "max_reply_bytes");
-    korch_llm_sse_t sse;
-    korch_llm_sse_init(&sse, llm->opts.max_reply_bytes, s_event, &st);
-    size_t blen = 0;
-    char *body = s_body(llm, req, &blen);
-    char url[2048], key[1024] = "";
-    snprintf(url, sizeof url, "%s/v1/messages", llm->base_url);
-    const char *headers[3] = {"anthropic-version: 2023-06-01", NULL, NULL};
-    if (llm->api_key) {
-        snprintf(key, sizeof key, "x-api-key: %s", llm->api_key);
-        headers[1] = key;
-    }
-    korch_llm_post_t post = {url, headers, body, blen, korch_llm_sse_line, &sse};
-    rc = korch_llm_http_post(llm, &post, cb, &reply->attempts, err);
-    if (rc)
-        goto out;
-    if (!st.stopped) {
-        rc = korch_err_set(err, KORCH_E_HTTP, "the %s stream was cut before its end (no message_stop event)",
-                           llm->prov->name);
-        goto out;
-    }
-    reply->text = korch_buf_strdup(&st.text);
-    reply->tool_calls = json_array();
-    if (!reply->text || !reply->tool_calls) {
-        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < st.nblocks && !rc; i++) {
-        s_block_t *b = &st.blocks[i];
-        if (b->tool)
-            rc = korch_llm_add_call(reply->tool_calls, b->id, b->name, b->json.p ? b->json.p : "", b->json.len, err);
-    }
-    snprintf(reply->finish, sizeof reply->finish, "%s",
-             st.stop_reason[0] ? s_finish(st.stop_reason) : json_array_size(reply->tool_calls) ? "tool_calls" : "stop");
-out:
-    for (int i = 0; i < st.nblocks; i++) {
-        free(st.blocks[i].id);
-        free(st.blocks[i].name);
-        korch_buf_free(&st.blocks[i].json);
-    }
-    korch_buf_free(&st.text);
-    korch_llm_sse_free(&sse);
-    OPENSSL_cleanse(key, sizeof key); /* not optimised away, unlike memset */
-    free(body);
+    const char *type = korch_llm_jstr(ev, "type", event ? event : "");
+    int b;
+    if (strcmp(type, "message_start") == 0) {
+        json_t *usage = json_object_get(json_object_get(ev, "message"), "usage");
+        json_t *in = json_object_get(usage, "input_tokens");
+        if (json_is_integer(in)) {
+            /* cached prompt tokens are counted apart */
+            json_int_t n = json_integer_value(in);
+            json_t *cc = json_object_get(usage, "cache_creation_input_tokens");
+            json_t *cr = json_object_get(usage, "cache_read_input_tokens");
+            n += json_is_integer(cc) ? json_integer_value(cc) : 0;
+            n += json_is_integer(cr) ? json_integer_value(cr) : 0;
+            st->reply->input_tokens = n;
+        }
+        json_t *outt = json_object_get(usage, "output_tokens");
+        if (json_is_integer(outt))
+            st->reply->output_tokens = json_integer_value(outt);
+    } else if (strcmp(type, "content_block_start") == 0) {
+        if ((b = s_block(st, ev, err)) < 0)
+            return err ? err->rc : KORCH_E_PROTOCOL;
+        json_t *cb = json_object_get(ev, "content_block");
+        const char *btype = korch_llm_jstr(cb, "type", "");
+        if (strcmp(btype, "tool_use") == 0) {
+            if (!bl->tool[b])
+                bl->call[b] = bl->ncalls++;
+            bl->tool[b] = true;
+            rc = korch_llm_stream_call(st, bl->call[b], korch_llm_jstr(cb, "id", ""), korch_llm_jstr(cb, "name", ""),
+                                       true, err);
+            /* a complete input given at the start (none in practice) */
+            json_t *input = json_object_get(cb, "input");
+            if (!rc && json_object_size(input)) {
+                char *s = korch_llm_dumps(input);
+                if (s)
+                    rc = korch_llm_stream_args(st, bl->call[b], s, strlen(s), err);
+                free(s);
+            }
+        } else if (strcmp(btype, "text") == 0) {
+            const char *t = korch_llm_jstr(cb, "text", "");
+            rc = korch_llm_stream_text(st, t, strlen(t), err);
+        }
+    } else if (strcmp(type, "content_block_delta") == 0) {
+        if ((b = s_block(st, ev, err)) < 0)
+            return err ? err->rc : KORCH_E_PROTOCOL;
+        json_t *d = json_object_get(ev, "delta");
+        const char *dtype = korch_llm_jstr(d, "type", "");
+        if (strcmp(dtype, "text_delta") == 0) {
+            json_t *t = json_object_get(d, "text");
+            rc = korch_llm_stream_text(st, json_string_value(t), json_string_length(t), err);
+        } else if (strcmp(dtype, "input_json_delta") == 0 && bl->tool[b]) {
+            json_t *pj = json_object_get(d, "partial_json");
+            rc = korch_llm_stream_args(st, bl->call[b], json_string_value(pj), json_string_length(pj), err);
+        }
+        /* thinking_delta, signature_delta, citations_delta: not shown */
+    } else if (strcmp(type, "message_delta") == 0) {
+        const char *sr = korch_llm_jstr(json_object_get(ev, "delta"), "stop_reason", NULL);
+        if (sr)
+            korch_llm_stream_finish(st, s_finish(sr));
+        json_t *outt = json_object_get(json_object_get(ev, "usage"), "output_tokens");
+        if (json_is_integer(outt))
+            st->reply->output_tokens = json_integer_value(outt);
+    } else if (strcmp(type, "message_stop") == 0)
+        korch_llm_stream_end(st);
+    /* ping, content_block_stop and unknown events: nothing to do */
     return rc;
 }
 
@@ -419,5 +330,9 @@ const korch_llm_provider_t korch_llm_anthropic = {
     .url_env = "ANTHROPIC_BASE_URL",
     .default_url = "https://api.anthropic.com",
     .key_required = true,
-    .chat = s_chat,
+    .chat = korch_llm_stream_chat,
+    .request = s_request,
+    .end = "no message_stop event",
+    .event = s_event,
+    .priv_size = sizeof(s_blocks_t),
 };

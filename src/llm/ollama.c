@@ -16,16 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    korch_llm_t *llm;
-    const korch_llm_cb_t *cb;
-    korch_llm_reply_t *reply;
-    korch_buf_t text;
-    json_t *calls;              /* CALLs as they come */
-    bool done;
-    char done_reason[32];
-} s_stream_t;
-
 static json_t *s_images(const json_t *images)
 {
     json_t *out = json_array();
@@ -129,112 +119,51 @@ static char *s_body(const korch_llm_t *llm, const korch_llm_request_t *req, size
     return s;
 }
 
-static korch_rc_t s_line(void *arg, char *line, size_t len, korch_err_t *err)
+/* The body and where it goes: {OLLAMA_HOST}/api/chat, no key. */
+static char *s_request(korch_llm_t *llm, const korch_llm_request_t *req, korch_llm_target_t *to, size_t *len)
 {
-    s_stream_t *st = arg;
-    const char *name = st->llm->prov->name;
-    while (len && (line[len - 1] == ' ' || line[len - 1] == '\t'))
-        len--;
-    if (!len)
-        return KORCH_OK;
-    korch_rc_t rc = KORCH_OK;
-    json_error_t jerr;
-    json_t *obj = json_loadb(line, len, 0, &jerr);
-    if (!json_is_object(obj)) {
-        rc = korch_err_set(err, KORCH_E_PROTOCOL, "the %s stream sent a line that is not a JSON object: %s (%.80s)", name,
-                           jerr.text, line);
-        goto out;
-    }
-    json_t *e = json_object_get(obj, "error");
-    if (e && !json_is_null(e)) {
-        char msg[600];
-        korch_llm_api_message(line, len, msg, sizeof msg);
-        rc = korch_err_set(err, KORCH_E_HTTP, "the %s API reported an error in mid-stream: %s", name, msg);
-        goto out;
-    }
+    snprintf(to->url, sizeof to->url, "%s/api/chat", llm->base_url);
+    return s_body(llm, req, len);
+}
+
+/* One line: the message's text, its tool calls (each whole, in one
+   fragment; korch makes the ids Ollama does not give), the counts and the
+   end at "done". ({"error": ...} lines are the skeleton's.) */
+static korch_rc_t s_event(korch_llm_stream_t *st, const char *event, json_t *obj, korch_err_t *err)
+{
     json_t *msg = json_object_get(obj, "message");
     json_t *content = json_object_get(msg, "content");
-    if (json_string_length(content)) {
-        rc = korch_buf_add(&st->text, json_string_value(content), json_string_length(content), "reply text", err);
-        if (rc)
-            goto out;
-        if (st->cb && st->cb->on_text)
-            st->cb->on_text(json_string_value(content), json_string_length(content), st->cb->arg);
-    }
+    korch_rc_t rc = korch_llm_stream_text(st, json_string_value(content), json_string_length(content), err);
     size_t i;
     json_t *tc;
     json_array_foreach(json_object_get(msg, "tool_calls"), i, tc) {
+        if (rc)
+            break;
         json_t *fn = json_object_get(tc, "function");
         json_t *args = json_object_get(fn, "arguments");
         char *raw = json_is_string(args) ? strdup(json_string_value(args)) : args ? korch_llm_dumps(args) : strdup("");
         char id[48];
         const char *given = korch_llm_jstr(tc, "id", NULL);
         snprintf(id, sizeof id, "call_%lu", ++st->llm->call_seq);
-        if (!raw) {
+        int n = korch_llm_stream_ncalls(st);
+        if (!raw)
             rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-            goto out;
-        }
-        /* the arguments come whole: one fragment */
-        if (st->cb && st->cb->on_tool_delta && *raw)
-            st->cb->on_tool_delta((int)json_array_size(st->calls), korch_llm_jstr(fn, "name", ""), raw, strlen(raw),
-                                  st->cb->arg);
-        rc = korch_llm_add_call(st->calls, given && *given ? given : id, korch_llm_jstr(fn, "name", ""), raw, strlen(raw),
-                                err);
+        if (!rc)
+            rc = korch_llm_stream_call(st, n, given && *given ? given : id, korch_llm_jstr(fn, "name", ""), true, err);
+        if (!rc)
+            rc = korch_llm_stream_args(st, n, raw, strlen(raw), err);
         free(raw);
-        if (rc)
-            goto out;
     }
-    if (json_is_true(json_object_get(obj, "done"))) {
-        st->done = true;
-        snprintf(st->done_reason, sizeof st->done_reason, "%s", korch_llm_jstr(obj, "done_reason", ""));
+    if (!rc && json_is_true(json_object_get(obj, "done"))) {
+        /* ollama says "stop" after tool calls too */
+        korch_llm_stream_finish(st, korch_llm_stream_ncalls(st) ? "tool_calls" : korch_llm_jstr(obj, "done_reason", ""));
+        korch_llm_stream_end(st);
         json_t *p = json_object_get(obj, "prompt_eval_count"), *c = json_object_get(obj, "eval_count");
         if (json_is_integer(p))
             st->reply->input_tokens = json_integer_value(p);
         if (json_is_integer(c))
             st->reply->output_tokens = json_integer_value(c);
     }
-out:
-    json_decref(obj);
-    return rc;
-}
-
-static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const korch_llm_cb_t *cb,
-                         korch_llm_reply_t *reply, korch_err_t *err)
-{
-    korch_rc_t rc = KORCH_OK;
-    s_stream_t st = {.llm = llm, .cb = cb, .reply = reply, .calls = json_array()};
-    korch_buf_init(&st.text, llm->opts.max_reply_bytes, "max_reply_bytes");
-    size_t blen = 0;
-    char *body = s_body(llm, req, &blen);
-    char url[2048];
-    snprintf(url, sizeof url, "%s/api/chat", llm->base_url);
-    if (!st.calls) {
-        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    korch_llm_post_t post = {url, NULL, body, blen, s_line, &st};
-    rc = korch_llm_http_post(llm, &post, cb, &reply->attempts, err);
-    if (rc)
-        goto out;
-    if (!st.done) {
-        rc = korch_err_set(err, KORCH_E_HTTP, "the %s stream was cut before its end (no line with \"done\": true)",
-                           llm->prov->name);
-        goto out;
-    }
-    reply->text = korch_buf_strdup(&st.text);
-    reply->tool_calls = st.calls;
-    st.calls = NULL;
-    if (!reply->text) {
-        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    /* ollama says "stop" after tool calls too */
-    const char *finish = json_array_size(reply->tool_calls) ? "tool_calls" : st.done_reason[0] ? st.done_reason : "stop";
-    snprintf(reply->finish, sizeof reply->finish, "%s", finish);
-out:
-    json_decref(st.calls);
-    korch_buf_free(&st.text);
-    free(body);
     return rc;
 }
 
@@ -244,5 +173,9 @@ const korch_llm_provider_t korch_llm_ollama = {
     .url_env = "OLLAMA_HOST",
     .default_url = "http://127.0.0.1:11434",
     .key_required = false,
-    .chat = s_chat,
+    .chat = korch_llm_stream_chat,
+    .request = s_request,
+    .ndjson = true,
+    .end = "no line with \"done\": true",
+    .event = s_event,
 };

@@ -19,27 +19,8 @@
 #include "provider.h"
 
 #include <stdio.h>
-#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define S_MAX_CALLS 128
-
-typedef struct {
-    char *id, *name;
-    korch_buf_t args;
-} s_call_t;
-
-typedef struct {
-    korch_llm_t *llm;
-    const korch_llm_cb_t *cb;
-    korch_llm_reply_t *reply;
-    korch_buf_t text;
-    s_call_t calls[S_MAX_CALLS];
-    int ncalls;                 /* highest index + 1 */
-    bool done;                  /* [DONE] seen */
-    char finish[32];
-} s_stream_t;
 
 /* ---- request ---- */
 
@@ -188,33 +169,24 @@ static char *s_body(const korch_llm_t *llm, const korch_llm_request_t *req, size
     return s;
 }
 
+/* The body and where it goes: {base}/chat/completions, the key as a bearer token. */
+static char *s_request(korch_llm_t *llm, const korch_llm_request_t *req, korch_llm_target_t *to, size_t *len)
+{
+    snprintf(to->url, sizeof to->url, "%s/chat/completions", llm->base_url);
+    if (llm->api_key) {
+        snprintf(to->secret, sizeof to->secret, "Authorization: Bearer %s", llm->api_key);
+        to->headers[0] = to->secret;
+    }
+    return s_body(llm, req, len);
+}
+
 /* ---- stream ---- */
 
-static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, korch_err_t *err)
+/* One chunk: usage, the delta's text (or refusal), tool-call fragments, the
+   finish reason. ([DONE] and "error" chunks are the skeleton's.) */
+static korch_rc_t s_event(korch_llm_stream_t *st, const char *event, json_t *chunk, korch_err_t *err)
 {
-    s_stream_t *st = arg;
-    const char *name = st->llm->prov->name;
-    if (len == 6 && memcmp(data, "[DONE]", 6) == 0) {
-        st->done = true;
-        return KORCH_OK;
-    }
-    json_error_t jerr;
-    json_t *chunk = json_loadb(data, len, 0, &jerr);
     korch_rc_t rc = KORCH_OK;
-    if (!json_is_object(chunk)) {
-        rc = korch_err_set(err, KORCH_E_PROTOCOL, "the %s stream sent an event that is not a JSON object: %s (%.80s)",
-                           name, jerr.text, data);
-        goto out;
-    }
-    json_t *e = json_object_get(chunk, "error");
-    if (e && !json_is_null(e)) {
-        char *s = korch_llm_dumps(chunk);
-        char msg[600];
-        korch_llm_api_message(s, s ? strlen(s) : 0, msg, sizeof msg);
-        free(s);
-        rc = korch_err_set(err, KORCH_E_HTTP, "the %s API reported an error in mid-stream: %s", name, msg);
-        goto out;
-    }
     json_t *usage = json_object_get(chunk, "usage");
     if (json_is_object(usage)) {
         json_t *p = json_object_get(usage, "prompt_tokens"), *c = json_object_get(usage, "completion_tokens");
@@ -225,118 +197,35 @@ static korch_rc_t s_event(void *arg, const char *event, char *data, size_t len, 
     }
     json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
     if (!choice)
-        goto out;
+        return KORCH_OK;
     json_t *delta = json_object_get(choice, "delta");
-    const char *text = korch_llm_jstr(delta, "content", NULL);
-    if (!text)
-        text = korch_llm_jstr(delta, "refusal", NULL);
-    if (text && *text) {
-        size_t tl = json_string_length(json_object_get(delta, "content") ? json_object_get(delta, "content")
-                                                                           : json_object_get(delta, "refusal"));
-        rc = korch_buf_add(&st->text, text, tl, "reply text", err);
-        if (rc)
-            goto out;
-        if (st->cb && st->cb->on_text)
-            st->cb->on_text(text, tl, st->cb->arg);
-    }
+    json_t *text = json_object_get(delta, "content");
+    if (!json_is_string(text))
+        text = json_object_get(delta, "refusal");
+    if (json_is_string(text))
+        rc = korch_llm_stream_text(st, json_string_value(text), json_string_length(text), err);
     size_t i;
     json_t *tc;
     json_array_foreach(json_object_get(delta, "tool_calls"), i, tc) {
+        if (rc)
+            break;
         json_t *jidx = json_object_get(tc, "index");
         json_int_t idx = json_is_integer(jidx) ? json_integer_value(jidx) : (json_int_t)i;
-        if (idx < 0 || idx >= S_MAX_CALLS) {
-            rc = korch_err_set(err, KORCH_E_PROTOCOL, "the %s stream sent tool call index %lld (at most %d are kept)",
-                               name, (long long)idx, S_MAX_CALLS);
-            goto out;
-        }
-        s_call_t *call = &st->calls[idx];
-        if (idx >= st->ncalls)
-            st->ncalls = (int)idx + 1;
-        if (!call->args.max) /* the first delta of this call */
-            korch_buf_init(&call->args, st->llm->opts.max_reply_bytes, "max_reply_bytes");
-        const char *id = korch_llm_jstr(tc, "id", NULL);
         json_t *fn = json_object_get(tc, "function");
-        const char *fname = korch_llm_jstr(fn, "name", NULL);
-        if (id && *id && !call->id)
-            call->id = strdup(id);
-        if (fname && *fname && !call->name)
-            call->name = strdup(fname);
+        rc = korch_llm_stream_call(st, idx, korch_llm_jstr(tc, "id", NULL), korch_llm_jstr(fn, "name", NULL), false, err);
         json_t *args = json_object_get(fn, "arguments");
-        char *dumped = json_is_object(args) ? korch_llm_dumps(args) : NULL; /* some servers copying the API send the object itself */
-        const char *frag = json_is_string(args) ? json_string_value(args) : dumped;
-        size_t flen = json_is_string(args) ? json_string_length(args) : dumped ? strlen(dumped) : 0;
-        if (json_is_object(args) && !dumped)
+        /* some servers copying the API send the object itself */
+        char *dumped = json_is_object(args) ? korch_llm_dumps(args) : NULL;
+        if (!rc && json_is_object(args) && !dumped)
             rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        else if (frag && flen) {
-            rc = korch_buf_add(&call->args, frag, flen, "tool call", err);
-            if (!rc && st->cb && st->cb->on_tool_delta)
-                st->cb->on_tool_delta((int)idx, call->name ? call->name : "", frag, flen, st->cb->arg);
-        }
+        else if (!rc && json_is_string(args))
+            rc = korch_llm_stream_args(st, idx, json_string_value(args), json_string_length(args), err);
+        else if (!rc && dumped)
+            rc = korch_llm_stream_args(st, idx, dumped, strlen(dumped), err);
         free(dumped);
-        if (rc)
-            goto out;
     }
-    const char *finish = korch_llm_jstr(choice, "finish_reason", NULL);
-    if (finish)
-        snprintf(st->finish, sizeof st->finish, "%s", finish);
-out:
-    json_decref(chunk);
-    return rc;
-}
-
-static korch_rc_t s_chat(korch_llm_t *llm, const korch_llm_request_t *req, const korch_llm_cb_t *cb,
-                         korch_llm_reply_t *reply, korch_err_t *err)
-{
-    korch_rc_t rc = KORCH_OK;
-    s_stream_t st = {.llm = llm, .cb = cb, .reply = reply};
-    korch_buf_init(&st.text, llm->opts.max_reply_bytes, "max_reply_bytes");
-    korch_llm_sse_t sse;
-    korch_llm_sse_init(&sse, llm->opts.max_reply_bytes, s_event, &st);
-    size_t blen = 0;
-    char *body = s_body(llm, req, &blen);
-    char url[2048], auth[1024];
-    snprintf(url, sizeof url, "%s/chat/completions", llm->base_url);
-    const char *headers[2] = {NULL, NULL};
-    if (llm->api_key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", llm->api_key);
-        headers[0] = auth;
-    }
-    korch_llm_post_t post = {url, headers, body, blen, korch_llm_sse_line, &sse};
-    rc = korch_llm_http_post(llm, &post, cb, &reply->attempts, err);
-    if (rc)
-        goto out;
-    if (!st.done) {
-        rc = korch_err_set(err, KORCH_E_HTTP, "the %s stream was cut before its end (no 'data: [DONE]')", llm->prov->name);
-        goto out;
-    }
-    reply->text = korch_buf_strdup(&st.text);
-    reply->tool_calls = json_array();
-    if (!reply->text || !reply->tool_calls) {
-        rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < st.ncalls && !rc; i++) {
-        s_call_t *c = &st.calls[i];
-        if (!c->name && !c->args.len)
-            continue;
-        char gen[32];
-        snprintf(gen, sizeof gen, "call_%lu", ++llm->call_seq);
-        rc = korch_llm_add_call(reply->tool_calls, c->id ? c->id : gen, c->name, c->args.p ? c->args.p : "",
-                                c->args.len, err);
-    }
-    snprintf(reply->finish, sizeof reply->finish, "%s",
-             st.finish[0] ? st.finish : json_array_size(reply->tool_calls) ? "tool_calls" : "stop");
-out:
-    for (int i = 0; i < st.ncalls; i++) {
-        free(st.calls[i].id);
-        free(st.calls[i].name);
-        korch_buf_free(&st.calls[i].args);
-    }
-    korch_buf_free(&st.text);
-    korch_llm_sse_free(&sse);
-    if (llm->api_key)
-        OPENSSL_cleanse(auth, sizeof auth);
-    free(body);
+    if (!rc)
+        korch_llm_stream_finish(st, korch_llm_jstr(choice, "finish_reason", NULL));
     return rc;
 }
 
@@ -346,5 +235,9 @@ const korch_llm_provider_t korch_llm_openai = {
     .url_env = "OPENAI_BASE_URL",
     .default_url = "https://api.openai.com/v1",
     .key_required = true,
-    .chat = s_chat,
+    .chat = korch_llm_stream_chat,
+    .request = s_request,
+    .sentinel = "[DONE]",
+    .end = "no 'data: [DONE]'",
+    .event = s_event,
 };

@@ -17,6 +17,17 @@
 #include <stddef.h>
 #include <time.h>
 
+typedef struct korch_llm_stream korch_llm_stream_t;
+
+/* Where and how a streaming provider's request goes: filled in by its
+   request(); secret holds what a header carries of the key (cleansed by
+   the skeleton after the call). */
+typedef struct {
+    char url[2048];
+    const char *headers[4];     /* "Name: value", NULL-terminated */
+    char secret[1024];
+} korch_llm_target_t;
+
 typedef struct {
     const char *name;           /* "openai" */
     const char *key_env;        /* "OPENAI_API_KEY", or NULL when no key is used */
@@ -28,9 +39,22 @@ typedef struct {
     /* Optional: free llm->priv. */
     void (*fini)(korch_llm_t *llm);
     /* One call; reply is zeroed with tokens at -1 by the caller. On failure
-       the caller clears whatever reply holds. */
+       the caller clears whatever reply holds. The streaming providers use
+       korch_llm_stream_chat (stream.c) and fill in the part below. */
     korch_rc_t (*chat)(korch_llm_t *llm, const korch_llm_request_t *req, const korch_llm_cb_t *cb,
                        korch_llm_reply_t *reply, korch_err_t *err);
+    /* ---- what differs between streaming providers (stream.c does the rest) ---- */
+    /* The request body (new JSON text, *len its length; NULL when it cannot
+       be made) and where it goes. */
+    char *(*request)(korch_llm_t *llm, const korch_llm_request_t *req, korch_llm_target_t *to, size_t *len);
+    bool ndjson;                /* the stream is NDJSON lines (else server-sent events) */
+    const char *sentinel;       /* an SSE data that ends the stream ("[DONE]"), or NULL */
+    const char *end;            /* what a cut stream lacks: "no 'data: [DONE]'" */
+    /* One event of the stream (a JSON object, not an error): map it onto st
+       with korch_llm_stream_text / _call / _args / _end; event is the SSE
+       event name (NULL for NDJSON). */
+    korch_rc_t (*event)(korch_llm_stream_t *st, const char *event, json_t *obj, korch_err_t *err);
+    size_t priv_size;           /* st->priv for event() */
 } korch_llm_provider_t;
 
 struct korch_llm {
@@ -107,6 +131,52 @@ void korch_llm_sse_init(korch_llm_sse_t *sse, size_t max, korch_llm_sse_fn on_ev
 void korch_llm_sse_free(korch_llm_sse_t *sse);
 /* A korch_llm_line_fn: arg is the korch_llm_sse_t. */
 korch_rc_t korch_llm_sse_line(void *arg, char *line, size_t len, korch_err_t *err);
+
+/* ---- the streaming chat skeleton (stream.c) ----
+ *  One call of a streaming provider: the request its table builds, POSTed
+ *  with retries (korch_llm_http_post), the stream framed as SSE or NDJSON,
+ *  every event that is not JSON or is an API error refused with a message,
+ *  the rest mapped by the provider's event() onto the reassembly below:
+ *  the reply's text, its tool calls (by index: id, name, argument
+ *  fragments joined), its finish reason, its end. The callbacks (on_text,
+ *  on_tool_delta) are called as the pieces come.
+ */
+#define KORCH_LLM_MAX_CALLS 128     /* tool calls of one reply */
+
+struct korch_llm_stream {
+    korch_llm_t *llm;
+    korch_llm_reply_t *reply;   /* the provider sets its token counts */
+    const korch_llm_cb_t *cb;
+    void *priv;                 /* the provider's state for this stream: priv_size zeroed bytes */
+    /* private to stream.c */
+    korch_buf_t text;
+    struct {
+        char *id, *name;
+        korch_buf_t args;
+    } calls[KORCH_LLM_MAX_CALLS];
+    int ncalls;                 /* highest index + 1 */
+    bool ended;
+    char finish[32];
+};
+
+korch_rc_t korch_llm_stream_chat(korch_llm_t *llm, const korch_llm_request_t *req, const korch_llm_cb_t *cb,
+                                 korch_llm_reply_t *reply, korch_err_t *err);
+/* Reply text as it comes (on_text). */
+korch_rc_t korch_llm_stream_text(korch_llm_stream_t *st, const char *text, size_t len, korch_err_t *err);
+/* Tool call number index: its id and name (NULL or "": not given). Kept
+   when first given, or replaced each time when replace is true. */
+korch_rc_t korch_llm_stream_call(korch_llm_stream_t *st, long long index, const char *id, const char *name,
+                                 bool replace, korch_err_t *err);
+/* A fragment of tool call index's arguments (on_tool_delta). */
+korch_rc_t korch_llm_stream_args(korch_llm_stream_t *st, long long index, const char *frag, size_t len,
+                                 korch_err_t *err);
+/* The finish reason (stop, length, tool_calls, content_filter, or the
+   API's word). None given: tool_calls when there are calls, else stop. */
+void korch_llm_stream_finish(korch_llm_stream_t *st, const char *finish);
+/* The stream's end as the API marks it (without it the stream was cut). */
+void korch_llm_stream_end(korch_llm_stream_t *st);
+/* Tool calls begun so far (highest index + 1). */
+int korch_llm_stream_ncalls(const korch_llm_stream_t *st);
 
 /* ---- small JSON helpers ---- */
 

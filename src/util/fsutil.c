@@ -395,25 +395,52 @@ korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_
 
 /* from/name into to/name, streamed: never more than max - *done bytes in
    all (KORCH_E_TOOBIG beyond), never a link or a special file. */
-static korch_rc_t s_copy_file(int from, const char *name, int to, uint64_t max, const korch_fs_opts_t *o,
-                              uint64_t *done, korch_err_t *err)
+/* What a copy shares down its tree: the bound, the caller's note, the path. */
+typedef struct {
+    const korch_fs_copy_t *c;
+    const korch_fs_opts_t *o;
+    uint64_t done;
+    char rel[4096];             /* the entry's path below from_dir */
+} s_copy_t;
+
+static void s_note(s_copy_t *cp, const struct stat *st, const char *why)
 {
+    if (cp->c && cp->c->on_file)
+        cp->c->on_file(cp->rel, st, why, cp->c->arg);
+}
+
+/* One regular file: copied, or skipped with a note (never an error that
+   stops the rest: a file that cannot be copied takes no other with it). */
+static void s_copy_file(s_copy_t *cp, int from, const char *name, int to, korch_err_t *err)
+{
+    uint64_t max = cp->c ? cp->c->max_bytes : 0;
     int in = openat(from, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
     struct stat st;
     if (in < 0)
-        return errno == ENOENT ? KORCH_E_NOTFOUND : KORCH_E_INVALID;
+        return; /* gone, or not a regular file any more */
     if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(in);
-        return KORCH_E_INVALID;
+        return;
+    }
+    /* by its apparent size: a sparse file would be written out in full */
+    if (max && (uint64_t)st.st_size > max - cp->done) {
+        close(in);
+        s_note(cp, &st,
+               (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size / 2 ? "sparse, larger than what is left to copy"
+                                                                       : "larger than what is left to copy");
+        return;
     }
     char tmp[NAME_MAX + 1];
-    int out = s_create_temp(to, name, tmp, err);
+    korch_err_t e = {0};
+    int out = s_create_temp(to, name, tmp, &e);
     if (out < 0) {
         close(in);
-        return err ? err->rc : KORCH_E_IO;
+        s_note(cp, &st, e.msg);
+        return;
     }
     static __thread char buf[1 << 16];
     bool ok = true, toobig = false;
+    uint64_t n_file = 0;
     for (;;) {
         ssize_t n = read(in, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -422,7 +449,7 @@ static korch_rc_t s_copy_file(int from, const char *name, int to, uint64_t max, 
             ok = n == 0;
             break;
         }
-        if (max && *done + (uint64_t)n > max) {
+        if (max && cp->done + n_file + (uint64_t)n > max) { /* it grew while we copied */
             toobig = true;
             ok = false;
             break;
@@ -431,68 +458,86 @@ static korch_rc_t s_copy_file(int from, const char *name, int to, uint64_t max, 
             ok = false;
             break;
         }
-        *done += (uint64_t)n;
+        n_file += (uint64_t)n;
     }
     close(in);
     if (toobig) {
         close(out);
         unlinkat(to, tmp, 0);
-        return korch_err_set(err, KORCH_E_TOOBIG, "more than %llu bytes to copy: stopped at '%s'",
-                             (unsigned long long)max, name);
+        s_note(cp, &st, "larger than what is left to copy");
+        return;
     }
-    return s_commit(to, out, tmp, name, o, ok, err);
+    if (s_commit(to, out, tmp, name, cp->o, ok, &e) != KORCH_OK) {
+        s_note(cp, &st, e.msg[0] ? e.msg : "cannot write it");
+        if (e.rc == KORCH_E_TOOBIG) /* the disk is full: the rest is noted too, and the caller told */
+            korch_err_set(err, KORCH_E_TOOBIG, "no space left while copying '%s'", cp->rel);
+        return;
+    }
+    cp->done += n_file;
+    s_note(cp, &st, NULL);
 }
 
-static korch_rc_t s_copy_dir(int from, int to, uint64_t max, const korch_fs_opts_t *o, uint64_t *done, int depth,
-                             korch_err_t *err)
+static void s_copy_dir(s_copy_t *cp, int from, int to, int depth, korch_err_t *err)
 {
-    if (depth > S_MAX_DEPTH)
-        return KORCH_OK;
     int dup = fcntl(from, F_DUPFD_CLOEXEC, 0);
     DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
     if (!d) {
         if (dup >= 0)
             close(dup);
-        return korch_err_set(err, KORCH_E_IO, "cannot list a directory: %s", strerror(errno));
+        korch_err_set(err, KORCH_E_IO, "cannot list '%s': %s", cp->rel[0] ? cp->rel : ".", strerror(errno));
+        return;
     }
-    korch_rc_t rc = KORCH_OK;
+    rewinddir(d); /* a dup shares the offset: an fd listed before is at its end */
+    size_t base = strlen(cp->rel);
     struct dirent *de;
-    while (rc == KORCH_OK && (de = readdir(d))) {
+    while ((de = readdir(d))) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
             (de->d_name[0] == '.' && strstr(de->d_name, ".korch-"))) /* a temp file of ours */
             continue;
+        if (snprintf(cp->rel + base, sizeof cp->rel - base, "%s%s", base ? "/" : "", de->d_name) >=
+            (int)(sizeof cp->rel - base)) {
+            cp->rel[base] = 0;
+            continue; /* a path korch cannot name */
+        }
         struct stat st;
-        if (fstatat(from, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISDIR(st.st_mode)) {
+        if (fstatat(from, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        } else if (S_ISDIR(st.st_mode) && depth >= S_MAX_DEPTH) {
+            s_note(cp, &st, "nested too deep");
+        } else if (S_ISDIR(st.st_mode)) {
             int sf = openat(from, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            int st_ = sf >= 0 ? s_sub_dir(to, de->d_name, true, o, NULL) : -1;
+            int st_ = sf >= 0 ? s_sub_dir(to, de->d_name, true, cp->o, NULL) : -1;
             if (sf >= 0 && st_ >= 0)
-                rc = s_copy_dir(sf, st_, max, o, done, depth + 1, err);
+                s_copy_dir(cp, sf, st_, depth + 1, err);
+            else
+                s_note(cp, &st, "cannot open or make the directory");
             if (sf >= 0)
                 close(sf);
             if (st_ >= 0)
                 close(st_);
         } else if (S_ISREG(st.st_mode)) {
-            rc = s_copy_file(from, de->d_name, to, max, o, done, err);
-            if (rc == KORCH_E_NOTFOUND || rc == KORCH_E_INVALID) /* gone, or not a regular file any more */
-                rc = KORCH_OK;
+            s_copy_file(cp, from, de->d_name, to, err);
+        } else {
+            s_note(cp, &st, S_ISLNK(st.st_mode) ? "a symbolic link" : "a special file (fifo, socket or device)");
         }
+        cp->rel[base] = 0;
     }
     closedir(d);
-    return rc;
 }
 
-korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, uint64_t max_bytes, const korch_fs_opts_t *o,
+korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, const korch_fs_copy_t *c, const korch_fs_opts_t *o,
                               uint64_t *copied, korch_err_t *err)
 {
-    uint64_t done = 0;
-    if (!o)
-        o = &s_default_opts;
-    korch_rc_t rc = s_copy_dir(from_dir, to_dir, max_bytes, o, &done, 0, err);
+    s_copy_t *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    cp->c = c;
+    cp->o = o ? o : &s_default_opts;
+    korch_err_t e = {0};
+    s_copy_dir(cp, from_dir, to_dir, 0, &e);
     if (copied)
-        *copied = done;
-    return rc;
+        *copied = cp->done;
+    free(cp);
+    return e.rc ? korch_err_set(err, e.rc, "%s", e.msg) : KORCH_OK;
 }
 
 korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err)

@@ -29,8 +29,18 @@ const { uiRun } = require('./ui_run');
 const [korchLine, shotDir, chrootDir = '/var/cache/korch/trixie-jlab'] = process.argv.slice(2);
 const t0 = Date.now();
 let page;
-const { result, log, sleep, check, failures, details, shot, step } = uiRun('jupyterlab-untrusted', shotDir, () => page);
-const { startLab, NB, runCell, waitCell, waitStatus } = require('./jlab').jlab({ chrootDir, details, sleep });
+const { result, log, sleep, check, failures, details, shot, step } =
+  uiRun(process.env.KORCH_JLAB_EXT_SRC ? 'jupyterlab-untrusted-ext' : 'jupyterlab-untrusted', shotDir, () => page);
+// KORCH_JLAB_EXT_SRC set: korch's extension built and installed too; its badge is checked as well
+const EXT_SRC = process.env.KORCH_JLAB_EXT_SRC || '';
+const { startLab, NB, runCell, waitCell, waitStatus } = require('./jlab').jlab({ chrootDir, extSrc: EXT_SRC, details, sleep });
+
+async function badge() {
+  return page.evaluate(nbExpr => {
+    const b = eval(nbExpr).node.querySelector('.korch-untrusted-badge');
+    return b ? { shown: !b.classList.contains('lm-mod-hidden') && b.offsetWidth > 0, text: b.textContent } : null;
+  }, NB);
+}
 
 // What every payload does when it runs: a window flag and a contents-API PUT.
 const JS = 'window.__pwned = (window.__pwned || []).concat(["NAME"]); ' +
@@ -123,6 +133,10 @@ async function main() {
         'the untainted reference script did not create its file: the canary cannot fire');
       const m = await korchJson(korch, 'GET', `/api/kernels/${kid}`);
       check(m.json && m.json.untrusted === false, `an untainted kernel's model: ${m.text.slice(0, 200)}`);
+      if (EXT_SRC) {
+        const b = await badge();
+        check(b && !b.shown, `the badge before the agent ran: ${JSON.stringify(b)}`);
+      }
       await page.evaluate(() => { delete window.__pwned; });
     });
 
@@ -146,6 +160,19 @@ async function main() {
         return { note: el.querySelectorAll('.korch-neutralised').length, text: el.innerText.slice(0, 400) };
       }, [NB, i]);
       details.hook_cell = shown;
+      if (EXT_SRC) {
+        await page.waitForFunction(nbExpr => {
+          const b = eval(nbExpr).node.querySelector('.korch-untrusted-badge');
+          return b && b.offsetWidth > 0;
+        }, NB, { timeout: 10000 }).catch(() => {});
+        const b = await badge();
+        details.badge = b;
+        check(b && b.shown && b.text === 'code from the agent ran in this kernel: outputs are shown untrusted',
+          `the badge after the agent ran: ${JSON.stringify(b)}`);
+        const trusted = await page.evaluate(([nbExpr, i]) =>
+          eval(nbExpr).content.widgets[i].node.querySelectorAll('.jp-OutputArea-output.jp-mod-trusted, .jp-mod-trusted').length, [NB, i]);
+        check(trusted === 0, `${trusted} outputs of the person's cell rendered trusted after the agent ran`);
+      }
       check(shown.note === 1 && /analysis helper loaded/.test(shown.text), `the hook's output as shown: ${JSON.stringify(shown)}`);
       await shot(page, 'hook');
     });
@@ -207,6 +234,10 @@ async function main() {
       await runWait('display(HTML("<script>" + _korch_js("after_restart") + "</script>"))');
       await page.waitForFunction(() => (window.__pwned || []).includes('after_restart'), null, { timeout: 10000 })
         .catch(() => check(false, 'after the restart the script did not run'));
+      if (EXT_SRC) {
+        const b = await badge();
+        check(b && !b.shown, `the badge after the restart: ${JSON.stringify(b)}`);
+      }
     });
   } finally {
     await close();

@@ -21,6 +21,7 @@ import { ICodeCellModel } from '@jupyterlab/cells';
 import { ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 import { mountChat, ChatHandle, CellSink } from '../chat';
+import { markUntrusted, watchNotebook } from './untrusted';
 
 /** kernel_id -> agent session id, so a reload shows the same session's history */
 const STORE = 'korch-agent:sessions';
@@ -135,7 +136,7 @@ class AgentPanel extends Widget {
       files: false,
       notebookButton: false,
       cells: this.cells,
-      onTurn: (_q, n) => this.cells.turn(n),
+      onTurn: (_q, n) => { markUntrusted(this.notebook()); this.cells.turn(n); },
       title: () => 'korch agent',
       createSession: () => this.createSession(),
     });
@@ -212,6 +213,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+    // every notebook: its outputs untrusted once the agent's code runs in its kernel (untrusted.ts)
+    tracker.widgetAdded.connect((_, panel) => watchNotebook(panel));
+    tracker.forEach((panel) => watchNotebook(panel));
     app.shell.add(new AgentPanel(tracker), 'right', { rank: 900 });
   },
 };

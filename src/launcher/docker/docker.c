@@ -72,6 +72,10 @@ static const korch_launcher_ops_t s_ops = {
     .adopt = dk_adopt,
     .list_mine = dk_list_mine,
     .remove_mine = dk_remove_mine,
+    .list = dk_list,
+    .remove_all = dk_remove_all,
+    .kind = "container(s)",
+    .proc_id = dk_proc_id,
     .put_file = dk_put_file,
     .get_file = dk_get_file,
     .put_file_now = dk_put_file_now,
@@ -136,29 +140,4 @@ korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_dock
 fail:
     s_free(&l->base);
     return NULL;
-}
-
-bool korch_launcher_is_docker(const korch_launcher_t *l) { return l && l->ops == &s_ops; }
-
-const char *korch_docker_proc_container(korch_proc_t *p)
-{
-    return p && p->launcher && p->launcher->ops == &s_ops ? ((docker_proc_t *)p)->id : NULL;
-}
-
-json_t *korch_docker_list(korch_launcher_t *self, const char *instance, korch_err_t *err)
-{
-    if (!korch_launcher_is_docker(self)) {
-        korch_err_set(err, KORCH_E_INVALID, "not a docker launcher");
-        return NULL;
-    }
-    return dk_list((docker_launcher_t *)self, instance, err);
-}
-
-int korch_docker_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err)
-{
-    if (!korch_launcher_is_docker(self)) {
-        korch_err_set(err, KORCH_E_INVALID, "not a docker launcher");
-        return -1;
-    }
-    return dk_remove_all((docker_launcher_t *)self, instance, err);
 }

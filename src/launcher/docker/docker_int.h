@@ -13,11 +13,13 @@
 #include "korch/docker_api.h"
 #include "korch/env.h"
 #include "korch/fsutil.h"
+#include "korch/fssync.h"
 #include "korch/instance.h"
 #include "korch/log.h"
 #include "korch/path.h"
 #include "../backend.h"
 #include "../spawn.h"
+#include "../kuid.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -55,6 +57,8 @@ typedef struct {
     bool rt_mounted;                /* runtime_dir is korch's size-bounded tmpfs */
     char work_host[PATH_MAX];       /* a given host work dir covered by korch's tmpfs, or "" */
     int work_under;                 /* fd of the dir under that tmpfs (files go back there), or -1 */
+    korch_fs_manifest_t *work_known; /* the files of work_under korch copied into the tmpfs: the
+                                        ones whose deletion by the kernel goes home (hostdirs.c) */
     uid_t old_uid;
     gid_t old_gid;
     korch_op_t *wait_req;           /* the held POST /wait, then the inspect that describes the end */
@@ -66,6 +70,7 @@ typedef struct {
     int64_t memory;                 /* the limit, for the OOM message */
     uid_t uid;                      /* the kernel's user: owner of the files put_file writes */
     gid_t gid;
+    korch_kuid_t *kuid;             /* its claim on a uid no account has (kuid.h), released once the container is gone */
     char workdir[PATH_MAX];         /* the kernel's cwd inside the container */
     char tail[DK_TAIL_MAX + 1];
 } docker_proc_t;
@@ -121,9 +126,15 @@ bool dk_ours(const docker_launcher_t *l, json_t *labels);
 char *dk_labelled_path(docker_launcher_t *l, const char *label);
 json_t *dk_find_labelled(docker_launcher_t *l, const char *label, korch_err_t *err);
 const char *dk_runtime_target(json_t *c, const char *runtime_dir);
-/* korch_docker_list / korch_docker_remove_all (docker.h) of launcher l. */
-json_t *dk_list(docker_launcher_t *l, const char *instance, korch_err_t *err);
-int dk_remove_all(docker_launcher_t *l, const char *instance, korch_err_t *err);
+/* korch_launcher_list / korch_launcher_remove_all (launcher.h): containers
+   labelled korch.instance=instance (NULL = every korch container) as
+   {"id", "name", "kernel_id", "instance", "kernelspec", "state",
+   "runtime_dir", "scope"}; removal with the work dir volume and the
+   connection file, sockets and (then empty) runtime dir they bind-mount. */
+json_t *dk_list(korch_launcher_t *self, const char *instance, korch_err_t *err);
+int dk_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err);
+/* The container id (korch_proc_backend_id). */
+const char *dk_proc_id(korch_proc_t *p);
 json_t *dk_list_mine(korch_launcher_t *self, korch_err_t *err);
 korch_rc_t dk_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *err);
 

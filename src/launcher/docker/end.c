@@ -369,3 +369,4 @@ bool dk_remove(docker_launcher_t *l, const char *id)
     return gone;
 }
 
+const char *dk_proc_id(korch_proc_t *p) { return ((docker_proc_t *)p)->id; }

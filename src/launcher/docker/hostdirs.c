@@ -62,8 +62,49 @@ void dk_warn_not_root(void)
     said = true;
 }
 
+/* ------------------------------------------------ the work dir's sync */
+
+#define NOTES_MAX 20 /* files named in warnings per copy; the rest counted */
+
+typedef struct {
+    const char *dir;            /* the host work dir, for the warnings */
+    const char *what;           /* "into the kernel's work dir" / "back" */
+    korch_fs_manifest_t *known; /* copying in: the host files copied (NULL: not kept) */
+    size_t noted, skipped;
+} s_sync_t;
+
+static void s_on_file(const char *rel, const struct stat *st, const char *why, void *arg)
+{
+    s_sync_t *sy = arg;
+    if (!why) {
+        if (sy->known && korch_fs_manifest_add(sy->known, st) != KORCH_OK)
+            korch_warn("work dir '%s': out of memory: a deletion of '%s' by the kernel will not reach it", sy->dir,
+                       rel);
+        return;
+    }
+    sy->skipped++;
+    if (sy->noted++ < NOTES_MAX) {
+        korch_warn("work dir '%s': '%s' (%.1f MiB) not copied %s: %s", sy->dir, rel,
+                   (double)st->st_size / DK_MIB, sy->what, why);
+    }
+}
+
+static void s_notes_end(const s_sync_t *sy)
+{
+    if (sy->skipped > NOTES_MAX)
+        korch_warn("work dir '%s': %zu more files not copied %s", sy->dir, sy->skipped - NOTES_MAX, sy->what);
+}
+
+static void s_on_removed(const char *rel, void *arg)
+{
+    korch_debug("work dir '%s': '%s' deleted, as the kernel did", (const char *)arg, rel);
+}
+
 /* Cover a host work dir korch made (a session's files/) with a tmpfs of
-   workdir_size holding a copy of it, for the life of the container. */
+   workdir_size holding a copy of it, for the life of the container. What
+   is copied in is remembered (p->work_known): the kernel's deletions of
+   those files reach the host at the end; a file not copied in (too big, a
+   link, a special file) is left alone there, with a note now. */
 korch_rc_t dk_bound_workdir(docker_proc_t *p, const char *dir, int64_t size, korch_err_t *err)
 {
     korch_rc_t rc = KORCH_OK;
@@ -71,8 +112,10 @@ korch_rc_t dk_bound_workdir(docker_proc_t *p, const char *dir, int64_t size, kor
     p->work_under = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (p->work_under < 0)
         return korch_err_set(err, KORCH_E_IO, "cannot use work dir '%s': %s", dir, strerror(errno));
-    if (dk_mount_tmpfs(dir, size, p->uid, p->gid, 0755, false) != 0) {
-        korch_warn("work dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", dir, strerror(errno));
+    if (!(p->work_known = korch_fs_manifest_new()) || dk_mount_tmpfs(dir, size, p->uid, p->gid, 0755, false) != 0) {
+        korch_warn("work dir '%s' is not size-bounded: cannot mount a tmpfs on it: %s", dir,
+                   p->work_known ? strerror(errno) : "out of memory");
+        korch_fs_manifest_destroy(&p->work_known);
         close(p->work_under);
         p->work_under = -1;
         return KORCH_OK;
@@ -80,28 +123,51 @@ korch_rc_t dk_bound_workdir(docker_proc_t *p, const char *dir, int64_t size, kor
     snprintf(p->work_host, sizeof p->work_host, "%s", dir);
     top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     korch_fs_opts_t o = {.mode = 0644, .chown = true, .uid = p->uid, .gid = p->gid};
+    s_sync_t sy = {.dir = dir, .what = "into the kernel's work dir", .known = p->work_known};
+    korch_fs_copy_t c = {.max_bytes = (uint64_t)size, .on_file = s_on_file, .arg = &sy};
     korch_err_t e = {0};
-    if (top < 0 || korch_fs_copy_tree(p->work_under, top, (uint64_t)size, &o, NULL, &e) != KORCH_OK)
+    if (top < 0 || korch_fs_copy_tree(p->work_under, top, &c, &o, NULL, &e) != KORCH_OK)
         rc = korch_err_set(err, e.rc ? e.rc : KORCH_E_IO, "cannot copy work dir '%s' into its %lld MiB tmpfs: %s",
                            dir, (long long)(size / DK_MIB), e.rc ? e.msg : strerror(errno));
+    s_notes_end(&sy);
     if (top >= 0)
         close(top);
     return rc;
 }
 
 /* The container is gone: bring what the kernel left in the tmpfs home to
-   the dir underneath (bounded, no links), then unmount. */
+   the dir underneath as a bounded sync, then unmount. First the host
+   files korch copied in that the kernel deleted are deleted (so a resume
+   does not pile up what the kernel threw away), then what is in the tmpfs
+   is copied back, at most workdir_size in all: a file that cannot be
+   (larger than what is left, sparse beyond it, a link, a special file) is
+   skipped with a warning naming it, never the others. */
 void dk_unbound_workdir(docker_proc_t *p)
 {
     if (!p->work_host[0])
         return;
     int top = open(p->work_host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    korch_fs_opts_t o = {.mode = 0644, .chown = p->uid != geteuid(), .uid = p->uid, .gid = p->gid};
+    /* what comes back is the asking user's (the owner of the dir it lies
+       in, or SUDO_UID: kuid.h), never the kernel's uid */
+    char parent[PATH_MAX + 4];
+    uid_t ouid;
+    gid_t ogid;
+    snprintf(parent, sizeof parent, "%s/..", p->work_host);
+    korch_kuid_owner(parent, &ouid, &ogid);
+    korch_fs_opts_t o = {.mode = 0644, .chown = ouid != geteuid() || ogid != getegid(), .uid = ouid, .gid = ogid};
     korch_err_t e = {0};
     uint64_t copied = 0;
-    if (top < 0 || korch_fs_copy_tree(top, p->work_under, (uint64_t)p->l->o.workdir_size, &o, &copied, &e))
+    size_t removed = 0;
+    s_sync_t sy = {.dir = p->work_host, .what = "back"};
+    korch_fs_copy_t c = {.max_bytes = (uint64_t)p->l->o.workdir_size, .on_file = s_on_file, .arg = &sy};
+    if (top >= 0 && p->work_known)
+        korch_fs_prune_tree(top, p->work_under, p->work_known, s_on_removed, p->work_host, &removed, NULL);
+    if (top < 0 || korch_fs_copy_tree(top, p->work_under, &c, &o, &copied, &e))
         korch_warn("work dir '%s': not everything the kernel left was kept: %s", p->work_host,
                    top < 0 ? strerror(errno) : e.msg);
+    s_notes_end(&sy);
+    korch_debug("work dir '%s': %llu bytes copied back, %zu files deleted as in the kernel", p->work_host,
+                (unsigned long long)copied, removed);
     if (top >= 0)
         close(top);
     if (umount2(p->work_host, MNT_DETACH) != 0)
@@ -109,6 +175,7 @@ void dk_unbound_workdir(docker_proc_t *p)
     p->work_host[0] = 0;
     close(p->work_under);
     p->work_under = -1;
+    korch_fs_manifest_destroy(&p->work_known);
 }
 
 void dk_unbound_runtime(docker_proc_t *p)
@@ -165,6 +232,7 @@ void dk_local_cleanup(docker_proc_t *p)
     p->chowned = false;
     dk_unbound_workdir(p);
     dk_unbound_runtime(p);
+    korch_kuid_release(&p->kuid); /* the container is gone: nothing runs as that uid */
 }
 static void s_cleanup_run(void *arg) { dk_local_cleanup(arg); }
 

@@ -88,7 +88,7 @@ json_t *dk_list_mine(korch_launcher_t *self, korch_err_t *err)
 {
     docker_launcher_t *l = (docker_launcher_t *)self;
     const char *mine = l->o.instance ? l->o.instance : "default";
-    json_t *all = dk_list(l, mine, err);
+    json_t *all = dk_list(self, mine, err);
     json_t *out = korch_backend_mine(all, "container(s)", mine, l->scope, err);
     json_decref(all);
     return out;
@@ -138,8 +138,9 @@ korch_rc_t dk_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *e
     return rc;
 }
 
-json_t *dk_list(docker_launcher_t *l, const char *instance, korch_err_t *err)
+json_t *dk_list(korch_launcher_t *self, const char *instance, korch_err_t *err)
 {
+    docker_launcher_t *l = (docker_launcher_t *)self;
     char label[300];
     snprintf(label, sizeof label, instance ? "korch.instance=%s" : "korch.instance%s", instance ? instance : "");
     json_t *found = dk_find_labelled(l, label, err);
@@ -172,8 +173,9 @@ json_t *dk_list(docker_launcher_t *l, const char *instance, korch_err_t *err)
     return list;
 }
 
-int dk_remove_all(docker_launcher_t *l, const char *instance, korch_err_t *err)
+int dk_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err)
 {
+    docker_launcher_t *l = (docker_launcher_t *)self;
     char label[300];
     snprintf(label, sizeof label, instance ? "korch.instance=%s" : "korch.instance%s", instance ? instance : "");
     json_t *list = dk_find_labelled(l, label, err);

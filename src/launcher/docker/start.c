@@ -327,8 +327,14 @@ korch_rc_t dk_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_
             goto out;
         }
     } else if (geteuid() == 0) {
-        uid = 1000;
-        gid = 1000;
+        /* a uid no account of this host has, this kernel's alone (kuid.h):
+           the container's User, set at create time */
+        if (!(p->kuid = korch_kuid_claim(0, err))) {
+            rc = err ? err->rc : KORCH_E_LAUNCH;
+            goto out;
+        }
+        uid = korch_kuid_uid(p->kuid);
+        gid = (gid_t)uid;
     } else {
         uid = geteuid();
         gid = getegid();
@@ -401,6 +407,7 @@ korch_rc_t dk_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_
 out:
     korch_docker_reply_clear(&r);
     json_decref(body);
+    korch_kuid_release(&p->kuid);
     free(p); /* nothing of it on the host yet */
     return rc;
 }

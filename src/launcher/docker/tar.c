@@ -18,6 +18,21 @@ static bool s_tar_data(korch_buf_t *b, const void *data, size_t len)
            korch_buf_add(b, s_tar_zeros, pad, "archive", NULL) == KORCH_OK;
 }
 
+/* An 8-byte id field: octal when it fits 7 digits, else GNU base-256 (the
+   high bit of the first byte set, the number big-endian in the rest), which
+   Go's archive/tar reads: kernel uids (src/launcher/kuid.h) are 2e9 and up. */
+static void s_tar_id(unsigned char *f, unsigned id)
+{
+    if (id <= 07777777) {
+        snprintf((char *)f, 8, "%07o", id);
+        return;
+    }
+    memset(f, 0, 8);
+    f[0] = 0x80;
+    for (int i = 7; i >= 4; i--, id >>= 8)
+        f[i] = (unsigned char)(id & 0xff);
+}
+
 /* One ustar header (POSIX.1-1988: name[100] mode[8] uid[8] gid[8] size[12]
    mtime[12] chksum[8] typeflag[1] linkname[100] magic "ustar\0" version "00"
    uname[32] gname[32] devmajor[8] devminor[8] prefix[155]). Numbers are
@@ -30,8 +45,8 @@ static bool s_tar_header(korch_buf_t *b, const char *name, size_t name_len, char
     memset(h, 0, sizeof h);
     memcpy(h, name, name_len < 100 ? name_len : 99);
     snprintf((char *)h + 100, 8, "%07o", mode & 07777);
-    snprintf((char *)h + 108, 8, "%07o", uid & 07777777);
-    snprintf((char *)h + 116, 8, "%07o", gid & 07777777);
+    s_tar_id(h + 108, uid);
+    s_tar_id(h + 116, gid);
     snprintf((char *)h + 124, 12, "%011llo", size);
     snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)time(NULL) & 077777777777ULL);
     h[156] = (unsigned char)type;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-json_t *korch_swarm_list(korch_launcher_t *self, const char *instance, korch_err_t *err)
+json_t *sw_list(korch_launcher_t *self, const char *instance, korch_err_t *err)
 {
     swarm_launcher_t *l = (swarm_launcher_t *)self;
     char label[200], path[600];
@@ -48,10 +48,10 @@ json_t *korch_swarm_list(korch_launcher_t *self, const char *instance, korch_err
     return out;
 }
 
-int korch_swarm_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err)
+int sw_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err)
 {
     swarm_launcher_t *l = (swarm_launcher_t *)self;
-    json_t *all = korch_swarm_list(self, instance, err);
+    json_t *all = sw_list(self, instance, err);
     if (!all)
         return -1;
     int n = 0;
@@ -92,7 +92,7 @@ json_t *sw_list_mine(korch_launcher_t *self, korch_err_t *err)
 {
     swarm_launcher_t *l = (swarm_launcher_t *)self;
     const char *mine = l->o.instance ? l->o.instance : "default";
-    json_t *all = korch_swarm_list(self, mine, err);
+    json_t *all = sw_list(self, mine, err);
     json_t *out = korch_backend_mine(all, "swarm service(s)", mine, l->scope, err);
     json_decref(all);
     return out;

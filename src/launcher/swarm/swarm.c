@@ -91,12 +91,8 @@ void korch_swarm_opts_init(korch_swarm_opts_t *o)
 
 /* -------------------------------------------------------- the launcher */
 
-const char *korch_swarm_proc_service(korch_proc_t *proc)
-{
-    if (!proc || !proc->launcher || strcmp(korch_launcher_name(proc->launcher), "swarm"))
-        return NULL;
-    return ((swarm_proc_t *)proc)->service;
-}
+/* The service id (korch_proc_backend_id). */
+static const char *s_proc_id(korch_proc_t *proc) { return ((swarm_proc_t *)proc)->service; }
 
 /* The launcher goes (its jobs are finished): a proc still being started
    is removed now, blocking (at exit only). */
@@ -187,6 +183,10 @@ static const korch_launcher_ops_t s_ops = {
     .adopt = sw_adopt,
     .list_mine = sw_list_mine,
     .remove_mine = sw_remove_mine,
+    .list = sw_list,
+    .remove_all = sw_remove_all,
+    .kind = "swarm service(s)",
+    .proc_id = s_proc_id,
     .signal = sw_signal,
     .kill = sw_kill,
     .put_file = sw_put_file,

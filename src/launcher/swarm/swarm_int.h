@@ -146,6 +146,13 @@ void sw_proc_free(korch_proc_t *proc);
 korch_rc_t sw_adopt(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err);
 
 /* list.c: this instance's services (blocking: start-up only) */
+/* korch_launcher_list / korch_launcher_remove_all (launcher.h): services
+   labelled korch.instance=instance (NULL = every korch service) as {"id",
+   "name", "kernel_id", "instance", "kernelspec", "runtime_dir", "secret",
+   "scope", "state" (its task's), "node"}; removal with its secret, and
+   every secret of that instance and scope no service uses. */
+json_t *sw_list(korch_launcher_t *self, const char *instance, korch_err_t *err);
+int sw_remove_all(korch_launcher_t *self, const char *instance, korch_err_t *err);
 json_t *sw_list_mine(korch_launcher_t *self, korch_err_t *err);
 korch_rc_t sw_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *err);
 
