@@ -3,6 +3,8 @@
 # and docker launchers, measured in the same run (p50 of BENCH_STARTS, default
 # 10, rotating the order), with the ratios to local; the goal is sandbox /
 # local <= 1.2.  Usage: scripts/bench-sandbox.sh [BUILD]  (default: build)
+# BENCH_REF_KORCH=PATH adds that korch's sandbox starts to the same rotation
+# (e.g. one built before a change) and the ratio of ours to it.
 #
 # Needs bwrap and root (for the cgroups), dockerd (scripts/dockerd.sh) and the
 # kernel image (scripts/build-image.sh). Not a test: numbers, not verdicts.

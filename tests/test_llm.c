@@ -144,37 +144,63 @@ static const char *s_call_code(const json_t *calls, size_t i)
     return json_string_value(json_object_get(json_object_get(json_array_get(calls, i), "arguments"), "code"));
 }
 
+/* What most tests need: the scripted server, an llm pointed at a scenario,
+   the messages [system, user q], the run_python tool, a sink, the reply. */
+typedef struct {
+    srv_t s;
+    korch_llm_t *llm;
+    json_t *msgs, *tools;
+    sink_t sink;
+    korch_llm_reply_t r;
+    korch_err_t err;
+} fx_t;
+
+static bool s_fx(fx_t *f, const char *provider, const char *scenario, korch_llm_opts_t *o, const char *q)
+{
+    *f = (fx_t){.sink.text.max = 1 << 20};
+    if (!s_srv_start(&f->s))
+        return false;
+    f->llm = s_llm(&f->s, provider, scenario, o);
+    f->msgs = s_user_only(q);
+    f->tools = s_tools();
+    return true;
+}
+
+static void s_fx_end(fx_t *f)
+{
+    korch_llm_reply_clear(&f->r);
+    json_decref(f->msgs);
+    json_decref(f->tools);
+    korch_buf_free(&f->sink.text);
+    korch_llm_destroy(&f->llm);
+    s_srv_stop(&f->s);
+}
+
 /* ---- per provider ---- */
 
 static void s_text(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "hello", NULL, "hi"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "hello", NULL);
-    json_t *msgs = s_user_only("hi");
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    json_t *tools = s_tools();
-    if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
-        CHECK_STREQ(r.text, "Hello from the scripted model. The answer is 42, as always.");
-        CHECK_STREQ(sink.text.p, r.text);
-        CHECK_GE(sink.calls, 3);
-        CHECK_EQ(json_array_size(r.tool_calls), 0);
-        CHECK_STREQ(r.finish, "stop");
-        CHECK_GT(r.input_tokens, 0);
-        CHECK_GT(r.output_tokens, 0);
-        CHECK_EQ(r.attempts, 1);
+    if (CHECK_EQ(s_chat(f.llm, f.msgs, f.tools, &f.sink, &f.r, &f.err), KORCH_OK)) {
+        CHECK_STREQ(f.r.text, "Hello from the scripted model. The answer is 42, as always.");
+        CHECK_STREQ(f.sink.text.p, f.r.text);
+        CHECK_GE(f.sink.calls, 3);
+        CHECK_EQ(json_array_size(f.r.tool_calls), 0);
+        CHECK_STREQ(f.r.finish, "stop");
+        CHECK_GT(f.r.input_tokens, 0);
+        CHECK_GT(f.r.output_tokens, 0);
+        CHECK_EQ(f.r.attempts, 1);
     } else {
-        fprintf(stderr, "  %s\n", err.msg);
+        fprintf(stderr, "  %s\n", f.err.msg);
     }
-    korch_llm_reply_clear(&r);
+    korch_llm_reply_clear(&f.r);
     /* the same handle again: the connection is reused */
-    korch_err_clear(&err);
-    CHECK_EQ(s_chat(llm, msgs, NULL, &sink, &r, &err), KORCH_OK);
-    korch_llm_reply_clear(&r);
-    json_t *reqs = s_requests(&s, "hello");
+    korch_err_clear(&f.err);
+    CHECK_EQ(s_chat(f.llm, f.msgs, NULL, &f.sink, &f.r, &f.err), KORCH_OK);
+    korch_llm_reply_clear(&f.r);
+    json_t *reqs = s_requests(&f.s, "hello");
     CHECK_EQ(json_array_size(reqs), 2);
     json_t *body = json_object_get(json_array_get(reqs, 0), "body");
     CHECK(json_is_true(json_object_get(body, "stream")));
@@ -194,11 +220,7 @@ static void s_text(const char *provider)
     CHECK_STREQ(korch_llm_jstr(json_object_get(json_array_get(reqs, 0), "body"), "model", ""),
                 strcmp(provider, "openai") == 0 ? "gpt-4o-mini" : strcmp(provider, "anthropic") == 0 ? "claude-sonnet-4-5" : "llama3.1:8b");
     json_decref(reqs);
-    json_decref(msgs);
-    json_decref(tools);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 /* Two parallel calls; their results (one with an image) go back; the
@@ -309,23 +331,18 @@ static double s_now(void)
 
 static void s_retry429(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "retry429", NULL, "hi"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "retry429", NULL);
-    json_t *msgs = s_user_only("hi");
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
     double t0 = s_now();
-    if (CHECK_EQ(s_chat(llm, msgs, NULL, &sink, &r, &err), KORCH_OK)) {
-        CHECK_STREQ(r.text, "fine after waiting");
-        CHECK_EQ(r.attempts, 2);
+    if (CHECK_EQ(s_chat(f.llm, f.msgs, NULL, &f.sink, &f.r, &f.err), KORCH_OK)) {
+        CHECK_STREQ(f.r.text, "fine after waiting");
+        CHECK_EQ(f.r.attempts, 2);
     } else {
-        fprintf(stderr, "  %s\n", err.msg);
+        fprintf(stderr, "  %s\n", f.err.msg);
     }
     CHECK_GE(s_now() - t0, 0.95);
-    json_t *reqs = s_requests(&s, "retry429");
+    json_t *reqs = s_requests(&f.s, "retry429");
     if (CHECK_EQ(json_array_size(reqs), 2)) {
         double gap = json_number_value(json_object_get(json_array_get(reqs, 1), "time")) -
                      json_number_value(json_object_get(json_array_get(reqs, 0), "time"));
@@ -333,81 +350,84 @@ static void s_retry429(const char *provider)
         CHECK(gap >= 0.95 && gap < 3.0);
     }
     json_decref(reqs);
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
-/* An error scenario: rc, the message's parts, attempts. */
-static void s_fails(const char *provider, const char *scenario, korch_llm_opts_t *o, korch_rc_t want, int attempts,
-                    const char *needle1, const char *needle2)
+/* The error scenarios, each run for every provider (PROVIDER_TESTS):
+   the scripted server's scenario, the options, the code and the parts of
+   the message korch gives, the attempts made. KEY: the provider's hint. */
+#define KEY "(the provider's key hint)"
+static const struct {
+    const char *test, *scenario;
+    korch_llm_opts_t opts;
+    korch_rc_t want;
+    int attempts;
+    const char *needle1, *needle2;
+} s_failures[] = {
+    {"500_three_times_is_an_error", "fail500", {0}, KORCH_E_HTTP, 3, "HTTP 500 after 3 attempts", NULL},
+    {"overload_retried", "retry529", {0}, KORCH_OK, 2, NULL, NULL},
+    {"cut_stream_is_an_error", "cut", {0}, KORCH_E_HTTP, 1, "cut before its end", NULL},
+    {"stream_without_end_marker_is_an_error", "short", {0}, KORCH_E_HTTP, 1, "cut before its end (no ", NULL},
+    {"overall_timeout", "slow", {.timeout_ms = 700}, KORCH_E_TIMEOUT, 1, "cut before its end", "timed out"},
+    {"reply_bound", "hello", {.max_reply_bytes = 100}, KORCH_E_TOOBIG, 1, "max_reply_bytes", NULL},
+    {"error_in_mid_stream", "sse_error", {0}, KORCH_E_HTTP, 1, "mid-stream", "Overloaded"},
+    {"401_names_the_variable", "unauthorized", {0}, KORCH_E_HTTP, 1, "401", KEY},
+};
+
+/* The failure named test, for provider (keyenv: what its 401 must say). */
+static void s_failure(const char *provider, const char *test, const char *keyenv)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    size_t i = 0;
+    while (i < sizeof s_failures / sizeof *s_failures && strcmp(s_failures[i].test, test) != 0)
+        i++;
+    if (!CHECK(i < sizeof s_failures / sizeof *s_failures))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, scenario, o);
-    json_t *msgs = s_user_only("hi");
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    json_t *tools = s_tools();
-    CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), want);
-    CHECK_EQ(err.rc, want);
-    fprintf(stderr, "  %s/%s: %s\n", provider, scenario, err.msg);
-    if (needle1)
-        CHECK_CONTAINS(err.msg, needle1);
+    korch_llm_opts_t o = s_failures[i].opts;
+    const char *needle2 = s_failures[i].needle2 && strcmp(s_failures[i].needle2, KEY) == 0 ? keyenv : s_failures[i].needle2;
+    fx_t f;
+    if (!s_fx(&f, provider, s_failures[i].scenario, &o, "hi"))
+        return;
+    korch_rc_t want = s_failures[i].want;
+    CHECK_EQ(s_chat(f.llm, f.msgs, f.tools, &f.sink, &f.r, &f.err), want);
+    CHECK_EQ(f.err.rc, want);
+    fprintf(stderr, "  %s/%s: %s\n", provider, s_failures[i].scenario, f.err.msg);
+    if (s_failures[i].needle1)
+        CHECK_CONTAINS(f.err.msg, s_failures[i].needle1);
     if (needle2)
-        CHECK_CONTAINS(err.msg, needle2);
-    if (attempts)
-        CHECK_EQ(r.attempts, attempts);
+        CHECK_CONTAINS(f.err.msg, needle2);
+    if (s_failures[i].attempts)
+        CHECK_EQ(f.r.attempts, s_failures[i].attempts);
     if (want != KORCH_OK)
-        CHECK(r.text == NULL && r.tool_calls == NULL);
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    json_decref(tools);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+        CHECK(f.r.text == NULL && f.r.tool_calls == NULL);
+    s_fx_end(&f);
 }
+#undef KEY
 
 static void s_malformed(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "malformed", NULL, "hi"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "malformed", NULL);
-    json_t *msgs = s_user_only("hi");
-    json_t *tools = s_tools();
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK) && CHECK_EQ(json_array_size(r.tool_calls), 1)) {
-        json_t *c = json_array_get(r.tool_calls, 0);
+    if (CHECK_EQ(s_chat(f.llm, f.msgs, f.tools, &f.sink, &f.r, &f.err), KORCH_OK) && CHECK_EQ(json_array_size(f.r.tool_calls), 1)) {
+        json_t *c = json_array_get(f.r.tool_calls, 0);
         CHECK(json_object_get(c, "arguments") == NULL);
         CHECK_CONTAINS(korch_llm_jstr(c, "arguments_raw", ""), "print(1)");
         CHECK_CONTAINS(korch_llm_jstr(c, "arguments_error", ""), "not valid JSON");
         CHECK_STREQ(korch_llm_jstr(c, "name", ""), "run_python");
         /* and it can go back to the model with an error as its result */
-        json_array_append_new(msgs, json_pack("{s:s, s:s, s:O}", "role", "assistant", "content", "", "tool_calls",
-                                              r.tool_calls));
-        json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id",
+        json_array_append_new(f.msgs, json_pack("{s:s, s:s, s:O}", "role", "assistant", "content", "", "tool_calls",
+                                              f.r.tool_calls));
+        json_array_append_new(f.msgs, json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id",
                                               korch_llm_jstr(c, "id", ""), "name", "run_python", "content",
                                               korch_llm_jstr(c, "arguments_error", ""), "is_error", 1));
-        korch_llm_reply_clear(&r);
-        korch_err_clear(&err);
-        if (!CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK))
-            fprintf(stderr, "  %s\n", err.msg);
+        korch_llm_reply_clear(&f.r);
+        korch_err_clear(&f.err);
+        if (!CHECK_EQ(s_chat(f.llm, f.msgs, f.tools, &f.sink, &f.r, &f.err), KORCH_OK))
+            fprintf(stderr, "  %s\n", f.err.msg);
     } else {
-        fprintf(stderr, "  %s\n", err.msg);
+        fprintf(stderr, "  %s\n", f.err.msg);
     }
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    json_decref(tools);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 /* Tiny writes and CRLF line ends parse exactly as the plain stream does. */
@@ -459,122 +479,84 @@ static void s_split(const char *provider)
    an answer: still a valid request for each API. */
 static void s_final_without_tools(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "echo", NULL, "what is 6*7?"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "echo", NULL);
-    json_t *msgs = s_user_only("what is 6*7?");
-    json_array_append_new(msgs, json_pack("{s:s, s:s, s:[{s:s, s:s, s:{s:s}}, {s:s, s:s, s:{s:s}}]}", "role",
+    json_array_append_new(f.msgs, json_pack("{s:s, s:s, s:[{s:s, s:s, s:{s:s}}, {s:s, s:s, s:{s:s}}]}", "role",
                                           "assistant", "content", "", "tool_calls", "id", "c1", "name", "run_python",
                                           "arguments", "code", "print(6*7)", "id", "c2", "name", "run_python",
                                           "arguments", "code", "never run"));
-    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s}", "role", "tool", "tool_call_id", "c1", "name",
+    json_array_append_new(f.msgs, json_pack("{s:s, s:s, s:s, s:s}", "role", "tool", "tool_call_id", "c1", "name",
                                           "run_python", "content", "42\n"));
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", "answer now"));
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    json_t *tools = s_tools();
+    json_array_append_new(f.msgs, json_pack("{s:s, s:s}", "role", "user", "content", "answer now"));
     /* with tools, then without */
     for (int pass = 0; pass < 2; pass++) {
-        korch_err_clear(&err);
-        if (CHECK_EQ(s_chat(llm, msgs, pass ? NULL : tools, &sink, &r, &err), KORCH_OK)) {
-            json_t *echo = json_loads(r.text, 0, NULL);
+        korch_err_clear(&f.err);
+        if (CHECK_EQ(s_chat(f.llm, f.msgs, pass ? NULL : f.tools, &f.sink, &f.r, &f.err), KORCH_OK)) {
+            json_t *echo = json_loads(f.r.text, 0, NULL);
             CHECK_STREQ(korch_llm_jstr(echo, "user", ""), "answer now");
             CHECK_STREQ(korch_llm_jstr(echo, "system", ""), "You are a data analyst.");
             CHECK_EQ(json_is_true(json_object_get(echo, "tools")), !pass);
             json_decref(echo);
         } else {
-            fprintf(stderr, "  pass %d: %s\n", pass, err.msg);
+            fprintf(stderr, "  pass %d: %s\n", pass, f.err.msg);
         }
-        korch_llm_reply_clear(&r);
+        korch_llm_reply_clear(&f.r);
     }
-    json_decref(tools);
-    json_decref(msgs);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 static void s_cancel(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "slow", NULL, "hi"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "slow", NULL);
-    json_t *msgs = s_user_only("hi");
-    sink_t sink = {.text.max = 1 << 20, .cancel_after = 2};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
+    f.sink.cancel_after = 2;
     double t0 = s_now();
-    CHECK_EQ(s_chat(llm, msgs, NULL, &sink, &r, &err), KORCH_E_INTERRUPTED);
+    CHECK_EQ(s_chat(f.llm, f.msgs, NULL, &f.sink, &f.r, &f.err), KORCH_E_INTERRUPTED);
     CHECK_LT(s_now() - t0, 3.0);    /* the whole stream takes 5 s */
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 /* A model without vision gets the text only. */
 static void s_no_vision(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
-        return;
     korch_llm_opts_t o = {.vision = false, .vision_set = true, .model = "gpt-4o"};
-    korch_llm_t *llm = s_llm(&s, provider, "tools", &o);
-    json_t *msgs = s_user_only("compute");
-    json_array_append_new(msgs, json_pack("{s:s, s:s, s:[{s:s, s:s, s:{s:s}}]}", "role", "assistant", "content", "",
+    fx_t f;
+    if (!s_fx(&f, provider, "tools", &o, "compute"))
+        return;
+    json_array_append_new(f.msgs, json_pack("{s:s, s:s, s:[{s:s, s:s, s:{s:s}}]}", "role", "assistant", "content", "",
                                           "tool_calls", "id", "c1", "name", "run_python", "arguments", "code", "plot()"));
-    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "role", "tool", "tool_call_id",
+    json_array_append_new(f.msgs, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "role", "tool", "tool_call_id",
                                           "c1", "name", "run_python", "content", "[chart 1: image/png 1x1 saved as fig-1.png]",
                                           "images", "mime", "image/png", "data", PNG_B64, "name", "fig-1.png"));
-    json_t *tools = s_tools();
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK))
-        CHECK_CONTAINS(r.text, "images: 0");
+    if (CHECK_EQ(s_chat(f.llm, f.msgs, f.tools, &f.sink, &f.r, &f.err), KORCH_OK))
+        CHECK_CONTAINS(f.r.text, "images: 0");
     else
-        fprintf(stderr, "  %s\n", err.msg);
-    json_t *reqs = s_requests(&s, "tools");
+        fprintf(stderr, "  %s\n", f.err.msg);
+    json_t *reqs = s_requests(&f.s, "tools");
     char *dump = korch_llm_dumps(json_object_get(json_array_get(reqs, 0), "body"));
     CHECK(dump && !strstr(dump, PNG_B64));
     CHECK_CONTAINS(dump, "saved as fig-1.png");
     free(dump);
     json_decref(reqs);
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    json_decref(tools);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
+#define FAILURE(p, keyenv, name) TEST(llm_##p##_##name) { s_failure(#p, #name, keyenv); }
 #define PROVIDER_TESTS(p, keyenv)                                                                                  \
     TEST(llm_##p##_text_streams) { s_text(#p); }                                                                   \
     TEST(llm_##p##_tool_calls_and_images) { s_tool_round(#p); }                                                    \
     TEST(llm_##p##_no_images_without_vision) { s_no_vision(#p); }                                                 \
     TEST(llm_##p##_retry_429_honours_retry_after) { s_retry429(#p); }                                             \
-    TEST(llm_##p##_500_three_times_is_an_error)                                                                    \
-    { s_fails(#p, "fail500", NULL, KORCH_E_HTTP, 3, "HTTP 500 after 3 attempts", NULL); }                          \
-    TEST(llm_##p##_overload_retried) { s_fails(#p, "retry529", NULL, KORCH_OK, 2, NULL, NULL); }                   \
-    TEST(llm_##p##_cut_stream_is_an_error) { s_fails(#p, "cut", NULL, KORCH_E_HTTP, 1, "cut before its end", NULL); } \
-    TEST(llm_##p##_stream_without_end_marker_is_an_error)                                                        \
-    { s_fails(#p, "short", NULL, KORCH_E_HTTP, 1, "cut before its end (no ", NULL); }                              \
-    TEST(llm_##p##_overall_timeout)                                                                                \
-    {                                                                                                              \
-        korch_llm_opts_t o = {.timeout_ms = 700};                                                                  \
-        s_fails(#p, "slow", &o, KORCH_E_TIMEOUT, 1, "cut before its end", "timed out");                            \
-    }                                                                                                              \
-    TEST(llm_##p##_reply_bound)                                                                                    \
-    {                                                                                                              \
-        korch_llm_opts_t o = {.max_reply_bytes = 100};                                                             \
-        s_fails(#p, "hello", &o, KORCH_E_TOOBIG, 1, "max_reply_bytes", NULL);                                      \
-    }                                                                                                              \
-    TEST(llm_##p##_error_in_mid_stream) { s_fails(#p, "sse_error", NULL, KORCH_E_HTTP, 1, "mid-stream", "Overloaded"); } \
-    TEST(llm_##p##_401_names_the_variable) { s_fails(#p, "unauthorized", NULL, KORCH_E_HTTP, 1, "401", keyenv); }  \
+    FAILURE(p, keyenv, 500_three_times_is_an_error)                                                                \
+    FAILURE(p, keyenv, overload_retried)                                                                           \
+    FAILURE(p, keyenv, cut_stream_is_an_error)                                                                     \
+    FAILURE(p, keyenv, stream_without_end_marker_is_an_error)                                                      \
+    FAILURE(p, keyenv, overall_timeout)                                                                            \
+    FAILURE(p, keyenv, reply_bound)                                                                                \
+    FAILURE(p, keyenv, error_in_mid_stream)                                                                        \
+    FAILURE(p, keyenv, 401_names_the_variable)                                                                     \
     TEST(llm_##p##_malformed_arguments_are_a_call) { s_malformed(#p); }                                            \
     TEST(llm_##p##_split_and_crlf_streams) { s_split(#p); }                                                        \
     TEST(llm_##p##_final_request_without_tools) { s_final_without_tools(#p); }                                     \

@@ -280,17 +280,21 @@ out_llm:
  *  contents-API PUT, then a table of variants; no window flag, no file, the
  *  note shown, tables and charts kept; untainted before, and again after a
  *  restart (tests/npm/jupyterlab_untrusted.js). */
-static void s_untrusted(bool ext)
+/* ui: "jupyterlab" (in the chroot, ext: with korch's extension) or
+ *  "notebook" (Notebook 6.4 on the host): tests/npm/UI_untrusted.js. */
+static void s_untrusted(const char *ui, bool ext)
 {
-    const char *root = s_jlab_root();
-    char spec[64], rt[PATH_MAX], cmd[2 * PATH_MAX + 32], line[64], url[128], script[700], shots[PATH_MAX + 32],
-        bin[PATH_MAX];
-    char agent_dir[] = "/tmp/korch-jlab-untrusted-XXXXXX";
-    if (!root || !serve_npm_ready() || !s_jlab_kernelspec(root, spec, sizeof spec, rt, sizeof rt))
+    bool lab = strcmp(ui, "jupyterlab") == 0;
+    const char *root = lab ? s_jlab_root() : NULL;
+    char spec[64] = "", rt[PATH_MAX] = "", cmd[2 * PATH_MAX + 32], line[64], url[128], script[700],
+        shots[PATH_MAX + 32], bin[PATH_MAX];
+    char agent_dir[] = "/tmp/korch-ui-untrusted-XXXXXX";
+    if ((lab && !root) || !serve_npm_ready() || (lab && !s_jlab_kernelspec(root, spec, sizeof spec, rt, sizeof rt)))
         return;
     const char *old_rt = getenv("KORCH_RUNTIME_DIR");
     char *saved_rt = old_rt ? strdup(old_rt) : NULL;
-    setenv("KORCH_RUNTIME_DIR", rt, 1);
+    if (lab)
+        setenv("KORCH_RUNTIME_DIR", rt, 1);
     const char *llm_argv[] = {PY, serve_peer("llm_server.py"), NULL};
     pid_t llm = korch_test_spawn_line(llm_argv, line, sizeof line, 10, NULL);
     if (CHECK_GT(llm, 0) && CHECK(mkdtemp(agent_dir) != NULL)) {
@@ -301,10 +305,10 @@ static void s_untrusted(bool ext)
         const char *extra[] = {"--agent-dir", agent_dir, "--llm", "openai:gpt-4o-mini", NULL};
         serve_t s;
         if (serve_start_args(&s, extra)) {
-            snprintf(script, sizeof script, "%s/tests/npm/jupyterlab_untrusted.js", korch_test_root());
+            snprintf(script, sizeof script, "%s/tests/npm/%s_untrusted.js", korch_test_root(), ui);
             snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
             snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
-            const char *argv[] = {"node", script, s.line, shots, root, NULL};
+            const char *argv[] = {"node", script, s.line, shots, root, NULL}; /* root NULL ends it for the Notebook */
             char *out = NULL, *err = NULL, src[700];
             snprintf(src, sizeof src, "%s/src/jupyterlab", korch_test_root());
             if (ext)
@@ -319,9 +323,9 @@ static void s_untrusted(bool ext)
             size_t i;
             json_t *f;
             json_array_foreach(json_object_get(j, "failures"), i, f)
-                fprintf(stderr, "  jupyterlab_untrusted: %s\n", json_string_value(f));
+                fprintf(stderr, "  %s_untrusted: %s\n", ui, json_string_value(f));
             char *d = j ? json_dumps(json_object_get(j, "details"), JSON_COMPACT) : NULL;
-            fprintf(stderr, "  jupyterlab_untrusted: %s (%.1f s) %.3000s\n", ok ? "ok" : "FAILED",
+            fprintf(stderr, "  %s_untrusted: %s (%.1f s) %.3000s\n", ui, ok ? "ok" : "FAILED",
                     json_number_value(json_object_get(j, "seconds")), d ? d : "");
             free(d);
             json_decref(j);
@@ -350,13 +354,19 @@ static void s_untrusted(bool ext)
     else
         unsetenv("KORCH_RUNTIME_DIR");
     free(saved_rt);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", spec, rt);
-    CHECK_EQ(system(cmd), 0);
+    if (lab) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", spec, rt);
+        CHECK_EQ(system(cmd), 0);
+    }
 }
 
-TEST_T(jupyterlab_untrusted_outputs, 900) { s_untrusted(false); }
+TEST_T(jupyterlab_untrusted_outputs, 900) { s_untrusted("jupyterlab", false); }
 
 /* The same with korch's extension installed: its badge ("code from the agent
  *  ran in this kernel: outputs are shown untrusted") after the agent's turn,
  *  the person's outputs rendered untrusted, the badge gone after a restart. */
-TEST_T(jupyterlab_untrusted_outputs_extension, 900) { s_untrusted(true); }
+TEST_T(jupyterlab_untrusted_outputs_extension, 900) { s_untrusted("jupyterlab", true); }
+
+/* Notebook 6.4 (Debian's, on the host, the kernel too): the model's hook and
+ *  the variants (tests/npm/notebook_untrusted.js). */
+TEST_T(notebook_untrusted_outputs, 600) { s_untrusted("notebook", false); }

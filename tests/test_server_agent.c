@@ -176,6 +176,8 @@ TEST_T(server_agent_streams_code_deltas_status_and_tokens, 180)
     s_anthropic_too = true;
     s_run("local", "live", "live", 150);
 }
+/* Receipts, the clean notebook and a session's own budget over the API (issue 23). */
+TEST_T(server_agent_receipts_clean_notebook_and_budget, 180) { s_run("local", "receipts", "receipts", 150); }
 /* A provider the server has no key for: 400 naming the variable, not a 500. */
 TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
 {

@@ -258,15 +258,17 @@ TEST_T(trust_unknown_usage_is_unknown, 180)
     free(out);
     free(err);
     snprintf(path, sizeof path, "%s/transcript.jsonl", session);
-    char code[800];
+    char code[1600];
     snprintf(code, sizeof code,
              "import json\nu = [json.loads(l) for l in open('%s') if '\"usage\"' in l]\n"
              "u = [r for r in u if r['type'] == 'usage']\n"
              "print(len(u), all(r['tokens']['input'] is None and r['tokens']['output'] is None for r in u),"
-             " any('input_tokens' in r for r in u))",
-             path);
+             " any('input_tokens' in r for r in u))\n"
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\n"
+             "l = nb.metadata['korch']['ledger']\nprint(l['tokens'], l['cost'], l['llm'].startswith('replay:'))",
+             path, session);
     char *v = s_py(code);
-    CHECK_STREQ(v, "5 True False\n");
+    CHECK_STREQ(v, "5 True False\n{'input': None, 'output': None, 'calls': 5, 'unreported': 5} None True\n");
     free(v);
     /* the CLI's line: unknown, not "0 in" */
     snprintf(session, sizeof session, "%s/s2", dir);
@@ -410,6 +412,72 @@ TEST_T(trust_fence_code_and_answer_shown_once, 180)
     if (codes != 1 || answers != 1)
         fprintf(stderr, "%s\n", text);
     free(text);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
+
+/* --verify re-runs the clean notebook in a fresh kernel: seeded numbers
+   reproduce; an unseeded one differs; a dead end whose variable a later
+   cell used makes the clean notebook fail. Each result is in the event,
+   the notebook's metadata and the CLI's line, with its cost in seconds
+   beside the turn's. */
+static void s_verify(llm_server_t *llm, const char *dir, const char *scenario, const char *want)
+{
+    llm_server_env(llm, scenario);
+    unsetenv("KORCH_PRICES");
+    char session[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/%s", dir, scenario);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--verify", "--session", session, "q", NULL},
+                   &out, &err),
+             0);
+    json_t *lines = s_lines(out);
+    json_t *v = json_object_get(s_last_event(lines, "verify"), "verify");
+    CHECK_STREQ(json_string_value(json_object_get(v, "status")), want);
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(lines, json_array_size(lines) - 1), "event")), "done");
+    fprintf(stderr, "  %s: verify %s in %.2f s, the turn took %.2f s\n", scenario, want,
+            json_number_value(json_object_get(v, "seconds")), json_number_value(json_object_get(v, "turn_seconds")));
+    char path[500];
+    snprintf(path, sizeof path, "%s/events.jsonl", session);
+    s_spit(path, out ? out : "");
+    json_decref(s_schema_check("cli", path));
+    if (strcmp(want, "differed") == 0)
+        CHECK_EQ(json_array_size(json_object_get(v, "differences")), 1);
+    if (strcmp(want, "failed") == 0)
+        CHECK_CONTAINS(json_string_value(json_object_get(v, "message")), "raised NameError: name 'd' is not defined");
+    json_decref(lines);
+    free(out);
+    free(err);
+    char code[800];
+    snprintf(code, sizeof code,
+             "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\n"
+             "print(nb.metadata['korch']['verify']['status'])",
+             session);
+    char *st = s_py(code), expect[32];
+    snprintf(expect, sizeof expect, "%s\n", want);
+    CHECK_STREQ(st, expect);
+    free(st);
+}
+
+TEST_T(trust_verify_reproduced_differed_failed, 240)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    char *dir = s_tmpdir();
+    s_verify(&llm, dir, "receipts", "reproduced");
+    s_verify(&llm, dir, "drift", "differed");
+    s_verify(&llm, dir, "deadend", "failed");
+    /* the CLI's line */
+    llm_server_env(&llm, "receipts");
+    char session[400], *out = NULL, *err = NULL;
+    snprintf(session, sizeof session, "%s/text", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--verify", "--session", session, "q", NULL}, &out,
+                   &err),
+             0);
+    CHECK_CONTAINS(err, "verify: reproduced in a fresh python3 kernel (2 code cells, 5 numbers compared)");
+    free(out);
+    free(err);
     s_rmrf(dir);
     free(dir);
     llm_server_stop(&llm);

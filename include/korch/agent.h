@@ -59,6 +59,7 @@ typedef enum {
     KORCH_AGENT_FILES,      /* the step changed the work dir: data {files: [{path, size, change, mime}],
                                total, truncated}, text = one line for people */
     KORCH_AGENT_USAGE,      /* a model call's tokens and cost: data {tokens: korch_usage_json, cost} */
+    KORCH_AGENT_VERIFY,     /* the clean notebook re-run (korch_agent_verify): data = its result, text = status */
 } korch_agent_event_type_t;
 
 typedef struct {
@@ -181,6 +182,17 @@ void korch_agent_cost(const korch_agent_t *agent, korch_cost_t *turn, korch_cost
 /* Write the notebook without its dead ends (korch_notebook_clean: the
    failed attempts left out) to path. */
 korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);
+
+/* Verify the last answer: the clean notebook re-run top to bottom in a
+   fresh kernel of the same launcher and kernelspec, in a work dir holding
+   only the session's input files, and the outputs the answer's numbers came
+   from compared with the first run's. *result (new; may be NULL):
+   {status: "reproduced" | "differed" | "failed", cells, compared,
+   differences: [{text, printed, execution_count, now}], message?, seconds,
+   turn_seconds, kernel}; also in the notebook's metadata (korch.verify),
+   the transcript and a VERIFY event. Fails (KORCH_E_STATE) for an agent on
+   someone else's kernel. Blocking, like ask(). */
+korch_rc_t korch_agent_verify(korch_agent_t *agent, json_t **result, korch_err_t *err);
 
 /* Write the session's notebook (nbformat 4.5) to path as well. */
 korch_rc_t korch_agent_save_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);

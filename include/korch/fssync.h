@@ -34,7 +34,7 @@ size_t korch_fs_manifest_size(const korch_fs_manifest_t *m);
    directories that leaves empty and from_dir no longer has. Never through
    a link, never into another filesystem; at most 64 levels deep (deeper
    is left as it is). on_removed (may be NULL) hears each path removed,
-   below to_dir; the count goes in *removed. */
+   below to_dir; their count (files and directories) in *removed. */
 korch_rc_t korch_fs_prune_tree(int from_dir, int to_dir, korch_fs_manifest_t *m,
                                void (*on_removed)(const char *rel, void *arg), void *arg, size_t *removed,
                                korch_err_t *err);

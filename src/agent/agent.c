@@ -170,6 +170,7 @@ void korch_agent_destroy(korch_agent_t **pa)
         fclose(a->transcript);
     korch_notebook_destroy(&a->nb);
     korch_receipts_destroy(&a->receipts);
+    json_decref(a->last_receipts);
     json_decref(a->messages);
     json_decref(a->tools);
     json_decref(a->file_info);
@@ -390,6 +391,8 @@ static void s_finish(korch_agent_t *a, korch_llm_reply_t *reply, char **answer)
     }
     free(cell);
     free(md);
+    json_decref(a->last_receipts);
+    a->last_receipts = json_incref(receipts);
     json_t *data = json_pack("{s:O}", "receipts", receipts);
     agent_emit(a, KORCH_AGENT_FINAL, text, data);
     json_decref(data);

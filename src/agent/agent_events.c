@@ -91,6 +91,14 @@ korch_rc_t agent_record(korch_agent_t *a, json_t *rec, korch_err_t *err)
 void agent_write_notebook(korch_agent_t *a)
 {
     korch_err_t err = {0};
+    /* the ledger, in the notebook too: the session's tokens (null: unreported) and cost */
+    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    json_t *k = json_object_get(md, "korch");
+    if (json_is_object(k))
+        json_object_set_new(k, "ledger", json_pack("{s:o, s:o, s:s}", "tokens", korch_usage_json(&a->session_usage),
+                                                   "cost", korch_cost_json(&a->session_cost,
+                                                                           korch_prices_currency(a->o.prices)),
+                                                   "llm", korch_llm_name(a->o.llm)));
     if (korch_notebook_write(a->nb, a->notebook_path, &err) != KORCH_OK)
         agent_emit(a, KORCH_AGENT_ERROR, err.msg, NULL);
 }

@@ -15,6 +15,7 @@
  *                  messages within the context budget), what its reply
  *                  means (tool calls, fenced or printed code), the call.
  *  agent_events.c  events to the caller, transcript records, the notebook.
+ *  agent_verify.c  the clean notebook re-run in a fresh kernel (public: korch/agent.h).
  *  agent_json.c    events as the one schema's JSON (docs/events.schema.json),
  *                  the turn's `done` record (public: korch/agent.h).
  *
@@ -74,6 +75,7 @@ struct korch_agent {
     bool budget_told;           /* a budget that cannot be applied was said this turn */
     bool fence_told;            /* the model was asked this turn to write the kernel's language */
     korch_receipts_t *receipts; /* what the kernel printed, for the numbers of an answer */
+    json_t *last_receipts;      /* the last answer's (for korch_agent_verify) */
     int step;
     volatile sig_atomic_t interrupted;
     /* live progress of the running step */

@@ -12,6 +12,7 @@ static const char *s_names[] = {
     [KORCH_AGENT_OUTPUT] = "output", [KORCH_AGENT_RESULT] = "result",     [KORCH_AGENT_FINAL] = "final",
     [KORCH_AGENT_ERROR] = "error",   [KORCH_AGENT_NOTICE] = "notice",     [KORCH_AGENT_CODE_DELTA] = "code_delta",
     [KORCH_AGENT_STATUS] = "status", [KORCH_AGENT_FILES] = "files",       [KORCH_AGENT_USAGE] = "usage",
+    [KORCH_AGENT_VERIFY] = "verify",
 };
 
 const char *korch_agent_event_name(korch_agent_event_type_t type)
@@ -57,6 +58,10 @@ json_t *korch_agent_event_json(const korch_agent_event_t *ev)
         d = json_pack("{s:O, s:O, s:O}", "files", json_object_get(ev->data, "files"), "total",
                       json_object_get(ev->data, "total"), "truncated",
                       json_is_true(json_object_get(ev->data, "truncated")) ? json_true() : json_false());
+        json_decref(text);
+        break;
+    case KORCH_AGENT_VERIFY:
+        d = json_pack("{s:O}", "verify", ev->data ? ev->data : json_null());
         json_decref(text);
         break;
     case KORCH_AGENT_USAGE:

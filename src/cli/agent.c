@@ -34,6 +34,9 @@ static void s_help(FILE *f, const char *cmd)
             "                        (default $KORCH_PRICES; none is built in)\n"
             "  --max-cost X          cost budget per question, in the price table's currency\n"
             "  --clean-notebook      also write notebook-clean.ipynb: the notebook without the failed attempts\n"
+            "  --verify              after each answer, re-run the clean notebook in a fresh kernel (same launcher\n"
+            "                        and kernelspec, the session's input files) and compare the outputs the\n"
+            "                        answer's numbers came from; the result goes into the notebook's metadata\n"
             "  --session-mb N        output budget of the session on disk: transcript, notebook and figures\n"
             "                        together, across kernel restarts and resumes (default 256)\n"
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
@@ -186,7 +189,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"no-fence", no_argument, 0, 'G'},         {"system", required_argument, 0, 'y'},
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
         {"prices", required_argument, 0, 'C'},     {"max-cost", required_argument, 0, 'D'},
-        {"clean-notebook", no_argument, 0, 'E'},
+        {"clean-notebook", no_argument, 0, 'E'},   {"verify", no_argument, 0, 'W'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -234,6 +237,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'C': c.prices_path = optarg; break;
         case 'D': c.max_cost = strtod(optarg, NULL); break;
         case 'E': c.clean_notebook = true; break;
+        case 'W': c.verify = true; break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }

@@ -42,6 +42,7 @@ typedef struct {
     const char *prices_path;    /* --prices, else KORCH_PRICES */
     double max_cost;
     bool clean_notebook;        /* --clean-notebook: notebook-clean.ipynb after each turn */
+    bool verify;                /* --verify: re-run the clean notebook in a fresh kernel after each answer */
     korch_prices_t *prices;
     json_t *receipts;           /* the last answer's */
     int64_t step_t0;

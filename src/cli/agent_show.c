@@ -244,6 +244,13 @@ void cli_agent_on_event(const korch_agent_event_t *ev, void *arg)
         cli_agent_out_value(c, "[files: ", ev->text, KORCH_TERMSAFE_LINE, "]\n"); /* the kernel names them */
         break;
     case KORCH_AGENT_USAGE: break; /* the turn's line says it */
+    case KORCH_AGENT_VERIFY: {
+        cli_agent_end_text(c);
+        char *t = korch_cli_verify_text(ev->data);
+        cli_agent_out_value(c, "", t, 0, ""); /* it quotes what the kernel printed */
+        free(t);
+        break;
+    }
     }
     fflush(stderr);
 }
@@ -258,38 +265,16 @@ static bool s_same_output(void)
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_rdev == b.st_rdev;
 }
 
-/* The answer's numbers and where each came from, on stderr. */
-static void s_print_receipts(run_ctx_t *c)
-{
-    size_t numbers = 0, unbacked = 0, i;
-    korch_receipts_count(c->receipts, &numbers, &unbacked);
-    if (!numbers)
-        return;
-    s_printf(c, "numbers: %zu in the answer, %zu not computed by the kernel\n", numbers, unbacked);
-    json_t *r;
-    json_array_foreach(c->receipts, i, r) {
-        /* the answer's words and what the kernel printed: through termsafe */
-        char *text = korch_termsafe_str(json_string_value(json_object_get(r, "text")), KORCH_TERMSAFE_LINE);
-        char *printed = korch_termsafe_str(json_string_value(json_object_get(r, "printed")), KORCH_TERMSAFE_LINE);
-        const char *form = json_string_value(json_object_get(r, "form"));
-        if (!json_is_true(json_object_get(r, "found")))
-            s_printf(c, "  %-14s NOT COMPUTED BY THE KERNEL (no output printed it)\n", text ? text : "");
-        else if (form && strcmp(form, "given") == 0)
-            s_printf(c, "  %-14s from the question\n", text ? text : "");
-        else
-            s_printf(c, "  %-14s %s of '%s' printed at turn %d, step %d\n", text ? text : "", form,
-                     printed ? printed : "", (int)json_integer_value(json_object_get(r, "turn")),
-                     (int)json_integer_value(json_object_get(r, "step")));
-        free(text);
-        free(printed);
-    }
-}
-
 /* A turn is over (rc from ask): the answer to stdout, unless it has just
    streamed to the same place; its receipts; the clean notebook if asked;
    the ledger line (or, with --json, the `done` record). */
 void cli_agent_turn_end(run_ctx_t *c, korch_rc_t rc, const char *answer, const char *msg)
 {
+    if (c->verify && rc == KORCH_OK) {
+        korch_err_t verr = {0};
+        if (korch_agent_verify(c->agent, NULL, &verr) != KORCH_OK)
+            fprintf(stderr, "korch: cannot verify: %s\n", verr.msg);
+    }
     bool shown = c->text_streamed && !c->quiet && answer && *answer && s_same_output();
     if (!c->json && rc == KORCH_OK && answer && !shown) {
         if (c->chat)
@@ -317,24 +302,13 @@ void cli_agent_turn_end(run_ctx_t *c, korch_rc_t rc, const char *answer, const c
         return;
     }
     cli_agent_end_text(c);
-    if (rc == KORCH_OK)
-        s_print_receipts(c);
-    korch_agent_usage_t turn, session;
-    korch_agent_usage(c->agent, &turn, &session);
-    char tt[160], ts[160], money[256] = "";
-    korch_usage_text(&turn, tt, sizeof tt);
-    korch_usage_text(&session, ts, sizeof ts);
-    if (c->prices) {
-        korch_cost_t ct, cs;
-        korch_agent_cost(c->agent, &ct, &cs);
-        char a[96], b[96];
-        korch_cost_text(&ct, korch_prices_currency(c->prices), a, sizeof a);
-        korch_cost_text(&cs, korch_prices_currency(c->prices), b, sizeof b);
-        snprintf(money, sizeof money, "; cost: %s (session: %s)", a, b);
-    }
-    int steps = (int)json_integer_value(json_object_get(done, "steps"));
-    s_printf(c, "── %d step%s, %.1f s; tokens: %s (session: %s)%s ──\n", steps, steps == 1 ? "" : "s",
-             (double)json_integer_value(json_object_get(done, "elapsed_ms")) / 1e3, tt, ts, money);
+    char *t = rc == KORCH_OK ? korch_cli_receipts_text(c->receipts) : NULL;
+    if (t)
+        cli_agent_out_value(c, "", t, 0, ""); /* the answer's words, what the kernel printed */
+    free(t);
+    t = korch_cli_ledger_text(c->agent, c->prices, done);
+    s_out(c, t, t ? strlen(t) : 0);
+    free(t);
     json_decref(done);
     fflush(stderr);
 }

@@ -70,4 +70,15 @@ bool korch_cli_env_opt(const char *cmd, const char *arg);
    a missing file is 0, a line it cannot read is warned about and skipped. */
 int korch_cli_load_dotenv(const char *path);
 
+/* agent_report.c: what korch run / chat print under an answer (new
+   strings; NULL when there is nothing to say). */
+#include <jansson.h>
+#include "korch/agent.h"
+/* Its numbers and where each came from (receipts of a FINAL event). */
+char *korch_cli_receipts_text(json_t *receipts);
+/* The clean notebook's re-run (a VERIFY event's data). */
+char *korch_cli_verify_text(json_t *verify);
+/* "── 3 steps, 0.6 s; tokens: ... (session: ...); cost: ... ──" from the turn's done. */
+char *korch_cli_ledger_text(korch_agent_t *agent, const korch_prices_t *prices, json_t *done);
+
 #endif

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,9 +22,21 @@
 #define S_LOCK_DIR "/run/korch-uids"
 #define S_TRIES 256
 
-struct korch_kuid {
+/* The uids this process holds, each with its flock once: a restart's
+   start asks again for the uid its freed predecessor still holds (until
+   its cgroup is empty) and shares it. */
+typedef struct s_held {
+    struct s_held *next;
     uid_t uid;
     int fd;                 /* the flock on S_LOCK_DIR/uid */
+    int refs;
+} s_held_t;
+
+static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
+static s_held_t *s_held;
+
+struct korch_kuid {
+    s_held_t *h;
 };
 
 bool korch_kuid_range(uid_t *first, uid_t *last, korch_err_t *err)
@@ -100,7 +113,21 @@ korch_kuid_t *korch_kuid_claim(uid_t want, korch_err_t *err)
             close(dirfd);
         return NULL;
     }
-    korch_kuid_t *k = NULL;
+    korch_kuid_t *k = calloc(1, sizeof *k);
+    if (!k) {
+        close(dirfd);
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_lock(&s_mu);
+    for (s_held_t *h = s_held; h && want; h = h->next)
+        if (h->uid == want) { /* ours already: a restart of the same kernel */
+            h->refs++;
+            k->h = h;
+            pthread_mutex_unlock(&s_mu);
+            close(dirfd);
+            return k;
+        }
     uint64_t count = (uint64_t)last - first + 1, r = 0;
     if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
         r = (uint64_t)getpid() * 2654435761u;
@@ -129,25 +156,41 @@ korch_kuid_t *korch_kuid_claim(uid_t want, korch_err_t *err)
             goto out;
         }
     }
-    if (!(k = malloc(sizeof *k))) {
+    if (!(k->h = malloc(sizeof *k->h))) {
         close(fd);
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
-    k->uid = uid;
-    k->fd = fd;
+    *k->h = (s_held_t){.next = s_held, .uid = uid, .fd = fd, .refs = 1};
+    s_held = k->h;
 out:
+    pthread_mutex_unlock(&s_mu);
     close(dirfd);
+    if (!k->h) {
+        free(k);
+        k = NULL;
+    }
     return k;
 }
 
-uid_t korch_kuid_uid(const korch_kuid_t *k) { return k->uid; }
+uid_t korch_kuid_uid(const korch_kuid_t *k) { return k->h->uid; }
 
 void korch_kuid_release(korch_kuid_t **pk)
 {
     if (!pk || !*pk)
         return;
-    close((*pk)->fd); /* the lock goes with it; the file stays (removing it would race a claim) */
+    s_held_t *h = (*pk)->h;
+    pthread_mutex_lock(&s_mu);
+    if (--h->refs == 0) {
+        for (s_held_t **pp = &s_held; *pp; pp = &(*pp)->next)
+            if (*pp == h) {
+                *pp = h->next;
+                break;
+            }
+        close(h->fd); /* the lock goes with it; the file stays (removing it would race a claim) */
+        free(h);
+    }
+    pthread_mutex_unlock(&s_mu);
     free(*pk);
     *pk = NULL;
 }

@@ -27,8 +27,9 @@ typedef struct korch_kuid korch_kuid_t;
 bool korch_kuid_range(uid_t *first, uid_t *last, korch_err_t *err);
 
 /* Claim a free uid of the range; want (when in the range, else 0 = any):
-   that one (a restart's, an adopted container's), or an error when it is
-   taken. NULL with err. */
+   that one (a restart's), shared when this process holds it already (the
+   freed predecessor's claim lasts until its cgroup is empty), or an error
+   when another process holds it. NULL with err. */
 korch_kuid_t *korch_kuid_claim(uid_t want, korch_err_t *err);
 
 uid_t korch_kuid_uid(const korch_kuid_t *k);

@@ -126,8 +126,11 @@ static void s_prune_dir(s_prune_t *pr, int from, int to, int depth)
             if (fsub >= 0)
                 close(fsub);
             /* emptied by this prune and gone on the other side: it goes too */
-            if (!dir_there && pr->removed > before && unlinkat(to, de->d_name, AT_REMOVEDIR) == 0 && pr->on_removed)
-                pr->on_removed(pr->rel, pr->arg);
+            if (!dir_there && pr->removed > before && unlinkat(to, de->d_name, AT_REMOVEDIR) == 0) {
+                pr->removed++;
+                if (pr->on_removed)
+                    pr->on_removed(pr->rel, pr->arg);
+            }
         }
         pr->rel[base] = 0;
     }

@@ -682,7 +682,48 @@ def sc_llm_keys(x):
     x.check(m["llm"] == "openai:gpt-4o-mini", "session: %r" % m)
 
 
-SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys)})
+def sc_receipts(x):
+    """Issue 23 over SSE: the final event's receipts (a made-up number flagged),
+    the transcript's final record with them, the clean notebook (?clean=1)
+    without the failed attempt, the failed cell tagged raises-exception, and a
+    session's own token budget ending its turn (done.stopped_by)."""
+    m = x.session()
+    events = Sse(x, m["id"], "What is the total?").all()
+    final = _of(events, "final")
+    rec = final[0].get("receipts", []) if final else []
+    x.check(len(rec) == 6 and [r.get("form") for r in rec[:5]] == ["exact", "rounded", "percent", "exact", "magnitude"],
+            "receipts: %r" % rec)
+    x.check(rec and rec[-1]["text"] == "17.3" and rec[-1]["found"] is False
+            and rec[-1].get("note") == "not computed by the kernel", "the made-up number: %r" % rec[-1:])
+    done = _of(events, "done")[0]
+    x.check(done["steps"] == 4 and done["tokens"]["turn"]["calls"] == 4 and done["cost"] == {"turn": None, "session": None},
+            "done: %r" % done)
+    st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+    finals = [r for r in full.get("transcript", []) if r.get("type") == "final"]
+    x.check(finals and finals[-1].get("receipts") == rec, "the transcript's final record: %r" % finals[-1:])
+    st, nb = x.http.req("GET", "api/agent/sessions/%s/notebook" % m["id"])
+    st2, clean = x.http.req("GET", "api/agent/sessions/%s/notebook?clean=1" % m["id"])
+    code = [c for c in nb.get("cells", []) if c["cell_type"] == "code"] if st == 200 else []
+    ccode = [c for c in clean.get("cells", []) if c["cell_type"] == "code"] if st2 == 200 else []
+    x.check([c["metadata"].get("tags", []) for c in code] == [[], ["raises-exception"], []],
+            "the notebook's tags: %r" % [c["metadata"] for c in code])
+    x.check(len(ccode) == 2 and not any(o["output_type"] == "error" for c in ccode for o in c["outputs"])
+            and clean["metadata"]["korch"]["clean"]["dropped"] == 1, "the clean notebook: %r" % ccode)
+    # a session's own budget, lower than the server's none
+    st, b = x.http.req("POST", "api/agent/sessions", {"budget": {"tokens": "many"}})
+    x.check(st == 400 and "'budget' must be" in b.get("message", ""), "a bad budget -> %s %r" % (st, b))
+    st, b = x.http.req("POST", "api/agent/sessions", {"budget": {"cost": 1}})
+    x.check(st == 400 and "needs a price table" in b.get("message", ""), "a cost budget without prices -> %s %r" % (st, b))
+    m2 = x.session(budget={"tokens": 10})
+    x.check(m2.get("budget") == {"tokens": 10, "seconds": None, "cost": None}, "the session's budget: %r" % m2)
+    events = Sse(x, m2["id"], "What is the total?").all()
+    done = _of(events, "done")[0]
+    x.check(done.get("stopped_by") == "tokens" and done["steps"] == 2, "stopped by its budget: %r" % done)
+    x.check(any("the token budget for this question is used up after 1 step" in d["text"] for d in _of(events, "notice")),
+            "the budget's notice: %r" % _of(events, "notice"))
+
+
+SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys, sc_receipts)})
 
 
 def main():

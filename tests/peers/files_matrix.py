@@ -21,7 +21,9 @@ Prints one JSON line {"ok", "failures", "details"}; exit status 0 when all held.
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,8 +33,8 @@ import ws_client  # noqa: E402
 # what the kernel sees of its work dir, as "path:size" sorted, on one line
 _VIEW = ("import os, json\n"
          "_v = sorted('%s:%d' % (os.path.relpath(os.path.join(d, f)), os.path.getsize(os.path.join(d, f)))\n"
-         "            for d, ds, fs in os.walk('.') for f in fs\n"
-         "            if not any(p.startswith('.') for p in os.path.relpath(os.path.join(d, f)).split(os.sep)))\n"
+         "            for d, ds, fs in os.walk('.') for f in fs if not os.path.islink(os.path.join(d, f))\n"
+         "            and not any(p.startswith('.') for p in os.path.relpath(os.path.join(d, f)).split(os.sep)))\n"
          "print('VIEW=' + json.dumps(_v))\n"
          "del _v\n")
 
@@ -123,6 +125,26 @@ def before(x):
     m.run("import os\nos.remove('out.txt')\nprint('REMOVED')")
     del m.expect["out.txt"]
     m.check("code_deletes")
+    # the kernel attacks: links planted where uploads and listings look (a directory outside
+    # the work dir holds a file to lose: a local kernel sees it; in a container the link dangles)
+    outside = tempfile.mkdtemp(prefix="korch-matrix-outside-")
+    with open(os.path.join(outside, "victim.csv"), "w") as f:
+        f.write("root:keep me\n")
+    m.run("import os\nos.symlink('/etc/passwd', 'leak.txt')\nos.symlink(%r, 'outdir')\n"
+          "os.symlink(%r, 'data/victim.csv')\nprint('PLANTED')" % (outside, os.path.join(outside, "victim.csv")))
+    m.check("code_plants_links")  # never listed
+    for rel in ("leak.txt", "outdir/victim.csv", "data/victim.csv"):
+        st, body = aac._raw(x, "GET", m.p + "/files/" + rel)
+        x.check(st != 200 and b"root:" not in (body if isinstance(body, bytes) else json.dumps(body).encode()),
+                "GET %s (a link the kernel planted) -> %s" % (rel, st))
+    st, b = aac._raw(x, "DELETE", m.p + "/files/outdir/victim.csv")
+    x.check(st in (400, 404, 500), "DELETE through a planted link to a directory -> %s %r" % (st, b))
+    aac._raw(x, "DELETE", m.p + "/files/data/victim.csv")  # the link itself may go, never what it names
+    x.check(os.path.exists(os.path.join(outside, "victim.csv")), "a DELETE reached the file a planted link names")
+    m.run("import os\nfor p in ('leak.txt', 'outdir', 'data/victim.csv'):\n    os.path.lexists(p) and os.remove(p)\n"
+          "print('UNPLANTED')")
+    shutil.rmtree(outside)
+    m.check("code_removes_links")
     # DELETE (and one that is not there)
     m.delete("data/part1.csv")
     m.check("delete")

@@ -45,4 +45,23 @@ def jsfence(provider, req, state):
     return {"text": "The sum is %s." % ag._find(r"SUM (\d+)", texts)}
 
 
-SCENARIOS = {"receipts": receipts, "jsfence": jsfence}
+def drift(provider, req, state):
+    """An unseeded random number, quoted: a fresh kernel prints another one."""
+    texts = ag._all_results(provider, req)
+    if not texts:
+        return {"tool_calls": [ls.run_python("import random\nprint('R', random.randint(10**8, 10**9))")]}
+    return {"text": "The kernel drew %s." % ag._find(r"R (\d+)", texts)}
+
+
+def deadend(provider, req, state):
+    """The failed cell defined what the next one uses: the clean notebook,
+    without it, cannot run through (verify says so)."""
+    texts = ag._all_results(provider, req)
+    if not texts:
+        return {"tool_calls": [ls.run_python("d = {'amount': 8451.37}\nprint(d['amout'])")]}
+    if len(texts) == 1:
+        return {"tool_calls": [ls.run_python("print('AMOUNT', d['amount'])")]}
+    return {"text": "The amount is %s." % ag._find(r"AMOUNT ([0-9.]+)", texts)}
+
+
+SCENARIOS = {"receipts": receipts, "jsfence": jsfence, "drift": drift, "deadend": deadend}

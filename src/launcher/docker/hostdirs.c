@@ -166,7 +166,7 @@ void dk_unbound_workdir(docker_proc_t *p)
         korch_warn("work dir '%s': not everything the kernel left was kept: %s", p->work_host,
                    top < 0 ? strerror(errno) : e.msg);
     s_notes_end(&sy);
-    korch_debug("work dir '%s': %llu bytes copied back, %zu files deleted as in the kernel", p->work_host,
+    korch_debug("work dir '%s': %llu bytes copied back, %zu files and directories deleted as in the kernel", p->work_host,
                 (unsigned long long)copied, removed);
     if (top >= 0)
         close(top);
