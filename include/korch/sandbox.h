@@ -17,9 +17,13 @@
  *    userfaultfd, the mount family, ptrace, AF_VSOCK ...);
  *  - the environment is an allow-list (PATH, HOME, LANG, LC_*, TZ) plus the
  *    kernelspec's and the request's env: never korch's (API keys);
- *  - when korch runs as root, an unprivileged uid (opts.user, 1000:1000):
- *    korch drops to it before bwrap starts, so bwrap itself acts with that
- *    uid's rights only; runtime_dir and the work dir are given to it;
+ *  - when korch runs as root, an unprivileged uid: opts.user, else one no
+ *    account has, its own (src/launcher/kuid.h): korch drops to it before
+ *    bwrap starts, so bwrap itself acts with that uid's rights only;
+ *    runtime_dir and the work dir are given to it, a host work dir given
+ *    back to the user who asked at the end;
+ *  - bounded disk: runtime_dir (with work/ in it) a tmpfs of runtime_size +
+ *    workdir_size, /tmp one of tmp_size, stdout/stderr a ring of log_max;
  *  - the connection file (the HMAC key) never touches the host's disk: it
  *    reaches the sandbox's private /tmp through an fd;
  *  - memory (no swap; the OOM killer is named in the death reason), pids
@@ -55,7 +59,7 @@
 typedef struct {
     const char *bwrap;          /* NULL = $KORCH_BWRAP, else "bwrap" on the PATH */
     const char *instance;       /* this korch's id: cgroups live in korch/{scope of the runtime base}/{instance}; NULL = "default" */
-    const char *user;           /* "uid:gid"; NULL = "1000:1000" when korch is root, else korch's own */
+    const char *user;           /* "uid:gid"; NULL = one of its own no account has when korch is root, else korch's own */
     const char *workdir;        /* host dir bound read-write as the kernel's cwd; NULL = see above */
     bool workdir_from_cwd;      /* use the request's cwd when workdir is NULL */
     bool workdir_give;          /* chown that host dir (and its contents) to the kernel's uid */
