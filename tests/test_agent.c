@@ -80,6 +80,35 @@ static int s_run(const char *const *args, char **out, char **err)
     return korch_test_run(argv, NULL, out, err, 170);
 }
 
+/* What a korch run test needs: the scripted LLM server on a scenario (every
+   provider's base URL pointed at it) and a fresh session dir. */
+typedef struct {
+    server_t srv;
+    char *dir;
+    char session[300];
+    char *out, *err;            /* of the run */
+} fx_t;
+
+static bool s_fx(fx_t *f, const char *scenario)
+{
+    *f = (fx_t){0};
+    if (!s_server_start(&f->srv))
+        return false;
+    s_env(&f->srv, scenario);
+    f->dir = s_tmpdir();
+    snprintf(f->session, sizeof f->session, "%s/s", f->dir);
+    return true;
+}
+
+static void s_fx_end(fx_t *f)
+{
+    free(f->out);
+    free(f->err);
+    s_rmrf(f->dir);
+    free(f->dir);
+    s_server_stop(&f->srv);
+}
+
 static void s_analysis(const char *llm, bool vision)
 {
     server_t srv = {0};
@@ -191,17 +220,14 @@ TEST_T(agent_multi_turn_and_resume_after_restart, 180)
 
 TEST_T(agent_kernel_death_is_told_and_session_goes_on, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "dies"))
         return;
-    s_env(&srv, "dies");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "go", NULL}, &out,
-                   &err),
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", f.session, "go", NULL}, &f.out,
+                   &f.err),
              0);
-    CHECK_CONTAINS(out, "Recovered: FRESH False.");
-    CHECK_CONTAINS(err, "kernel died");
+    CHECK_CONTAINS(f.out, "Recovered: FRESH False.");
+    CHECK_CONTAINS(f.err, "kernel died");
     /* the notebook marks the restart, and the cell whose kernel died has a note */
     char code[900], *v = NULL;
     snprintf(code, sizeof code,
@@ -210,89 +236,72 @@ TEST_T(agent_kernel_death_is_told_and_session_goes_on, 180)
              "marks = [c for c in nb.cells if c.cell_type == 'markdown' and 'kernel restarted here' in c.source]\n"
              "print(len(died), 'kernel died' in died[0].metadata['korch']['note'] if died else None, len(marks),"
              " nb.cells.index(marks[0]) == nb.cells.index(died[0]) + 1 if died and marks else None)",
-             session);
+             f.session);
     const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
     CHECK_EQ(korch_test_run(py, NULL, &v, NULL, 60), 0);
     CHECK_STREQ(v, "1 True 1 True\n");
     free(v);
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }
 
-TEST_T(agent_max_steps_then_final_answer_without_tools, 180)
-{
-    server_t srv = {0};
-    if (!s_server_start(&srv))
-        return;
-    s_env(&srv, "forever");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--max-steps", "3", "--session", session, "loop", NULL},
-                   &out, &err),
-             0);
-    CHECK_CONTAINS(out, "Stopped after 3 results.");
-    CHECK_CONTAINS(err, "step limit");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
-}
+/* The korch run cases that differ only in their scenario, arguments and
+   what korch must print: run with --session and the question, exit 0,
+   stdout has out, stderr has err (when given). */
+static const struct {
+    const char *test, *scenario, *llm;
+    const char *args[3];        /* before --session */
+    const char *question, *out, *err;
+} s_runs[] = {
+    {"max_steps_then_final_answer_without_tools", "forever", "ollama:llama3.1", {"--max-steps", "3"}, "loop",
+     "Stopped after 3 results.", "step limit"},
+    {"malformed_tool_json_goes_back_to_the_model", "badjson", "openai:gpt-4o-mini", {NULL}, "go", "Fixed: OK 5.", NULL},
+    {"fence_mode", "fence", "ollama:llama3.1", {"--fence"}, "compute", "The kernel said FENCE=42.", NULL},
+    {"tool_call_printed_as_text_is_run", "printed", "openai:gpt-4o-mini", {NULL}, "go", "Ran it: PRINTED 42.", NULL},
+};
 
-TEST_T(agent_malformed_tool_json_goes_back_to_the_model, 180)
+static void s_run_case(const char *test)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    size_t i = 0;
+    while (i < sizeof s_runs / sizeof *s_runs && strcmp(s_runs[i].test, test) != 0)
+        i++;
+    fx_t f;
+    if (!CHECK(i < sizeof s_runs / sizeof *s_runs) || !s_fx(&f, s_runs[i].scenario))
         return;
-    s_env(&srv, "badjson");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "go", NULL}, &out, &err), 0);
-    CHECK_CONTAINS(out, "Fixed: OK 5.");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    const char *args[12] = {"--llm", s_runs[i].llm};
+    int n = 2;
+    for (int k = 0; k < 3 && s_runs[i].args[k]; k++)
+        args[n++] = s_runs[i].args[k];
+    args[n++] = "--session";
+    args[n++] = f.session;
+    args[n++] = s_runs[i].question;
+    args[n] = NULL;
+    CHECK_EQ(s_run(args, &f.out, &f.err), 0);
+    CHECK_CONTAINS(f.out, s_runs[i].out);
+    if (s_runs[i].err)
+        CHECK_CONTAINS(f.err, s_runs[i].err);
+    s_fx_end(&f);
 }
+#define RUN_CASE(name) \
+    TEST_T(agent_##name, 180) { s_run_case(#name); }
 
-TEST_T(agent_fence_mode, 180)
-{
-    server_t srv = {0};
-    if (!s_server_start(&srv))
-        return;
-    s_env(&srv, "fence");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "ollama:llama3.1", "--fence", "--session", session, "compute", NULL}, &out,
-                   &err),
-             0);
-    CHECK_CONTAINS(out, "The kernel said FENCE=42.");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
-}
+RUN_CASE(max_steps_then_final_answer_without_tools)
+
+RUN_CASE(malformed_tool_json_goes_back_to_the_model)
+
+RUN_CASE(fence_mode)
 
 TEST_T(agent_json_events_and_no_llm_message, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "turns"))
         return;
-    s_env(&srv, "turns");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", session,
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", f.session,
                                     "remember a number", NULL},
-                   &out, &err),
+                   &f.out, &f.err),
              0);
     int steps = 0, codes = 0, finals = 0;
     char *save = NULL;
-    for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    for (char *l = strtok_r(f.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         json_t *ev = json_loads(l, 0, NULL);
         if (!CHECK(ev))
             continue;
@@ -305,25 +314,21 @@ TEST_T(agent_json_events_and_no_llm_message, 180)
     CHECK_EQ(steps, 2);
     CHECK_EQ(codes, 1);
     CHECK_EQ(finals, 1);
-    free(out);
-    free(err);
+    free(f.out);
+    free(f.err);
     /* resuming without --llm: the model recorded in the session */
     unsetenv("KORCH_LLM");
-    CHECK_EQ(s_run((const char *[]){"--session", session, "use it", NULL}, &out, &err), 0);
-    CHECK_CONTAINS(out, "The answer is 43.");
-    CHECK_CONTAINS(err, "model openai:gpt-4o-mini");
-    free(out);
-    free(err);
+    CHECK_EQ(s_run((const char *[]){"--session", f.session, "use it", NULL}, &f.out, &f.err), 0);
+    CHECK_CONTAINS(f.out, "The answer is 43.");
+    CHECK_CONTAINS(f.err, "model openai:gpt-4o-mini");
+    free(f.out);
+    free(f.err);
     /* no LLM configured (a new session): say how to configure one */
-    snprintf(session, sizeof session, "%s/fresh", dir);
-    CHECK_EQ(s_run((const char *[]){"--session", session, "anything", NULL}, &out, &err), 2);
-    CHECK_CONTAINS(err, "no LLM configured");
-    CHECK_CONTAINS(err, "OPENAI_API_KEY");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    snprintf(f.session, sizeof f.session, "%s/fresh", f.dir);
+    CHECK_EQ(s_run((const char *[]){"--session", f.session, "anything", NULL}, &f.out, &f.err), 2);
+    CHECK_CONTAINS(f.err, "no LLM configured");
+    CHECK_CONTAINS(f.err, "OPENAI_API_KEY");
+    s_fx_end(&f);
 }
 
 /* kill -9 during a slow model call, then resume: nothing said before is lost. */
@@ -370,47 +375,26 @@ TEST_T(agent_resume_after_kill_9, 180)
     s_server_stop(&srv);
 }
 
-TEST_T(agent_tool_call_printed_as_text_is_run, 180)
-{
-    server_t srv = {0};
-    if (!s_server_start(&srv))
-        return;
-    s_env(&srv, "printed");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "go", NULL}, &out, &err), 0);
-    CHECK_CONTAINS(out, "Ran it: PRINTED 42.");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
-}
+RUN_CASE(tool_call_printed_as_text_is_run)
 
 /* The model's API keeps failing: a clear error, and what was said is on disk. */
 TEST_T(agent_model_500s_give_a_clear_error_and_keep_the_session, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "fail500"))
         return;
-    s_env(&srv, "fail500");
-    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "first question",
+    char path[400];
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", f.session, "first question",
                                     NULL},
-                   &out, &err),
+                   &f.out, &f.err),
              1);
-    CHECK_CONTAINS(err, "500");
-    snprintf(path, sizeof path, "%s/transcript.jsonl", session);
+    CHECK_CONTAINS(f.err, "500");
+    snprintf(path, sizeof path, "%s/transcript.jsonl", f.session);
     char *t = korch_read_file(path, 1 << 20, NULL, NULL);
     CHECK_CONTAINS(t, "\"content\":\"first question\"");
     CHECK_CONTAINS(t, "\"type\":\"error\"");
     free(t);
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }
 
 /* ---- live progress (issue 11): code as it is written, waits, tokens, the terminal ---- */
@@ -760,35 +744,28 @@ TEST_T(agent_session_dir_parents_are_created, 180)
    code planted are neither listed nor followed. */
 TEST_T(agent_files_the_code_writes_are_told, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "writer"))
         return;
-    s_env(&srv, "writer");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--vision", "--session", session, "write files",
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--vision", "--session", f.session, "write files",
                                     NULL},
-                   &out, &err),
+                   &f.out, &f.err),
              0);
-    CHECK_CONTAINS(out, "IMAGES=1"); /* the PNG the code saved was shown to the vision model */
-    CHECK_CONTAINS(out, "FIRST: created out.csv (");
-    CHECK_CONTAINS(out, "created reports/r0.txt (9 bytes); created reports/r1.txt (9 bytes)");
-    CHECK_CONTAINS(out, "created x.png (");
-    CHECK_CONTAINS(out, "kept as figure fig-1.png");
-    CHECK_CONTAINS(out, "SECOND: deleted out.csv");
-    CHECK(!strstr(out, "leak") && !strstr(out, "etcdir") && !strstr(out, "passwd"));
-    CHECK_CONTAINS(err, "[files: created out.csv");
-    char *png = s_slurp(session, "figures/fig-1.png");
+    CHECK_CONTAINS(f.out, "IMAGES=1"); /* the PNG the code saved was shown to the vision model */
+    CHECK_CONTAINS(f.out, "FIRST: created out.csv (");
+    CHECK_CONTAINS(f.out, "created reports/r0.txt (9 bytes); created reports/r1.txt (9 bytes)");
+    CHECK_CONTAINS(f.out, "created x.png (");
+    CHECK_CONTAINS(f.out, "kept as figure fig-1.png");
+    CHECK_CONTAINS(f.out, "SECOND: deleted out.csv");
+    CHECK(!strstr(f.out, "leak") && !strstr(f.out, "etcdir") && !strstr(f.out, "passwd"));
+    CHECK_CONTAINS(f.err, "[files: created out.csv");
+    char *png = s_slurp(f.session, "figures/fig-1.png");
     CHECK(png && memcmp(png, "\x89PNG", 4) == 0);
     free(png);
-    char *none = s_slurp(session, "figures/fig-2.png"); /* leak.png -> /etc/passwd was not copied */
+    char *none = s_slurp(f.session, "figures/fig-2.png"); /* leak.png -> /etc/passwd was not copied */
     CHECK(none == NULL);
     free(none);
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }
 
 static void s_excel(const char *launcher)
@@ -829,14 +806,12 @@ TEST_T(agent_xlsx_read_and_written_in_docker, 180) { s_excel("docker"); }
 /* Two files with one base name: both kept, the second under a free name, said so. */
 TEST_T(agent_same_base_name_uploads_are_kept_apart, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "sysecho"))
         return;
-    s_env(&srv, "sysecho");
-    char *dir = s_tmpdir(), session[300], a[400], b[400], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    snprintf(a, sizeof a, "%s/a", dir);
-    snprintf(b, sizeof b, "%s/b", dir);
+    char a[400], b[400];
+    snprintf(a, sizeof a, "%s/a", f.dir);
+    snprintf(b, sizeof b, "%s/b", f.dir);
     mkdir(a, 0755);
     mkdir(b, 0755);
     s_spit(a, "sales.csv", "x,y\n1,2\n");
@@ -844,100 +819,83 @@ TEST_T(agent_same_base_name_uploads_are_kept_apart, 180)
     strcat(a, "/sales.csv");
     strcat(b, "/sales.csv");
     CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--file", a, "--file", b, "--file", a, "--session",
-                                    session, "--system", "EXTRA-RULE-7", "files?", NULL},
-                   &out, &err),
+                                    f.session, "--system", "EXTRA-RULE-7", "files?", NULL},
+                   &f.out, &f.err),
              0);
-    CHECK_CONTAINS(err, "kept as 'sales-2.csv'");
-    CHECK_CONTAINS(out, "- sales.csv (8 bytes)");
-    CHECK_CONTAINS(out, "- sales-2.csv (12 bytes)");
-    CHECK(!strstr(out, "sales-3")); /* the same bytes again: not copied twice */
-    CHECK_CONTAINS(out, "careful data analyst");
-    CHECK_CONTAINS(out, "EXTRA-RULE-7>>");
-    char *one = s_slurp(session, "files/sales.csv"), *two = s_slurp(session, "files/sales-2.csv");
+    CHECK_CONTAINS(f.err, "kept as 'sales-2.csv'");
+    CHECK_CONTAINS(f.out, "- sales.csv (8 bytes)");
+    CHECK_CONTAINS(f.out, "- sales-2.csv (12 bytes)");
+    CHECK(!strstr(f.out, "sales-3")); /* the same bytes again: not copied twice */
+    CHECK_CONTAINS(f.out, "careful data analyst");
+    CHECK_CONTAINS(f.out, "EXTRA-RULE-7>>");
+    char *one = s_slurp(f.session, "files/sales.csv"), *two = s_slurp(f.session, "files/sales-2.csv");
     CHECK_STREQ(one, "x,y\n1,2\n");
     CHECK_STREQ(two, "x,y\n3,4\n5,6\n");
     free(one);
     free(two);
-    free(out);
-    free(err);
+    free(f.out);
+    free(f.err);
     /* --system-replace and --system-file replace korch's prompt */
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "--system-replace",
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", f.session, "--system-replace",
                                     "ONLY-THIS", "again", NULL},
-                   &out, &err),
+                   &f.out, &f.err),
              0);
-    CHECK_CONTAINS(out, "SYSTEM<<ONLY-THIS>>");
-    free(out);
-    free(err);
-    s_spit(dir, "prompt.txt", "FROM-A-FILE");
+    CHECK_CONTAINS(f.out, "SYSTEM<<ONLY-THIS>>");
+    free(f.out);
+    free(f.err);
+    s_spit(f.dir, "prompt.txt", "FROM-A-FILE");
     char pf[400];
-    snprintf(pf, sizeof pf, "%s/prompt.txt", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "--system-file", pf, "again",
+    snprintf(pf, sizeof pf, "%s/prompt.txt", f.dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", f.session, "--system-file", pf, "again",
                                     NULL},
-                   &out, &err),
+                   &f.out, &f.err),
              0);
-    CHECK_CONTAINS(out, "SYSTEM<<FROM-A-FILE>>");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    CHECK_CONTAINS(f.out, "SYSTEM<<FROM-A-FILE>>");
+    s_fx_end(&f);
 }
 
 /* A ```python fence and no tool call is run (code interpreter behaviour); --no-fence makes it the answer. */
 TEST_T(agent_fenced_reply_is_run_unless_no_fence, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "fencerun"))
         return;
-    s_env(&srv, "fencerun");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", session, "go", NULL}, &out,
-                   &err),
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--session", f.session, "go", NULL}, &f.out,
+                   &f.err),
              0);
-    CHECK_CONTAINS(out, "Ran the fence: FENCERUN=42.\n```\nFENCERUN=42\n```");
-    char *t = s_slurp(session, "transcript.jsonl");
+    CHECK_CONTAINS(f.out, "Ran the fence: FENCERUN=42.\n```\nFENCERUN=42\n```");
+    char *t = s_slurp(f.session, "transcript.jsonl");
     const char *first = t ? strstr(t, "\"type\":\"execution\"") : NULL;
     CHECK(first && !strstr(first + 1, "\"type\":\"execution\"")); /* the untagged fence was not run */
     free(t);
-    free(out);
-    free(err);
-    snprintf(session, sizeof session, "%s/s2", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--no-fence", "--session", session, "go",
+    free(f.out);
+    free(f.err);
+    snprintf(f.session, sizeof f.session, "%s/s2", f.dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "anthropic:claude-sonnet-4-5", "--no-fence", "--session", f.session, "go",
                                     NULL},
-                   &out, &err),
+                   &f.out, &f.err),
              0);
-    CHECK_CONTAINS(out, "```python\nprint('FENCERUN=%d' % (40 + 2))");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    CHECK_CONTAINS(f.out, "```python\nprint('FENCERUN=%d' % (40 + 2))");
+    s_fx_end(&f);
 }
 
 /* .env in the working directory: read for KORCH_LLM and the rest; the real environment wins. */
 TEST_T(agent_dotenv_is_read_and_the_environment_wins, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "turns"))
         return;
-    s_env(&srv, "turns");
-    char *dir = s_tmpdir(), session[300], cwd[1024], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    s_spit(dir, ".env",
+    char cwd[1024];
+    s_spit(f.dir, ".env",
            "# korch settings\nKORCH_LLM=\"openai:gpt-4o-mini\"\n"
            "export OPENAI_BASE_URL=http://127.0.0.1:9/v1 # the real environment's wins\nPATH=/nonexistent\n");
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    CHECK_EQ(chdir(dir), 0);
-    CHECK_EQ(s_run((const char *[]){"--session", session, "remember a number", NULL}, &out, &err), 0);
+    CHECK_EQ(chdir(f.dir), 0);
+    CHECK_EQ(s_run((const char *[]){"--session", f.session, "remember a number", NULL}, &f.out, &f.err), 0);
     CHECK_EQ(chdir(cwd), 0);
-    CHECK_CONTAINS(out, "Stored.");
-    CHECK_CONTAINS(err, "model openai:gpt-4o-mini");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    CHECK_CONTAINS(f.out, "Stored.");
+    CHECK_CONTAINS(f.err, "model openai:gpt-4o-mini");
+    s_fx_end(&f);
 }
 
 /* Resume from the snapshot: an append is not repeated, a random value is
@@ -945,50 +903,43 @@ TEST_T(agent_dotenv_is_read_and_the_environment_wins, 180)
    the snapshot: the cells are re-run, and the model is told that instead. */
 TEST_T(agent_resume_restores_the_snapshot_then_falls_back_to_replay, 240)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "snapshot"))
         return;
-    s_env(&srv, "snapshot");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "set up", NULL}, &out, &err),
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", f.session, "set up", NULL}, &f.out, &f.err),
              0);
     char r[64] = "";
-    const char *p = out ? strstr(out, "R=") : NULL;
+    const char *p = f.out ? strstr(f.out, "R=") : NULL;
     CHECK(p && sscanf(p, "R=%63[0-9.e-]", r) == 1);
     if (r[0] && r[strlen(r) - 1] == '.') /* the sentence's full stop */
         r[strlen(r) - 1] = 0;
-    char *snap = s_slurp(session, "snapshot.json");
+    char *snap = s_slurp(f.session, "snapshot.json");
     CHECK_CONTAINS(snap, "\"variables\":[\"items\",\"partial\",\"r\"]");
     free(snap);
-    free(out);
-    free(err);
-    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
+    free(f.out);
+    free(f.err);
+    CHECK_EQ(s_run((const char *[]){"--session", f.session, "check", NULL}, &f.out, &f.err), 0);
     char want[200];
     snprintf(want, sizeof want, "After resume: LINES=1 ITEMS=1 R=%s PARTIAL=set before failing TOLD=restored.", r);
-    CHECK_CONTAINS(out, want);
-    CHECK_CONTAINS(err, "restored 4 name(s) from the snapshot");
-    CHECK_CONTAINS(err, "side effects did not repeat");
-    free(out);
-    free(err);
+    CHECK_CONTAINS(f.out, want);
+    CHECK_CONTAINS(f.err, "restored 4 name(s) from the snapshot");
+    CHECK_CONTAINS(f.err, "side effects did not repeat");
+    free(f.out);
+    free(f.err);
     /* no snapshot: blind replay, and said so */
     char path[400];
-    snprintf(path, sizeof path, "%s/snapshot.json", session);
+    snprintf(path, sizeof path, "%s/snapshot.json", f.session);
     CHECK_EQ(unlink(path), 0);
-    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
-    CHECK_CONTAINS(out, "LINES=2 ITEMS=1");
-    CHECK_CONTAINS(out, "PARTIAL=None TOLD=re-run.");
-    CHECK(r[0] && !strstr(out, r)); /* a new random number */
-    CHECK_CONTAINS(err, "side effects happened again");
-    CHECK_CONTAINS(err, "1 cell(s) that failed were not re-run");
-    char *nb = s_slurp(session, "notebook.ipynb");
+    CHECK_EQ(s_run((const char *[]){"--session", f.session, "check", NULL}, &f.out, &f.err), 0);
+    CHECK_CONTAINS(f.out, "LINES=2 ITEMS=1");
+    CHECK_CONTAINS(f.out, "PARTIAL=None TOLD=re-run.");
+    CHECK(r[0] && !strstr(f.out, r)); /* a new random number */
+    CHECK_CONTAINS(f.err, "side effects happened again");
+    CHECK_CONTAINS(f.err, "1 cell(s) that failed were not re-run");
+    char *nb = s_slurp(f.session, "notebook.ipynb");
     CHECK_CONTAINS(nb, "korch: The session was resumed in a fresh kernel");
     free(nb);
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }
 
 /* Any kernel: IRkernel (Debian's r-cran-irkernel) driven from its
@@ -996,16 +947,14 @@ TEST_T(agent_resume_restores_the_snapshot_then_falls_back_to_replay, 240)
    quotes the mean the kernel printed; the PNG it saved is a figure. */
 TEST_T(agent_r_kernel_reads_a_csv_and_plots, 240)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "rstats"))
         return;
-    s_env(&srv, "rstats");
-    char *dir = s_tmpdir(), session[300], csv[400], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
+    char csv[400];
     /* Debian registers the kernelspec as "ir"; if not, register IRkernel's own */
     struct stat st;
     char jp[400];
-    snprintf(jp, sizeof jp, "%s/jupyter", dir);
+    snprintf(jp, sizeof jp, "%s/jupyter", f.dir);
     if (stat("/usr/share/jupyter/kernels/ir/kernel.json", &st) != 0) {
         char cmd[900];
         snprintf(cmd, sizeof cmd, "mkdir -p '%s/kernels' && cp -r /usr/lib/R/site-library/IRkernel/kernelspec '%s/kernels/ir'",
@@ -1013,16 +962,16 @@ TEST_T(agent_r_kernel_reads_a_csv_and_plots, 240)
         CHECK_EQ(system(cmd), 0);
         setenv("JUPYTER_PATH", jp, 1);
     }
-    s_spit(dir, "nums.csv", "x\n1.5\n2.5\n4.25\n");
-    snprintf(csv, sizeof csv, "%s/nums.csv", dir);
+    s_spit(f.dir, "nums.csv", "x\n1.5\n2.5\n4.25\n");
+    snprintf(csv, sizeof csv, "%s/nums.csv", f.dir);
     CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--kernel", "ir", "--file", csv, "--session",
-                                    session, "mean of x?", NULL},
-                   &out, &err),
+                                    f.session, "mean of x?", NULL},
+                   &f.out, &f.err),
              0);
-    CHECK_CONTAINS(out, "The mean is 2.750; plot saved; system names R: yes.");
-    if (!strstr(out, "2.750"))
-        fprintf(stderr, "%s\n", err);
-    char *png = s_slurp(session, "figures/fig-1.png");
+    CHECK_CONTAINS(f.out, "The mean is 2.750; plot saved; system names R: yes.");
+    if (!strstr(f.out, "2.750"))
+        fprintf(stderr, "%s\n", f.err);
+    char *png = s_slurp(f.session, "figures/fig-1.png");
     CHECK(png && memcmp(png, "\x89PNG", 4) == 0);
     free(png);
     char code[900], *v = NULL;
@@ -1030,101 +979,82 @@ TEST_T(agent_r_kernel_reads_a_csv_and_plots, 240)
              "import nbformat\nnb = nbformat.read('%s/notebook.ipynb', as_version=4)\nnbformat.validate(nb)\n"
              "print(nb.metadata.kernelspec.name, nb.metadata.kernelspec.language, nb.metadata.language_info.name,"
              " len([c for c in nb.cells if c.cell_type == 'code']))",
-             session);
+             f.session);
     const char *py[] = {"/usr/bin/python3", "-c", code, NULL};
     CHECK_EQ(korch_test_run(py, NULL, &v, NULL, 60), 0);
     CHECK_STREQ(v, "ir R R 2\n");
     free(v);
     unsetenv("JUPYTER_PATH");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }
 
 /* The kernel planted a symlink where an upload goes: korch never writes through it. */
 TEST_T(agent_upload_never_follows_a_planted_symlink, 120)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "sysecho"))
         return;
-    s_env(&srv, "sysecho");
-    char *dir = s_tmpdir(), session[300], files[400], link[500], victim[400], src[400], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    snprintf(files, sizeof files, "%s/files", session);
+    char files[400], link[500], victim[400], src[400];
+    snprintf(files, sizeof files, "%s/files", f.session);
     CHECK_EQ(korch_mkdirs(files, 0755, NULL), KORCH_OK);
-    s_spit(dir, "victim", "untouched");
-    snprintf(victim, sizeof victim, "%s/victim", dir);
+    s_spit(f.dir, "victim", "untouched");
+    snprintf(victim, sizeof victim, "%s/victim", f.dir);
     snprintf(link, sizeof link, "%s/data.csv", files);
     CHECK_EQ(symlink(victim, link), 0);
-    s_spit(dir, "data.csv", "a\n1\n");
-    snprintf(src, sizeof src, "%s/data.csv", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--file", src, "--session", session, "hi", NULL},
-                   &out, &err),
+    s_spit(f.dir, "data.csv", "a\n1\n");
+    snprintf(src, sizeof src, "%s/data.csv", f.dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--file", src, "--session", f.session, "hi", NULL},
+                   &f.out, &f.err),
              0);
-    char *v = s_slurp(dir, "victim"), *kept = s_slurp(files, "data-2.csv");
+    char *v = s_slurp(f.dir, "victim"), *kept = s_slurp(files, "data-2.csv");
     CHECK_STREQ(v, "untouched");
     CHECK_STREQ(kept, "a\n1\n");
-    CHECK_CONTAINS(err, "kept as 'data-2.csv'");
+    CHECK_CONTAINS(f.err, "kept as 'data-2.csv'");
     free(v);
     free(kept);
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }
 
 /* A function defined in a cell is not in the snapshot: the cells are re-run
    to rebuild it, then the snapshot goes over them (its random value kept). */
 TEST_T(agent_resume_rebuilds_what_the_snapshot_could_not_keep, 180)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "snapfunc"))
         return;
-    s_env(&srv, "snapfunc");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "set up", NULL}, &out, &err),
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", f.session, "set up", NULL}, &f.out, &f.err),
              0);
     char r[64] = "";
-    const char *p = out ? strstr(out, "R=") : NULL;
+    const char *p = f.out ? strstr(f.out, "R=") : NULL;
     CHECK(p && sscanf(p, "R=%63[0-9.e-]", r) == 1);
     if (r[0] && r[strlen(r) - 1] == '.')
         r[strlen(r) - 1] = 0;
-    free(out);
-    free(err);
-    CHECK_EQ(s_run((const char *[]){"--session", session, "check", NULL}, &out, &err), 0);
+    free(f.out);
+    free(f.err);
+    CHECK_EQ(s_run((const char *[]){"--session", f.session, "check", NULL}, &f.out, &f.err), 0);
     char want[200];
     snprintf(want, sizeof want, "After resume: LINES=2 R=%s TWICE=42.", r);
-    CHECK_CONTAINS(out, want);
-    CHECK_CONTAINS(err, "not in the snapshot: twice (function, defined in a cell)");
-    CHECK_CONTAINS(err, "were re-run first to rebuild them");
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    CHECK_CONTAINS(f.out, want);
+    CHECK_CONTAINS(f.err, "not in the snapshot: twice (function, defined in a cell)");
+    CHECK_CONTAINS(f.err, "were re-run first to rebuild them");
+    s_fx_end(&f);
 }
 
 /* A question longer than any fixed buffer (100 KB) reaches the notebook
    whole: its markdown cell was once cut at 64 KiB. */
 TEST_T(agent_long_question_is_not_cut_in_the_notebook, 120)
 {
-    server_t srv = {0};
-    if (!s_server_start(&srv))
+    fx_t f;
+    if (!s_fx(&f, "sysecho"))
         return;
-    s_env(&srv, "sysecho");
-    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
-    snprintf(session, sizeof session, "%s/s", dir);
+    char path[400];
     size_t n = 100000;
     char *q = malloc(n + 16);
     for (size_t i = 0; i < n; i++)
         q[i] = (char)('a' + i % 26);
     memcpy(q + n, " END-OF-IT", 11);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, q, NULL}, &out, &err), 0);
-    snprintf(path, sizeof path, "%s/notebook.ipynb", session);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", f.session, q, NULL}, &f.out, &f.err), 0);
+    snprintf(path, sizeof path, "%s/notebook.ipynb", f.session);
     char *text = korch_read_file(path, 1 << 24, NULL, NULL);
     json_t *nb = text ? json_loads(text, 0, NULL) : NULL;
     json_t *cell = json_array_get(json_object_get(nb, "cells"), 0);
@@ -1139,9 +1069,5 @@ TEST_T(agent_long_question_is_not_cut_in_the_notebook, 120)
     json_decref(nb);
     free(text);
     free(q);
-    free(out);
-    free(err);
-    s_rmrf(dir);
-    free(dir);
-    s_server_stop(&srv);
+    s_fx_end(&f);
 }

@@ -86,6 +86,10 @@ static const s_case_t s_cases[] = {
     {"<div style=\"background:url(javascript:alert(1))\">x</div>", 0, "<div>x</div>", "url", KORCH_HS_STYLE, NOTED},
     {"<div style=\"color: red; position: fixed; width: expression(alert(1))\">x</div>", 0,
      "<div style=\"color: red\">x</div>", "position", KORCH_HS_STYLE, 0},
+    /* found by fuzz_htmlsafe: the word alone, without its "(" */
+    {"<div style=\"color: red; width: expressionfi\">iv>", 0, "<div style=\"color: red\">", "expression",
+     KORCH_HS_STYLE, 0},
+    {"<p style=\"font-family: curly\">x</p>", 0, "<p>x</p>", "curly", KORCH_HS_STYLE, 0},
     {"<p style=\"color: rgb(1, 2, 3); background-color:#fff\">x</p>", 0,
      "<p style=\"color: rgb(1, 2, 3); background-color: #fff\">", NULL, 0, KORCH_HS_STYLE},
     {"<p style=\"color: r\\65 d; font-family: 'x'\">x</p>", 0, "<p>x</p>", NULL, KORCH_HS_STYLE, 0},

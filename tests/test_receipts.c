@@ -36,6 +36,9 @@ static const s_case_t s_cases[] = {
     {"0.2954\n", "29.5%", "percent", "0.2954"},
     {"0.2954\n", "29.54 percent", "percent", "0.2954"},
     {"0.300\n", "30% of the total", "percent", "0.300"},
+    /* a percentage: the printed ratio, not the row count that happens to be 30 */
+    {"(30, 5)\nshare 0.300\n", "about 30%", "percent", "0.300"},
+    {"30 rows\nshare 30.0%\n", "30%", "exact", "30.0%"},
     /* a sign left out in prose */
     {"delta   -3.2\n", "it fell by 3.2", "magnitude", "-3.2"},
     /* not computed by the kernel */

@@ -16,7 +16,8 @@
  *  (1,234 and 1 234 with a (narrow) no-break space), negative numbers (- and
  *  U+2212), scientific notation (1.2e-05) and k / M / bn / thousand /
  *  million / billion suffixes are read; digits inside identifiers (fig-1,
- *  x2, float64) are not numbers. The best form wins, then the latest output.
+ *  x2, float64) are not numbers. The best form wins (for "30%", a printed
+ *  percentage or ratio before a bare 30), then the latest output.
  *
  *  Bounded: at most KORCH_RECEIPTS_MAX numbers are kept (the oldest go), and
  *  each text is read up to 1 MiB. Not thread-safe.

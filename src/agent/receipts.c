@@ -372,12 +372,15 @@ json_t *korch_receipts_match(const korch_receipts_t *r, const char *answer)
         len = MAX_TEXT;
     s_num_t a;
     while (s_next(answer, len, &pos, &a, true)) {
-        int best = F_NONE;
+        int best = F_NONE, best_score = 0;
         const s_ev_t *from = NULL;
         for (size_t i = 0; i < r->n; i++) {
             int f = s_form(&a, r->ev[i].value, r->ev[i].res);
-            if (f && f >= best) { /* the best form, then the latest output */
+            /* "30%": a printed percentage or ratio says more than a bare 30 (a row count, say) */
+            int score = f * 2 - (a.pct && !r->ev[i].pct && (f == F_EXACT || f == F_ROUNDED) ? 5 : 0);
+            if (f && score >= best_score) { /* the best form, then the latest output */
                 best = f;
+                best_score = score;
                 from = &r->ev[i];
             }
         }

@@ -301,6 +301,15 @@ static bool s_css_value_ok(const char *v, size_t n)
 {
     if (!n)
         return false;
+    /* Words that name a script or a fetch in some engine's CSS are refused
+       whole, even without their "(": "url", "expression" (old IE). */
+    static const char *const words[] = {"url", "expression"};
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+        size_t wl = strlen(words[w]);
+        for (size_t i = 0; i + wl <= n; i++)
+            if (strncasecmp(v + i, words[w], wl) == 0)
+                return false;
+    }
     for (size_t i = 0; i < n; i++) {
         char c = v[i];
         if (s_alpha(c) || s_digit(c) || strchr(" #%.,+-_!", c))
