@@ -308,8 +308,7 @@ TEST_T(secfiles_docker_upload_race_with_symlink_swapping_thread, 300)
         if (!s_victim_intact(victim))
             break;
     }
-    /* Without the thread the upload lands; after the run it is the asking
-       user's (the session dir's owner), not the kernel's uid. */
+    /* Without the thread the upload lands, the asking user's after the run. */
     char files[PATH_MAX + 16];
     snprintf(files, sizeof files, "%s/files", session);
     korch_fs_rm_tree(session);
