@@ -15,6 +15,8 @@ python3-prometheus-client python3-scipy python3-seaborn python3-sklearn python3-
 python3-openpyxl python3-ipywidgets python3-nbconvert bubblewrap libseccomp-dev python3-notebook chromium fonts-dejavu-core r-cran-irkernel"
 # docker-registry: the local registry of the test swarm (scripts/swarm-up.sh).
 PKGS="$PKGS docker-registry"
+# tmux: the terminal the CLI's escape-sequence tests run korch in (tests/test_terminal.c).
+PKGS="$PKGS tmux"
 # r-cran-readxl: an R kernel's summary of an .xlsx (src/agent/describe.c). python3-venv: a
 # session's own environment packages install into (docs/files.md).
 PKGS="$PKGS r-cran-readxl python3-venv"

@@ -13,60 +13,7 @@
  *  one event per line instead. Ctrl-C interrupts the running step; the
  *  session and its kernel stay.
  */
-#include "cli.h"
-#include "korch/path.h"
-#include "korch/agent.h"
-#include "korch/instance.h"
-#include "korch/log.h"
-#include "korch/media.h"
-#include "korch/receipts.h"
-
-#include <errno.h>
-#include <getopt.h>
-#include <stdarg.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-typedef struct {
-    bool json, quiet, chat;
-    const char *llm_spec, *session, *kernel_name;
-    korch_launcher_choice_t lc;     /* --launcher and its limits (korch_cli_launcher_opt) */
-    double workdir_mb;      /* --workdir-mb */
-    int max_steps;
-    long max_result;
-    long long max_tokens, context_chars;
-    double session_mb;      /* --session-mb */
-    int max_seconds;
-    int timeout_s;
-    bool fence, no_fence, no_vision, vision;
-    const char *system_append, *system_replace, *system_file;
-    json_t *files;
-    const char *prices_path;    /* --prices, else KORCH_PRICES */
-    double max_cost;
-    bool clean_notebook;        /* --clean-notebook: notebook-clean.ipynb after each turn */
-    bool verify;                /* --verify: re-run the clean notebook in a fresh kernel after each answer */
-    korch_prices_t *prices;
-    json_t *receipts;           /* the last answer's */
-    int64_t step_t0;
-    bool in_text;           /* assistant text is being streamed on stderr */
-    korch_agent_t *agent;
-    /* the terminal display */
-    bool tty;               /* stderr is a terminal: a status line redrawn in place */
-    bool col0;              /* stderr's cursor is at the start of a line */
-    bool status_shown;      /* the status line is on the screen (cleared before anything else) */
-    bool code_bol;          /* streamed code: at the start of a code line (indent next) */
-    int code_index;         /* the tool call whose code is streaming; -1 none */
-    int codes_streamed, codes_shown;   /* calls of this step shown as they were written / run */
-    bool text_streamed;     /* the current step's text reached stderr as it streamed */
-    int64_t plain_status_at;    /* when the last plain status line was printed */
-    const char *last_phase;
-    int steps;              /* of the turn */
-} run_ctx_t;
+#include "agent_cli.h"
 
 static void s_help(FILE *f, const char *cmd)
 {
@@ -127,270 +74,6 @@ static void s_help(FILE *f, const char *cmd)
             "and OLLAMA_* variables; the real environment wins over it.\n");
 }
 
-/* ------------------------------------------------------------ events */
-
-static int64_t s_t0;
-
-/* One event of the one schema (docs/events.schema.json) per line, with
-   t_ms since korch started. Steals ev. */
-static void s_json_print(json_t *ev)
-{
-    if (!ev)
-        return;
-    json_object_set_new(ev, "t_ms", json_integer(korch_now_ms() - s_t0));
-    json_dumpf(ev, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
-    putchar('\n');
-    fflush(stdout);
-    json_decref(ev);
-}
-
-/* Everything shown on stderr goes through here: a status line on the
-   screen is cleared first, and where the cursor is is tracked. */
-static void s_out(run_ctx_t *c, const char *s, size_t n)
-{
-    if (!n)
-        return;
-    if (c->status_shown) {
-        fputs("\r\033[K", stderr);
-        c->status_shown = false;
-    }
-    fwrite(s, 1, n, stderr);
-    c->col0 = s[n - 1] == '\n';
-}
-
-static void s_printf(run_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_printf(run_ctx_t *c, const char *fmt, ...)
-{
-    char buf[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        s_out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-/* Whatever streamed (text, code) ends its line before something else is shown. */
-static void s_end_text(run_ctx_t *c)
-{
-    if (!c->col0)
-        s_out(c, "\n", 1);
-    c->in_text = false;
-    c->code_index = -1;
-}
-
-/* What the step waits on. A terminal gets one line redrawn in place (only
-   while nothing else is mid-line); otherwise a plain line when a back-off
-   begins and every 10 s of waiting. */
-static void s_status(run_ctx_t *c, const korch_agent_event_t *ev)
-{
-    const char *phase = json_string_value(json_object_get(ev->data, "phase"));
-    double elapsed = (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3;
-    if (!phase)
-        return;
-    char line[256];
-    if (strcmp(phase, "retry") == 0) {
-        long status = (long)json_integer_value(json_object_get(ev->data, "http_status"));
-        char what[32] = "no connection";
-        if (status)
-            snprintf(what, sizeof what, "HTTP %ld", status);
-        snprintf(line, sizeof line, "… the model answered %s: retry %d in %.1f s (%.1f s since the request)", what,
-                 (int)json_integer_value(json_object_get(ev->data, "attempt")),
-                 (double)json_integer_value(json_object_get(ev->data, "retry_in_ms")) / 1e3, elapsed);
-    } else if (strcmp(phase, "executing") == 0)
-        snprintf(line, sizeof line, "… running: %.0f s", elapsed);
-    else
-        snprintf(line, sizeof line, "… waiting for the model: %.0f s", elapsed);
-    bool changed = !c->last_phase || strcmp(c->last_phase, phase) != 0;
-    c->last_phase = strcmp(phase, "retry") == 0 ? "retry" : strcmp(phase, "executing") == 0 ? "executing" : "model";
-    if (c->tty) {
-        if (c->col0 && (elapsed >= 1.0 || strcmp(phase, "retry") == 0)) {
-            fprintf(stderr, "\r\033[K%s", line);
-            c->status_shown = true;
-        }
-        return;
-    }
-    int64_t now = korch_now_ms();
-    bool retry_begins = changed && strcmp(phase, "retry") == 0;
-    if (c->col0 && (retry_begins || (elapsed >= 10 && now - c->plain_status_at >= 10000))) {
-        c->plain_status_at = now;
-        s_printf(c, "  %s\n", line);
-    }
-}
-
-/* Code as the model writes it, indented like the code block it becomes. */
-static void s_code_delta(run_ctx_t *c, const korch_agent_event_t *ev)
-{
-    if (c->code_index != (int)ev->index) {
-        s_end_text(c);
-        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
-        c->code_index = (int)ev->index;
-        c->code_bol = true;
-        c->codes_streamed++;
-    }
-    for (size_t i = 0; i < ev->text_len; i++) {
-        if (c->code_bol)
-            s_out(c, "    ", 4);
-        s_out(c, ev->text + i, 1);
-        c->code_bol = ev->text[i] == '\n';
-    }
-}
-
-static void s_on_event(const korch_agent_event_t *ev, void *arg)
-{
-    run_ctx_t *c = arg;
-    if (ev->type == KORCH_AGENT_FINAL) { /* its receipts, shown under the answer */
-        json_decref(c->receipts);
-        c->receipts = json_incref(json_object_get(ev->data, "receipts"));
-    }
-    if (c->json) {
-        s_json_print(korch_agent_event_json(ev));
-        return;
-    }
-    if (c->quiet && ev->type != KORCH_AGENT_ERROR)
-        return;
-    switch (ev->type) {
-    case KORCH_AGENT_STEP:
-        s_end_text(c);
-        c->step_t0 = korch_now_ms();
-        c->codes_streamed = c->codes_shown = 0;
-        c->text_streamed = false;
-        c->last_phase = NULL;
-        c->steps++;
-        s_printf(c, "\n── step %d ──\n", ev->step);
-        break;
-    case KORCH_AGENT_TEXT:
-        if (c->code_index >= 0)
-            s_end_text(c);
-        s_out(c, ev->text, ev->text_len);
-        c->in_text = true;
-        c->text_streamed = true;
-        break;
-    case KORCH_AGENT_CODE_DELTA: s_code_delta(c, ev); break;
-    case KORCH_AGENT_CODE: {
-        s_end_text(c);
-        if (c->codes_shown++ < c->codes_streamed)
-            break; /* it was shown as it was written */
-        const char *source = json_string_value(json_object_get(ev->data, "source"));
-        if (c->text_streamed && source && strcmp(source, "tool") != 0)
-            break; /* a fence of the reply's text: shown as it streamed */
-        s_out(c, "▶ code:\n", strlen("▶ code:\n"));
-        const char *p = ev->text;
-        while (*p) {
-            size_t n = strcspn(p, "\n");
-            s_printf(c, "    %.*s\n", (int)n, p);
-            p += n + (p[n] == '\n');
-        }
-        break;
-    }
-    case KORCH_AGENT_OUTPUT: {
-        const char *type = json_string_value(json_object_get(ev->data, "output_type"));
-        if (!type)
-            break;
-        if (strcmp(type, "stream") == 0) {
-            json_t *t = json_object_get(ev->data, "text");
-            s_out(c, json_string_value(t), json_string_length(t));
-        } else if (strcmp(type, "error") == 0) {
-            s_end_text(c);
-            s_printf(c, "%s: %s\n", json_string_value(json_object_get(ev->data, "ename")),
-                     json_string_value(json_object_get(ev->data, "evalue")));
-        } else {
-            json_t *data = json_object_get(ev->data, "data");
-            s_end_text(c);
-            if (json_object_get(data, "image/png"))
-                s_printf(c, "[image/png]\n");
-            else if (json_is_string(json_object_get(data, "text/plain")))
-                s_printf(c, "%s\n", json_string_value(json_object_get(data, "text/plain")));
-        }
-        break;
-    }
-    case KORCH_AGENT_RESULT: {
-        s_end_text(c);
-        json_t *saved = json_object_get(ev->data, "saved");
-        size_t i;
-        json_t *p;
-        json_array_foreach(saved, i, p) s_printf(c, "[chart saved to %s]\n", json_string_value(p));
-        s_printf(c, "  (%s, %.2f s)\n", json_string_value(json_object_get(ev->data, "status")),
-                 (double)json_integer_value(json_object_get(ev->data, "elapsed_ms")) / 1e3);
-        break;
-    }
-    case KORCH_AGENT_FINAL: s_end_text(c); break;
-    case KORCH_AGENT_ERROR:
-    case KORCH_AGENT_NOTICE:
-        s_end_text(c);
-        s_printf(c, "korch: %s\n", ev->text);
-        break;
-    case KORCH_AGENT_STATUS: s_status(c, ev); break;
-    case KORCH_AGENT_FILES:
-        s_end_text(c);
-        s_printf(c, "[files: %s]\n", ev->text);
-        break;
-    case KORCH_AGENT_USAGE: break; /* the turn's line says it */
-    case KORCH_AGENT_VERIFY: {
-        s_end_text(c);
-        char *t = korch_cli_verify_text(ev->data);
-        s_out(c, t, t ? strlen(t) : 0);
-        free(t);
-        break;
-    }
-    }
-    fflush(stderr);
-}
-
-/* Do stdout and stderr go to the same place (one terminal, one pipe, one
-   file)? Then an answer that streamed on stderr has been seen already. */
-static bool s_same_output(void)
-{
-    struct stat a, b;
-    if (fstat(STDOUT_FILENO, &a) != 0 || fstat(STDERR_FILENO, &b) != 0)
-        return false;
-    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_rdev == b.st_rdev;
-}
-
-/* A turn is over (rc from ask): the answer to stdout, unless it has just
-   streamed to the same place; its receipts; the clean notebook if asked;
-   the ledger line (or, with --json, the `done` record). */
-static void s_turn_end(run_ctx_t *c, korch_rc_t rc, const char *answer, const char *msg)
-{
-    if (c->verify && rc == KORCH_OK) {
-        korch_err_t verr = {0};
-        if (korch_agent_verify(c->agent, NULL, &verr) != KORCH_OK)
-            fprintf(stderr, "korch: cannot verify: %s\n", verr.msg);
-    }
-    bool shown = c->text_streamed && !c->quiet && answer && *answer && s_same_output();
-    if (!c->json && rc == KORCH_OK && answer && !shown) {
-        printf(c->chat ? "\n%s\n" : "%s\n", answer);
-        fflush(stdout);
-    }
-    if (c->clean_notebook) {
-        char path[4200];
-        korch_err_t err = {0};
-        if (korch_path_join(path, sizeof path, korch_agent_session_dir(c->agent), "notebook-clean.ipynb", &err) ||
-            korch_agent_save_clean_notebook(c->agent, path, &err))
-            fprintf(stderr, "korch: %s\n", err.msg);
-        else if (!c->json && !c->quiet)
-            fprintf(stderr, "korch: clean notebook (without the failed attempts) %s\n", path);
-    }
-    json_t *done = korch_agent_done_json(c->agent, rc, msg);
-    if (c->json) {
-        s_json_print(done);
-        return;
-    }
-    if (c->quiet) {
-        json_decref(done);
-        return;
-    }
-    s_end_text(c);
-    char *t = rc == KORCH_OK ? korch_cli_receipts_text(c->receipts) : NULL;
-    s_out(c, t, t ? strlen(t) : 0);
-    free(t);
-    t = korch_cli_ledger_text(c->agent, c->prices, done);
-    s_out(c, t, t ? strlen(t) : 0);
-    free(t);
-    json_decref(done);
-    fflush(stderr);
-}
-
 /* ------------------------------------------------------------ signals */
 
 static int s_on_signal(korch_loop_t *loop, int fd, void *arg)
@@ -449,8 +132,11 @@ static void s_chat_command(run_ctx_t *c, const char *line)
         json_t *files = korch_agent_files(c->agent);
         size_t i;
         json_t *f;
-        json_array_foreach(files, i, f) printf("  %s (%lld bytes)\n", json_string_value(json_object_get(f, "path")),
-                                               (long long)json_integer_value(json_object_get(f, "size")));
+        json_array_foreach(files, i, f) {
+            fputs("  ", stdout);
+            korch_termsafe_fputs(json_string_value(json_object_get(f, "path")), KORCH_TERMSAFE_LINE, stdout);
+            printf(" (%lld bytes)\n", (long long)json_integer_value(json_object_get(f, "size")));
+        }
         if (!json_array_size(files))
             printf("  (no files; /file PATH adds one)\n");
         json_decref(files);
@@ -486,7 +172,7 @@ static int s_main(const char *cmd, int argc, char **argv)
 {
     run_ctx_t c = {.lc = {.name = "auto"}, .kernel_name = "python3", .chat = strcmp(cmd, "chat") == 0,
                    .col0 = true, .code_index = -1};
-    s_t0 = korch_now_ms();
+    cli_agent_t0 = korch_now_ms();
     c.files = json_array();
     static const struct option longopts[] = {
         {"llm", required_argument, 0, 'l'},        {"file", required_argument, 0, 'f'},
@@ -558,6 +244,10 @@ static int s_main(const char *cmd, int argc, char **argv)
     }
     const char *task = optind < argc ? argv[optind] : NULL;
     c.tty = !c.json && isatty(STDERR_FILENO);
+    unsigned ts_flags = c.tty ? KORCH_TERMSAFE_SGR : 0;
+    c.ts_model = korch_termsafe_new(ts_flags);
+    c.ts_stream[0] = korch_termsafe_new(ts_flags | (c.tty ? KORCH_TERMSAFE_CR : 0));
+    c.ts_stream[1] = korch_termsafe_new(ts_flags | (c.tty ? KORCH_TERMSAFE_CR : 0));
     korch_err_t err = {0};
     korch_loop_t *loop = NULL;
     korch_llm_t *llm = NULL;
@@ -565,6 +255,10 @@ static int s_main(const char *cmd, int argc, char **argv)
     korch_instance_t *inst = NULL;
     char session[4096];
     char *recorded = NULL, *system_text = NULL;
+    if (!c.ts_model || !c.ts_stream[0] || !c.ts_stream[1]) {
+        fprintf(stderr, "korch %s: out of memory\n", cmd);
+        goto out;
+    }
     if (!c.chat && !task) {
         fprintf(stderr, "korch run: what should the model do? (korch run [options] \"task\")\n");
         goto out;
@@ -679,7 +373,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         .no_fence_run = c.no_fence,
         .system_append = c.system_append,
         .system_replace = c.system_replace,
-        .on_event = s_on_event,
+        .on_event = cli_agent_on_event,
         .cancelled = s_cancelled,
         .arg = &c,
     };
@@ -705,12 +399,14 @@ static int s_main(const char *cmd, int argc, char **argv)
         korch_rc_t arc = korch_agent_ask(c.agent, task, &answer, &err);
         if (arc != KORCH_OK) {
             if (!c.json) {
-                s_end_text(&c);
-                fprintf(stderr, "korch run: %s\n", err.msg);
+                cli_agent_end_text(&c);
+                fputs("korch run: ", stderr); /* the provider's words may be in it */
+                korch_termsafe_fputs(err.msg, 0, stderr);
+                fputc('\n', stderr);
             }
             rc = arc == KORCH_E_INTERRUPTED ? 130 : 1;
         }
-        s_turn_end(&c, arc, answer, err.msg);
+        cli_agent_turn_end(&c, arc, answer, err.msg);
         free(answer);
         if (!c.quiet && !c.json)
             fprintf(stderr, "korch: notebook %s/notebook.ipynb, charts in %s/figures\n",
@@ -747,10 +443,10 @@ static int s_main(const char *cmd, int argc, char **argv)
         c.steps = 0;
         korch_rc_t arc = korch_agent_ask(c.agent, line, &answer, &err);
         if (arc != KORCH_OK) {
-            s_end_text(&c);
-            fprintf(stderr, "korch: %s\n", err.msg);
+            cli_agent_end_text(&c);
+            cli_agent_out_value(&c, "korch: ", err.msg, 0, "\n");
         }
-        s_turn_end(&c, arc, answer, err.msg);
+        cli_agent_turn_end(&c, arc, answer, err.msg);
         free(answer);
     }
     free(line);
@@ -765,6 +461,9 @@ out:
     korch_prices_destroy(&c.prices);
     json_decref(c.receipts);
     json_decref(c.files);
+    korch_termsafe_destroy(&c.ts_model);
+    korch_termsafe_destroy(&c.ts_stream[0]);
+    korch_termsafe_destroy(&c.ts_stream[1]);
     free(recorded);
     free(system_text);
     return rc;

@@ -13,6 +13,7 @@
 #include "korch/kernel.h"
 #include "korch/log.h"
 #include "korch/media.h"
+#include "korch/termsafe.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -39,7 +40,7 @@ typedef struct {
     int figures;
     bool quit;
     int64_t last_interrupt;
-    bool tty, strip;
+    korch_termsafe_t *ts_out, *ts_err; /* the kernel's stdout and stderr on ours (termsafe.h) */
     json_t *saved;          /* paths of images saved for the current execution */
 } exec_ctx_t;
 
@@ -70,17 +71,11 @@ static void s_help(FILE *f)
 
 /* ---------------------------------------------------------------- output */
 
-static void s_print_text(exec_ctx_t *c, FILE *f, const char *text, size_t len)
+/* One value from the kernel (a result, a traceback line) on stdout: its
+   colours kept on a terminal, every other control function neutralised. */
+static void s_print_value(const char *text, unsigned flags)
 {
-    if (c->strip && memchr(text, '\x1b', len)) {
-        char *plain = korch_strip_ansi(text);
-        if (plain) {
-            fputs(plain, f);
-            free(plain);
-            return;
-        }
-    }
-    fwrite(text, 1, len, f);
+    korch_termsafe_fputs(text, flags | korch_termsafe_flags_for(STDOUT_FILENO, false), stdout);
 }
 
 /* Save every image of a mime bundle; print a line for each. Returns how many. */
@@ -134,14 +129,16 @@ static void s_print_bundle(exec_ctx_t *c, json_t *output)
         return;
     json_t *plain = json_object_get(data, "text/plain");
     if (json_is_string(plain)) {
-        s_print_text(c, stdout, json_string_value(plain), json_string_length(plain));
+        s_print_value(json_string_value(plain), 0);
         putchar('\n');
         return;
     }
     const char *mime;
     json_t *v;
     json_object_foreach(data, mime, v) {
-        printf("[%s, %zu bytes]\n", mime, json_is_string(v) ? json_string_length(v) : 0);
+        fputs("[", stdout);
+        korch_termsafe_fputs(mime, KORCH_TERMSAFE_LINE, stdout); /* the kernel names it */
+        printf(", %zu bytes]\n", json_is_string(v) ? json_string_length(v) : 0);
     }
 }
 
@@ -156,8 +153,9 @@ static void s_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *outpu
             return;
         const char *name = json_string_value(json_object_get(output, "name"));
         json_t *text = json_object_get(output, "text");
-        FILE *f = name && strcmp(name, "stderr") == 0 ? stderr : stdout;
-        s_print_text(c, f, json_string_value(text), json_string_length(text));
+        bool err = name && strcmp(name, "stderr") == 0;
+        FILE *f = err ? stderr : stdout;
+        korch_termsafe_fwrite(err ? c->ts_err : c->ts_out, f, json_string_value(text), json_string_length(text));
         fflush(f);
         return;
     }
@@ -167,11 +165,14 @@ static void s_on_output(korch_exec_t *ex, korch_output_event_t ev, json_t *outpu
         json_t *tb = json_object_get(output, "traceback");
         size_t i;
         json_t *line;
-        if (json_array_size(tb) == 0)
-            fprintf(stdout, "%s: %s\n", json_string_value(json_object_get(output, "ename")),
-                    json_string_value(json_object_get(output, "evalue")));
+        if (json_array_size(tb) == 0) {
+            s_print_value(json_string_value(json_object_get(output, "ename")), KORCH_TERMSAFE_LINE);
+            fputs(": ", stdout);
+            s_print_value(json_string_value(json_object_get(output, "evalue")), 0);
+            putchar('\n');
+        }
         json_array_foreach(tb, i, line) {
-            s_print_text(c, stdout, json_string_value(line), json_string_length(line));
+            s_print_value(json_string_value(line), 0); /* IPython's colours stay on a terminal */
             putchar('\n');
         }
         fflush(stdout);
@@ -185,7 +186,7 @@ static void s_on_input(korch_exec_t *ex, const char *prompt, bool password, void
 {
     exec_ctx_t *c = arg;
     char line[65536] = "";
-    fputs(prompt, stderr);
+    korch_termsafe_fputs(prompt, 0, stderr); /* the kernel wrote it */
     fflush(stderr);
     if (!c->allow_stdin || !fgets(line, sizeof line, stdin))
         line[0] = 0;
@@ -261,14 +262,19 @@ static void s_report(exec_ctx_t *c, const korch_exec_result_t *r)
             json_object_set_new(line, "restarted", json_true());
         if (json_array_size(c->saved))
             json_object_set(line, "saved", c->saved);
-        json_dumpf(line, stdout, JSON_COMPACT);
+        json_dumpf(line, stdout, JSON_COMPACT | JSON_ENSURE_ASCII); /* \u escapes: no C1 or bidi raw */
         putchar('\n');
         fflush(stdout);
         json_decref(line);
         return;
     }
-    if (r->status == KORCH_EXEC_TIMEOUT || r->status == KORCH_EXEC_DIED)
-        fprintf(stderr, "korch: %s\n", r->detail);
+    korch_termsafe_fend(c->ts_out, stdout); /* the execution's streams end: a colour left on is reset */
+    korch_termsafe_fend(c->ts_err, stderr);
+    if (r->status == KORCH_EXEC_TIMEOUT || r->status == KORCH_EXEC_DIED) {
+        fputs("korch: ", stderr);
+        korch_termsafe_fputs(r->detail, 0, stderr);
+        fputc('\n', stderr);
+    }
     else if (r->status == KORCH_EXEC_ABORTED)
         fprintf(stderr, "korch: execution aborted by the kernel (an earlier request failed)\n");
 }
@@ -346,8 +352,12 @@ int korch_cmd_exec(int argc, char **argv)
         fprintf(stderr, "korch exec: %s\n", merr.msg);
         goto out;
     }
-    c.tty = isatty(1);
-    c.strip = !c.tty;
+    c.ts_out = korch_termsafe_new(korch_termsafe_flags_for(STDOUT_FILENO, true));
+    c.ts_err = korch_termsafe_new(korch_termsafe_flags_for(STDERR_FILENO, true));
+    if (!c.ts_out || !c.ts_err) {
+        fprintf(stderr, "korch exec: out of memory\n");
+        goto out;
+    }
     c.loop = korch_loop_new();
     int sigfd = korch_cli_signal_pipe();
     if (!c.loop || sigfd < 0) {
@@ -435,5 +445,7 @@ out:
     korch_loop_destroy(&c.loop);
     json_decref(cells);
     json_decref(c.saved);
+    korch_termsafe_destroy(&c.ts_out);
+    korch_termsafe_destroy(&c.ts_err);
     return rc;
 }

@@ -41,6 +41,7 @@
  *  does that); without it, leaving cancels the step, as before.
  */
 #include "agents_int.h"
+#include "download.h"
 #include "relay.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
@@ -218,14 +219,14 @@ static void s_notebook(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, j
         json_t *c = doc ? korch_notebook_clean(doc) : NULL;
         char *text = c ? json_dumps(c, JSON_INDENT(1) | JSON_ENSURE_ASCII) : NULL;
         if (text)
-            srv_respond_raw(req, 200, "application/x-ipynb+json", text, strlen(text));
+            srv_respond_file(req, "notebook.ipynb", "application/x-ipynb+json", text, strlen(text)); /* outputs are the kernel's */
         else
             srv_respond_error(req, 500, "the session's notebook cannot be read as JSON");
         free(text);
         json_decref(c);
         json_decref(doc);
     } else
-        srv_respond_raw(req, 200, "application/x-ipynb+json", nb, len);
+        srv_respond_file(req, "notebook.ipynb", "application/x-ipynb+json", nb, len);
     free(nb);
 }
 

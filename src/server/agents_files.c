@@ -1,4 +1,5 @@
 #include "agents_int.h"
+#include "download.h"
 #include "body.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
@@ -111,7 +112,7 @@ void srv_sa_figure(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_
         srv_respond_error(req, korch_rc_http_status(err.rc), "%s", err.msg);
         return;
     }
-    srv_respond_raw(req, 200, mime, data, len);
+    srv_respond_file(req, name, mime, data, len); /* the kernel drew it: an SVG is an attachment */
     free(data);
 }
 
@@ -222,7 +223,7 @@ static void s_file_respond(srv_req_t *req, const char *rel, korch_rc_t rc, const
         srv_respond_error(req, rc == KORCH_E_NOTFOUND || rc == KORCH_E_TOOBIG ? korch_rc_http_status(rc) : 500, "%s",
                           msg);
     else
-        srv_respond_raw(req, 200, korch_mime_for(rel), data, len);
+        srv_respond_file(req, rel, korch_mime_for(rel), data, len); /* the kernel's or the user's: never a document */
 }
 
 static void s_on_get_done(korch_rc_t rc, const korch_err_t *err, char *data, size_t len, void *arg)

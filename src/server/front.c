@@ -7,6 +7,7 @@
  *  answers the request being handled in its own callback; a stream's
  *  chunks the same way. One access-log line per request (http.c).
  */
+#include "download.h"
 #include "server_core.h"
 #include "trace.h"
 #include "korch/path.h"
@@ -40,13 +41,16 @@
 /* Write status, headers and body; "connection: close" always (see
    srv_front_finish). allow: a 405's Allow header (RFC 9110 15.5.6: "The origin
    server MUST generate an Allow header field in a 405 response"), or
-   NULL. Returns -1 when the connection must close. */
+   NULL. file: a kernel's or a user's file (download.h), or NULL. Returns
+   -1 when the connection must close. */
 static int s_write_response(struct lws *wsi, int status, const char *ctype, const char *body, size_t len,
-                            const char *location, const char *origin, bool page, const char *allow)
+                            const char *location, const char *origin, bool page, const char *allow,
+                            const srv_req_t *file)
 {
     if (!ctype || !*ctype)
         ctype = "application/json";
-    size_t cap = LWS_PRE + 1024 + (len == (size_t)-1 ? 0 : len);
+    const char *disposition = file && file->file ? file->disposition : NULL;
+    size_t cap = LWS_PRE + 1024 + (disposition ? strlen(disposition) + 128 : 0) + (len == (size_t)-1 ? 0 : len);
     unsigned char *buf = malloc(cap);
     if (!buf)
         return -1;
@@ -78,6 +82,15 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
                                         (const unsigned char *)srv_web_headers[i][1],
                                         (int)strlen(srv_web_headers[i][1]), &p, end))
             goto out;
+    for (size_t i = 0; file && file->file && i < sizeof srv_file_headers / sizeof srv_file_headers[0]; i++)
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)srv_file_headers[i][0],
+                                        (const unsigned char *)srv_file_headers[i][1],
+                                        (int)strlen(srv_file_headers[i][1]), &p, end))
+            goto out;
+    if (disposition &&
+        lws_add_http_header_by_name(wsi, (const unsigned char *)"content-disposition:",
+                                    (const unsigned char *)disposition, (int)strlen(disposition), &p, end))
+        goto out;
     if (allow && *allow &&
         lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:", (const unsigned char *)allow,
                                     (int)strlen(allow), &p, end))
@@ -136,7 +149,7 @@ static int s_stream_writable(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
         return -1;
     if (!req->stream_started) {
         req->stream_started = true;
-        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin, false, NULL) < 0)
+        if (s_write_response(wsi, 200, req->content_type, NULL, (size_t)-1, NULL, req->origin, false, NULL, NULL) < 0)
             return -1;
         lws_callback_on_writable(wsi);
         return 0;
@@ -180,7 +193,7 @@ int srv_front_finish(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
     /* RFC 9110 9.3.2: "The server SHOULD NOT send content in the response" to HEAD */
     bool head = strcmp(req->method, "HEAD") == 0;
     int rc = s_write_response(wsi, req->status, req->content_type, req->resp, head ? 0 : req->resp_len,
-                              req->location, req->origin, req->page, req->status == 405 ? req->allow : NULL);
+                              req->location, req->origin, req->page, req->status == 405 ? req->allow : NULL, req);
     srv_http_log(&s->http, req->method, req->path, req->status, req->t0_us, wsi);
     srv_req_free(&req);
     /* One request per connection: it closes once the response is out
@@ -598,7 +611,7 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
         return 0;
     char body[320];
     snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
-    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL);
+    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL, NULL);
     srv_http_log(&s->http, "GET", uri, status, t0, wsi);
     /* -1, not 1: after 1 lws keeps the connection for another request, and
        a pipelined one with a body is what it mis-frames (see srv_front_finish) */

@@ -36,6 +36,7 @@ void srv_req_free(srv_req_t **preq)
     srv_req_upload_unmap(req);
     srv_body_destroy(&req->rx); /* req->body is rx's */
     free(req->resp);
+    free(req->disposition);
     korch_buf_free(&req->out);
     free(req);
     *preq = NULL;

@@ -77,6 +77,8 @@ struct srv_req {
     korch_buf_t out;            /* pending bytes: out.p[out_off .. out.len) (bounded by srv_stream_write's max) */
     size_t out_off;
     bool page;                  /* the web app's files: srv_web_headers go with them */
+    bool file;                  /* a kernel's or a user's file: srv_file_headers go with it (download.h) */
+    char *disposition;          /* its Content-Disposition (owned); NULL = none */
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
 };

@@ -14,7 +14,14 @@ runs the scripted LLM's "chunks" scenario (output in four stream messages
   - with it: a session created (201) through the proxy; korch's token appears
     in no answer; a turn's server-sent events arrive as korch sends them
     (the first output well before `done`), in order, ending in done ok;
-  - GET, DELETE through the proxy.
+  - GET, DELETE through the proxy;
+  - nothing but the agent API is reached (issue 21): .. in every spelling
+    (%2e%2e, %2E%2E, raw), encoded slashes and backslashes, double slashes,
+    double encoding, routes and methods the panel does not use: each is
+    404/405 and nothing of korch's (metrics, kernels) comes back;
+  - @authorized: an authorizer that refuses "korch_agent" gets 403 on the
+    agent API; one that refuses "execute" on "kernels" may list sessions but
+    not create one.
 
 Prints one JSON line {ok, failures, details}.
 """
@@ -48,7 +55,7 @@ def free_port():
     return p
 
 
-def start_server(ext_dir, gateway=None):
+def start_server(ext_dir, gateway=None, authorizer=None):
     base = tempfile.mkdtemp(prefix="korch-jproxy-")
     for d in ("config", "data", "runtime", "root"):
         os.mkdir(os.path.join(base, d))
@@ -63,6 +70,8 @@ def start_server(ext_dir, gateway=None):
             "--ServerApp.jpserver_extensions={'korch_jupyterlab': True}"]
     if gateway:
         args += ["--gateway-url=" + gateway["base"], "--GatewayClient.auth_token=" + gateway["token"]]
+    if authorizer:
+        args += ["--ServerApp.authorizer_class=korch_test_authz." + authorizer]
     log = open(os.path.join(base, "server.log"), "w")
     proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(300):
@@ -88,6 +97,49 @@ def stop_server(s):
     if failures:
         details.setdefault("server_logs", []).append(open(s["base"] + "/server.log").read()[-1500:])
     shutil.rmtree(s["base"], ignore_errors=True)
+
+
+AUTHZ = '''from jupyter_server.auth import Authorizer
+
+
+class NoAgent(Authorizer):
+    def is_authorized(self, handler, user, action, resource):
+        return resource != "korch_agent"
+
+
+class NoExecute(Authorizer):
+    def is_authorized(self, handler, user, action, resource):
+        return not (resource == "kernels" and action == "execute")
+'''
+
+# What must never come back through the proxy: korch's metrics and kernels.
+LEAKS = ("korch_", "# TYPE", "# HELP", "execution_state", "kernelspecs")
+
+TRAVERSALS = [
+    ("GET", "/api/agent/%2e%2e/%2e%2e/metrics"),
+    ("GET", "/api/agent/%2e%2e/kernels"),
+    ("GET", "/api/agent/%2E%2E/kernels"),
+    ("GET", "/api/agent/.%2e/kernels"),
+    ("GET", "/api/agent/../kernels"),
+    ("GET", "/api/agent/..%2fkernels"),
+    ("GET", "/api/agent/..%2Fmetrics"),
+    ("GET", "/api/agent/%2e%2e%2f%2e%2e%2fmetrics"),
+    ("GET", "/api/agent/sessions/..%2F..%2F..%2Fmetrics"),
+    ("GET", "/api/agent/sessions/%2e%2e/%2e%2e/%2e%2e/metrics"),
+    ("GET", "/api/agent/sessions/x/files/..%2f..%2f..%2f..%2fmetrics"),
+    ("GET", "/api/agent/sessions/x/files/%2e%2e/%2e%2e/%2e%2e/%2e%2e/metrics"),
+    ("GET", "/api/agent/sessions/x/files/%2e%2e%5c%2e%2e%5cmetrics"),
+    ("GET", "/api/agent/sessions/x/files/..\\..\\metrics"),
+    ("GET", "/api/agent/sessions/x/files/%252e%252e/%252e%252e/%252e%252e/%252e%252e/metrics"),
+    ("GET", "/api/agent//metrics"),
+    ("GET", "/api/agent/sessions//..//..//metrics"),
+    ("GET", "/api/agent/metrics"),
+    ("GET", "/api/agent/%6d%65%74%72%69%63%73"),
+    ("GET", "/api/agent/sessions/x/files/%00/../../metrics"),
+    ("POST", "/api/agent/%2e%2e/kernels"),
+    ("DELETE", "/api/agent/sessions"),
+    ("PUT", "/api/agent/sessions/x/notebook"),
+]
 
 
 def call(s, method, path, body=None, token=True):
@@ -183,6 +235,44 @@ def main():
         check(st in (200, 204), "DELETE the session: %d %s" % (st, body[:200]))
         st, body, _ = call(s, "GET", "/api/agent/sessions/%s" % sid)
         check(st == 404, "GET a deleted session: %d" % st)
+        # 3. only the agent API, in every spelling of a way out
+        seen = {}
+        for method, path in TRAVERSALS:
+            st, body, hdrs = call(s, method, path)
+            seen[path if method == "GET" else method + " " + path] = st
+            leaked = [w for w in LEAKS if w in body]
+            check(st in (403, 404, 405) and not leaked and korch["token"] not in body,
+                  "%s %s answered %d%s: %s" % (method, path, st, " with korch's " + ",".join(leaked) if leaked else "",
+                                                body[:120]))
+        details["traversals"] = seen
+        st, _, hdrs = call(s, "DELETE", "/api/agent/sessions")
+        check(st == 405 and "GET" in hdrs.get("Allow", ""), "DELETE /api/agent/sessions: %d %s" % (st, hdrs.get("Allow")))
+        # the same request, allowed: reaches korch
+        st, body, _ = call(s, "GET", "/api/agent/sessions")
+        check(st == 200 and body.startswith("["), "GET /api/agent/sessions after the attempts: %d" % st)
+    finally:
+        stop_server(s)
+
+    # 4. jupyter_server's authorization decides too
+    with open(os.path.join(ext_dir, "korch_test_authz.py"), "w") as f:
+        f.write(AUTHZ)
+    s = start_server(ext_dir, korch, authorizer="NoAgent")
+    try:
+        st, body, _ = call(s, "GET", "/api/agent/sessions")
+        check(st == 403 and not body.startswith("["), "an authorizer refusing korch_agent: GET answered %d" % st)
+        st, body, _ = call(s, "POST", "/api/agent/sessions", {})
+        check(st == 403, "an authorizer refusing korch_agent: POST answered %d" % st)
+        details["authz_no_agent"] = st
+    finally:
+        stop_server(s)
+    s = start_server(ext_dir, korch, authorizer="NoExecute")
+    try:
+        st, body, _ = call(s, "GET", "/api/agent/sessions")
+        check(st == 200, "an authorizer refusing kernels:execute: listing answered %d" % st)
+        st, body, _ = call(s, "POST", "/api/agent/sessions", {})
+        check(st == 403 and "kernels" in body, "an authorizer refusing kernels:execute: create answered %d %s" %
+              (st, body[:200]))
+        details["authz_no_execute"] = st
     finally:
         stop_server(s)
 

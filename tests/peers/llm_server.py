@@ -51,6 +51,11 @@ try:
 except ImportError:
     pass
 try:
+    import attack_scenarios  # noqa: E402  (the model and its kernel attack the person: terminal, page, downloads)
+    SCENARIOS.update(attack_scenarios.SCENARIOS)
+except ImportError:
+    pass
+try:
     import trust_scenarios  # noqa: E402  (receipts, fences in another language: issue 23)
     SCENARIOS.update(trust_scenarios.SCENARIOS)
 except ImportError:

@@ -136,10 +136,12 @@ export class Api {
   }
 }
 
-/** Save a blob under a name (an <a download> on a blob: URL). */
+/** Save a blob under a name (an <a download> on a blob: URL). The blob is
+ *  typed application/octet-stream first: whatever it holds (a kernel's .html
+ *  or .svg), its URL is a download, never a document of korch's origin. */
 export function saveBlob(blob: Blob, name: string): void {
   const a = document.createElement('a');
-  a.href = URL.createObjectURL(blob);
+  a.href = URL.createObjectURL(new Blob([blob], { type: 'application/octet-stream' }));
   a.download = name;
   document.body.appendChild(a);
   a.click();

@@ -10,6 +10,7 @@
 // its progress bar (XMLHttpRequest's upload events).
 import { Api, ApiError } from './api';
 import { el } from './turn';
+import { safeSvgUrl } from './render';
 
 export interface FilesHooks {
   /** the open session's id, made (or waited for) when there is none; null: none can be */
@@ -302,10 +303,18 @@ export class FilesPanel {
       const n = Math.max(0, rows.length - 1);
       body.append(table, el('p', 'k-muted', `the first ${n} row${n === 1 ? '' : 's'} · ${fmtSize(blob.size)}`));
     } else if (/\.(png|jpe?g|gif|webp|svg)$/.test(low)) {
-      // an <img> from a blob: URL (an SVG's script never runs in an image)
+      // an <img>: a raster image from a blob: URL; an SVG from a data: URL of it
+      // sanitized, never a blob: URL (opened in a tab of its own, that would be a
+      // document of korch's origin running the SVG's script: issue 21)
       const img = el('img', 'k-preview-img') as HTMLImageElement;
-      this.previewUrl = URL.createObjectURL(blob.type ? blob : new Blob([blob], { type: low.endsWith('.svg') ? 'image/svg+xml' : 'image/png' }));
-      img.src = this.previewUrl;
+      if (low.endsWith('.svg') || blob.type === 'image/svg+xml') {
+        const src = safeSvgUrl(await blob.slice(0, PREVIEW_BYTES * 8).text());
+        if (!src) { body.appendChild(el('p', 'k-muted', 'not an SVG image: download it')); return; }
+        img.src = src;
+      } else {
+        this.previewUrl = URL.createObjectURL(blob.type ? blob : new Blob([blob], { type: 'image/png' }));
+        img.src = this.previewUrl;
+      }
       img.alt = name;
       body.appendChild(img);
     } else if (/\.(txt|md|json|py|r|log|ya?ml|xml|html?)$/.test(low) || blob.type.startsWith('text/')) {

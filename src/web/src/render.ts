@@ -4,6 +4,13 @@
 // as an <img> (an image's script never runs), text with ANSI colours becomes
 // DOM nodes (ansi.ts). Priority of a mime bundle: JupyterLab rendermime's
 // default order, with application/javascript never run.
+//
+// Nothing from a kernel is ever a document of korch's origin (issue 21: a
+// saved SVG shown from a blob: URL ran its onload when opened in a tab). An
+// SVG's <img> is a data: URL of the SVG sanitized (no script, no handlers):
+// opened in a tab it is a document of no origin with nothing to run. Raster
+// images may come from blob: URLs (no script in them). Downloads are blobs
+// typed application/octet-stream, which a browser saves and never shows.
 import DOMPurify from 'dompurify';
 import { marked } from 'marked';
 import hljs from 'highlight.js/lib/core';
@@ -18,9 +25,10 @@ hljs.registerLanguage('r', r);
 hljs.registerLanguage('julia', julia);
 hljs.registerLanguage('bash', bash);
 
-// links open elsewhere and never tell where they came from
+// links (HTML's and SVG's <a>, <area>) open elsewhere and never tell where they came from
 DOMPurify.addHook('afterSanitizeAttributes', (node) => {
-  if (node.tagName === 'A' && node.hasAttribute('href')) {
+  const tag = node.tagName.toUpperCase();
+  if ((tag === 'A' || tag === 'AREA') && (node.hasAttribute('href') || node.hasAttribute('xlink:href'))) {
     node.setAttribute('target', '_blank');
     node.setAttribute('rel', 'noopener noreferrer nofollow');
   }
@@ -29,13 +37,23 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
 const PURIFY = {
   // style: inline CSS is blocked by the page's CSP anyway; forms could post elsewhere
   FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe', 'object', 'embed', 'base', 'meta', 'link'],
-  FORBID_ATTR: ['style', 'action', 'formaction'],
+  FORBID_ATTR: ['style', 'action', 'formaction', 'ping'],
   ALLOW_DATA_ATTR: false,
 };
 
 /** Untrusted HTML -> a sanitized fragment. */
 export function safeHtml(html: string): DocumentFragment {
   return DOMPurify.sanitize(html, { ...PURIFY, RETURN_DOM_FRAGMENT: true }) as unknown as DocumentFragment;
+}
+
+/** An SVG from a kernel -> a data: URL of it sanitized (scripts, handlers,
+ *  foreign objects gone), for an <img>; null when it holds no <svg>. */
+export function safeSvgUrl(svg: string): string | null {
+  const frag = DOMPurify.sanitize(svg, { USE_PROFILES: { svg: true, svgFilters: true }, RETURN_DOM_FRAGMENT: true }) as unknown as DocumentFragment;
+  const root = frag.querySelector('svg');
+  if (!root) return null;
+  const xml = new XMLSerializer().serializeToString(root);
+  return 'data:image/svg+xml;base64,' + btoa(unescape(encodeURIComponent(xml)));
 }
 
 /** Markdown (the model's text, text/markdown outputs) -> a sanitized element. */
@@ -134,7 +152,13 @@ export function savedFigure(load: Promise<Blob>, name: string, hooks: RenderHook
   btn.textContent = 'Download PNG';
   btn.setAttribute('aria-label', `Download ${name} as PNG`);
   let blob: Blob | null = null;
-  load.then((b) => { blob = b; img.src = URL.createObjectURL(b); }, (e) => { cap.textContent = `${name}: ${(e as Error).message}`; });
+  load.then(async (b) => {
+    blob = b;
+    if (b.type !== 'image/svg+xml' && !/\.svg$/i.test(name)) { img.src = URL.createObjectURL(b); return; }
+    // an SVG never from a blob: URL (opened in a tab it would be a document of korch's origin)
+    const src = safeSvgUrl(await b.text());
+    if (src) img.src = src; else cap.textContent = `${name}: not an SVG image`;
+  }, (e) => { cap.textContent = `${name}: ${(e as Error).message}`; });
   btn.addEventListener('click', async () => {
     try {
       if (!blob) return;
@@ -162,9 +186,9 @@ export function renderBundle(data: Bundle, hooks: RenderHooks): HTMLElement {
     box.appendChild(safeHtml(text(v)));
   } else if (mime === 'text/markdown') box.appendChild(markdown(text(v)));
   else if (mime === 'image/svg+xml') {
-    const svg = text(v);
-    const src = 'data:image/svg+xml;base64,' + btoa(unescape(encodeURIComponent(svg)));
-    box.appendChild(figure(src, mime, null, hooks));
+    const src = safeSvgUrl(text(v));
+    if (src) box.appendChild(figure(src, mime, null, hooks));
+    else box.appendChild(pre('k-plain k-muted', '[image/svg+xml output that holds no SVG image]'));
   } else if (mime.startsWith('image/')) {
     const b64 = text(v).replace(/\s+/g, '');
     box.appendChild(figure(`data:${mime};base64,${b64}`, mime, b64, hooks));
