@@ -54,6 +54,10 @@ enum {
     KORCH_LAUNCHER_ADOPTS = 1 << 1,     /* kernels outlive korch and can be re-adopted */
     KORCH_LAUNCHER_HOST_FILES = 1 << 2, /* the work dir is a host directory korch can read (local, sandbox,
                                            docker with a bind-mounted work dir) */
+    KORCH_LAUNCHER_NO_SIGINT = 1 << 3,  /* it cannot signal the kernel's process (swarm: no Engine API
+                                           call signals a task on another node): the kernel layer
+                                           interrupts with interrupt_request on control, whatever the
+                                           kernelspec's interrupt_mode (ipykernel handles both) */
 };
 unsigned korch_launcher_caps(const korch_launcher_t *l);
 const char *korch_launcher_name(const korch_launcher_t *l); /* "local", "docker", ...: for messages only */

@@ -313,7 +313,10 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err)
     if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
         return korch_err_set(err, KORCH_E_DIED, "cannot interrupt kernel %.8s: it is %s", k->id,
                              korch_kernel_state_name(k->state));
-    if (!k->launched || (k->spec && k->spec->interrupt_message)) {
+    /* Messaging spec, "Kernel interrupt": interrupt_mode "message" sends
+       interrupt_request on control; so does a launcher that cannot signal. */
+    if (!k->launched || (k->spec && k->spec->interrupt_message) ||
+        (korch_launcher_caps(k->launcher) & KORCH_LAUNCHER_NO_SIGINT)) {
         kn_send(k, KORCH_CH_CONTROL, "interrupt_request", NULL);
         return KORCH_OK;
     }

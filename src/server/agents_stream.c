@@ -111,6 +111,11 @@ void srv_sa_stream_event(srv_agent_t *sa, const char *name, const char *json)
 
 void srv_sa_stream_eventj(srv_agent_t *sa, const char *name, json_t *data)
 {
+    /* the server's own events (a resume's notice, a start that failed) in the one schema too */
+    if (json_is_object(data) && !json_object_get(data, "event"))
+        json_object_set_new(data, "event", json_string(name));
+    if (json_is_object(data) && !json_object_get(data, "step"))
+        json_object_set_new(data, "step", json_integer(0));
     char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
     json_decref(data);
     if (text)

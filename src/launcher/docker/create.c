@@ -1,52 +1,11 @@
 /*  The docker launcher: a kernel's container as POST /containers/create
  *  describes it (command, environment, mounts, limits, labels). */
 #include "docker_int.h"
+#include "../container.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Copy of s with every "{name}" replaced by val (new string). */
-static char *s_replace(const char *s, const char *name, const char *val)
-{
-    size_t nl = strlen(name), vl = strlen(val), count = 0;
-    for (const char *p = strstr(s, name); p; p = strstr(p + nl, name))
-        count++;
-    size_t len = strlen(s) + count * vl + 1;
-    char *out = malloc(len), *w = out;
-    if (!out)
-        return NULL;
-    const char *p = s, *hit;
-    while ((hit = strstr(p, name))) {
-        memcpy(w, p, (size_t)(hit - p));
-        w += hit - p;
-        memcpy(w, val, vl);
-        w += vl;
-        p = hit + nl;
-    }
-    memcpy(w, p, strlen(p) + 1);
-    return out;
-}
-
-/* The kernelspec argv as the container's Cmd: argv[0] by basename (the host's
-   interpreter path means nothing in the image), {connection_file} inside. */
-static json_t *s_cmd(const korch_kernelspec_t *spec, const char *conn_in)
-{
-    json_t *cmd = json_array();
-    for (size_t i = 0; cmd && spec->argv[i]; i++) {
-        const char *a = spec->argv[i];
-        if (i == 0 && strchr(a, '/'))
-            a = strrchr(a, '/') + 1;
-        char *x = s_replace(a, "{connection_file}", conn_in);
-        if (!x || json_array_append_new(cmd, json_string(x))) {
-            free(x);
-            json_decref(cmd);
-            return NULL;
-        }
-        free(x);
-    }
-    return cmd;
-}
 
 /* Env: what the user passed explicitly, the kernelspec's, the request's
    (env.h). The host's environ is not passed: the container is its own
@@ -74,27 +33,17 @@ bool dk_valid_name(const char *s)
     return true;
 }
 
-/* The image: the option, the kernelspec's metadata.korch.image, or the
-   convention korch-kernel-<name>:latest. */
-void dk_image(const docker_launcher_t *l, const korch_kernelspec_t *spec, char *buf, size_t len)
-{
-    json_t *meta = spec->json ? json_object_get(spec->json, "metadata") : NULL;
-    json_t *img = json_object_get(json_object_get(meta, "korch"), "image");
-    if (l->o.image)
-        snprintf(buf, len, "%s", l->o.image);
-    else if (json_is_string(img))
-        snprintf(buf, len, "%s", json_string_value(img));
-    else
-        snprintf(buf, len, "korch-kernel-%s:latest", spec->name ? spec->name : "python3");
-}
-
 /* POST /containers/create's body. */
 json_t *dk_create_body(docker_launcher_t *l, const korch_launch_t *req, const char *image, const char *user,
                              uid_t uid, gid_t gid, const char *workdir, const char *conn_in)
 {
     const korch_docker_opts_t *o = &l->o;
     char opt[256];
-    json_t *cmd = s_cmd(req->spec, conn_in);
+    json_t *cmd = json_array();
+    if (cmd && !korch_container_argv(cmd, req->spec, conn_in)) {
+        json_decref(cmd);
+        cmd = NULL;
+    }
     json_t *env = s_env(req);
     json_t *tmpfs = json_object();
     json_t *mounts = json_array();

@@ -77,9 +77,6 @@ typedef struct {
 
 /* create.c: the container's description. */
 bool dk_valid_name(const char *s);
-/* The image: the option, the kernelspec's metadata.korch.image, or the
-   convention korch-kernel-<name>:latest. */
-void dk_image(const docker_launcher_t *l, const korch_kernelspec_t *spec, char *buf, size_t len);
 /* POST /containers/create's body (new), NULL on no memory. */
 json_t *dk_create_body(docker_launcher_t *l, const korch_launch_t *req, const char *image, const char *user,
                        uid_t uid, gid_t gid, const char *workdir, const char *conn_in);

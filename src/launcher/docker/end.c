@@ -2,6 +2,7 @@
  *  inspect that says why, its last log lines), signals and kill, and its
  *  removal in the background. */
 #include "docker_int.h"
+#include "../container.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -42,7 +43,6 @@ static void s_ended(docker_proc_t *p)
 }
 
 static void s_on_end_logs(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg);
-static size_t s_demux(const unsigned char *in, size_t len, char *out, size_t cap);
 
 static void s_fetch_logs(docker_proc_t *p, korch_docker_done_fn *done)
 {
@@ -54,7 +54,7 @@ static void s_fetch_logs(docker_proc_t *p, korch_docker_done_fn *done)
 static void s_keep_logs(docker_proc_t *p, korch_rc_t rc, korch_docker_reply_t *r)
 {
     if (rc == KORCH_OK && r->status == 200) {
-        size_t n = s_demux((const unsigned char *)r->body, r->body_len, p->tail, DK_TAIL_MAX);
+        size_t n = korch_container_demux((const unsigned char *)r->body, r->body_len, p->tail, DK_TAIL_MAX);
         p->tail[n] = 0;
     }
 }
@@ -226,42 +226,6 @@ korch_rc_t dk_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
     snprintf(path, sizeof path, "/containers/%s/kill?signal=%d", p->id, SIGKILL);
     p->kill_req = korch_docker_request_async(p->l->api, "POST", path, NULL, NULL, s_on_killed, p, err);
     return p->kill_req ? KORCH_OK : err && err->rc ? err->rc : KORCH_E_DOCKER;
-}
-
-/* Docker multiplexes a non-tty container's output: frames of an 8-byte
-   header {stream, 0, 0, 0, size as big-endian uint32} then size bytes. */
-static size_t s_demux(const unsigned char *in, size_t len, char *out, size_t cap)
-{
-    size_t w = 0;
-    bool framed = len >= 8 && in[0] <= 2 && !in[1] && !in[2] && !in[3];
-    size_t pos = 0;
-    while (pos < len) {
-        const unsigned char *chunk = in + pos;
-        size_t n = len - pos;
-        if (framed) {
-            if (n < 8)
-                break;
-            size_t sz = (size_t)in[pos + 4] << 24 | (size_t)in[pos + 5] << 16 | (size_t)in[pos + 6] << 8 | in[pos + 7];
-            chunk = in + pos + 8;
-            n = sz <= len - pos - 8 ? sz : len - pos - 8;
-            pos += 8 + n;
-        } else {
-            pos = len;
-        }
-        /* Keep the last cap bytes. */
-        if (n >= cap) {
-            memcpy(out, chunk + n - cap, cap);
-            w = cap;
-        } else {
-            if (w + n > cap) {
-                memmove(out, out + (w + n - cap), cap - n);
-                w = cap - n;
-            }
-            memcpy(out + w, chunk, n);
-            w += n;
-        }
-    }
-    return w;
 }
 
 static void s_on_logs(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)

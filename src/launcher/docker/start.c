@@ -1,6 +1,7 @@
 /*  The docker launcher's start: the host work on the worker, then create,
  *  (once per korch: does the engine see korch's mounts?), start, on the loop. */
 #include "docker_int.h"
+#include "../container.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -365,7 +366,7 @@ korch_rc_t dk_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_
     const char *workdir = l->o.workdir ? l->o.workdir : (l->o.workdir_from_cwd ? req->cwd : NULL);
     if (workdir && l->o.workdir_give && l->o.workdir_size > 0 && geteuid() != 0)
         dk_warn_not_root();
-    dk_image(l, req->spec, image, sizeof image);
+    korch_container_image(l->o.image, req->spec, image, sizeof image);
     body = dk_create_body(l, req, image, user, uid, gid, workdir, conn_in);
     if (!body) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");

@@ -2,6 +2,7 @@
  *  gone kernel leaves on the manager (its service and secret), removed in
  *  the background. */
 #include "swarm_int.h"
+#include "../container.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -41,33 +42,7 @@ void sw_describe(swarm_proc_t *p, json_t *t)
    keeping the last SW_TAIL_MAX bytes in p->tail. */
 static void s_keep_tail(swarm_proc_t *p, const unsigned char *in, size_t len)
 {
-    size_t w = 0, pos = 0;
-    bool framed = len >= 8 && in[0] <= 2 && !in[1] && !in[2] && !in[3];
-    while (pos < len) {
-        const unsigned char *chunk = in + pos;
-        size_t n = len - pos;
-        if (framed) {
-            if (n < 8)
-                break;
-            size_t sz = (size_t)in[pos + 4] << 24 | (size_t)in[pos + 5] << 16 | (size_t)in[pos + 6] << 8 | in[pos + 7];
-            chunk = in + pos + 8;
-            n = sz <= len - pos - 8 ? sz : len - pos - 8;
-            pos += 8 + n;
-        } else
-            pos = len;
-        if (n >= SW_TAIL_MAX) {
-            memcpy(p->tail, chunk + n - SW_TAIL_MAX, SW_TAIL_MAX);
-            w = SW_TAIL_MAX;
-        } else {
-            if (w + n > SW_TAIL_MAX) {
-                memmove(p->tail, p->tail + (w + n - SW_TAIL_MAX), SW_TAIL_MAX - n);
-                w = SW_TAIL_MAX - n;
-            }
-            memcpy(p->tail + w, chunk, n);
-            w += n;
-        }
-    }
-    p->tail[w] = 0;
+    p->tail[korch_container_demux(in, len, p->tail, SW_TAIL_MAX)] = 0;
 }
 
 /* The last non-empty line of the tail into buf ("" when none). */

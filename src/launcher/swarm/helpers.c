@@ -20,27 +20,6 @@ bool sw_valid_name(const char *s)
     return true;
 }
 
-/* Copy of s with every "{name}" replaced by val (new string). */
-char *sw_replace(const char *s, const char *name, const char *val)
-{
-    size_t nl = strlen(name), vl = strlen(val), count = 0;
-    for (const char *p = strstr(s, name); p; p = strstr(p + nl, name))
-        count++;
-    char *out = malloc(strlen(s) + count * vl + 1), *w = out;
-    if (!out)
-        return NULL;
-    const char *p = s, *hit;
-    while ((hit = strstr(p, name))) {
-        memcpy(w, p, (size_t)(hit - p));
-        w += hit - p;
-        memcpy(w, val, vl);
-        w += vl;
-        p = hit + nl;
-    }
-    memcpy(w, p, strlen(p) + 1);
-    return out;
-}
-
 /* A "GET path?filters={key:[value]}" path into buf; false when too long. */
 bool sw_filter_path(swarm_launcher_t *l, const char *what, const char *key, const char *value, char *buf,
                           size_t len)

@@ -1,5 +1,5 @@
-/*  The swarm launcher's own sockets to the kernel: the interrupt and the
- *  files (see swarm.c's top for why). */
+/*  The swarm launcher's own socket to the kernel: the files (see swarm.c's
+ *  top for why). */
 #include "swarm_int.h"
 
 #include <errno.h>
@@ -33,32 +33,6 @@ static zsock_t *s_dealer(swarm_proc_t *p, korch_channel_t ch)
         return NULL;
     }
     return s;
-}
-
-/* Replies on the control channel: read and dropped (interrupt_reply). */
-static int s_on_control(korch_loop_t *loop, zsock_t *sock, void *arg)
-{
-    (void)loop;
-    (void)arg;
-    zmsg_t *m = zmsg_recv(sock);
-    zmsg_destroy(&m);
-    return 0;
-}
-
-/* SIGINT as interrupt_request on control (see the top). */
-korch_rc_t sw_interrupt(swarm_proc_t *p, korch_err_t *err)
-{
-    if (!s_session(p))
-        return korch_err_set(err, KORCH_E_NOMEM, "cannot create a session (openssl)");
-    if (!p->control) {
-        p->control = s_dealer(p, KORCH_CH_CONTROL);
-        if (!p->control)
-            return korch_err_set(err, KORCH_E_IO, "cannot connect to the kernel's control channel at %s",
-                                 p->base.conn.ip);
-        korch_loop_reader(p->l->base.loop, p->control, s_on_control, p);
-    }
-    korch_msg_t *m = korch_msg_new("interrupt_request", NULL);
-    return korch_session_send(p->session, p->control, &m, err);
 }
 
 /* -------------------------------------------------------------- files */
@@ -387,10 +361,6 @@ korch_rc_t sw_file_op(swarm_proc_t *p, const char *name, bool get, const void *d
 
 void sw_kernelio_release(swarm_proc_t *p)
 {
-    if (p->control) {
-        korch_loop_reader_end(p->l->base.loop, p->control);
-        zsock_destroy(&p->control);
-    }
     if (p->shell) {
         korch_loop_reader_end(p->l->base.loop, p->shell);
         zsock_destroy(&p->shell);

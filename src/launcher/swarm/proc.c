@@ -58,12 +58,11 @@ korch_rc_t sw_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *e
     korch_rc_t rc;
     if (sig == SIGTERM || sig == SIGKILL)
         rc = sw_kill(proc, NULL, err);
-    else if (sig == SIGINT)
-        rc = sw_interrupt(p, err);
     else
         rc = korch_err_set(err, KORCH_E_STATE,
                            "the swarm launcher cannot send signal %d to a task: no Engine API call signals a task on "
-                           "another node (SIGINT goes as interrupt_request, SIGTERM and SIGKILL remove the service)",
+                           "another node (korch interrupts a swarm kernel with interrupt_request, korch_kernel_interrupt; "
+                           "SIGTERM and SIGKILL remove the service)",
                            sig);
     if (rc == KORCH_OK)
         korch_op_finish(op, KORCH_OK, NULL);

@@ -1,6 +1,7 @@
 /*  The swarm launcher's start: the secret, the service, then the poll
  *  waits for its task. */
 #include "swarm_int.h"
+#include "../container.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -19,17 +20,9 @@ static json_t *s_args(const korch_kernelspec_t *spec, const char *workdir)
     /* "$0" is the work dir, made in /tmp's tmpfs (see s_service_spec). */
     json_t *a = json_pack("[s, s, s, s]", "/bin/sh", "-c",
                           "cp " SW_SECRET_AT " " SW_CONN_IN " && mkdir -p \"$0\" && cd \"$0\" && exec \"$@\"", workdir);
-    for (size_t i = 0; a && spec->argv[i]; i++) {
-        const char *s = spec->argv[i];
-        if (i == 0 && strchr(s, '/'))
-            s = strrchr(s, '/') + 1;
-        char *x = sw_replace(s, "{connection_file}", SW_CONN_IN);
-        if (!x || json_array_append_new(a, json_string(x))) {
-            free(x);
-            json_decref(a);
-            return NULL;
-        }
-        free(x);
+    if (a && !korch_container_argv(a, spec, SW_CONN_IN)) {
+        json_decref(a);
+        a = NULL;
     }
     return a;
 }
@@ -115,19 +108,6 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
                              "Networks", "Target", l->network_id, "Mode", "Replicated", "Replicas", 1,
                              "EndpointSpec", "Mode", "dnsrr");
     return spec;
-}
-
-/* The image: the option, the kernelspec's metadata.korch.image, or the
-   convention korch-kernel-<name>:latest. */
-static void s_image(const swarm_launcher_t *l, const korch_kernelspec_t *spec, char *buf, size_t len)
-{
-    json_t *img = json_object_get(json_object_get(json_object_get(spec->json, "metadata"), "korch"), "image");
-    if (l->o.image)
-        snprintf(buf, len, "%s", l->o.image);
-    else if (json_is_string(img))
-        snprintf(buf, len, "%s", json_string_value(img));
-    else
-        snprintf(buf, len, "korch-kernel-%s:latest", spec->name ? spec->name : "python3");
 }
 
 static void s_on_service(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
@@ -261,7 +241,7 @@ korch_rc_t sw_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_
         p->conn_file[0] = 0;
         goto fail;
     }
-    s_image(l, req->spec, image, sizeof image);
+    korch_container_image(l->o.image, req->spec, image, sizeof image);
     p->spec = s_service_spec(p, req, image);
     json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "Name", p->name, "Data", b64, "Labels", "korch.instance",
                              l->o.instance ? l->o.instance : "default", "korch.kernel_id", req->kernel_id,

@@ -36,12 +36,13 @@
  *    that node answers), so a SIGKILL says that it may have been the
  *    memory limit.
  *  - Interrupt: no swarm call signals a task, and the manager cannot exec
- *    into a container on another node. SIGINT is therefore sent as an
- *    interrupt_request on the kernel's control channel, signed with its
- *    key, from a socket of the launcher's own (ipykernel handles it
- *    whatever the kernelspec's interrupt_mode says, by signalling itself).
+ *    into a container on another node. The launcher says so
+ *    (KORCH_LAUNCHER_NO_SIGINT) and the kernel layer interrupts with an
+ *    interrupt_request on the control channel it already has (kernel.c;
+ *    ipykernel handles it whatever the kernelspec's interrupt_mode says).
  *    SIGTERM and SIGKILL remove the service (the node stops the container:
- *    SIGTERM, then SIGKILL after stop_grace_ms). Other signals: refused.
+ *    SIGTERM, then SIGKILL after stop_grace_ms). Other signals, SIGINT
+ *    included: refused, saying why.
  *  - Files in and out go through the kernel (an execute_request with
  *    user_expressions on the shell channel, silent, not in the history):
  *    there is no host bind mount, and the archive endpoints only reach
@@ -177,7 +178,7 @@ static korch_rc_t s_network(swarm_launcher_t *l, korch_err_t *err)
 
 static const korch_launcher_ops_t s_ops = {
     .name = "swarm",
-    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
+    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS | KORCH_LAUNCHER_NO_SIGINT,
     .transport = "tcp",
     .start = sw_start,
     .adopt = sw_adopt,

@@ -85,9 +85,8 @@ struct swarm_proc {
     korch_op_t *start_op;       /* the start or adopt */
     json_t *spec;               /* the service's, while its secret is made */
     char why[512]; /* room for every message below at its %.Ns bounds */
-    /* the launcher's own sockets to the kernel (interrupt, files) */
+    /* the launcher's own socket to the kernel (files; kernelio.c) */
     korch_session_t *session;
-    zsock_t *control;
     zsock_t *shell;
     korch_op_t *file_op;        /* one file operation at a time in the kernel */
     sw_fileq_t *fileq;           /* the ones waiting for it, oldest first */
@@ -100,7 +99,6 @@ struct swarm_proc {
 
 /* helpers.c: names, filters, the manager's answers */
 bool sw_valid_name(const char *s);
-char *sw_replace(const char *s, const char *name, const char *val);
 bool sw_filter_path(swarm_launcher_t *l, const char *what, const char *key, const char *value, char *buf, size_t len);
 const char *sw_str(json_t *j, const char *a, const char *b);
 bool sw_task_addr(swarm_launcher_t *l, json_t *t, char *buf, size_t len);
@@ -127,8 +125,7 @@ bool sw_delete_sync(swarm_launcher_t *l, const char *what, const char *id);
 swarm_proc_t *sw_proc_new(swarm_launcher_t *l, const korch_launch_t *req, korch_op_t *op);
 korch_rc_t sw_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_t *op, korch_err_t *err);
 
-/* kernelio.c: the launcher's own sockets to the kernel (interrupt, files) */
-korch_rc_t sw_interrupt(swarm_proc_t *p, korch_err_t *err);
+/* kernelio.c: the launcher's own socket to the kernel (files) */
 /* Its sockets, session, timer and waiting file ops (theirs were cancelled). */
 void sw_kernelio_release(swarm_proc_t *p);
 korch_rc_t sw_file_op(swarm_proc_t *p, const char *name, bool get, const void *data, size_t len, size_t max,
