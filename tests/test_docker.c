@@ -588,8 +588,9 @@ TEST_T(docker_launcher_workdir, 60)
     char work[] = "/tmp/korch-test-work.XXXXXX";
     if (!CHECK(mkdtemp(work)))
         return;
-    if (geteuid() == 0)
-        CHECK_EQ(chown(work, 1000, 1000), 0);
+    /* a user's own dir is bind-mounted as it is (not given to the kernel's
+       uid, which no account has): this one lets anyone in */
+    CHECK_EQ(chmod(work, 0777), 0);
     char in[PATH_MAX + 16], outp[PATH_MAX + 16];
     snprintf(in, sizeof in, "%s/in.txt", work);
     snprintf(outp, sizeof outp, "%s/out.txt", work);

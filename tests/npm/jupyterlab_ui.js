@@ -183,7 +183,11 @@ async function main() {
       i, korch: c.model.getMetadata('korch') || null, src: c.model.sharedModel.getSource(),
       out: c.model.outputs ? c.model.outputs.toJSON().map(o => [].concat(o.text || (o.data ? (o.data['text/plain'] || Object.keys(o.data).join(',')) : o.ename || o.output_type)).join('')).join('|') : '',
       img: Array.from(c.node.querySelectorAll('.jp-OutputArea-output img')).map(im => im.naturalWidth),
-      html: (c.node.querySelector('.jp-OutputArea') || { innerHTML: '' }).innerHTML
+      html: (c.node.querySelector('.jp-OutputArea') || { innerHTML: '' }).innerHTML,
+      // what could run, counted in the DOM (markdown shown as its source has
+      // the words "onerror=" and "javascript:" as text, which runs nothing)
+      live: Array.from(c.node.querySelectorAll('.jp-OutputArea *')).filter(e => e.tagName.toLowerCase() === 'script' ||
+        Array.from(e.attributes).some(a => /^on/i.test(a.name) || (/^(href|src|xlink:href|action|formaction)$/i.test(a.name) && /^\s*javascript:/i.test(a.value)))).length
     })).filter(c => c.korch && c.korch.agent), NB);
 
     // A. a DataFrame defined by hand; the panel asked about it: the agent works in
@@ -268,8 +272,8 @@ async function main() {
       const cell = all.filter(c => /XSS-SENT/.test(c.out)).pop();
       check(!!cell, 'no agent cell with the hostile outputs');
       if (cell) {
-        check(/html ok/.test(cell.html) && !/<script/i.test(cell.html) && !/onerror=|onload=|javascript:/i.test(cell.html),
-          `the hostile cell's rendered outputs: ${JSON.stringify(cell.html.slice(0, 600))}`);
+        check(/html ok/.test(cell.html) && cell.live === 0,
+          `the hostile cell's rendered outputs keep ${cell.live} elements with script: ${JSON.stringify(cell.html.slice(0, 3000))}`);
         await scrollTo(page, cell.i);
       }
       await shot(page, 'agent-hostile');
