@@ -394,3 +394,21 @@ int main(int argc, char **argv)
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
+
+char *korch_test_mkdir(const char *template_)
+{
+    char *d = strdup(template_);
+    if (d && !mkdtemp(d)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void korch_test_rmdir(char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ(system(cmd), 0);
+    free(dir);
+}

@@ -34,6 +34,10 @@ const char *korch_test_root(void);
    stdout (and stderr when err is non-NULL) as new malloc'd strings. Returns the
    exit status (>=0), or -1 when it could not be run / was killed by a signal. */
 int korch_test_run(const char *const *argv, const char *input, char **out, char **err, int timeout_s);
+/* A fresh dir from mkdtemp(TEMPLATE), the caller's to free with
+   korch_test_rmdir (which removes it and all in it); NULL on failure. */
+char *korch_test_mkdir(const char *template_);
+void korch_test_rmdir(char *dir);
 
 /* Start argv (NULL-terminated) in the background, its stdout on a pipe, and
    read its first line (without the newline) into line, waiting at most

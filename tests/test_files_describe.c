@@ -73,27 +73,10 @@ static void s_xlsx(const char *dir, const char *name)
     CHECK_EQ(korch_test_run(argv, NULL, NULL, NULL, 60), 0);
 }
 
-static char *s_dir(void)
-{
-    char *d = strdup("/tmp/korch-describe-XXXXXX");
-    if (!mkdtemp(d)) {
-        free(d);
-        return NULL;
-    }
-    return d;
-}
-
-static void s_rm(char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
-    free(dir);
-}
 
 TEST_T(files_described_to_the_model_in_python, 180)
 {
-    char *dir = s_dir();
+    char *dir = korch_test_mkdir("/tmp/korch-describe-XXXXXX");
     if (!CHECK(dir))
         return;
     s_spit(dir, "nums.csv", "x,name\n1.5,a\n2.5,b\n4.25,c\n7,d\n");
@@ -105,7 +88,7 @@ TEST_T(files_described_to_the_model_in_python, 180)
     CHECK_CONTAINS(out, "bytes), 3 rows; columns: n (int64), city (object)");
     CHECK_CONTAINS(out, "- notes.txt (12 bytes)\n");
     free(out);
-    s_rm(dir);
+    korch_test_rmdir(dir);
 }
 
 /* IRkernel: Debian registers it as "ir" (test_agent.c's R test says how it is found otherwise). */
@@ -116,7 +99,7 @@ TEST_T(files_described_to_the_model_in_r, 180)
         fprintf(stderr, "  no IRkernel kernelspec 'ir' (apt-get install r-cran-irkernel)\n");
         return;
     }
-    char *dir = s_dir();
+    char *dir = korch_test_mkdir("/tmp/korch-describe-XXXXXX");
     if (!CHECK(dir))
         return;
     s_spit(dir, "nums.csv", "x,name\n1.5,a\n2.5,b\n4.25,c\n7,d\n");
@@ -125,5 +108,5 @@ TEST_T(files_described_to_the_model_in_r, 180)
     CHECK_CONTAINS(out, "- nums.csv (30 bytes), 4 rows; columns: x (numeric), name (character)");
     CHECK_CONTAINS(out, "bytes), 3 rows; columns: n (numeric), city (character)");
     free(out);
-    s_rm(dir);
+    korch_test_rmdir(dir);
 }

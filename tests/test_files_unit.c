@@ -17,23 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *s_dir(void)
-{
-    char *d = strdup("/tmp/korch-files-XXXXXX");
-    if (!mkdtemp(d)) {
-        free(d);
-        return NULL;
-    }
-    return d;
-}
-
-static void s_rm(char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
-    free(dir);
-}
 
 static void s_spit(const char *dir, const char *rel, const char *text)
 {
@@ -66,7 +49,7 @@ static void s_listing(const char *dir, int64_t scanned, const char *files)
 
 TEST(fjournal_uploads_and_deletes_show_until_a_later_walk)
 {
-    char *dir = s_dir();
+    char *dir = korch_test_mkdir("/tmp/korch-files-XXXXXX");
     if (!CHECK(dir))
         return;
     srv_fjournal_t *j = srv_fjournal_new(dir);
@@ -106,12 +89,12 @@ TEST(fjournal_uploads_and_deletes_show_until_a_later_walk)
     CHECK_STREQ(s_names(l), "a:1 b:2");
     json_decref(l);
     srv_fjournal_destroy(&j);
-    s_rm(dir);
+    korch_test_rmdir(dir);
 }
 
 TEST(fjournal_takes_nothing_from_the_kernel_that_is_not_a_plain_path)
 {
-    char *dir = s_dir();
+    char *dir = korch_test_mkdir("/tmp/korch-files-XXXXXX");
     if (!CHECK(dir))
         return;
     /* workdir.json is korch's but lists what the kernel said: bad entries are dropped */
@@ -129,12 +112,12 @@ TEST(fjournal_takes_nothing_from_the_kernel_that_is_not_a_plain_path)
     j = srv_fjournal_new(dir);
     CHECK(j != NULL);
     srv_fjournal_destroy(&j);
-    s_rm(dir);
+    korch_test_rmdir(dir);
 }
 
 TEST(workdir_remove_never_follows_a_link)
 {
-    char *dir = s_dir(), *outside = s_dir();
+    char *dir = korch_test_mkdir("/tmp/korch-files-XXXXXX"), *outside = korch_test_mkdir("/tmp/korch-files-XXXXXX");
     if (!CHECK(dir && outside))
         return;
     char p[700], q[700];
@@ -166,8 +149,8 @@ TEST(workdir_remove_never_follows_a_link)
     korch_err_clear(&err);
     CHECK_EQ(korch_workdir_remove(dir, "sub", &err), KORCH_E_INVALID);
     CHECK_CONTAINS(err.msg, "is a directory");
-    s_rm(dir);
-    s_rm(outside);
+    korch_test_rmdir(dir);
+    korch_test_rmdir(outside);
 }
 
 TEST(describe_parse_keeps_a_hostile_kernel_out_of_the_prompt)
