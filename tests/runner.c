@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_TESTS 512
+#define MAX_TESTS 2048
 
 typedef struct {
     const char *name;
