@@ -136,8 +136,11 @@ void korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opt
                     korch_warn("cannot save chart %s: %s", name, e.msg);
             }
             s_newline(&t);
-            snprintf(line, sizeof line, "[chart %d: %s%s saved as %s%s]\n", n, mime, dims, name,
-                     o->vision ? ", attached" : "");
+            if (o->figures_dir)
+                snprintf(line, sizeof line, "[chart %d: %s%s saved as %s%s]\n", n, mime, dims, name,
+                         o->vision ? ", attached" : "");
+            else /* nothing saved (an MCP client keeps the image it is given) */
+                snprintf(line, sizeof line, "[chart %d: %s%s%s]\n", n, mime, dims, o->vision ? ", attached" : "");
             s_adds(&t, line);
             if (o->vision) {
                 /* the base64 without Jupyter's line breaks */
