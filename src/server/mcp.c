@@ -43,6 +43,7 @@ struct srv_mcp {
     srv_mcp_opts_t o;
     char id[40];
     char cwd[PATH_MAX];
+    char owner[64];
     char version[16];           /* negotiated, "" before initialize */
     bool initialized;           /* initialize answered */
     bool client_ready;          /* notifications/initialized heard */
@@ -131,6 +132,8 @@ srv_mcp_t *srv_mcp_new(const srv_mcp_opts_t *o, const char *id)
         snprintf(m->cwd, sizeof m->cwd, "%s", o->cwd);
         m->o.cwd = m->cwd;
     }
+    snprintf(m->owner, sizeof m->owner, "%s", o->owner ? o->owner : "");
+    m->o.owner = m->owner;
     snprintf(m->id, sizeof m->id, "%s", id ? id : "");
     m->calls = zlistx_new();
     m->ks = srv_mcp_kstate_new();

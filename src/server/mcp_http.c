@@ -32,6 +32,7 @@
  *  bounded (MAX_SESSIONS) and end after IDLE_MS without a request.
  */
 #include "mcp_int.h"
+#include "ident.h"
 #include "relay.h"
 #include "korch/log.h"
 #include "korch/uuid.h"
@@ -60,6 +61,7 @@ typedef struct {
 struct s_sess {
     srv_mcp_t *m;
     char id[40];
+    char owner[64];             /* who made it (ident.h): only they (and admins) reach it */
     int64_t last_ms;
     zlistx_t *posts;            /* s_post_t* (owned) */
 };
@@ -106,7 +108,7 @@ static void s_on_kernel(srv_kernel_t *mk, const char *session_id, void *arg)
     srv_kernel_taint(mk, why);
 }
 
-static s_sess_t *s_sess_new(korch_server_t *s, const char *id)
+static s_sess_t *s_sess_new(korch_server_t *s, const char *id, const char *owner)
 {
     const srv_parts_t *p = srv_parts(s);
     const korch_server_opts_t *o = p->opts;
@@ -114,6 +116,7 @@ static s_sess_t *s_sess_new(korch_server_t *s, const char *id)
     if (!x)
         return NULL;
     snprintf(x->id, sizeof x->id, "%s", id);
+    snprintf(x->owner, sizeof x->owner, "%s", owner);
     x->last_ms = korch_now_ms();
     x->posts = zlistx_new();
     /* a local kernel works in a directory of the session's own, not in
@@ -142,6 +145,7 @@ static s_sess_t *s_sess_new(korch_server_t *s, const char *id)
                          .pool = p->pool,
                          .kernel = o->kernel,
                          .cwd = *dir ? dir : NULL,
+                         .owner = owner,
                          .max_kernels = o->max_kernels,
                          .max_upload = o->max_upload,
                          .on_kernel = s_on_kernel};
@@ -277,6 +281,8 @@ void srv_mcp_post(korch_server_t *s, srv_req_t *req, const srv_params_t *params,
     s_sess_t *x = NULL;
     if (has_sid) {
         x = zhashx_lookup(a->all, sid);
+        if (x && !srv_user_may(&req->user, x->owner))
+            x = NULL; /* another user's: as if there were none (ids cannot be probed) */
         if (!x) {
             s_rpc_error(req, 404, -32001, "Session not found: it ended (deleted, expired or korch restarted); "
                                           "initialize a new one");
@@ -293,7 +299,7 @@ void srv_mcp_post(korch_server_t *s, srv_req_t *req, const srv_params_t *params,
             return;
         }
         char id[37];
-        if (korch_uuid(id) != KORCH_OK || !(x = s_sess_new(s, id))) {
+        if (korch_uuid(id) != KORCH_OK || !(x = s_sess_new(s, id, req->user.name))) {
             s_rpc_error(req, 503, -32603, "cannot make an MCP session: out of memory");
             return;
         }
@@ -325,7 +331,8 @@ void srv_mcp_delete(korch_server_t *s, srv_req_t *req, const srv_params_t *param
         srv_respond_error(req, 400, "DELETE /mcp ends the session its Mcp-Session-Id header names: it has none");
         return;
     }
-    if (!zhashx_lookup(a->all, sid)) {
+    s_sess_t *x = zhashx_lookup(a->all, sid);
+    if (!x || !srv_user_may(&req->user, x->owner)) {
         srv_respond_error(req, 404, "no MCP session '%.40s' (it ended already)", sid);
         return;
     }

@@ -54,6 +54,7 @@ typedef struct {
     srv_pool_t *pool;               /* borrowed; NULL = none (kernels from the warm pool when it has one) */
     const char *kernel;             /* default kernelspec ("python3") */
     const char *cwd;                /* the kernel's work dir (NULL: the launcher's default); copied */
+    const char *owner;              /* the user the session and its kernel belong to (ident.h; NULL ""); copied */
     int max_kernels;                /* of the kernel manager (0 = no limit) */
     size_t max_chars;               /* text of one result (0 = the agent's 4000) */
     size_t max_upload;              /* bytes of one upload_file */

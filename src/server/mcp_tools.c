@@ -228,6 +228,7 @@ static void s_start(srv_mcp_call_t *c, const char *spec)
         srv_mcp_tool_text(c, true, "[cannot start kernel '%s': %s]", name, shown);
         return;
     }
+    snprintf(mk->owner, sizeof mk->owner, "%s", o->owner ? o->owner : ""); /* the session's user's kernel */
     snprintf(k->kernel_id, sizeof k->kernel_id, "%s", mk->id);
     snprintf(k->spec, sizeof k->spec, "%s", name);
     korch_info("mcp %.8s: kernel %.8s (%s) started for the session", srv_mcp_id(c->m), mk->id, name);
