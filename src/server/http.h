@@ -75,7 +75,8 @@ struct srv_req {
     char *resp;
     size_t resp_len;
     char content_type[64];      /* "" = application/json */
-    char location[256];
+    char location[2048];        /* a redirect's Location ("" = none) */
+    char *set_cookie;           /* Set-Cookie headers, '\n' between them (owned; NULL = none) */
     /* streaming (srv_stream_begin): written as it comes, then the connection closes */
     bool streaming, stream_started, stream_ended;
     korch_buf_t out;            /* pending bytes: out.p[out_off .. out.len) (bounded by srv_stream_write's max) */

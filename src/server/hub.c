@@ -33,7 +33,7 @@ typedef struct {
     srv_who_t verdict;              /* OK or DENIED */
     int status;                     /* DENIED: 403 or 503 */
     srv_user_t user;
-    char why[256];
+    char why[320];
 } s_entry_t;
 
 typedef struct s_waiter {
@@ -243,7 +243,7 @@ static s_entry_t *s_put(srv_hub_t *h, const unsigned char *key, srv_who_t verdic
     e->expires_ms = now + 1000LL * keep_s;
     if (u)
         e->user = *u;
-    snprintf(e->why, sizeof e->why, "%s", why ? why : "");
+    snprintf(e->why, sizeof e->why, "%.319s", why ? why : "");
     return e;
 }
 
@@ -283,9 +283,9 @@ static bool s_has(json_t *list, const char *what)
 /* The Hub's answer to GET /user as a verdict in e (kept in the cache). */
 static s_entry_t *s_judge(srv_hub_t *h, const unsigned char *key, const srv_hubreply_t *r, const korch_err_t *err)
 {
-    char why[256];
+    char why[320];
     if (!r) {
-        snprintf(why, sizeof why, "cannot identify you through JupyterHub: %s", err ? err->msg : "no answer");
+        snprintf(why, sizeof why, "cannot identify you through JupyterHub: %.270s", err ? err->msg : "no answer");
         korch_warn("JupyterHub: %s", why);
         return s_put(h, key, SRV_WHO_DENIED, 503, HUB_DOWN_S, NULL, why);
     }
@@ -294,7 +294,7 @@ static s_entry_t *s_judge(srv_hub_t *h, const unsigned char *key, const srv_hubr
                      "JupyterHub does not know this token (wrong, expired or revoked): use your single-user "
                      "server's JUPYTERHUB_API_TOKEN or a new token from the Hub's token page");
     if (r->status != 200) {
-        snprintf(why, sizeof why, "cannot identify you through JupyterHub: %s answered HTTP %ld", h->user_url,
+        snprintf(why, sizeof why, "cannot identify you through JupyterHub: %.200s answered HTTP %ld", h->user_url,
                  r->status);
         korch_warn("JupyterHub: %s", why);
         return s_put(h, key, SRV_WHO_DENIED, 503, HUB_DOWN_S, NULL, why);
@@ -304,7 +304,8 @@ static s_entry_t *s_judge(srv_hub_t *h, const unsigned char *key, const srv_hubr
     const char *name = json_string_value(json_object_get(m, "name"));
     s_entry_t *e;
     if (!json_is_object(m) || !name) {
-        snprintf(why, sizeof why, "cannot identify you through JupyterHub: %s answered no user model", h->user_url);
+        snprintf(why, sizeof why, "cannot identify you through JupyterHub: %.200s answered no user model",
+                 h->user_url);
         e = s_put(h, key, SRV_WHO_DENIED, 503, HUB_DOWN_S, NULL, why);
     } else if (kind && strcmp(kind, "user") != 0) {
         snprintf(why, sizeof why, "this is the token of JupyterHub's %s '%.64s', not of a user: korch serves Hub users",

@@ -38,6 +38,7 @@
 #include "ident.h"
 #include "korch/error.h"
 #include "korch/loop.h"
+#include "korch/server.h"
 
 #define SRV_HUB_COOKIE "korch-hub-token"        /* the OAuth token, HttpOnly */
 #define SRV_HUB_STATE_COOKIE "korch-oauth-state" /* the login's state, for its callback */
@@ -78,6 +79,13 @@ bool srv_hub_token_of(const srv_cred_t *c, char *buf, size_t len);
 /* For hub_oauth.c: the options (borrowed), the HTTP client. */
 const srv_hub_opts_t *srv_hub_opts(const srv_hub_t *h);
 struct srv_hubhttp *srv_hub_http(srv_hub_t *h);
+
+/* hub_oauth.c: the page's redirect to the Hub's login: true (and req
+   answered 302 to /hub/login) when req is the page, the Hub's OAuth is on
+   and req has no user. The routes (GET /hub/login, /oauth_callback) are
+   routes.h's srv_hub_login / srv_hub_callback. */
+typedef struct srv_req srv_req_t;
+bool srv_hub_page_login(korch_server_t *s, srv_req_t *req);
 
 /* Unit tests: the cache on its own. srv_hub_cache_test_* drive a hub made
    with srv_hub_new (no lookup is started by them). */

@@ -203,7 +203,7 @@ void srv_hub_callback(korch_server_t *s, srv_req_t *req, const srv_params_t *p, 
                           "again at /hub/login");
         return;
     }
-    char form[3072], e_id[256], e_secret[600], e_code[1600], e_cb[1024], url[1100];
+    char form[4600], e_id[256], e_secret[600], e_code[1600], e_cb[1024], url[1100];
     s_enc(e_id, sizeof e_id, o->client_id);
     s_enc(e_secret, sizeof e_secret, o->api_token);
     s_enc(e_code, sizeof e_code, code);
