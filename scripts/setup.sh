@@ -20,6 +20,10 @@ PKGS="$PKGS tmux"
 # r-cran-readxl: an R kernel's summary of an .xlsx (src/agent/describe.c). python3-venv: a
 # session's own environment packages install into (docs/files.md).
 PKGS="$PKGS r-cran-readxl python3-venv"
+# jupyterhub (3.0) + node-configurable-http-proxy: korch as a Hub service, two Hub users
+# with single-user Notebook servers whose gateway is korch (tests/test_hub.c).
+# python3-requests: the test's browser-like OAuth login.
+PKGS="$PKGS jupyterhub node-configurable-http-proxy python3-requests"
 
 missing=""
 for p in $PKGS; do

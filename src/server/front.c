@@ -469,6 +469,8 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
 
 static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, srv_who_t who, bool admitted,
                             const char *over);
+static void s_body_bytes(korch_server_t *s, srv_req_t *req, struct lws *wsi, const void *in, size_t len);
+static void s_body_end(korch_server_t *s, srv_req_t *req);
 
 /* A PENDING identity is known (ident.h): the request goes on where it stopped. */
 static void s_who_done(void *arg, srv_who_t rc, const srv_user_t *u)
@@ -485,10 +487,19 @@ static void s_who_done(void *arg, srv_who_t rc, const srv_user_t *u)
         return;
     lws_rx_flow_control(wsi, 1);
     s_http_continue(s, req, wsi, rc == SRV_WHO_OK && u ? SRV_WHO_OK : rc, true, "");
-    if (req->responded) {
-        lws_callback_on_writable(wsi);
-        s->http.kick(s->http.kick_arg);
+    /* the body's bytes that came with the headers, and its end if it came too */
+    if (!req->responded && req->early_over)
+        srv_respond_error(req, 413, "the request body came too fast before its token was checked: retry");
+    else if (!req->responded && req->rx && !req->dispatched) {
+        if (req->early.len)
+            s_body_bytes(s, req, wsi, req->early.p, req->early.len);
+        if (!req->responded && !req->dispatched && req->early_done)
+            s_body_end(s, req);
     }
+    korch_buf_free(&req->early);
+    if (req->responded)
+        lws_callback_on_writable(wsi);
+    s->http.kick(s->http.kick_arg); /* libuv applies the flow's change (and the write) inside uv_run */
 }
 
 /* LWS_CALLBACK_HTTP: a new request's headers are in. Returns what the
@@ -527,6 +538,7 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
             srv_respond_error(req, 429, "%s", over);
             return srv_front_finish(s, pss, wsi);
         }
+        korch_buf_init(&req->early, 64 * 1024, NULL);
         lws_rx_flow_control(wsi, 0);
         return 0;
     }
@@ -604,11 +616,9 @@ static void s_body_error(korch_server_t *s, srv_req_t *req, korch_rc_t rc, const
     srv_respond_error(req, korch_rc_http_status(rc), "%s", err->msg); /* 413, 503 (a budget), 400 (framing), 500 */
 }
 
-int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const void *in, size_t len)
+/* Bytes of a request's body, once it is being read (req->rx). */
+static void s_body_bytes(korch_server_t *s, srv_req_t *req, struct lws *wsi, const void *in, size_t len)
 {
-    srv_req_t *req = pss->req;
-    if (!req || !req->rx || req->responded || req->dispatched)
-        return 0;
     korch_err_t err = {0};
     korch_rc_t rc = srv_body_feed(req->rx, in, len, &err);
     s->http.dispatching = req;
@@ -622,12 +632,44 @@ int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, cons
         s_body_ready(s, req);
     }
     s->http.dispatching = NULL;
+}
+
+/* The end of a body being read. */
+static void s_body_end(korch_server_t *s, srv_req_t *req)
+{
+    s->http.dispatching = req;
+    if (!srv_body_complete(req->rx))
+        srv_respond_error(req, srv_body_chunked(req->rx) ? 413 : 400,
+                          srv_body_chunked(req->rx) ? "a chunked request body must end within 100 MiB"
+                                                    : "the request body ended early");
+    else
+        s_body_ready(s, req);
+    s->http.dispatching = NULL;
+}
+
+int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const void *in, size_t len)
+{
+    srv_req_t *req = pss->req;
+    if (req && req->who_pending) {
+        /* what lws read with the headers, before its flow was stopped:
+           kept for s_who_done (one read's worth; more is refused there) */
+        if (korch_buf_add(&req->early, in, len, "request body", NULL) != KORCH_OK)
+            req->early_over = true;
+        return 0;
+    }
+    if (!req || !req->rx || req->responded || req->dispatched)
+        return 0;
+    s_body_bytes(s, req, wsi, in, len);
     return req->responded ? srv_front_finish(s, pss, wsi) : 0;
 }
 
 int srv_front_http_body_done(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
 {
     srv_req_t *req = pss->req;
+    if (req && req->who_pending) { /* s_who_done ends it */
+        req->early_done = true;
+        return 0;
+    }
     if (!req || req->responded)
         return srv_front_finish(s, pss, wsi);
     /* No body expected: it was dispatched with its headers, and lws only
@@ -639,14 +681,7 @@ int srv_front_http_body_done(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
        completion of a pipelined body, see srv_front_finish; closing ends that) */
     if (req->dispatched)
         return -1;
-    s->http.dispatching = req;
-    if (!srv_body_complete(req->rx))
-        srv_respond_error(req, srv_body_chunked(req->rx) ? 413 : 400,
-                          srv_body_chunked(req->rx) ? "a chunked request body must end within 100 MiB"
-                                                    : "the request body ended early");
-    else
-        s_body_ready(s, req);
-    s->http.dispatching = NULL;
+    s_body_end(s, req);
     return req->responded ? srv_front_finish(s, pss, wsi) : 0;
 }
 

@@ -38,6 +38,7 @@ void srv_req_free(srv_req_t **preq)
     free(req->resp);
     free(req->disposition);
     free(req->set_cookie);
+    korch_buf_free(&req->early);
     korch_buf_free(&req->out);
     free(req);
     *preq = NULL;
