@@ -236,6 +236,7 @@ typedef struct {
     double workdir_mb;      /* size bound of the kernel's work dir (0 = the launcher's 512 MiB) */
     const char *instance;   /* korch instance label */
     bool quiet;             /* do not say what auto picked (local's note is said anyway) */
+    bool fork;              /* fork kernels from a template where the launcher can (sandbox: docs/fastkernel.md) */
 } korch_launcher_choice_t;
 
 /* The launcher c asks for, or NULL + err: an unknown name, the named one

@@ -41,11 +41,13 @@ bool korch_cli_flag_set(void *flag);
 #define KORCH_CLI_OPT_MEMORY 0x1e12
 #define KORCH_CLI_OPT_CPUS 0x1e13
 #define KORCH_CLI_OPT_PIDS 0x1e14
+#define KORCH_CLI_OPT_FORK 0x1e15
 #define KORCH_CLI_LAUNCHER_LONGOPTS                                                                       \
     {"launcher", required_argument, 0, KORCH_CLI_OPT_LAUNCHER},                                           \
         {"image", required_argument, 0, KORCH_CLI_OPT_IMAGE},                                             \
         {"memory", required_argument, 0, KORCH_CLI_OPT_MEMORY},                                           \
-        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}
+        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}, \
+        {"fork", no_argument, 0, KORCH_CLI_OPT_FORK}
 bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg);
 /* The help lines of those options, each option name indent spaces in, its
    description from column col (the command's own layout), dflt the
