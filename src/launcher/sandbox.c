@@ -73,7 +73,7 @@ static void s_free(korch_launcher_t *self)
 
 static const korch_launcher_ops_t s_ops = {
     .name = "sandbox",
-    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_HOST_FILES,
+    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_HOST_FILES | KORCH_LAUNCHER_PACKAGES,
     .transport = "ipc",
     .start = korch_sandbox_start,
     .signal = korch_sandbox_signal,

@@ -41,13 +41,14 @@
 bool korch_sandbox_forkable(const sandbox_launcher_t *l, const korch_launch_t *req)
 {
     char *const *a = req->spec->argv;
-    if (!l->o.fork || !l->drop || !a || !a[0] || a[0][0] != '/' || !a[1] || !a[2] || strcmp(a[1], "-m") != 0 ||
+    if (!l->o.fork || !l->drop || korch_pkgs_wheelhouse(&l->base) || !a || !a[0] || a[0][0] != '/' || !a[1] || !a[2] || strcmp(a[1], "-m") != 0 ||
         strcmp(a[2], "ipykernel_launcher") != 0)
         return false;
     const char *base = strrchr(a[0], '/') + 1;
     if (strncmp(base, "python3", 7) != 0)
         return false;
-    /* what would change the imports themselves: such a kernelspec starts as before */
+    /* what would change the imports themselves (and packages' bootstrap, which
+       is another argv): such a kernelspec starts as before */
     const char *k;
     json_t *v;
     json_object_foreach(req->spec->env, k, v) {

@@ -19,6 +19,7 @@
 #include "korch/error.h"
 #include "korch/server.h"
 #include "routes.h"
+#include "ident.h"
 
 struct lws;
 typedef struct srv_req srv_req_t;
@@ -52,7 +53,10 @@ struct srv_req {
     struct lws *wsi;            /* NULL once the client has gone */
     char method[8];
     char path[1024];
+    bool path_too_long;         /* the client's was longer than path (then cut to 64 bytes for the log) */
     char origin[512];           /* Origin header when allowed and cross-site, for CORS */
+    srv_user_t user;            /* who asks (ident.h); role NONE on open routes without a token */
+    bool who_pending;           /* its user is being looked up (srv_ident_resolve said PENDING) */
     srv_body_t *rx;             /* the body as it arrives (body.c); NULL when there is none */
     char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
                                    NULL when spooled to a file (srv_req_upload_map) */

@@ -83,6 +83,8 @@ typedef struct srv_pool srv_pool_t;
 typedef struct srv_cull srv_cull_t;
 typedef struct srv_api srv_api_t;
 typedef struct srv_agents srv_agents_t;
+typedef struct srv_ident srv_ident_t;        /* ident.h */
+typedef struct srv_users srv_users_t;        /* users.h */
 
 /* What server.c made, each part owned by its module; a route's handler
    finds its own part here (borrowed; NULL pool / cull when off). */
@@ -97,6 +99,8 @@ typedef struct {
     srv_agents_t *agents;
     srv_conns_t *conns;
     srv_metrics_t *metrics;
+    srv_ident_t *ident;         /* who asks (ident.h): the resolvers, never NULL */
+    srv_users_t *users;         /* --users FILE (users.h; owned by ident), or NULL */
     const char *started;        /* ISO 8601 */
     const char *last_activity;  /* of the server's own (requests, websockets) */
 } srv_parts_t;
