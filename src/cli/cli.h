@@ -13,6 +13,7 @@ int korch_cmd_kernel(int argc, char **argv);
 int korch_cmd_run(int argc, char **argv);
 int korch_cmd_chat(int argc, char **argv);
 int korch_cmd_serve(int argc, char **argv);
+int korch_cmd_mcp(int argc, char **argv);
 int korch_cmd_user(int argc, char **argv);
 
 /* A self-pipe that SIGINT/SIGTERM write to, so the loop sees signals as I/O.
