@@ -5,10 +5,12 @@
  *  another host, its own network, the read-only wheelhouse, a wheel with a
  *  path-traversal entry. And the forwarder itself, byte by byte. */
 #include "test.h"
+#include "llm_fixture.h"
 #include "../src/launcher/pkgfwd.h"
 #include "korch/launcher.h"
 #include "korch/loop.h"
 
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,3 +237,38 @@ out:
 TEST_T(packages_in_sandbox, 180) { s_kernel_installs("sandbox"); }
 
 TEST_T(packages_in_docker, 180) { s_kernel_installs("docker"); }
+
+/* An agent session whose code installs a package: the notebook says what
+   the kernel's own environment holds (metadata.korch.packages), so a re-run
+   knows the set; Debian's packages are not in it. */
+TEST_T(packages_recorded_in_the_notebook, 120)
+{
+    char *pkdir = korch_test_mkdir("/tmp/korch-pkidx-XXXXXX"), *sess = korch_test_mkdir("/tmp/korch-pksess-XXXXXX");
+    llm_server_t llm = {0};
+    if (!CHECK(pkdir && sess) || !llm_server_start(&llm))
+        goto out;
+    llm_server_env(&llm, "usercode");
+    char build[700], wheels[600], nb[600];
+    snprintf(build, sizeof build, "%s %s %s --build-only", PY, s_peer(), pkdir);
+    CHECK_EQ(system(build), 0);
+    snprintf(wheels, sizeof wheels, "%s/wheels", pkdir);
+    const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", "sandbox", "--wheelhouse", wheels, "--llm",
+                          "openai:gpt-4o-mini", "--session", sess, "RUN:%pip install korch-tiny", NULL};
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(korch_test_run(argv, NULL, &out, &err, 100), 0);
+    snprintf(nb, sizeof nb, "%s/notebook.ipynb", sess);
+    json_t *doc = json_load_file(nb, 0, NULL);
+    json_t *pk = json_object_get(json_object_get(json_object_get(doc, "metadata"), "korch"), "packages");
+    char *text = json_dumps(pk, JSON_COMPACT);
+    CHECK_STREQ(text, "[{\"name\":\"korch-tiny\",\"version\":\"1.0\"}]");
+    if (korch_test_failures())
+        fprintf(stderr, "--- stdout\n%s\n--- stderr\n%s\n", out ? out : "", err ? err : "");
+    free(text);
+    json_decref(doc);
+    free(out);
+    free(err);
+out:
+    llm_server_stop(&llm);
+    korch_test_rmdir(pkdir);
+    korch_test_rmdir(sess);
+}
