@@ -256,6 +256,7 @@ typedef struct {
     const char *instance;   /* korch instance label */
     bool quiet;             /* do not say what auto picked (local's note is said anyway) */
     korch_packages_t packages; /* the package sources its Python kernels may install from (all NULL: none) */
+    bool fork;              /* fork kernels from a template where the launcher can (sandbox: docs/fastkernel.md) */
 } korch_launcher_choice_t;
 
 /* The launcher c asks for, or NULL + err: an unknown name, the named one
