@@ -84,6 +84,7 @@ static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choi
     so.workdir = o->workdir;
     so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     so.workdir_give = o->give_workdir;
+    so.fork = so.fork || o->fork;
     return korch_launcher_sandbox_new(loop, &so, why);
 }
 

@@ -120,7 +120,7 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
     korch_child_init(&p->child);
-    p->info_fd = p->work_fd = -1;
+    p->info_fd = p->work_fd = p->status_fd = -1;
     int log_w = -1;
 
     const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
@@ -203,6 +203,16 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         goto out;
     }
 
+    if (korch_sandbox_forkable(l, req)) { /* from the kernelspec's template (sandbox_fork.c) */
+        if (!(env = korch_sandbox_env(req, l))) {
+            rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            goto out;
+        }
+        korch_sandbox_fork_t f = {.conn = conn_text, .passwd = passwd, .group = group, .hosts = hosts, .env = env,
+                                  .work_fd = fds[F_WORK], .runtime_fd = fds[F_RUNTIME], .spec_fd = fds[F_SPEC]};
+        rc = korch_sandbox_fork_start(l, p, req, &f, op, err);
+        goto out;
+    }
     korch_sandbox_arg(&a, l->bwrap);
     korch_sandbox_args3(&a, "--unshare-all", "--unshare-user", "--disable-userns");
     if (l->o.network)
