@@ -36,7 +36,19 @@ typedef struct korch_server korch_server_t;
 typedef struct {
     const char *ip;                     /* listen address (default 127.0.0.1) */
     int port;                           /* 0 = any free port (see korch_server_port) */
-    const char *token;                  /* NULL = generate one; "" = no authentication */
+    const char *token;                  /* NULL = generate one; "" = no authentication (with
+                                           users_file: NULL = none, the users' tokens only) */
+    const char *users_file;             /* named users, roles, hashed tokens, quotas (korch/users.h;
+                                           korch user add); NULL = the single token */
+    /* JupyterHub (docs/team.md): korch as a Hub service, each request's
+       user asked of the Hub's API with the user's own Hub token; NULL
+       hub_api_url = no Hub. The rest default from $JUPYTERHUB_* (what the
+       Hub gives a managed service). */
+    const char *hub_api_url;            /* http://127.0.0.1:8081/hub/api */
+    const char *hub_service_name;       /* default $JUPYTERHUB_SERVICE_NAME, else "korch" */
+    const char *hub_admin_group;        /* members of this Hub group are korch admins */
+    int hub_cache_s;                    /* seconds a token's owner is kept (default 30) */
+    const char *hub_login_url;          /* the Hub's authorize URL as browsers reach it (OAuth) */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
     bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
                                            instance left (launchers that can: docker, swarm) */
