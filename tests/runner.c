@@ -1,5 +1,16 @@
 /*  The test runner: one forked child per test, a timeout per test, and the
- *  closing line "N passed, N failed".  Usage: korch-test [SUBSTRING...]
+ *  closing line "N passed, N failed".
+ *  Usage: korch-test [--unit] [-jN] [--list] [SUBSTRING | ~SUBSTRING ...]
+ *  (the tests whose names hold any SUBSTRING, or all, but none holding a
+ *  ~SUBSTRING)
+ *
+ *  -jN (or KORCH_TEST_JOBS=N) runs up to N tests at once, each in a runtime
+ *  dir of its lane (KORCH_RUNTIME_DIR/jK), its output held until it ends and
+ *  then printed whole with its line. A "solo" test runs with nothing beside
+ *  it, after the others, in the order registered: the docker and swarm
+ *  ones (one engine, one swarm, instance-wide sweeps), those named by
+ *  TEST_SOLO_T, and the browser ones (JupyterLab, Notebook, Chromium: each
+ *  takes a core of its own and has timeouts sized for that).
  */
 #include "test.h"
 #include "korch/korch.h"
@@ -27,6 +38,7 @@ typedef struct {
     int timeout_s;
     const char *launcher;   /* run with KORCH_TEST_LAUNCHER=this ("docker", "sandbox"), NULL = unset */
     bool unit;              /* needs no kernel, docker or browser: run by --unit (make check) */
+    bool solo;              /* runs with no other test beside it (see the top) */
 } test_t;
 
 static test_t s_tests[MAX_TESTS];
@@ -36,13 +48,19 @@ static int s_failed_checks;
 void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
     if (s_ntests < MAX_TESTS)
-        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, false};
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, false, false};
+}
+
+void korch_test_register_solo(const char *name, const char *file, korch_test_fn fn, int timeout_s)
+{
+    if (s_ntests < MAX_TESTS)
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, false, true};
 }
 
 void korch_test_register_unit(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
     if (s_ntests < MAX_TESTS)
-        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, true};
+        s_tests[s_ntests++] = (test_t){name, file, fn, timeout_s, NULL, true, false};
 }
 
 /* Register fn as "LAUNCHER:NAME", run with KORCH_TEST_LAUNCHER=launcher. */
@@ -54,7 +72,7 @@ static void s_register_variant(const char *launcher, const char *name, const cha
     if (!full || s_ntests >= MAX_TESTS)
         return;
     snprintf(full, len, "%s:%s", launcher, name);
-    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, launcher, false};
+    s_tests[s_ntests++] = (test_t){full, file, fn, timeout_s, launcher, false, false};
 }
 
 void korch_test_register_docker(const char *name, const char *file, korch_test_fn fn, int timeout_s)
@@ -277,14 +295,21 @@ static double s_ms_since(struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
+/* Is name selected by the filters: any SUBSTRING given matches (or none is
+   given) and no ~SUBSTRING does. */
 static bool s_selected(const char *name, int argc, char **argv)
 {
-    if (argc < 2)
-        return true;
-    for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i]))
-            return true;
-    return false;
+    bool any = false, hit = false;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '~') {
+            if (strstr(name, argv[i] + 1))
+                return false;
+            continue;
+        }
+        any = true;
+        hit |= strstr(name, argv[i]) != NULL;
+    }
+    return !any || hit;
 }
 
 /* The test swarm is one per machine (tests/swarm_fixture.h): a run that
@@ -323,19 +348,117 @@ static void s_swarm_lock(void)
     }
 }
 
+/* Is t one to run alone (see the top)? */
+static bool s_solo(const test_t *t)
+{
+    static const char *const alone[] = {"docker", "swarm", "chromium", "jupyterlab", "notebook_", "browser", "web_"};
+    /* files whose tests count the host's sandbox mounts, cgroups or kernels */
+    static const char *const files[] = {"tests/test_host.c", "tests/test_sandbox.c", "tests/test_isolation.c"};
+    if (t->solo || (t->launcher && !strcmp(t->launcher, "docker")))
+        return true;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (!strcmp(t->file, files[i]))
+            return true;
+    for (size_t i = 0; i < sizeof alone / sizeof *alone; i++)
+        if (strstr(t->name, alone[i]))
+            return true;
+    return false;
+}
+
+typedef struct {
+    int test;               /* index in s_tests, -1 = a free lane */
+    pid_t pid;
+    struct timespec t0;
+    FILE *out;              /* the test's stdout and stderr while it runs (lanes > 1) */
+} s_lane_t;
+
+/* Start test i in lane l; out NULL: the test writes to ours. */
+static void s_start(s_lane_t *l, int lane, int i, const char *next, const char *rt)
+{
+    test_t *t = &s_tests[i];
+    l->test = i;
+    clock_gettime(CLOCK_MONOTONIC, &l->t0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (l->out) {
+            dup2(fileno(l->out), 1);
+            dup2(fileno(l->out), 2);
+        }
+        if (rt) {
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s/j%d", rt, lane);
+            mkdir(dir, 0700);
+            setenv("KORCH_RUNTIME_DIR", dir, 1);
+        }
+        setenv("KORCH_TEST_NEXT", next, 1);
+        if (t->launcher)
+            setenv("KORCH_TEST_LAUNCHER", t->launcher, 1);
+        else
+            unsetenv("KORCH_TEST_LAUNCHER");
+        alarm((unsigned)t->timeout_s);
+        s_failed_checks = 0;
+        t->fn();
+        fflush(stdout);
+        fflush(stderr);
+        _exit(s_failed_checks ? 1 : 0);
+    }
+    l->pid = pid;
+}
+
+/* Lane l's test ended with status: its output, then its line. */
+static bool s_finish(s_lane_t *l, int status)
+{
+    test_t *t = &s_tests[l->test];
+    kill(-l->pid, SIGKILL); /* anything the test left behind */
+    if (l->out) {
+        char buf[65536];
+        size_t n;
+        fflush(l->out);
+        rewind(l->out);
+        while ((n = fread(buf, 1, sizeof buf, l->out)) > 0)
+            fwrite(buf, 1, n, stdout);
+        fclose(l->out);
+        l->out = NULL;
+    }
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    double ms = s_ms_since(&l->t0);
+    if (ok)
+        printf("ok   %-44s %8.0f ms\n", t->name, ms);
+    else if (WIFSIGNALED(status))
+        printf("FAIL %-44s %8.0f ms (%s%s)\n", t->name, ms, strsignal(WTERMSIG(status)),
+               WTERMSIG(status) == SIGALRM ? ": timed out" : "");
+    else
+        printf("FAIL %-44s %8.0f ms (%s)\n", t->name, ms, t->file);
+    fflush(stdout);
+    l->test = -1;
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
-    int passed = 0, failed = 0;
-    bool unit_only = argc > 1 && strcmp(argv[1], "--unit") == 0;
-    if (unit_only) { /* korch-test --unit [FILTER...]: the unit tests only */
+    int passed = 0, failed = 0, jobs = 1;
+    const char *envj = getenv("KORCH_TEST_JOBS");
+    if (envj && *envj)
+        jobs = (int)strtol(envj, NULL, 10);
+    bool unit_only = false;
+    while (argc > 1 && (strcmp(argv[1], "--unit") == 0 || strncmp(argv[1], "-j", 2) == 0)) {
+        if (argv[1][1] == 'j')
+            jobs = (int)strtol(argv[1] + 2, NULL, 10);
+        else
+            unit_only = true;
         argv[1] = argv[0];
         argv++;
         argc--;
     }
+    if (jobs < 1 || jobs > 16)
+        jobs = jobs < 1 ? 1 : 16;
     if (argc > 1 && strcmp(argv[1], "--list") == 0) { /* korch-test --list [FILTER...]: the names, one a line */
         for (int i = 0; i < s_ntests; i++)
             if (s_selected(s_tests[i].name, argc - 1, argv + 1))
-                printf("%s%s\n", s_tests[i].name, s_tests[i].unit ? " (unit)" : "");
+                printf("%s%s%s\n", s_tests[i].name, s_tests[i].unit ? " (unit)" : "", s_solo(&s_tests[i]) ? " (solo)" : "");
         return 0;
     }
     korch_init();
@@ -346,51 +469,61 @@ int main(int argc, char **argv)
             s_swarm_lock();
             break;
         }
-    for (int i = 0; i < s_ntests; i++) {
-        test_t *t = &s_tests[i];
-        if (!s_selected(t->name, argc, argv) || (unit_only && !t->unit))
-            continue;
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        fflush(stdout);
-        fflush(stderr);
-        /* The next test this run will run: a test may leave a shared setup
-           (the swarm cluster) for it instead of tearing it down. */
-        const char *next = "";
-        for (int j = i + 1; j < s_ntests && !*next; j++)
-            if (s_selected(s_tests[j].name, argc, argv) && (!unit_only || s_tests[j].unit))
-                next = s_tests[j].name;
-        pid_t pid = fork();
-        if (pid == 0) {
-            setpgid(0, 0);
-            setenv("KORCH_TEST_NEXT", next, 1);
-            if (t->launcher)
-                setenv("KORCH_TEST_LAUNCHER", t->launcher, 1);
-            else
-                unsetenv("KORCH_TEST_LAUNCHER");
-            alarm((unsigned)t->timeout_s);
-            s_failed_checks = 0;
-            t->fn();
-            fflush(stdout);
-            fflush(stderr);
-            _exit(s_failed_checks ? 1 : 0);
+    /* The order run: the selected tests, those that share the machine
+       first (lanes > 1), then the solo ones; each keeps its registered order. */
+    static int order[MAX_TESTS];
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s_ntests; i++) {
+            test_t *t = &s_tests[i];
+            if (!s_selected(t->name, argc, argv) || (unit_only && !t->unit))
+                continue;
+            if (jobs == 1 ? pass == 0 : (pass == 1) == s_solo(t))
+                order[n++] = i;
+        }
+    const char *rt = jobs > 1 ? getenv("KORCH_RUNTIME_DIR") : NULL;
+    s_lane_t lanes[16];
+    for (int l = 0; l < jobs; l++)
+        lanes[l] = (s_lane_t){.test = -1};
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int next = 0, running = 0;
+    while (next < n || running) {
+        bool solo = next < n && jobs > 1 && s_solo(&s_tests[order[next]]);
+        int room = solo ? (running ? 0 : 1) : jobs - running;
+        for (int l = 0; l < jobs && room > 0 && next < n; l++) {
+            if (lanes[l].test >= 0)
+                continue;
+            if (next < n && jobs > 1 && s_solo(&s_tests[order[next]]) != solo)
+                break; /* the solo ones start when the others are done */
+            /* The next test this run will run: a test may leave a shared
+               setup (the swarm cluster) for it instead of tearing it down. */
+            const char *after = next + 1 < n ? s_tests[order[next + 1]].name : "";
+            lanes[l].out = jobs > 1 ? tmpfile() : NULL;
+            s_start(&lanes[l], l, order[next++], after, solo ? NULL : rt);
+            running++;
+            room--;
+            if (solo)
+                break;
         }
         int status = 0;
-        waitpid(pid, &status, 0);
-        kill(-pid, SIGKILL); /* anything the test left behind */
-        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (ok) {
-            passed++;
-            printf("ok   %-44s %8.0f ms\n", t->name, s_ms_since(&t0));
-        } else {
-            failed++;
-            if (WIFSIGNALED(status))
-                printf("FAIL %-44s %8.0f ms (%s%s)\n", t->name, s_ms_since(&t0), strsignal(WTERMSIG(status)),
-                       WTERMSIG(status) == SIGALRM ? ": timed out" : "");
-            else
-                printf("FAIL %-44s %8.0f ms (%s)\n", t->name, s_ms_since(&t0), t->file);
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
         }
+        for (int l = 0; l < jobs; l++)
+            if (lanes[l].test >= 0 && lanes[l].pid == pid) {
+                if (s_finish(&lanes[l], status))
+                    passed++;
+                else
+                    failed++;
+                running--;
+            }
     }
+    if (jobs > 1)
+        printf("%d tests in %.0f s on %d lanes\n", passed + failed, s_ms_since(&start) / 1e3, jobs);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

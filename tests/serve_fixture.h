@@ -154,6 +154,20 @@ static inline bool serve_start_args(serve_t *s, const char *const *extra)
     }
     close(p[0]);
     const char *q = strstr(s->line, "/?token=");
+    /* with --users and no --token, the users' tokens only: no token printed */
+    bool users_only = !q && s->line[0] && s->line[strlen(s->line) - 1] == '/';
+    for (int i = 0; users_only && extra && extra[i]; i++)
+        users_only = strcmp(extra[i], "--token") != 0;
+    for (int i = 0, with_users = 0; users_only && extra; i++)
+        if (!extra[i]) {
+            users_only = with_users;
+            break;
+        } else
+            with_users |= strcmp(extra[i], "--users") == 0;
+    if (users_only && CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0)) {
+        snprintf(s->url, sizeof s->url, "%s", s->line);
+        return true;
+    }
     bool ok = CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0) && CHECK(q != NULL) && CHECK(q && q[8]);
     if (!ok) {
         fprintf(stderr, "  first line: %s\n", s->line);

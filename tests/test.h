@@ -72,6 +72,16 @@ void korch_test_register_unit(const char *name, const char *file, korch_test_fn 
     static void test_##name(void)
 #define TEST(name) TEST_T(name, 60)
 
+/* A test that must have the machine to itself under `korch-test -jN`: it
+   counts every kernel of the runtime dir or of the host, measures time
+   against a bound, or takes a lot of one resource (see tests/runner.c). */
+void korch_test_register_solo(const char *name, const char *file, korch_test_fn fn, int timeout_s);
+#define TEST_SOLO_T(name, timeout_s)                                                        \
+    static void test_##name(void);                                                           \
+    __attribute__((constructor)) static void test_register_##name(void)                      \
+    { korch_test_register_solo(#name, __FILE__, test_##name, timeout_s); }                   \
+    static void test_##name(void)
+
 /* A kernel test that must pass with every launcher: registered as NAME
    (local), docker:NAME (the fixture starts the kernel in a container) and
    sandbox:NAME (in bubblewrap and a cgroup). */

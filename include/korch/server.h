@@ -36,7 +36,10 @@ typedef struct korch_server korch_server_t;
 typedef struct {
     const char *ip;                     /* listen address (default 127.0.0.1) */
     int port;                           /* 0 = any free port (see korch_server_port) */
-    const char *token;                  /* NULL = generate one; "" = no authentication */
+    const char *token;                  /* NULL = generate one; "" = no authentication (with
+                                           users_file: NULL = none, the users' tokens only) */
+    const char *users_file;             /* named users, roles, hashed tokens, quotas (korch/users.h;
+                                           korch user add); NULL = the single token */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
     bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
                                            instance left (launchers that can: docker, swarm) */

@@ -13,6 +13,8 @@ int korch_cmd_kernel(int argc, char **argv);
 int korch_cmd_run(int argc, char **argv);
 int korch_cmd_chat(int argc, char **argv);
 int korch_cmd_serve(int argc, char **argv);
+int korch_cmd_mcp(int argc, char **argv);
+int korch_cmd_user(int argc, char **argv);
 
 /* A self-pipe that SIGINT/SIGTERM write to, so the loop sees signals as I/O.
    Returns the read end, or -1. */
@@ -25,6 +27,12 @@ bool korch_cli_signal_pending(void);
 /* For commands that run until told to stop: SIGINT, SIGTERM or SIGHUP set
    *quit and end the running loop round. false when the pipe failed. */
 bool korch_cli_stop_on_signal(korch_loop_t *loop, bool *quit);
+
+/* The number an option was given, checked: all of arg a number (a whole
+   one when whole), from min to max. A bad one ends the command: "korch:
+   --NAME wants a whole number from MIN to MAX (what), not 'ARG'" on stderr
+   and exit status 2, as for an unknown option. name without its dashes. */
+double korch_cli_num(const char *name, const char *arg, double min, double max, bool whole, const char *what);
 
 /* A korch_loop_run condition: the bool that flag points to. */
 bool korch_cli_flag_set(void *flag);
@@ -41,11 +49,19 @@ bool korch_cli_flag_set(void *flag);
 #define KORCH_CLI_OPT_MEMORY 0x1e12
 #define KORCH_CLI_OPT_CPUS 0x1e13
 #define KORCH_CLI_OPT_PIDS 0x1e14
+#define KORCH_CLI_OPT_WHEELHOUSE 0x1e15
+#define KORCH_CLI_OPT_PACKAGE_INDEX 0x1e16
+#define KORCH_CLI_OPT_PACKAGE_HOSTS 0x1e17
+#define KORCH_CLI_OPT_FORK 0x1e18
 #define KORCH_CLI_LAUNCHER_LONGOPTS                                                                       \
     {"launcher", required_argument, 0, KORCH_CLI_OPT_LAUNCHER},                                           \
         {"image", required_argument, 0, KORCH_CLI_OPT_IMAGE},                                             \
         {"memory", required_argument, 0, KORCH_CLI_OPT_MEMORY},                                           \
-        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}
+        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}, \
+        {"wheelhouse", required_argument, 0, KORCH_CLI_OPT_WHEELHOUSE},                                   \
+        {"package-index", required_argument, 0, KORCH_CLI_OPT_PACKAGE_INDEX},                             \
+        {"package-hosts", required_argument, 0, KORCH_CLI_OPT_PACKAGE_HOSTS},                             \
+        {"fork", no_argument, 0, KORCH_CLI_OPT_FORK}
 bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg);
 /* The help lines of those options, each option name indent spaces in, its
    description from column col (the command's own layout), dflt the

@@ -6,18 +6,36 @@
 #include "korch/env.h"
 #include "korch/log.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+double korch_cli_num(const char *name, const char *arg, double min, double max, bool whole, const char *what)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = arg ? strtod(arg, &end) : 0;
+    if (!arg || end == arg || *end || errno == ERANGE || v != v || v < min || v > max || (whole && v != (double)(long long)v)) {
+        fprintf(stderr, "korch: --%s wants a%s number from %g to %g%s%s%s, not '%s'\n", name, whole ? " whole" : "",
+                min, max, what ? " (" : "", what ? what : "", what ? ")" : "", arg ? arg : "");
+        exit(2);
+    }
+    return v;
+}
 
 bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg)
 {
     switch (opt) {
     case KORCH_CLI_OPT_LAUNCHER: c->name = arg; return true;
     case KORCH_CLI_OPT_IMAGE: c->image = arg; return true;
-    case KORCH_CLI_OPT_MEMORY: c->memory_mb = strtod(arg, NULL); return true;
-    case KORCH_CLI_OPT_CPUS: c->cpus = strtod(arg, NULL); return true;
-    case KORCH_CLI_OPT_PIDS: c->pids = strtol(arg, NULL, 10); return true;
+    case KORCH_CLI_OPT_MEMORY: c->memory_mb = korch_cli_num("memory", arg, 16, 1 << 24, false, "MiB"); return true;
+    case KORCH_CLI_OPT_CPUS: c->cpus = korch_cli_num("cpus", arg, 0.01, 1024, false, "cores"); return true;
+    case KORCH_CLI_OPT_PIDS: c->pids = (long)korch_cli_num("pids", arg, 8, 1 << 22, true, "processes"); return true;
+    case KORCH_CLI_OPT_WHEELHOUSE: c->packages.wheelhouse = arg; return true;
+    case KORCH_CLI_OPT_PACKAGE_INDEX: c->packages.index_url = arg; return true;
+    case KORCH_CLI_OPT_PACKAGE_HOSTS: c->packages.hosts = arg; return true;
+    case KORCH_CLI_OPT_FORK: c->fork = true; return true;
     default: return false;
     }
 }
@@ -67,6 +85,14 @@ void korch_cli_launcher_help(FILE *f, int indent, int col, const char *dflt)
     s_opt_line(f, indent, col, "--memory MB", "docker, sandbox, swarm: memory limit in MiB, no swap (default 1024)");
     s_opt_line(f, indent, col, "--cpus N", "docker, sandbox, swarm: CPUs (default 1)");
     s_opt_line(f, indent, col, "--pids N", "docker, sandbox, swarm: process limit (default 256)");
+    s_opt_line(f, indent, col, "--wheelhouse DIR", "docker, sandbox, local: Python kernels may pip install the wheels "
+               "of DIR (read-only in the kernel, offline) into an environment of their own");
+    s_opt_line(f, indent, col, "--package-index URL", "docker, sandbox, local: ... and from this simple index "
+               "(e.g. https://pypi.org/simple), reached through korch: the kernel keeps no network of its own");
+    s_opt_line(f, indent, col, "--package-hosts H,...", "the hosts korch forwards the index's requests to "
+               "(default the index's host; name the file host too, e.g. pypi.org,files.pythonhosted.org)");
+    s_opt_line(f, indent, col, "--fork", "sandbox: fork python3 kernels from a template that has imported numpy, "
+               "pandas and matplotlib (ready in about 0.1 s; docs/fastkernel.md; also KORCH_FORK=1)");
 }
 
 bool korch_cli_env_opt(const char *cmd, const char *arg)

@@ -36,6 +36,8 @@ enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_
 enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTANCE };
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
+/* long-only options of a team's korch (docs/team.md) */
+enum { OPT_USERS = 700 };
 
 /* A non-negative number of seconds or kernels; -1 when it is not one. */
 static int s_count(const char *v)
@@ -55,6 +57,9 @@ static void s_help(FILE *f)
             "  -p, --port N             port (default 8888; 0 = any free port)\n"
             "      --token T            token clients must present (default: generated and printed;\n"
             "                           '' turns authentication off)\n"
+            "      --users FILE         named users with their own tokens, roles and quotas (korch user\n"
+            "                           add); each sees only their own kernels, sessions and files.\n"
+            "                           With it no token is generated (--token T adds an admin one)\n"
             "  -k, --kernel NAME        default kernelspec (default python3)\n");
     korch_cli_launcher_help(f, 6, 27, "auto");
     fprintf(f,
@@ -109,7 +114,7 @@ int korch_cmd_serve(int argc, char **argv)
     double max_cost = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
-    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3";
+    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL;
     korch_launcher_choice_t lo = {.name = "auto"}; /* --launcher and its limits */
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
@@ -141,6 +146,7 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
         {"instance", required_argument, 0, OPT_INSTANCE},
+        {"users", required_argument, 0, OPT_USERS},
         {"trusted-proxy", required_argument, 0, OPT_TRUSTED_PROXY},
         {"max-connections-per-client", required_argument, 0, OPT_MAX_CONN_PER_CLIENT},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
@@ -168,8 +174,9 @@ int korch_cmd_serve(int argc, char **argv)
             }
             break;
         case 't': token = optarg; break;
+        case OPT_USERS: users = optarg; break;
         case 'k': kernel = optarg; break;
-        case 'M': max_kernels = (int)strtol(optarg, NULL, 10); break;
+        case 'M': max_kernels = (int)korch_cli_num("max-kernels", optarg, 1, 100000, true, "kernels"); break;
         case 'o':
             if (norigins == MAX_ORIGINS) {
                 fprintf(stderr, "korch serve: at most %d --allow-origin\n", MAX_ORIGINS);
@@ -177,10 +184,10 @@ int korch_cmd_serve(int argc, char **argv)
             }
             origins[norigins++] = optarg;
             break;
-        case 'B': max_body = (size_t)strtoull(optarg, NULL, 10); break;
-        case OPT_MAX_UPLOAD: max_upload = (size_t)strtoull(optarg, NULL, 10); break;
-        case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)strtoull(optarg, NULL, 10); break;
-        case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'B': max_body = (size_t)korch_cli_num("max-body", optarg, 1024, 1e12, true, "bytes"); break;
+        case OPT_MAX_UPLOAD: max_upload = (size_t)korch_cli_num("max-upload", optarg, 1024, 1e13, true, "bytes"); break;
+        case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)korch_cli_num("max-body-total", optarg, 1024, 1e13, true, "bytes"); break;
+        case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)korch_cli_num("max-upload-total", optarg, 1024, 1e13, true, "bytes"); break;
         case 'q': no_access_log = true; break;
         case OPT_INSTANCE: instance_name = optarg; break;
         case KORCH_CLI_OPT_ENV:
@@ -299,7 +306,8 @@ int korch_cmd_serve(int argc, char **argv)
         korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
                      "none to re-adopt (docker and swarm kernels outlive it)",
                      instance_name, korch_launcher_name(launcher));
-    korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .launcher = launcher, .kernel = kernel,
+    korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .users_file = users, .launcher = launcher,
+                              .kernel = kernel,
                               .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
                               .max_upload = max_upload, .max_body_total = max_body_total,
@@ -324,7 +332,7 @@ int korch_cmd_serve(int argc, char **argv)
     fflush(stdout);
     fprintf(stderr, "korch: serving the Jupyter kernel API on http://%s:%d/ (%s launcher)%s\n", host,
             korch_server_port(srv), korch_launcher_name(launcher),
-            *tok ? "" : "; authentication is OFF: anyone who can connect can run code");
+            *tok || users ? "" : "; authentication is OFF: anyone who can connect can run code");
     korch_server_run(srv, korch_cli_flag_set, &quit);
     fprintf(stderr, "korch: shutting down\n");
     rc = 0;

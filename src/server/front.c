@@ -38,6 +38,9 @@
 
 /* ------------------------------------------------------------- requests */
 
+/* What a cross-origin client may send (MCP's Streamable HTTP clients send the last two). */
+static const char s_cors_headers[] = "Authorization, Content-Type, X-XSRFToken, Mcp-Session-Id, Mcp-Protocol-Version";
+
 /* Write status, headers and body; "connection: close" always (see
    srv_front_finish). allow: a 405's Allow header (RFC 9110 15.5.6: "The origin
    server MUST generate an Allow header field in a 405 response"), or
@@ -91,6 +94,10 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
         lws_add_http_header_by_name(wsi, (const unsigned char *)"content-disposition:",
                                     (const unsigned char *)disposition, (int)strlen(disposition), &p, end))
         goto out;
+    if (file && file->xhdr_name[0] &&
+        lws_add_http_header_by_name(wsi, (const unsigned char *)file->xhdr_name,
+                                    (const unsigned char *)file->xhdr_value, (int)strlen(file->xhdr_value), &p, end))
+        goto out;
     if (allow && *allow &&
         lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:", (const unsigned char *)allow,
                                     (int)strlen(allow), &p, end))
@@ -103,8 +110,10 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
         (lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-origin:",
                                      (const unsigned char *)origin, (int)strlen(origin), &p, end) ||
          lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-headers:",
-                                     (const unsigned char *)"Authorization, Content-Type, X-XSRFToken", 40, &p,
+                                     (const unsigned char *)s_cors_headers, (int)strlen(s_cors_headers), &p,
                                      end) ||
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-expose-headers:",
+                                     (const unsigned char *)"Mcp-Session-Id", 14, &p, end) ||
          lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-methods:",
                                      (const unsigned char *)"GET, POST, PUT, PATCH, DELETE, OPTIONS", 38, &p,
                                      end)))
@@ -208,16 +217,16 @@ int srv_front_finish(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
     return rc < 0 ? -1 : lws_raw_transaction_completed(wsi);
 }
 
-static bool s_token_ok(korch_server_t *s, struct lws *wsi)
+/* What the request presented (ident.h: its token from "Authorization:
+   token T" as Jupyter sends it, "Bearer T" as JupyterHub's clients do, or
+   ?token=; its cookies) and who that is. */
+static srv_who_t s_who(korch_server_t *s, struct lws *wsi, const char *path, bool websocket, srv_user_t *u,
+                       srv_who_done_fn *done, void *arg)
 {
-    size_t tlen = strlen(s->token);
-    if (tlen == 0)
-        return true;
-    char buf[512];
+    char buf[512], qbuf[512];
     const char *given = NULL;
     int n = lws_hdr_copy(wsi, buf, sizeof buf, WSI_TOKEN_HTTP_AUTHORIZATION);
     if (n > 0) {
-        /* Jupyter: "token T"; JupyterHub-style clients: "Bearer T" */
         if (strncasecmp(buf, "token ", 6) == 0)
             given = buf + 6;
         else if (strncasecmp(buf, "bearer ", 7) == 0)
@@ -225,13 +234,18 @@ static bool s_token_ok(korch_server_t *s, struct lws *wsi)
         while (given && *given == ' ')
             given++;
     }
-    if (!given) {
-        const char *v = lws_get_urlarg_by_name(wsi, "token=", buf, sizeof buf);
-        given = v;
+    if (!given)
+        given = lws_get_urlarg_by_name(wsi, "token=", qbuf, sizeof qbuf);
+    int clen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_COOKIE);
+    char *cookie = clen > 0 ? malloc((size_t)clen + 1) : NULL;
+    if (cookie && lws_hdr_copy(wsi, cookie, clen + 1, WSI_TOKEN_HTTP_COOKIE) < 0) {
+        free(cookie);
+        cookie = NULL;
     }
-    if (!given || strlen(given) != tlen)
-        return false;
-    return CRYPTO_memcmp(given, s->token, tlen) == 0;
+    srv_cred_t c = {.token = given, .cookie = cookie, .path = path, .websocket = websocket};
+    srv_who_t rc = srv_ident_resolve(s->parts.ident, &c, u, done, arg);
+    free(cookie);
+    return rc;
 }
 
 /* Origin allowed? No Origin (not a browser) and same host are; else the
@@ -432,13 +446,35 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
     return true;
 }
 
+static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, srv_who_t who, bool admitted,
+                            const char *over);
+
+/* A PENDING identity is known (ident.h): the request goes on where it stopped. */
+static void s_who_done(void *arg, srv_who_t rc, const srv_user_t *u)
+{
+    srv_req_t *req = arg;
+    korch_server_t *s = req->srv;
+    if (!req->who_pending)
+        return;
+    req->who_pending = false;
+    if (rc == SRV_WHO_OK && u)
+        req->user = *u;
+    struct lws *wsi = req->wsi;
+    if (!wsi)
+        return;
+    lws_rx_flow_control(wsi, 1);
+    s_http_continue(s, req, wsi, rc == SRV_WHO_OK && u ? SRV_WHO_OK : rc, true, "");
+    if (req->responded) {
+        lws_callback_on_writable(wsi);
+        s->http.kick(s->http.kick_arg);
+    }
+}
+
 /* LWS_CALLBACK_HTTP: a new request's headers are in. Returns what the
    callback returns. */
 int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const char *uri)
 {
     char over[192];
-    bool authed = s_token_ok(s, wsi);
-    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, over, sizeof over);
     /* One request per connection (see srv_front_finish): this one was pipelined
        behind a request still in progress or answered; close (the
        earlier request is cleaned up by LWS_CALLBACK_CLOSED_HTTP) */
@@ -454,26 +490,58 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
     snprintf(req->method, sizeof req->method, "%s", s_method(wsi));
     /* a path too long to keep is refused, never cut (a cut path names another file) */
     size_t ulen = uri ? strlen(uri) : 0;
-    bool too_long = ulen >= sizeof req->path;
-    snprintf(req->path, sizeof req->path, "%.*s", too_long ? 64 : (int)ulen, uri ? uri : "");
+    req->path_too_long = ulen >= sizeof req->path;
+    snprintf(req->path, sizeof req->path, "%.*s", req->path_too_long ? 64 : (int)ulen, uri ? uri : "");
     pss->req = req;
+    srv_who_t who = s_who(s, wsi, req->path, false, &req->user, s_who_done, req);
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, who == SRV_WHO_OK, over, sizeof over);
     srv_touch(s);
+    if (who == SRV_WHO_PENDING) {
+        /* held, its body unread, until s_who_done (or its client leaves:
+           LWS_CALLBACK_CLOSED_HTTP cancels the lookup) */
+        req->who_pending = true;
+        if (!admitted) {
+            srv_ident_cancel(s->parts.ident, req);
+            req->who_pending = false;
+            srv_respond_error(req, 429, "%s", over);
+            return srv_front_finish(s, pss, wsi);
+        }
+        lws_rx_flow_control(wsi, 0);
+        return 0;
+    }
     s->http.dispatching = req;
+    s_http_continue(s, req, wsi, who, admitted, over);
+    s->http.dispatching = NULL;
+    if (req->responded)
+        return srv_front_finish(s, pss, wsi);
+    return 0;
+}
+
+/* The rest of a request's headers' work, once its user is known: origin,
+   limits, the route, the body or the handler. */
+static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, srv_who_t who, bool admitted,
+                            const char *over)
+{
+    bool authed = who == SRV_WHO_OK;
+    if (!authed)
+        req->user = (srv_user_t){.role = SRV_ROLE_NONE};
+    size_t ulen = strlen(req->path);
+    bool too_long = req->path_too_long;
     char cors[MAX_ORIGIN];
     const char *why;
     if (!s_origin_ok(s, wsi, cors, sizeof cors, &why)) {
         korch_warn("blocking a cross-origin request to '%s': %s", req->path, why);
         srv_respond_error(req, 403, "%s", why);
-        goto done;
+        return;
     }
     snprintf(req->origin, sizeof req->origin, "%s", cors);
     if (!admitted) { /* its client is over its limit (behind a trusted proxy) */
         srv_respond_error(req, 429, "%s", over);
-        goto done;
+        return;
     }
     if (strcmp(req->method, "OPTIONS") == 0) { /* CORS preflight: no token needed */
         srv_respond(req, 204, NULL);
-        goto done;
+        return;
     }
     /* Open routes (GET /api, as in jupyter_server: clients probe it; the web
        app's files, which hold no secret) need no token; any other request
@@ -483,24 +551,19 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
                                                sizeof req->allow);
     if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !authed) {
         srv_respond_error(req, 403, "missing or wrong token");
-        goto done;
+        return;
     }
     /* before the body: a request for no route is answered without reading it */
     if (m != SRV_MATCH_OK) {
         s_unrouted(req, m);
-        goto done;
+        return;
     }
     if (s_body_begin(s, req, wsi)) {
         s->http.dispatching = NULL;
-        return 0; /* the body follows */
+        return; /* the body follows */
     }
     if (!req->responded)
         s_dispatch(s, req);
-done:
-    s->http.dispatching = NULL;
-    if (req->responded)
-        return srv_front_finish(s, pss, wsi);
-    return 0;
 }
 
 /* The body is complete: handlers see it as req->body. */
@@ -583,6 +646,15 @@ bool srv_front_ws_route(struct lws *wsi, char *uri, size_t uri_len, char *id, si
     return true;
 }
 
+/* A websocket's lookup (PENDING) ended: nothing waits for it (the upgrade
+   was answered 503); the resolver keeps what it learnt. */
+static void s_ws_who_done(void *arg, srv_who_t rc, const srv_user_t *u) {}
+
+bool srv_front_ws_user(korch_server_t *s, struct lws *wsi, const char *uri, srv_user_t *u)
+{
+    return s_who(s, wsi, uri, true, u, s_ws_who_done, NULL) == SRV_WHO_OK;
+}
+
 /* Is this upgrade acceptable (0)? Else answer with a status ourselves and
    close (-1). */
 int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
@@ -590,23 +662,27 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = srv_now_us();
     char why[192];
-    bool authed = s_token_ok(s, wsi);
-    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, why, sizeof why);
     bool routed = srv_front_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
     char cors[MAX_ORIGIN];
+    srv_user_t u;
+    srv_who_t who = s_who(s, wsi, uri, true, &u, s_ws_who_done, NULL);
+    bool authed = who == SRV_WHO_OK;
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, authed, why, sizeof why);
     if (!s_origin_ok(s, wsi, cors, sizeof cors, &msg)) {
         korch_warn("blocking a cross-origin websocket to '%s': %s", uri, msg);
         status = 403;
     } else if (!admitted)
         status = 429, msg = why;
+    else if (who == SRV_WHO_PENDING)
+        status = 503, msg = "your identity is being looked up: retry in a moment";
     else if (!authed)
         status = 403, msg = "missing or wrong token";
     else if (!routed)
         status = 404, msg = "not found";
-    else if (!srv_kmgr_find(s->parts.kmgr, id))
-        status = 404, msg = "kernel does not exist";
+    else if (!srv_kmgr_find(s->parts.kmgr, id) || !srv_user_may(&u, srv_kmgr_find(s->parts.kmgr, id)->owner))
+        status = 404, msg = "kernel does not exist"; /* another user's is not there for you (ident.h) */
     if (!status)
         return 0;
     char body[320];

@@ -51,6 +51,7 @@ struct srv_kernel {
     korch_kernel_t *k;
     char id[40];
     char name[128];
+    char owner[64];             /* the user who started it (ident.h; set by who asked for it), "" = nobody's */
     char last_activity[32];     /* ISO 8601 */
     int64_t last_activity_ms;
     size_t connections;         /* websockets attached (the relay counts them) */

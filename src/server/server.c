@@ -33,6 +33,7 @@
 #include "relay.h"
 #include "ws.h"
 #include "trace.h"
+#include "users.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -133,6 +134,11 @@ static void s_ws_open(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
     if (!ws->has_session_id)
         s->ws_seq++;
     pss->ws = ws;
+    if (!srv_front_ws_user(s, wsi, uri, &ws->user)) { /* confirmed a moment ago: a revoked token */
+        srv_http_log(&s->http, "GET", uri, 403, t0, wsi);
+        srv_ws_close(ws, "missing or wrong token");
+        return;
+    }
     srv_touch(s);
     srv_kernel_t *mk = srv_kmgr_find(s->parts.kmgr, id);
     srv_http_log(&s->http, "GET", uri, mk ? 101 : 404, t0, wsi);
@@ -191,6 +197,9 @@ static int s_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
             return 0;
         }
         if (pss && pss->req) {
+            if (pss->req->who_pending) /* its identity was being looked up: never answered now */
+                srv_ident_cancel(s->parts.ident, pss->req);
+            pss->req->who_pending = false;
             pss->req->wsi = NULL;
             if (pss->req->owner == SRV_REQ_CONN || pss->req->responded)
                 srv_req_free(&pss->req);
@@ -267,7 +276,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     snprintf(s->kernel, sizeof s->kernel, "%s", o.kernel ? o.kernel : "python3");
     if (o.token)
         snprintf(s->token, sizeof s->token, "%s", o.token);
-    else {
+    else if (!o.users_file) {
         unsigned char raw[24];
         if (RAND_bytes(raw, sizeof raw) != 1) {
             korch_err_set(err, KORCH_E_IO, "cannot generate a token (openssl RAND_bytes failed)");
@@ -330,6 +339,20 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     srv_touch(s);
     s->parts = (srv_parts_t){.opts = &s->opts, .loop = loop, .metrics = &s->metrics, .started = s->started,
                              .last_activity = s->last_activity};
+    /* who asks (ident.h): the users file's tokens, then the single token
+       (or, with neither, nobody is asked: open) */
+    if (!(s->parts.ident = srv_ident_new())) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (o.users_file) {
+        if (!(s->parts.users = srv_users_new(o.users_file, err)) ||
+            srv_ident_add(s->parts.ident, &srv_users_resolver, s->parts.users, err) != KORCH_OK)
+            goto fail;
+    }
+    if (*s->token ? srv_ident_add_token(s->parts.ident, s->token, err) != KORCH_OK
+                  : !o.users_file && srv_ident_add_open(s->parts.ident, err) != KORCH_OK)
+        goto fail;
     /* the kernel manager first, then those who listen to it */
     s->parts.kmgr = srv_kmgr_new(&(srv_kmgr_opts_t){.loop = loop, .launcher = o.launcher,
                                               .start_timeout_ms = o.kernel_start_timeout_ms},
@@ -341,7 +364,8 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     srv_metrics_listen(&s->metrics, s->parts.kmgr);
     s->parts.api = s->parts.relay ? srv_api_new(s) : NULL;
     s->parts.agents = s->parts.api ? srv_agents_new(s) : NULL;
-    if (!s->origins || !s->parts.agents) {
+    s->parts.mcps = s->parts.agents ? srv_mcps_new(s) : NULL;
+    if (!s->origins || !s->parts.mcps) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -429,6 +453,7 @@ void korch_server_destroy(korch_server_t **ps)
     srv_cull_destroy(&s->parts.cull);
     srv_pool_destroy(&s->parts.pool); /* its kernels are shut down with the others */
     srv_agents_destroy(&s->parts.agents); /* before their kernels */
+    srv_mcps_destroy(&s->parts.mcps);
     if (s->parts.kmgr)
         srv_kmgr_delete_all(s->parts.kmgr); /* the relay and api hear of it */
     struct lws_context *ctx = s->ctx;
@@ -458,6 +483,7 @@ void korch_server_destroy(korch_server_t **ps)
     srv_kmgr_destroy(&s->parts.kmgr);
     srv_api_destroy(&s->parts.api);
     srv_relay_destroy(&s->parts.relay);
+    srv_ident_destroy(&s->parts.ident); /* and the users file's resolver */
     srv_trace_close();
     for (char **o = s->origins; o && *o; o++)
         free(*o);

@@ -76,5 +76,7 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi);
 /* The upgrade's path into uri, and the kernel it names into id when it is
    the websocket route (false else). */
 bool srv_front_ws_route(struct lws *wsi, char *uri, size_t uri_len, char *id, size_t id_len);
+/* Who opened an established websocket (false: nobody now, close it). */
+bool srv_front_ws_user(korch_server_t *s, struct lws *wsi, const char *uri, srv_user_t *u);
 
 #endif

@@ -23,6 +23,7 @@ struct srv_ws {
     srv_kernel_t *kernel;       /* NULL once detached */
     struct srv_relay *relay;    /* the relay it was attached through (kernels.c) */
     korch_ws_proto_t proto;
+    srv_user_t user;            /* who opened it (ident.h) */
     char session_key[128];      /* the client's session_id, its messages' header.session, or a unique "#n" */
     bool has_session_id;        /* session_key is the URL's ?session_id= */
     bool header_session;        /* session_key was taken from its first message's header.session */

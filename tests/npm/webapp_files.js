@@ -32,6 +32,18 @@ async function main() {
     return { status: r.status, body: r.status === 204 ? null : await r.json().catch(() => null) };
   };
   const listing = async (sid) => Object.fromEntries(((await api('GET', `/api/agent/sessions/${sid}/files`)).body || []).map((f) => [f.path, f.size]));
+  // a file shown in the list; on a timeout, what the page and the server had then
+  const listed = async (page, name, timeout) => {
+    try {
+      await page.waitForSelector(`.k-file-list button:has-text("${name}")`, { timeout });
+    } catch (e) {
+      const ups = await page.locator('.k-uploads').innerText().catch(() => '?');
+      const shown = await page.locator('.k-file-list').innerText().catch(() => '?');
+      const sid = await page.evaluate(() => location.hash.slice(1)).catch(() => '');
+      const server = sid ? await listing(sid).catch(() => '?') : 'no session';
+      throw new Error(`${name} not listed in ${timeout} ms: uploads ${JSON.stringify(ups)}, list ${JSON.stringify(shown)}, session ${sid}, the server lists ${JSON.stringify(server)}`);
+    }
+  };
   fs.mkdirSync(shots, { recursive: true });
   const csv = fs.readFileSync(csvPath);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'korch-webfiles-'));
@@ -63,7 +75,7 @@ async function main() {
     const held = await page.locator('.k-upload').first().innerText().catch(() => '');
     check(/sales\.csv/.test(held), 'the file dropped before any session is shown at once', held);
     await page.screenshot({ path: path.join(shots, 'files-held.png') });
-    await page.waitForSelector('.k-file-list button:has-text("sales.csv")', { timeout: 90000 });
+    await listed(page, 'sales.csv', 90000);
     const sid1 = await page.evaluate(() => location.hash.slice(1));
     check(/^[0-9a-f-]{36}$/.test(sid1), 'a session was made for the dropped file', sid1);
     check((await listing(sid1))['sales.csv'] === csv.length, 'the server lists the dropped file with its size', await listing(sid1));
@@ -74,7 +86,7 @@ async function main() {
     const early = await page.locator('.k-upload').first().innerText().catch(() => '');
     await page.waitForFunction((old) => location.hash.slice(1) && location.hash.slice(1) !== old, sid1, { timeout: 90000 });
     const sid2 = await page.evaluate(() => location.hash.slice(1));
-    await page.waitForSelector('.k-file-list button:has-text("early.csv")', { timeout: 90000 });
+    await listed(page, 'early.csv', 90000);
     check(/early\.csv/.test(early), 'the file dropped while the session is made is shown meanwhile', early);
     check((await listing(sid2))['early.csv'] === 8, 'the file dropped right after New session is in the new session', await listing(sid2));
     check(!('early.csv' in (await listing(sid1))), 'and not in the session before it');

@@ -66,6 +66,11 @@ export class FilesPanel {
   private readonly queue: Item[] = [];
   private running = 0;
   private sid: string | null = null;
+  // listings asked for (a number each) and the newest one shown: an older answer arriving late is dropped
+  private loads = 0;
+  private shown = 0;
+  // uploads finished while a listing was on its way (name → the newest listing asked then): kept over it
+  private readonly fresh = new Map<string, number>();
   private armed: string | null = null;
   private previewUrl = '';
 
@@ -102,6 +107,7 @@ export class FilesPanel {
     if (id === this.sid) return;
     this.sid = id;
     this.known.clear();
+    this.fresh.clear();
     this.closePreview();
     // an upload bound to another session goes on there; held ones (no session yet) wait for this one
     for (const it of this.queue) if (!it.sid && id) this.wait(it, false);
@@ -188,21 +194,37 @@ export class FilesPanel {
     const i = this.queue.indexOf(it);
     if (i >= 0) this.queue.splice(i, 1);
     it.li.remove();
-    if (sid === this.sid) { this.known.set(it.file.name, { path: it.file.name, size: it.file.size }); this.render(); }
+    if (sid === this.sid) {
+      this.known.set(it.file.name, { path: it.file.name, size: it.file.size });
+      this.fresh.set(it.file.name, this.loads);
+      this.render();
+      void this.load(); // the server's word on it (its size, a name it changed)
+    }
   }
 
-  /** The listing from the server (merged: a file uploaded meanwhile stays). */
+  /** The listing from the server. Answers can come back out of order (a GET
+   *  sent before an upload may be answered after it): an answer older than
+   *  the one shown is dropped, and a file uploaded after the GET was sent is
+   *  kept over an answer that cannot know it yet. */
   async load(): Promise<void> {
     const sid = this.sid;
     if (!sid) return;
+    const seq = ++this.loads;
     try {
       const fs = (await this.api.json<any[]>('GET', `${sessionPath(sid)}/files`)) ?? [];
-      if (sid !== this.sid) return;
+      if (sid !== this.sid || seq < this.shown) return;
+      this.shown = seq;
+      const keep = new Map<string, FileEntry>();
+      for (const [name, asked] of this.fresh) {
+        if (asked >= seq && this.known.has(name)) keep.set(name, this.known.get(name)!);
+        else this.fresh.delete(name);
+      }
       this.known.clear();
       for (const f of fs) {
         const path = typeof f === 'string' ? f : f?.path ?? f?.name;
         if (path) this.known.set(path, typeof f === 'string' ? { path } : { ...f, path });
       }
+      for (const [name, f] of keep) if (!this.known.has(name)) this.known.set(name, f);
       this.render();
     } catch { /* listed next time */ }
   }
