@@ -40,6 +40,10 @@ typedef struct {
                                            users_file: NULL = none, the users' tokens only) */
     const char *users_file;             /* named users, roles, hashed tokens, quotas (korch/users.h;
                                            korch user add); NULL = the single token */
+    const char *audit_file;             /* JSON lines of who did what (docs/team.md); NULL = none */
+    bool audit_code;                    /* the audit log holds each execution's code, not only its hash */
+    double kernel_memory_mb, kernel_cpus;   /* each kernel's limits (the launcher's --memory, --cpus),
+                                           for the memory_mb and cpus quotas; 0 = not known */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
     bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
                                            instance left (launchers that can: docker, swarm) */

@@ -37,7 +37,7 @@ enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTA
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
 /* long-only options of a team's korch (docs/team.md) */
-enum { OPT_USERS = 700 };
+enum { OPT_USERS = 700, OPT_AUDIT, OPT_AUDIT_CODE };
 
 /* A non-negative number of seconds or kernels; -1 when it is not one. */
 static int s_count(const char *v)
@@ -60,6 +60,9 @@ static void s_help(FILE *f)
             "      --users FILE         named users with their own tokens, roles and quotas (korch user\n"
             "                           add); each sees only their own kernels, sessions and files.\n"
             "                           With it no token is generated (--token T adds an admin one)\n"
+            "      --audit FILE         append who started, ran, uploaded, downloaded and deleted what\n"
+            "                           to FILE as JSON lines (each execution's code as its SHA-256)\n"
+            "      --audit-code         the audit log holds each execution's code itself too\n"
             "  -k, --kernel NAME        default kernelspec (default python3)\n");
     korch_cli_launcher_help(f, 6, 27, "auto");
     fprintf(f,
@@ -114,7 +117,8 @@ int korch_cmd_serve(int argc, char **argv)
     double max_cost = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
-    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL;
+    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL, *audit = NULL;
+    bool audit_code = false;
     korch_launcher_choice_t lo = {.name = "auto"}; /* --launcher and its limits */
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
@@ -147,6 +151,8 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
         {"instance", required_argument, 0, OPT_INSTANCE},
         {"users", required_argument, 0, OPT_USERS},
+        {"audit", required_argument, 0, OPT_AUDIT},
+        {"audit-code", no_argument, 0, OPT_AUDIT_CODE},
         {"trusted-proxy", required_argument, 0, OPT_TRUSTED_PROXY},
         {"max-connections-per-client", required_argument, 0, OPT_MAX_CONN_PER_CLIENT},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
@@ -175,6 +181,8 @@ int korch_cmd_serve(int argc, char **argv)
             break;
         case 't': token = optarg; break;
         case OPT_USERS: users = optarg; break;
+        case OPT_AUDIT: audit = optarg; break;
+        case OPT_AUDIT_CODE: audit_code = true; break;
         case 'k': kernel = optarg; break;
         case 'M': max_kernels = (int)strtol(optarg, NULL, 10); break;
         case 'o':
@@ -306,7 +314,9 @@ int korch_cmd_serve(int argc, char **argv)
         korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
                      "none to re-adopt (docker and swarm kernels outlive it)",
                      instance_name, korch_launcher_name(launcher));
-    korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .users_file = users, .launcher = launcher,
+    korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .users_file = users, .audit_file = audit,
+                              .audit_code = audit_code, .kernel_memory_mb = lo.memory_mb, .kernel_cpus = lo.cpus,
+                              .launcher = launcher,
                               .kernel = kernel,
                               .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
