@@ -26,7 +26,7 @@ LDFLAGS += $(SAN)
 # file (build paths with korch_path_join / korch_path_fmt, korch/path.h).
 
 LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/server/web_assets.o $(BUILD)/src/launcher/forksrv_py.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
@@ -63,6 +63,12 @@ $(BUILD)/src/server/web_assets.o: src/server/web_assets.S $(WEB_OUT)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  AS      $<")
 	$(Q)$(CC) $(CFLAGS) -I$(BUILD)/web -c $< -o $@
+
+# The kernel template's program (src/launcher/forksrv.py), embedded likewise.
+$(BUILD)/src/launcher/forksrv_py.o: src/launcher/forksrv_py.S src/launcher/forksrv.py
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) $(CFLAGS) -Isrc/launcher -c $< -o $@
 
 # ar keeps members by basename: two objects of one name in different dirs
 # (docker/start.o, swarm/start.o) are both kept because the archive is made

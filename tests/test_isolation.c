@@ -16,13 +16,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Registered twice: NAME runs against docker, sandbox:NAME against the sandbox. */
+/* Registered three times: NAME runs against docker, sandbox:NAME against
+   the sandbox, fork:NAME against the sandbox's kernels forked from a
+   template (KORCH_FORK=1, docs/fastkernel.md). */
 #define TEST_ISO(name, timeout_s)                                                           \
     static void test_##name(void);                                                           \
+    static void test_fork_##name(void)                                                       \
+    {                                                                                        \
+        setenv("KORCH_TEST_LAUNCHER", "sandbox", 1);                                         \
+        setenv("KORCH_FORK", "1", 1);                                                        \
+        test_##name();                                                                       \
+    }                                                                                        \
     __attribute__((constructor)) static void test_register_##name(void)                      \
     {                                                                                        \
         korch_test_register(#name, __FILE__, test_##name, timeout_s);                        \
         korch_test_register_sandbox(#name, __FILE__, test_##name, timeout_s);                \
+        korch_test_register("fork:" #name, __FILE__, test_fork_##name, timeout_s);          \
     }                                                                                        \
     static void test_##name(void)
 

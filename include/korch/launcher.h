@@ -43,6 +43,7 @@
 #include "korch/kernelspec.h" /* plain data: argv, env, metadata */
 #include "korch/loop.h"
 #include "korch/op.h"
+#include "korch/packages.h"   /* plain data: the allowed package sources */
 #include "korch/path.h"       /* korch_safe_relpath: the names put/get_file take */
 
 typedef struct korch_launcher korch_launcher_t; /* opaque outside src/launcher */
@@ -58,6 +59,8 @@ enum {
                                            call signals a task on another node): the kernel layer
                                            interrupts with interrupt_request on control, whatever the
                                            kernelspec's interrupt_mode (ipykernel handles both) */
+    KORCH_LAUNCHER_PACKAGES = 1 << 4,   /* its kernels' runtime dir is a host dir korch serves: packages
+                                           (korch/packages.h) can reach them */
 };
 unsigned korch_launcher_caps(const korch_launcher_t *l);
 const char *korch_launcher_name(const korch_launcher_t *l); /* "local", "docker", ...: for messages only */
@@ -222,6 +225,13 @@ bool korch_launcher_settle(korch_launcher_t *l, int timeout_ms);
 /* Run the loop until p's end is seen or timeout_ms passes (-1 = never). */
 bool korch_proc_wait_exit(korch_proc_t *p, int timeout_ms);
 
+/* Let the launcher's Python kernels install packages from p's sources
+   (korch/packages.h; copied). KORCH_E_INVALID with a message when a source
+   is unusable (no such dir, a URL that is not http(s)://host...) or the
+   backend cannot (no KORCH_LAUNCHER_PACKAGES: the swarm). All NULL: none.
+   Before the first start. */
+korch_rc_t korch_launcher_set_packages(korch_launcher_t *l, const korch_packages_t *p, korch_err_t *err);
+
 /* Choosing a launcher (the CLI's --launcher and its knobs). */
 typedef struct {
     const char *name;       /* auto | docker | sandbox | local (NULL = auto: docker when the engine
@@ -236,6 +246,8 @@ typedef struct {
     double workdir_mb;      /* size bound of the kernel's work dir (0 = the launcher's 512 MiB) */
     const char *instance;   /* korch instance label */
     bool quiet;             /* do not say what auto picked (local's note is said anyway) */
+    korch_packages_t packages; /* the package sources its Python kernels may install from (all NULL: none) */
+    bool fork;              /* fork kernels from a template where the launcher can (sandbox: docs/fastkernel.md) */
 } korch_launcher_choice_t;
 
 /* The launcher c asks for, or NULL + err: an unknown name, the named one

@@ -74,6 +74,9 @@ typedef struct {
     int64_t workdir_size;       /* the work dir's bytes, in the runtime dir's tmpfs: 512 MiB; 0 = not bounded */
     int64_t log_max;            /* the kernel's stdout + stderr korch keeps (the last bytes): 64 KiB */
     bool no_seccomp;            /* false: the seccomp filter of src/launcher/seccomp.h (default) */
+    bool fork;                  /* a python3 ipykernel kernelspec's kernels are forked from a template that
+                                   has imported the data stack (docs/fastkernel.md); root only, else bwrap;
+                                   default: KORCH_FORK=1 in the environment */
 } korch_sandbox_opts_t;
 
 void korch_sandbox_opts_init(korch_sandbox_opts_t *opts);

@@ -83,6 +83,14 @@ korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *
    O_TMPFILE): write its bytes instead. Not fsync'ed. */
 korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, korch_err_t *err);
 
+/* Python code that lists top (NULL: the kernel's current directory) from
+   inside a Python kernel, bounded as the walk is (5000 files, 8 levels),
+   symlinks not followed, hidden names left out: one line of JSON on stdout,
+   {"files": [[path, size, mtime_ns, ino], ...], "truncated": bool}, which
+   korch_workdir_update checks (the kernel may lie). New string; NULL when
+   out of memory. */
+char *korch_workdir_lister_py(const char *top);
+
 /* Sort an array of {path, ...} objects by path, in place. */
 void korch_workdir_sort(json_t *entries);
 

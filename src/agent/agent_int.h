@@ -114,6 +114,11 @@ korch_rc_t agent_record(korch_agent_t *a, json_t *rec, korch_err_t *err);
 /* Rewrite notebook.ipynb; a failure is an ERROR event. */
 void agent_write_notebook(korch_agent_t *a);
 
+/* agent_packages.c: after a step whose code ran pip install, what the
+   Python kernel's own environment holds, into the notebook's
+   metadata.korch.packages. */
+void agent_note_packages(korch_agent_t *a, const char *code);
+
 /* agent_prompt.c */
 /* The tool the model calls (run_python / run_code), new reference. */
 json_t *agent_tools(korch_agent_t *a);

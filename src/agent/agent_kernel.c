@@ -51,41 +51,6 @@ char *agent_run_quiet(korch_agent_t *a, const char *code)
     return out;
 }
 
-/* Python: the work dir listed from inside the kernel (for a container's
-   volume korch cannot walk), bounded like korch_workdir's walk, symlinks
-   not followed, hidden names left out. The kernel may lie: the lines are
-   only data, checked by korch_workdir_update. */
-static const char *s_list_code =
-    "def _korch_ls(top, maxn, maxd):\n"
-    "    import os, json, stat\n"
-    "    out, cut = [], [False]\n"
-    "    def walk(d, rel, depth):\n"
-    "        try:\n"
-    "            it = sorted(os.scandir(d), key=lambda e: e.name)\n"
-    "        except OSError:\n"
-    "            return\n"
-    "        for e in it:\n"
-    "            if e.name.startswith('.'):\n"
-    "                continue\n"
-    "            if len(out) >= maxn:\n"
-    "                cut[0] = True\n"
-    "                return\n"
-    "            try:\n"
-    "                st = e.stat(follow_symlinks=False)\n"
-    "            except OSError:\n"
-    "                continue\n"
-    "            if stat.S_ISREG(st.st_mode):\n"
-    "                out.append([rel + e.name, st.st_size, st.st_mtime_ns, st.st_ino])\n"
-    "            elif stat.S_ISDIR(st.st_mode):\n"
-    "                if depth + 1 > maxd:\n"
-    "                    cut[0] = True\n"
-    "                else:\n"
-    "                    walk(os.path.join(d, e.name), rel + e.name + '/', depth + 1)\n"
-    "    walk(top, '', 0)\n"
-    "    print(json.dumps({'files': out, 'truncated': cut[0]}))\n"
-    "_korch_ls(%s, 5000, 8)\n"
-    "del _korch_ls\n";
-
 /* A Python string literal for s (JSON's escapes are Python's). New string. */
 static char *s_py_str(const char *s)
 {
@@ -103,16 +68,9 @@ json_t *agent_wd_scan(korch_agent_t *a)
     if (!a->wd_in_kernel)
         return korch_workdir_scan(a->wd, NULL);
     int64_t began = korch_workdir_clock_ms(); /* the listing's stamp: what was done before this, it saw */
-    char *top = s_py_str(a->kernel_cwd);
-    size_t len = strlen(s_list_code) + (top ? strlen(top) : 0) + 16;
-    char *code = top ? malloc(len) : NULL;
-    char *out = NULL;
-    if (code) {
-        snprintf(code, len, s_list_code, top);
-        out = agent_run_quiet(a, code);
-    }
+    char *code = korch_workdir_lister_py(a->kernel_cwd);
+    char *out = code ? agent_run_quiet(a, code) : NULL;
     free(code);
-    free(top);
     json_t *j = out ? json_loads(out, 0, NULL) : NULL;
     free(out);
     json_t *scan = json_is_array(json_object_get(j, "files"))

@@ -246,6 +246,8 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
                                  korch_notebook_cell_meta(korch_exec_status_name(r->status), died ? note : NULL,
                                                           a->turn, a->step));
     json_decref(nb_outputs);
+    if (!died)
+        agent_note_packages(a, code);
     /* what it printed backs the numbers of the answer */
     korch_receipts_add_outputs(a->receipts, r->outputs,
                                json_pack("{s:i, s:i, s:O}", "turn", a->turn, "step", a->step, "execution_count",

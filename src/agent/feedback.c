@@ -51,14 +51,30 @@ char *korch_truncate_middle(const char *s, size_t len, size_t max)
     return out.p;
 }
 
+/* Text the kernel sent, NULs shown as "^@": the result is a C string, and
+   what followed a NUL would be lost to the reader. */
+static void s_add_nul_safe(korch_buf_t *t, const char *p, size_t n)
+{
+    while (n) {
+        const char *z = memchr(p, 0, n);
+        size_t run = z ? (size_t)(z - p) : n;
+        s_add(t, p, run);
+        if (!z)
+            break;
+        s_adds(t, "^@");
+        p += run + 1;
+        n -= run + 1;
+    }
+}
+
 static void s_add_text_value(korch_buf_t *t, json_t *v)
 {
     if (json_is_string(v))
-        s_add(t, json_string_value(v), json_string_length(v));
+        s_add_nul_safe(t, json_string_value(v), json_string_length(v));
     else if (json_is_array(v)) { /* nbformat multiline strings */
         size_t i;
         json_t *line;
-        json_array_foreach(v, i, line) s_add(t, json_string_value(line), json_string_length(line));
+        json_array_foreach(v, i, line) s_add_nul_safe(t, json_string_value(line), json_string_length(line));
     }
 }
 
@@ -136,8 +152,11 @@ void korch_feedback_build(const korch_exec_result_t *r, const korch_feedback_opt
                     korch_warn("cannot save chart %s: %s", name, e.msg);
             }
             s_newline(&t);
-            snprintf(line, sizeof line, "[chart %d: %s%s saved as %s%s]\n", n, mime, dims, name,
-                     o->vision ? ", attached" : "");
+            if (o->figures_dir)
+                snprintf(line, sizeof line, "[chart %d: %s%s saved as %s%s]\n", n, mime, dims, name,
+                         o->vision ? ", attached" : "");
+            else /* nothing saved (an MCP client keeps the image it is given) */
+                snprintf(line, sizeof line, "[chart %d: %s%s%s]\n", n, mime, dims, o->vision ? ", attached" : "");
             s_adds(&t, line);
             if (o->vision) {
                 /* the base64 without Jupyter's line breaks */

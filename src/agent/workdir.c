@@ -365,3 +365,55 @@ const char *korch_mime_for(const char *name)
             return map[i][1];
     return "application/octet-stream";
 }
+
+/* Python: the work dir listed from inside the kernel (for a container's
+   volume korch cannot walk), bounded like korch_workdir's walk, symlinks
+   not followed, hidden names left out. The kernel may lie: the lines are
+   only data, checked by korch_workdir_update. */
+static const char *s_list_code =
+    "def _korch_ls(top, maxn, maxd):\n"
+    "    import os, json, stat\n"
+    "    out, cut = [], [False]\n"
+    "    def walk(d, rel, depth):\n"
+    "        try:\n"
+    "            it = sorted(os.scandir(d), key=lambda e: e.name)\n"
+    "        except OSError:\n"
+    "            return\n"
+    "        for e in it:\n"
+    "            if e.name.startswith('.'):\n"
+    "                continue\n"
+    "            if len(out) >= maxn:\n"
+    "                cut[0] = True\n"
+    "                return\n"
+    "            try:\n"
+    "                st = e.stat(follow_symlinks=False)\n"
+    "            except OSError:\n"
+    "                continue\n"
+    "            if stat.S_ISREG(st.st_mode):\n"
+    "                out.append([rel + e.name, st.st_size, st.st_mtime_ns, st.st_ino])\n"
+    "            elif stat.S_ISDIR(st.st_mode):\n"
+    "                if depth + 1 > maxd:\n"
+    "                    cut[0] = True\n"
+    "                else:\n"
+    "                    walk(os.path.join(d, e.name), rel + e.name + '/', depth + 1)\n"
+    "    walk(top, '', 0)\n"
+    "    print(json.dumps({'files': out, 'truncated': cut[0]}))\n"
+    "_korch_ls(%s, 5000, 8)\n"
+    "del _korch_ls\n";
+
+char *korch_workdir_lister_py(const char *top)
+{
+    /* a Python string literal (JSON's escapes are Python's), or os.getcwd() */
+    json_t *j = top ? json_string(top) : NULL;
+    char *lit = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    if (top && !lit)
+        return NULL;
+    const char *arg = lit ? lit : "__import__('os').getcwd()";
+    size_t len = strlen(s_list_code) + strlen(arg) + 16;
+    char *code = malloc(len);
+    if (code)
+        snprintf(code, len, s_list_code, arg);
+    free(lit);
+    return code;
+}

@@ -351,7 +351,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         korch_launcher_sweep(launcher, korch_instance_name(inst));
     } else {
         /* its kernels are korch's own processes: no instance, no limits (it says what that means) */
-        launcher = korch_launcher_choose(loop, &(korch_launcher_choice_t){.name = c.lc.name}, &err);
+        launcher = korch_launcher_choose(loop, &(korch_launcher_choice_t){.name = c.lc.name, .packages = c.lc.packages},
+                                         &err);
     }
     int sigfd = korch_cli_signal_pipe();
     korch_loop_poller(loop, sigfd, s_on_signal, &c);

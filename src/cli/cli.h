@@ -13,6 +13,7 @@ int korch_cmd_kernel(int argc, char **argv);
 int korch_cmd_run(int argc, char **argv);
 int korch_cmd_chat(int argc, char **argv);
 int korch_cmd_serve(int argc, char **argv);
+int korch_cmd_mcp(int argc, char **argv);
 int korch_cmd_user(int argc, char **argv);
 
 /* A self-pipe that SIGINT/SIGTERM write to, so the loop sees signals as I/O.
@@ -42,11 +43,19 @@ bool korch_cli_flag_set(void *flag);
 #define KORCH_CLI_OPT_MEMORY 0x1e12
 #define KORCH_CLI_OPT_CPUS 0x1e13
 #define KORCH_CLI_OPT_PIDS 0x1e14
+#define KORCH_CLI_OPT_WHEELHOUSE 0x1e15
+#define KORCH_CLI_OPT_PACKAGE_INDEX 0x1e16
+#define KORCH_CLI_OPT_PACKAGE_HOSTS 0x1e17
+#define KORCH_CLI_OPT_FORK 0x1e18
 #define KORCH_CLI_LAUNCHER_LONGOPTS                                                                       \
     {"launcher", required_argument, 0, KORCH_CLI_OPT_LAUNCHER},                                           \
         {"image", required_argument, 0, KORCH_CLI_OPT_IMAGE},                                             \
         {"memory", required_argument, 0, KORCH_CLI_OPT_MEMORY},                                           \
-        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}
+        {"cpus", required_argument, 0, KORCH_CLI_OPT_CPUS}, {"pids", required_argument, 0, KORCH_CLI_OPT_PIDS}, \
+        {"wheelhouse", required_argument, 0, KORCH_CLI_OPT_WHEELHOUSE},                                   \
+        {"package-index", required_argument, 0, KORCH_CLI_OPT_PACKAGE_INDEX},                             \
+        {"package-hosts", required_argument, 0, KORCH_CLI_OPT_PACKAGE_HOSTS},                             \
+        {"fork", no_argument, 0, KORCH_CLI_OPT_FORK}
 bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg);
 /* The help lines of those options, each option name indent spaces in, its
    description from column col (the command's own layout), dflt the

@@ -386,6 +386,14 @@ int korch_cmd_exec(int argc, char **argv)
             goto out;
         }
         korch_launcher_sweep(launcher, korch_instance_name(inst));
+    } else if (!c.existing && (c.lc.packages.wheelhouse || c.lc.packages.index_url || c.lc.packages.hosts)) {
+        /* local, with package sources: its launcher carries them */
+        launcher = korch_launcher_choose(c.loop, &(korch_launcher_choice_t){.name = c.lc.name, .packages = c.lc.packages},
+                                         &err);
+        if (!launcher) {
+            fprintf(stderr, "korch exec: %s\n", err.msg);
+            goto out;
+        }
     }
     korch_kernel_opts_t ko = {
         .launcher = launcher,

@@ -18,6 +18,10 @@ bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg
     case KORCH_CLI_OPT_MEMORY: c->memory_mb = strtod(arg, NULL); return true;
     case KORCH_CLI_OPT_CPUS: c->cpus = strtod(arg, NULL); return true;
     case KORCH_CLI_OPT_PIDS: c->pids = strtol(arg, NULL, 10); return true;
+    case KORCH_CLI_OPT_WHEELHOUSE: c->packages.wheelhouse = arg; return true;
+    case KORCH_CLI_OPT_PACKAGE_INDEX: c->packages.index_url = arg; return true;
+    case KORCH_CLI_OPT_PACKAGE_HOSTS: c->packages.hosts = arg; return true;
+    case KORCH_CLI_OPT_FORK: c->fork = true; return true;
     default: return false;
     }
 }
@@ -67,6 +71,14 @@ void korch_cli_launcher_help(FILE *f, int indent, int col, const char *dflt)
     s_opt_line(f, indent, col, "--memory MB", "docker, sandbox, swarm: memory limit in MiB, no swap (default 1024)");
     s_opt_line(f, indent, col, "--cpus N", "docker, sandbox, swarm: CPUs (default 1)");
     s_opt_line(f, indent, col, "--pids N", "docker, sandbox, swarm: process limit (default 256)");
+    s_opt_line(f, indent, col, "--wheelhouse DIR", "docker, sandbox, local: Python kernels may pip install the wheels "
+               "of DIR (read-only in the kernel, offline) into an environment of their own");
+    s_opt_line(f, indent, col, "--package-index URL", "docker, sandbox, local: ... and from this simple index "
+               "(e.g. https://pypi.org/simple), reached through korch: the kernel keeps no network of its own");
+    s_opt_line(f, indent, col, "--package-hosts H,...", "the hosts korch forwards the index's requests to "
+               "(default the index's host; name the file host too, e.g. pypi.org,files.pythonhosted.org)");
+    s_opt_line(f, indent, col, "--fork", "sandbox: fork python3 kernels from a template that has imported numpy, "
+               "pandas and matplotlib (ready in about 0.1 s; docs/fastkernel.md; also KORCH_FORK=1)");
 }
 
 bool korch_cli_env_opt(const char *cmd, const char *arg)

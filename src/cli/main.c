@@ -46,6 +46,7 @@ static void s_usage(FILE *f)
                "  exec         run code in a Jupyter kernel and show what a notebook would\n"
                "  kernel       keep a kernel running for clients to attach to (re-adopts after a crash)\n"
                "  serve        serve the Jupyter kernel API (for JupyterLab / jupyter server --gateway-url)\n"
+               "  mcp          an MCP server on stdio (desktop and IDE agents run code through it)\n"
                "  user         the users of a team's korch serve (--users FILE): add, list, revoke\n"
                "  kernelspecs  list the kernels korch can start\n"
                "  version      print korch's version\n\n"
@@ -77,6 +78,8 @@ int main(int argc, char **argv)
         rc = korch_cmd_chat(argc - 1, argv + 1);
     else if (strcmp(cmd, "serve") == 0)
         rc = korch_cmd_serve(argc - 1, argv + 1);
+    else if (strcmp(cmd, "mcp") == 0)
+        rc = korch_cmd_mcp(argc - 1, argv + 1);
     else if (strcmp(cmd, "user") == 0)
         rc = korch_cmd_user(argc - 1, argv + 1);
     else if (strcmp(cmd, "kernel") == 0)

@@ -81,6 +81,7 @@ struct korch_launcher {
     void *worker;                   /* the file worker (launcher.c), NULL until the first host-dir file op */
     int work_fd[2];                 /* its results: pointers it writes, the loop reads; -1 until then */
     int works;                      /* file ops queued or running on it */
+    struct korch_pkgs *pkgs;        /* korch_launcher_set_packages (packages.c), NULL none */
 };
 
 /* Backends embed this as their first member (korch_backend_proc_new). */
@@ -95,6 +96,7 @@ struct korch_proc {
     int exit_timer;                 /* the deferred on_exit call, -1 none */
     int busy;                       /* worker threads using it: proc_free waits for them */
     bool doomed;                    /* destroyed while busy: freed when the last worker is done */
+    struct korch_pkgfwd *pkgfwd;    /* its package forwarder (packages.c), NULL none */
 };
 
 void korch_backend_launcher_init(korch_launcher_t *l, const korch_launcher_ops_t *ops, korch_loop_t *loop);
@@ -156,5 +158,23 @@ void korch_backend_host_finish(korch_launcher_t *l);
    free(arg) is not called: step/finish release arg themselves when done. */
 void korch_backend_job(korch_launcher_t *l, int period_ms, bool (*step)(void *arg), void (*finish)(void *arg),
                        void *arg);
+
+/* packages.c: korch_launcher_set_packages's side of a start. */
+typedef struct {
+    korch_launch_t req;             /* the request to give the backend (borrows from the caller's) */
+    korch_kernelspec_t spec;        /* its spec: the caller's, argv through the bootstrap */
+    char **argv, **env;             /* owned */
+} korch_pkgs_req_t;
+/* The request a kernel starts with when packages are set (else a copy of
+   in); false on no memory. korch_pkgs_request_clear after the start call. */
+bool korch_pkgs_request(const korch_launcher_t *l, const korch_launch_t *in, korch_pkgs_req_t *out);
+void korch_pkgs_request_clear(korch_pkgs_req_t *r);
+/* A proc is running: its package forwarder starts (when an index is set). */
+void korch_pkgs_started(korch_proc_t *p);
+/* The proc goes: its forwarder ends (never blocks). */
+void korch_pkgs_proc_end(korch_proc_t *p);
+/* The host dir a backend binds read-only at KORCH_PACKAGES_WHEELHOUSE, or NULL. */
+const char *korch_pkgs_wheelhouse(const korch_launcher_t *l);
+void korch_pkgs_free(korch_launcher_t *l);
 
 #endif

@@ -84,6 +84,7 @@ static korch_launcher_t *s_sandbox(korch_loop_t *loop, const korch_launcher_choi
     so.workdir = o->workdir;
     so.workdir_from_cwd = o->workdir_from_cwd || o->workdir;
     so.workdir_give = o->give_workdir;
+    so.fork = so.fork || o->fork;
     return korch_launcher_sandbox_new(loop, &so, why);
 }
 
@@ -155,7 +156,17 @@ bool korch_launcher_needs_instance(const char *name)
     return true; /* an unknown name: korch_launcher_choose refuses it */
 }
 
+static korch_launcher_t *s_choose(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err);
+
 korch_launcher_t *korch_launcher_choose(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
+{
+    korch_launcher_t *l = s_choose(loop, o, err);
+    if (l && korch_launcher_set_packages(l, &o->packages, err) != KORCH_OK)
+        korch_launcher_destroy(&l);
+    return l;
+}
+
+static korch_launcher_t *s_choose(korch_loop_t *loop, const korch_launcher_choice_t *o, korch_err_t *err)
 {
     const char *name = o->name ? o->name : "auto";
     korch_err_t dwhy = {0}, swhy = {0};

@@ -193,6 +193,8 @@ void korch_op_finish_proc(korch_op_t *o, korch_proc_t *proc, korch_rc_t rc, cons
         korch_proc_destroy(&proc);
     else if (!proc)
         rc = KORCH_E_LAUNCH;
+    else
+        korch_pkgs_started(proc);
     op->result = proc;
     s_finish(op, rc, err);
 }
@@ -253,7 +255,14 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
     if (!op)
         return NULL;
     op->pdone = done;
-    return s_started(op, l->ops->start(l, req, &op->base, err));
+    korch_pkgs_req_t pr; /* through the packages bootstrap when they are set (packages.c) */
+    if (!korch_pkgs_request(l, req, &pr)) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        return s_started(op, KORCH_E_NOMEM);
+    }
+    korch_rc_t rc = l->ops->start(l, &pr.req, &op->base, err);
+    korch_pkgs_request_clear(&pr);
+    return s_started(op, rc);
 }
 
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
@@ -577,6 +586,7 @@ void korch_proc_destroy(korch_proc_t **pp)
     if (p->exit_timer >= 0)
         korch_loop_timer_end(l->loop, p->exit_timer);
     p->exit_timer = -1;
+    korch_pkgs_proc_end(p);
     if (p->busy) {
         /* a worker still reads or writes its files: kill it now, free it
            when the worker is back (s_fwork_done) */
@@ -670,6 +680,7 @@ void korch_launcher_destroy(korch_launcher_t **pl)
     korch_backend_host_finish(l);
     s_finish_jobs(l);
     korch_backend_host_finish(l); /* what those last jobs queued */
+    korch_pkgs_free(l);
     l->ops->free(l);
 }
 

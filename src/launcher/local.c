@@ -208,7 +208,7 @@ static korch_rc_t s_get_file_now(korch_proc_t *proc, const char *name, size_t ma
 
 static const korch_launcher_ops_t s_ops = {
     .name = "local",
-    .caps = KORCH_LAUNCHER_HOST_FILES,
+    .caps = KORCH_LAUNCHER_HOST_FILES | KORCH_LAUNCHER_PACKAGES,
     .transport = "ipc",
     .start = s_start,
     .signal = s_signal,

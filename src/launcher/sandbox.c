@@ -55,21 +55,25 @@ void korch_sandbox_opts_init(korch_sandbox_opts_t *o)
     o->runtime_size = S_MIB;
     o->workdir_size = 512 * S_MIB;
     o->log_max = 64 * 1024;
+    const char *f = getenv("KORCH_FORK");
+    o->fork = f && strcmp(f, "1") == 0;
 }
 
 
 static void s_free(korch_launcher_t *self)
 {
     sandbox_launcher_t *l = (sandbox_launcher_t *)self;
+    korch_sandbox_fork_free_all(l);
     for (size_t i = 0; i < sizeof l->strs / sizeof l->strs[0]; i++)
         free(l->strs[i]);
     free(l->bpf);
+    free(l->bpf_hex);
     free(l);
 }
 
 static const korch_launcher_ops_t s_ops = {
     .name = "sandbox",
-    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_HOST_FILES,
+    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_HOST_FILES | KORCH_LAUNCHER_PACKAGES,
     .transport = "ipc",
     .start = korch_sandbox_start,
     .signal = korch_sandbox_signal,

@@ -6,6 +6,7 @@
  *    sandbox_args.c   bwrap's argv and the kernel's environment
  *    sandbox_files.c  put_file / get_file in the kernel's work dir, never through its links
  *    sandbox_life.c   watching, signalling, reaping and freeing a running sandbox
+ *    sandbox_fork.c   a kernel forked from a kernel template (forksrv.h) instead of bwrap
  *
  *  One thread (the launcher's loop), as sandbox.h says.
  */
@@ -32,6 +33,11 @@
 #define S_TAIL_MAX 4096
 #define S_BIND_AT "/tmp" /* where the spawn helper binds the dirs bwrap mounts (in its own namespace) */
 #define S_ARGS_MAX 160
+#define S_TEMPLATES 8       /* kernel templates per launcher (one per kernelspec) */
+#define S_PENDING_FDS 10    /* the fds of a fork request */
+
+typedef struct korch_forksrv korch_forksrv_t;
+typedef struct sandbox_proc sandbox_proc_t;
 
 typedef struct {
     korch_launcher_t base;
@@ -46,9 +52,12 @@ typedef struct {
     char scope[32];             /* korch_cgroup_scope of the runtime base: cgroups in korch/{scope}/{instance} */
     unsigned char *bpf;         /* the seccomp program (seccomp.h) for bwrap --seccomp, NULL = none */
     size_t bpf_len;
+    char *bpf_hex;              /* the same in hex, for fork requests (made at the first) */
+    korch_forksrv_t *tpl[S_TEMPLATES]; /* kernel templates (opts.fork), one per kernelspec */
+    sandbox_proc_t *waiting;    /* forked kernels waiting for their template's imports */
 } sandbox_launcher_t;
 
-typedef struct {
+struct sandbox_proc {
     korch_proc_t base;
     sandbox_launcher_t *l;
     korch_child_t child;        /* the outer bwrap */
@@ -68,7 +77,25 @@ typedef struct {
     int work_fd;                /* the work dir (O_PATH), opened once: the kernel can rename and replace
                                    {runtime_dir}/work, so korch never resolves that path again */
     char tail[S_TAIL_MAX + 1];
-} sandbox_proc_t;
+    /* forked from a template (sandbox_fork.c): no bwrap (child.pid -1), a status pipe instead */
+    bool forked;
+    int status_fd;              /* its read end, -1 none */
+    bool status_polled;
+    char sbuf[256];             /* a line being read */
+    size_t slen;
+    bool confined;              /* "ok" seen */
+    bool exit_seen;             /* "exit" seen: exit_status is B's wait status */
+    int exit_status;
+    korch_op_t *op;             /* the start op, until it finishes */
+    korch_forksrv_t *srv;       /* the template it waits for, NULL once sent */
+    korch_forksrv_t *sent_to;   /* the template that has its request */
+    bool retried;               /* asked a second time (its template died with the first) */
+    sandbox_proc_t *next_wait;  /* l->waiting */
+    json_t *pending;            /* the request not sent yet */
+    int pending_fds[S_PENDING_FDS];
+    int npending;
+    char spec_name[128];
+};
 
 /* A growing argv of owned strings, bounded. */
 typedef struct {
@@ -107,6 +134,25 @@ void korch_sandbox_proc_free(korch_proc_t *proc);
 korch_rc_t korch_sandbox_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);
 korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
 const char *korch_sandbox_log_tail(korch_proc_t *proc);
+
+/* ---- sandbox_fork.c */
+
+/* What korch_sandbox_start prepared, for a fork (borrowed). */
+typedef struct {
+    const char *conn, *passwd, *group, *hosts;
+    char **env;
+    int work_fd, runtime_fd, spec_fd;       /* spec_fd -1: none */
+} korch_sandbox_fork_t;
+
+/* Does req's kernel start from a template (opts.fork, root, a python3 ipykernel_launcher kernelspec)? */
+bool korch_sandbox_forkable(const sandbox_launcher_t *l, const korch_launch_t *req);
+/* Fork p's kernel (its uid, cgroup and dirs made): the op finishes once it is confined. */
+korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, const korch_launch_t *req,
+                                    const korch_sandbox_fork_t *f, korch_op_t *op, korch_err_t *err);
+/* proc_free's part: stop watching, forget a request not sent. */
+void korch_sandbox_fork_release(sandbox_proc_t *p);
+void korch_sandbox_fork_kill(sandbox_proc_t *p);
+void korch_sandbox_fork_free_all(sandbox_launcher_t *l);
 
 /* ---- sandbox_start.c */
 

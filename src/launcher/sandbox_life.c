@@ -58,6 +58,8 @@ static pid_t s_init_pid(sandbox_proc_t *p) { return p->init_pid; }
 /* waitpid bwrap (block: at korch_launcher_destroy only); true once reaped. */
 static bool s_reap(sandbox_proc_t *p, bool block)
 {
+    if (p->forked)
+        return true; /* not our child: its template (or init) reaps A; the cgroup says when all is gone */
     bool was = p->child.reaped;
     if (!korch_child_reap(&p->child, block))
         return false;
@@ -121,6 +123,10 @@ void korch_sandbox_watch_proc(korch_proc_t *proc) { s_watch((sandbox_proc_t *)pr
 korch_rc_t korch_sandbox_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
+    if (p->forked) {
+        korch_sandbox_fork_kill(p);
+        return KORCH_OK;
+    }
     if (p->child.reaped)
         return KORCH_OK;
     kill(-p->child.pid, SIGKILL);
@@ -132,9 +138,13 @@ korch_rc_t korch_sandbox_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *e
 static korch_rc_t s_signal_now(korch_proc_t *proc, int sig, korch_err_t *err)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    if (p->child.reaped)
-        return korch_err_set(err, KORCH_E_DIED, "the sandbox of the kernel (bwrap pid %d) is gone",
-                             (int)p->child.pid);
+    if (p->forked ? p->base.exited : p->child.reaped)
+        return korch_err_set(err, KORCH_E_DIED, "the sandbox of the kernel (pid %d) is gone",
+                             (int)(p->forked ? p->init_pid : p->child.pid));
+    if (sig == SIGKILL && p->forked) {
+        korch_sandbox_fork_kill(p);
+        return KORCH_OK;
+    }
     if (sig == SIGKILL) {
         kill(-p->child.pid, SIGKILL);
         korch_cgroup_kill_now(p->cg);
@@ -216,6 +226,7 @@ void korch_sandbox_proc_free(korch_proc_t *proc)
         korch_backend_host(proc->launcher, s_give_back_run, free, g);
     }
     s_unwatch(p);
+    korch_sandbox_fork_release(p);
     korch_sandbox_kill(proc, NULL, NULL);
     korch_child_close(&p->child);
     if (p->info_fd >= 0)

@@ -110,7 +110,7 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     korch_rc_t rc = KORCH_OK;
     korch_sandbox_args_t a = {0};
     char **argv = NULL, **env = NULL, *conn_text = NULL;
-    enum { F_WORK, F_RUNTIME, F_SPEC, F_CONN, F_PASSWD, F_GROUP, F_HOSTS, F_INFO, F_SECCOMP, F__COUNT };
+    enum { F_WORK, F_RUNTIME, F_SPEC, F_WHEELS, F_CONN, F_PASSWD, F_GROUP, F_HOSTS, F_INFO, F_SECCOMP, F__COUNT };
     int fds[F__COUNT + 1], info[2] = {-1, -1}; /* fds: -1-terminated for keep_fds (F_SECCOMP last: it may be -1) */
     for (int i = 0; i <= F__COUNT; i++)
         fds[i] = -1;
@@ -120,7 +120,7 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     p->l = l;
     korch_child_init(&p->child);
-    p->info_fd = p->work_fd = -1;
+    p->info_fd = p->work_fd = p->status_fd = -1;
     int log_w = -1;
 
     const char *ipc_name = korch_launch_ipc_name(req, "sandbox", err);
@@ -175,6 +175,22 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     fds[F_RUNTIME] = open(req->runtime_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (req->spec->dir && req->spec->dir[0] == '/' && strncmp(req->spec->dir, "/usr/", 5) != 0)
         fds[F_SPEC] = open(req->spec->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const char *wheels = korch_pkgs_wheelhouse(self);
+    if (wheels && (fds[F_WHEELS] = open(wheels, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        rc = korch_err_set(err, KORCH_E_IO, "cannot open the wheelhouse '%s': %s", wheels, strerror(errno));
+        goto out;
+    }
+    /* what the spawn helper binds at S_BIND_AT/N: -1-terminated, so the optional ones packed */
+    int binds[5] = {fds[F_WORK], fds[F_RUNTIME], -1, -1, -1}, nbind = 2;
+    char spec_at[32] = "", wheels_at[32] = "";
+    if (fds[F_SPEC] >= 0) {
+        snprintf(spec_at, sizeof spec_at, "%s/%d", S_BIND_AT, nbind);
+        binds[nbind++] = fds[F_SPEC];
+    }
+    if (fds[F_WHEELS] >= 0) {
+        snprintf(wheels_at, sizeof wheels_at, "%s/%d", S_BIND_AT, nbind);
+        binds[nbind++] = fds[F_WHEELS];
+    }
     if (fds[F_WORK] < 0 || fds[F_RUNTIME] < 0) {
         rc = korch_err_set(err, KORCH_E_IO, "cannot open the kernel's %s dir '%s': %s",
                            fds[F_WORK] < 0 ? "work" : "runtime", fds[F_WORK] < 0 ? p->workdir : req->runtime_dir,
@@ -187,6 +203,16 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
         goto out;
     }
 
+    if (korch_sandbox_forkable(l, req)) { /* from the kernelspec's template (sandbox_fork.c) */
+        if (!(env = korch_sandbox_env(req, l))) {
+            rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            goto out;
+        }
+        korch_sandbox_fork_t f = {.conn = conn_text, .passwd = passwd, .group = group, .hosts = hosts, .env = env,
+                                  .work_fd = fds[F_WORK], .runtime_fd = fds[F_RUNTIME], .spec_fd = fds[F_SPEC]};
+        rc = korch_sandbox_fork_start(l, p, req, &f, op, err);
+        goto out;
+    }
     korch_sandbox_arg(&a, l->bwrap);
     korch_sandbox_args3(&a, "--unshare-all", "--unshare-user", "--disable-userns");
     if (l->o.network)
@@ -221,7 +247,10 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     korch_sandbox_args3(&a, "--bind", S_BIND_AT "/1", l->o.runtime_mount);
     /* A kernelspec's own files (a wrapper script, logos), read-only. */
     if (fds[F_SPEC] >= 0)
-        korch_sandbox_args3(&a, "--ro-bind", S_BIND_AT "/2", req->spec->dir);
+        korch_sandbox_args3(&a, "--ro-bind", spec_at, req->spec->dir);
+    /* The operator's wheelhouse, read-only (korch/packages.h). */
+    if (fds[F_WHEELS] >= 0)
+        korch_sandbox_args3(&a, "--ro-bind", wheels_at, KORCH_PACKAGES_WHEELHOUSE);
     korch_sandbox_args3(&a, "--remount-ro", "/home", NULL);
     korch_sandbox_args3(&a, "--remount-ro", "/", NULL);
     korch_sandbox_args3(&a, "--chdir", l->o.workdir_mount, NULL);
@@ -242,7 +271,6 @@ korch_rc_t korch_sandbox_start(korch_launcher_t *self, const korch_launch_t *req
     }
     fds[F_INFO] = info[1];
     info[1] = -1;
-    int binds[4] = {fds[F_WORK], fds[F_RUNTIME], fds[F_SPEC], -1};
     snprintf(what, sizeof what, "kernel '%s' in a sandbox", req->spec->name);
     /* its stdout and stderr into korch's bounded ring, never a file on the host */
     if (!(p->log = korch_logpipe_new((size_t)l->o.log_max, &log_w, err))) {

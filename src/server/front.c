@@ -38,6 +38,9 @@
 
 /* ------------------------------------------------------------- requests */
 
+/* What a cross-origin client may send (MCP's Streamable HTTP clients send the last two). */
+static const char s_cors_headers[] = "Authorization, Content-Type, X-XSRFToken, Mcp-Session-Id, Mcp-Protocol-Version";
+
 /* Write status, headers and body; "connection: close" always (see
    srv_front_finish). allow: a 405's Allow header (RFC 9110 15.5.6: "The origin
    server MUST generate an Allow header field in a 405 response"), or
@@ -91,6 +94,10 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
         lws_add_http_header_by_name(wsi, (const unsigned char *)"content-disposition:",
                                     (const unsigned char *)disposition, (int)strlen(disposition), &p, end))
         goto out;
+    if (file && file->xhdr_name[0] &&
+        lws_add_http_header_by_name(wsi, (const unsigned char *)file->xhdr_name,
+                                    (const unsigned char *)file->xhdr_value, (int)strlen(file->xhdr_value), &p, end))
+        goto out;
     if (allow && *allow &&
         lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:", (const unsigned char *)allow,
                                     (int)strlen(allow), &p, end))
@@ -103,8 +110,10 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
         (lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-origin:",
                                      (const unsigned char *)origin, (int)strlen(origin), &p, end) ||
          lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-headers:",
-                                     (const unsigned char *)"Authorization, Content-Type, X-XSRFToken", 40, &p,
+                                     (const unsigned char *)s_cors_headers, (int)strlen(s_cors_headers), &p,
                                      end) ||
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-expose-headers:",
+                                     (const unsigned char *)"Mcp-Session-Id", 14, &p, end) ||
          lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-methods:",
                                      (const unsigned char *)"GET, POST, PUT, PATCH, DELETE, OPTIONS", 38, &p,
                                      end)))

@@ -162,6 +162,12 @@ bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len)
     return req->wsi && lws_hdr_custom_copy(req->wsi, buf, (int)len, name, (int)strlen(name)) > 0;
 }
 
+void srv_req_set_header(srv_req_t *req, const char *name, const char *value)
+{
+    snprintf(req->xhdr_name, sizeof req->xhdr_name, "%s", name);
+    snprintf(req->xhdr_value, sizeof req->xhdr_value, "%s", value);
+}
+
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...)
 {
     char msg[1024];

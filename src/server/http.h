@@ -83,6 +83,8 @@ struct srv_req {
     bool page;                  /* the web app's files: srv_web_headers go with them */
     bool file;                  /* a kernel's or a user's file: srv_file_headers go with it (download.h) */
     char *disposition;          /* its Content-Disposition (owned); NULL = none */
+    char xhdr_name[32];         /* one more response header ("mcp-session-id:"), "" none */
+    char xhdr_value[128];
     void (*on_gone)(srv_req_t *req, void *arg);    /* the client closed a stream */
     void *gone_arg;
 };
@@ -118,6 +120,10 @@ json_t *srv_req_json(srv_req_t *req, bool *bad);
    request has none (or its client has gone). */
 bool srv_req_query(srv_req_t *req, const char *name, char *buf, size_t len);
 bool srv_req_header(srv_req_t *req, const char *name, char *buf, size_t len);
+
+/* One more header for the response (name lowercase with its colon, as
+   lws writes it); the last call wins. */
+void srv_req_set_header(srv_req_t *req, const char *name, const char *value);
 
 /* Respond {"message": ...}. */
 void srv_respond_error(srv_req_t *req, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

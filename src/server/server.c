@@ -373,7 +373,8 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     srv_metrics_listen(&s->metrics, s->parts.kmgr);
     s->parts.api = s->parts.relay ? srv_api_new(s) : NULL;
     s->parts.agents = s->parts.api ? srv_agents_new(s) : NULL;
-    if (!s->origins || !s->parts.agents) {
+    s->parts.mcps = s->parts.agents ? srv_mcps_new(s) : NULL;
+    if (!s->origins || !s->parts.mcps) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -461,6 +462,7 @@ void korch_server_destroy(korch_server_t **ps)
     srv_cull_destroy(&s->parts.cull);
     srv_pool_destroy(&s->parts.pool); /* its kernels are shut down with the others */
     srv_agents_destroy(&s->parts.agents); /* before their kernels */
+    srv_mcps_destroy(&s->parts.mcps);
     if (s->parts.kmgr)
         srv_kmgr_delete_all(s->parts.kmgr); /* the relay and api hear of it */
     struct lws_context *ctx = s->ctx;

@@ -83,6 +83,7 @@ typedef struct srv_pool srv_pool_t;
 typedef struct srv_cull srv_cull_t;
 typedef struct srv_api srv_api_t;
 typedef struct srv_agents srv_agents_t;
+typedef struct srv_mcps srv_mcps_t;
 typedef struct srv_ident srv_ident_t;        /* ident.h */
 typedef struct srv_users srv_users_t;        /* users.h */
 typedef struct srv_quota srv_quota_t;        /* quota.h */
@@ -99,6 +100,7 @@ typedef struct {
     srv_cull_t *cull;
     srv_api_t *api;
     srv_agents_t *agents;
+    srv_mcps_t *mcps;           /* MCP's sessions at /mcp (mcp_http.c) */
     srv_conns_t *conns;
     srv_metrics_t *metrics;
     srv_ident_t *ident;         /* who asks (ident.h): the resolvers, never NULL */
@@ -148,6 +150,12 @@ void srv_agents_load(srv_agents_t *a);
 void srv_agents_count(srv_agents_t *a, uint64_t n[4]);
 /* Agent sessions of user name (any state), and those running a turn. */
 int srv_agents_owned(srv_agents_t *a, const char *name, int *running);
+
+/* mcp_http.c: MCP's Streamable HTTP sessions (/mcp); destroying them
+   shuts their kernels down. */
+srv_mcps_t *srv_mcps_new(korch_server_t *s);
+void srv_mcps_destroy(srv_mcps_t **a);
+size_t srv_mcps_count(srv_mcps_t *a);
 
 /* resources.c: GET /kernelspecs/{name}/{file} (jupyter_server's route for
    a kernelspec's logos, kernel.js, kernel.css). */

@@ -90,6 +90,12 @@ json_t *dk_create_body(docker_launcher_t *l, const korch_launch_t *req, const ch
                                                 "Options", "type", "tmpfs", "device", "tmpfs", "o", opt));
     }
 
+    /* The operator's wheelhouse, read-only (korch/packages.h). */
+    const char *wheels = korch_pkgs_wheelhouse(&l->base);
+    if (wheels)
+        json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source", wheels, "Target",
+                                                KORCH_PACKAGES_WHEELHOUSE, "ReadOnly", 1));
+
     json_object_set_new(host, "NetworkMode", json_string(o->network ? o->network : "none"));
     json_object_set_new(host, "ReadonlyRootfs", json_boolean(o->readonly_rootfs));
     json_object_set_new(host, "Tmpfs", tmpfs);

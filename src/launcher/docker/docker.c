@@ -61,7 +61,7 @@ static void s_free(korch_launcher_t *self)
 
 static const korch_launcher_ops_t s_ops = {
     .name = "docker",
-    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS,
+    .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS | KORCH_LAUNCHER_PACKAGES,
     .transport = "ipc",
     .start = dk_start,
     .signal = dk_signal,

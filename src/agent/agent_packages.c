@@ -1,0 +1,79 @@
+/*  What a session's Python kernel installed into its own environment
+ *  (korch/packages.h: .korch-env), kept in the notebook's metadata as
+ *  metadata.korch.packages: [{name, version}], so whoever re-runs the
+ *  notebook knows the set (its %pip cells install it again). */
+#include "agent_int.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PKG_MAX 500
+
+/* The distributions of the kernel's own environment (none outside one):
+   importlib.metadata over its site-packages only, not Debian's. */
+static const char s_code[] =
+    "def _korch_pkgs():\n"
+    "    import sys, json, sysconfig\n"
+    "    out = []\n"
+    "    if sys.prefix != sys.base_prefix:\n"
+    "        import importlib.metadata as m\n"
+    "        for d in m.distributions(path=[sysconfig.get_paths()['purelib']]):\n"
+    "            n = d.metadata['Name']\n"
+    "            if n:\n"
+    "                out.append({'name': n, 'version': d.version})\n"
+    "    print(json.dumps(sorted(out, key=lambda p: p['name'].lower())[:" "500" "]))\n"
+    "_korch_pkgs()\n"
+    "del _korch_pkgs\n";
+
+/* A name or version as the kernel gave it is data: plain characters only. */
+static bool s_token_ok(const char *s, size_t max, const char *extra)
+{
+    if (!s || !*s || strlen(s) > max)
+        return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr(extra, *s))
+            return false;
+    return true;
+}
+
+/* Does the code install anything with pip? (a cheap look: the kernel is asked only then) */
+static bool s_installs(const char *code)
+{
+    const char *p = code ? strstr(code, "pip") : NULL;
+    return p && strstr(p, "install");
+}
+
+void agent_note_packages(korch_agent_t *a, const char *code)
+{
+    if (!a->python || !a->k || !s_installs(code))
+        return;
+    char *out = agent_run_quiet(a, s_code);
+    json_t *got = out ? json_loads(out, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    free(out);
+    if (!json_is_array(got)) {
+        json_decref(got);
+        return;
+    }
+    json_t *list = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(got, i, p) {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *version = json_string_value(json_object_get(p, "version"));
+        if (i >= PKG_MAX || !s_token_ok(name, 100, "._-") || !s_token_ok(version, 64, ".+!_-"))
+            continue;
+        json_array_append_new(list, json_pack("{s:s, s:s}", "name", name, "version", version));
+    }
+    json_decref(got);
+    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    json_t *k = json_object_get(md, "korch");
+    if (json_is_object(md) && !json_is_object(k)) {
+        k = json_object();
+        json_object_set_new(md, "korch", k);
+    }
+    if (json_is_object(k))
+        json_object_set_new(k, "packages", list);
+    else
+        json_decref(list);
+}
