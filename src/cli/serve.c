@@ -184,7 +184,7 @@ int korch_cmd_serve(int argc, char **argv)
         case OPT_AUDIT: audit = optarg; break;
         case OPT_AUDIT_CODE: audit_code = true; break;
         case 'k': kernel = optarg; break;
-        case 'M': max_kernels = (int)strtol(optarg, NULL, 10); break;
+        case 'M': max_kernels = (int)korch_cli_num("max-kernels", optarg, 1, 100000, true, "kernels"); break;
         case 'o':
             if (norigins == MAX_ORIGINS) {
                 fprintf(stderr, "korch serve: at most %d --allow-origin\n", MAX_ORIGINS);
@@ -192,10 +192,10 @@ int korch_cmd_serve(int argc, char **argv)
             }
             origins[norigins++] = optarg;
             break;
-        case 'B': max_body = (size_t)strtoull(optarg, NULL, 10); break;
-        case OPT_MAX_UPLOAD: max_upload = (size_t)strtoull(optarg, NULL, 10); break;
-        case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)strtoull(optarg, NULL, 10); break;
-        case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'B': max_body = (size_t)korch_cli_num("max-body", optarg, 1024, 1e12, true, "bytes"); break;
+        case OPT_MAX_UPLOAD: max_upload = (size_t)korch_cli_num("max-upload", optarg, 1024, 1e13, true, "bytes"); break;
+        case OPT_MAX_BODY_TOTAL: max_body_total = (size_t)korch_cli_num("max-body-total", optarg, 1024, 1e13, true, "bytes"); break;
+        case OPT_MAX_UPLOAD_TOTAL: max_upload_total = (size_t)korch_cli_num("max-upload-total", optarg, 1024, 1e13, true, "bytes"); break;
         case 'q': no_access_log = true; break;
         case OPT_INSTANCE: instance_name = optarg; break;
         case KORCH_CLI_OPT_ENV:
