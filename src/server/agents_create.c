@@ -209,7 +209,8 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 404, "no kernel '%s'", json_string_value(jk));
         return;
     }
-    if (!srv_quota_session_ok(s, req) || (!jk && !srv_quota_kernel_ok(s, req)))
+    int running;
+    if (!srv_quota_session_ok(s, req, srv_agents_owned(srv_parts(s)->agents, req->user.name, &running)) || (!jk && !srv_quota_kernel_ok(s, req)))
         return; /* 429 */
     json_t *files = s_check_files(json_object_get(body, "files"), why, sizeof why);
     if (!files) {

@@ -628,7 +628,8 @@ void srv_api_kernelspec(korch_server_t *s, srv_req_t *req, const srv_params_t *p
 /* GET /api/me: who the token is, their quotas and what they use (quota.h). */
 void srv_api_me(korch_server_t *s, srv_req_t *req, const srv_params_t *params, json_t *body)
 {
-    json_t *me = srv_quota_report(s, &req->user);
+    int running, sessions = srv_agents_owned(srv_parts(s)->agents, req->user.name, &running);
+    json_t *me = srv_quota_report(s, &req->user, sessions, running);
     if (me) {
         json_object_set_new(me, "name", json_string(req->user.name));
         json_object_set_new(me, "role", json_string(srv_role_name(req->user.role)));

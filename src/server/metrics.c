@@ -236,8 +236,10 @@ static void s_users(korch_server_t *s, s_text_t *t, const srv_user_t *who)
     json_array_foreach(list, i, e) {
         srv_user_t u = {.role = SRV_ROLE_USER};
         snprintf(u.name, sizeof u.name, "%s", json_string_value(json_object_get(e, "name")));
-        if (who->role == SRV_ROLE_ADMIN || strcmp(u.name, who->name) == 0)
-            json_object_set_new(reports, u.name, srv_quota_report(s, &u));
+        if (who->role == SRV_ROLE_ADMIN || strcmp(u.name, who->name) == 0) {
+            int running, sessions = srv_agents_owned(srv_parts(s)->agents, u.name, &running);
+            json_object_set_new(reports, u.name, srv_quota_report(s, &u, sessions, running));
+        }
     }
     for (int k = 0; k < 5; k++) {
         s_head(t, names[k], "gauge", helps[k]);

@@ -67,8 +67,8 @@ static json_t *s_limits(korch_server_t *s, const srv_user_t *u)
     return korch_users_quota(srv_users_current(users), u->name);
 }
 
-/* What u uses now: kernels, sessions (running: turns now), today's model use. */
-static void s_used(korch_server_t *s, const srv_user_t *u, int *kernels, int *sessions, int *running, s_day_t *day)
+/* What u uses now: kernels, today's model use. */
+static void s_used(korch_server_t *s, const srv_user_t *u, int *kernels, s_day_t *day)
 {
     const srv_parts_t *p = srv_parts(s);
     *kernels = 0;
@@ -77,7 +77,6 @@ static void s_used(korch_server_t *s, const srv_user_t *u, int *kernels, int *se
         if (strcmp(mk->owner, u->name) == 0)
             (*kernels)++;
     zlistx_destroy(&all);
-    *sessions = srv_agents_owned(p->agents, u->name, running);
     s_day_t *d = s_day(p->quota, u->name, false);
     *day = d ? *d : (s_day_t){0};
 }
@@ -130,22 +129,22 @@ bool srv_quota_kernel_ok(korch_server_t *s, srv_req_t *req)
     json_t *limits = s_limits(s, &req->user);
     if (!limits)
         return true;
-    int kernels, sessions, running;
+    int kernels;
     s_day_t day;
-    s_used(s, &req->user, &kernels, &sessions, &running, &day);
+    s_used(s, &req->user, &kernels, &day);
     bool ok = s_kernel_ok(s, req, limits, kernels);
     json_decref(limits);
     return ok;
 }
 
-bool srv_quota_session_ok(korch_server_t *s, srv_req_t *req)
+bool srv_quota_session_ok(korch_server_t *s, srv_req_t *req, int sessions)
 {
     json_t *limits = s_limits(s, &req->user);
     if (!limits)
         return true;
-    int kernels, sessions, running;
+    int kernels;
     s_day_t day;
-    s_used(s, &req->user, &kernels, &sessions, &running, &day);
+    s_used(s, &req->user, &kernels, &day);
     bool ok = !s_over(req, limits, "sessions", sessions, 1, "agent sessions");
     json_decref(limits);
     return ok;
@@ -156,9 +155,9 @@ bool srv_quota_turn_ok(korch_server_t *s, srv_req_t *req)
     json_t *limits = s_limits(s, &req->user);
     if (!limits)
         return true;
-    int kernels, sessions, running;
+    int kernels;
     s_day_t day;
-    s_used(s, &req->user, &kernels, &sessions, &running, &day);
+    s_used(s, &req->user, &kernels, &day);
     /* today's use is at or over the limit: no new turn (a turn under way ends by its own budget) */
     bool ok = !s_over(req, limits, "tokens_per_day", (double)day.tokens, 0.5, "model tokens today") &&
               !s_over(req, limits, "cost_per_day", day.cost, 1e-6, "spent on the model today");
@@ -175,12 +174,12 @@ void srv_quota_charge(korch_server_t *s, const char *user, int64_t tokens, doubl
     d->cost += cost > 0 && isfinite(cost) ? cost : 0;
 }
 
-json_t *srv_quota_report(korch_server_t *s, const srv_user_t *u)
+json_t *srv_quota_report(korch_server_t *s, const srv_user_t *u, int sessions, int running)
 {
     json_t *limits = s_limits(s, u);
-    int kernels, sessions, running;
+    int kernels;
     s_day_t day;
-    s_used(s, u, &kernels, &sessions, &running, &day);
+    s_used(s, u, &kernels, &day);
     const korch_server_opts_t *o = srv_parts(s)->opts;
     json_t *used = json_pack("{s:i, s:i, s:i, s:I, s:f}", "kernels", kernels, "sessions", sessions, "turns_running",
                              running, "tokens_today", (json_int_t)day.tokens, "cost_today", day.cost);

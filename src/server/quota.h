@@ -36,14 +36,15 @@ void srv_quota_destroy(srv_quota_t **pq);
 /* May req's user start one more kernel (kernels, memory_mb, cpus)? Else
    req is answered 429 and false. */
 bool srv_quota_kernel_ok(korch_server_t *s, srv_req_t *req);
-/* One more agent session (sessions, and its kernel: as above)? */
-bool srv_quota_session_ok(korch_server_t *s, srv_req_t *req);
+/* One more agent session, the user having `sessions` (agents.c counts)? */
+bool srv_quota_session_ok(korch_server_t *s, srv_req_t *req, int sessions);
 /* One more agent turn (tokens_per_day, cost_per_day)? */
 bool srv_quota_turn_ok(korch_server_t *s, srv_req_t *req);
 /* A turn of user's used tokens and cost (added to today's). */
 void srv_quota_charge(korch_server_t *s, const char *user, int64_t tokens, double cost);
 /* {"quota": {limits}, "used": {kernels, sessions, memory_mb, cpus,
-   tokens_today, cost_today}} of u (new), for GET /api/me. */
-json_t *srv_quota_report(korch_server_t *s, const srv_user_t *u);
+   tokens_today, cost_today}} of u (new), for GET /api/me; sessions and
+   running (turns now) as srv_agents_owned counts them. */
+json_t *srv_quota_report(korch_server_t *s, const srv_user_t *u, int sessions, int running);
 
 #endif
