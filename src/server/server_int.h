@@ -88,6 +88,7 @@ typedef struct srv_ident srv_ident_t;        /* ident.h */
 typedef struct srv_users srv_users_t;        /* users.h */
 typedef struct srv_quota srv_quota_t;        /* quota.h */
 typedef struct srv_audit srv_audit_t;        /* audit.h */
+typedef struct srv_hub srv_hub_t;            /* hub.h */
 
 /* What server.c made, each part owned by its module; a route's handler
    finds its own part here (borrowed; NULL pool / cull when off). */
@@ -107,6 +108,7 @@ typedef struct {
     srv_users_t *users;         /* --users FILE (users.h; owned by ident), or NULL */
     srv_quota_t *quota;         /* quotas per user (quota.h) */
     srv_audit_t *audit;         /* --audit FILE (audit.h), or NULL */
+    srv_hub_t *hub;             /* JupyterHub's users (hub.h; owned by ident), or NULL */
     const char *started;        /* ISO 8601 */
     const char *last_activity;  /* of the server's own (requests, websockets) */
 } srv_parts_t;
