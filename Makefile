@@ -138,7 +138,7 @@ asan:
 
 # All benchmarks, each printing its ratios against the reference measured in
 # the same run: korch vs jupyter_client, containers vs local, the agent's cost,
-# korch serve vs jupyter_server, the sandbox vs local and docker.
+# korch serve vs jupyter_server, the sandbox vs local and docker, MCP vs the websocket.
 bench: setup image
 	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD)
@@ -146,6 +146,7 @@ bench: setup image
 	@scripts/bench-sandbox.sh $(BUILD)
 	@scripts/bench-agent.sh $(BUILD)
 	@scripts/bench-server.sh $(BUILD)
+	@scripts/bench-mcp.sh $(BUILD)
 	@scripts/bench-loop.sh $(BUILD)
 
 install: $(BUILD)/korch
