@@ -1,6 +1,8 @@
 /*  The test runner: one forked child per test, a timeout per test, and the
  *  closing line "N passed, N failed".
- *  Usage: korch-test [--unit] [-jN] [--list] [SUBSTRING...]
+ *  Usage: korch-test [--unit] [-jN] [--list] [SUBSTRING | ~SUBSTRING ...]
+ *  (the tests whose names hold any SUBSTRING, or all, but none holding a
+ *  ~SUBSTRING)
  *
  *  -jN (or KORCH_TEST_JOBS=N) runs up to N tests at once, each in a runtime
  *  dir of its lane (KORCH_RUNTIME_DIR/jK), its output held until it ends and
@@ -293,14 +295,21 @@ static double s_ms_since(struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
+/* Is name selected by the filters: any SUBSTRING given matches (or none is
+   given) and no ~SUBSTRING does. */
 static bool s_selected(const char *name, int argc, char **argv)
 {
-    if (argc < 2)
-        return true;
-    for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i]))
-            return true;
-    return false;
+    bool any = false, hit = false;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '~') {
+            if (strstr(name, argv[i] + 1))
+                return false;
+            continue;
+        }
+        any = true;
+        hit |= strstr(name, argv[i]) != NULL;
+    }
+    return !any || hit;
 }
 
 /* The test swarm is one per machine (tests/swarm_fixture.h): a run that
@@ -343,8 +352,13 @@ static void s_swarm_lock(void)
 static bool s_solo(const test_t *t)
 {
     static const char *const alone[] = {"docker", "swarm", "chromium", "jupyterlab", "notebook_", "browser", "web_"};
+    /* files whose tests count the host's sandbox mounts, cgroups or kernels */
+    static const char *const files[] = {"tests/test_host.c", "tests/test_sandbox.c", "tests/test_isolation.c"};
     if (t->solo || (t->launcher && !strcmp(t->launcher, "docker")))
         return true;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (!strcmp(t->file, files[i]))
+            return true;
     for (size_t i = 0; i < sizeof alone / sizeof *alone; i++)
         if (strstr(t->name, alone[i]))
             return true;

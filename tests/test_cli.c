@@ -149,6 +149,34 @@ TEST(cli_exec_clear_errors)
     free(err);
 }
 
+/* A number option given something else ends the command before anything
+   starts, with what it wants: never a silent 0 (no limit) or a huge one. */
+TEST(cli_numbers_are_checked)
+{
+    static const struct {
+        const char *args[8];
+        const char *said;
+    } bad[] = {
+        {{"exec", "--memory", "lots", "-c", "1"}, "--memory wants a number from 16 to"},
+        {{"exec", "--memory", "-5", "-c", "1"}, "--memory wants a number"},
+        {{"exec", "--pids", "2.5", "-c", "1"}, "--pids wants a whole number"},
+        {{"exec", "--cpus", "0", "-c", "1"}, "--cpus wants a number from 0.01"},
+        {{"exec", "--max-output", "1e99", "-c", "1"}, "--max-output wants a whole number"},
+        {{"run", "--max-steps", "ten", "task"}, "--max-steps wants a whole number from 1 to 10000 (steps), not 'ten'"},
+        {{"run", "--max-cost", "-1", "task"}, "--max-cost wants a number from 0"},
+        {{"run", "--timeout", "5s", "task"}, "--timeout wants a whole number"},
+        {{"serve", "--max-kernels", "0"}, "--max-kernels wants a whole number from 1"},
+        {{"serve", "--max-body", "10k"}, "--max-body wants a whole number from 1024"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *err = NULL;
+        CHECK_EQ(s_korch(bad[i].args, NULL, &err), 2);
+        if (!CHECK_CONTAINS(err, bad[i].said))
+            fprintf(stderr, "  case %zu (%s %s %s)\n", i, bad[i].args[0], bad[i].args[1], bad[i].args[2]);
+        free(err);
+    }
+}
+
 TEST(cli_exec_timeout)
 {
     char *out = NULL, *err = NULL;

@@ -130,6 +130,41 @@ static korch_kernelspec_t *s_script_spec(const char *code)
     return s;
 }
 
+/* A script kernel in a container of a docker launcher of opts (NULL: the
+   defaults), started: the launcher, its runtime dir and conn, the proc. */
+typedef struct {
+    korch_launcher_t *l;
+    korch_kernelspec_t *spec;
+    korch_proc_t *p;
+    korch_conn_t conn;
+    char dir[PATH_MAX];
+    korch_err_t err;
+} s_script_t;
+
+static bool s_script_start(s_script_t *s, const korch_docker_opts_t *o, const char *code)
+{
+    memset(s, 0, sizeof *s);
+    s->l = korch_launcher_docker_new(fx_loop(), o, &s->err);
+    if (!CHECK(s->l))
+        return false;
+    CHECK(s_runtime(s->dir, sizeof s->dir, &s->conn));
+    s->spec = s_script_spec(code);
+    korch_launch_t req = {.spec = s->spec, .conn = &s->conn, .runtime_dir = s->dir};
+    if (CHECK_EQ(korch_launcher_start_wait(s->l, &req, &s->p, &s->err), KORCH_OK))
+        return true;
+    fprintf(stderr, "  %s\n", s->err.msg);
+    return false;
+}
+
+static void s_script_end(s_script_t *s)
+{
+    korch_proc_destroy(&s->p);
+    korch_kernelspec_destroy(&s->spec);
+    korch_launcher_destroy(&s->l);
+    if (s->dir[0])
+        s_rmrf(s->dir);
+}
+
 TEST(docker_api_ping_version)
 {
     if (s_skip())
@@ -410,115 +445,71 @@ TEST_T(docker_launcher_signal_and_exit, 60)
 {
     if (s_skip())
         return;
-    korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), NULL, &err);
-    if (!CHECK(l))
-        return;
-    char dir[PATH_MAX];
-    korch_conn_t conn;
-    CHECK(s_runtime(dir, sizeof dir, &conn));
-    korch_kernelspec_t *spec = s_script_spec(
-        "import signal, sys, time, os\n"
-        "def h(*a):\n"
-        "    print('got SIGINT in pid', os.getpid(), flush=True); sys.exit(3)\n"
-        "signal.signal(signal.SIGINT, h)\n"
-        "open('/run/korch/kernel-1', 'w').close()\n"
-        "print('ready', file=sys.stderr, flush=True)\n"
-        "time.sleep(60)\n");
-    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir, .kernel_id = NULL};
-    korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
-        fprintf(stderr, "  %s\n", err.msg);
+    s_script_t k;
+    if (!s_script_start(&k, NULL,
+                        "import signal, sys, time, os\n"
+                        "def h(*a):\n"
+                        "    print('got SIGINT in pid', os.getpid(), flush=True); sys.exit(3)\n"
+                        "signal.signal(signal.SIGINT, h)\n"
+                        "open('/run/korch/kernel-1', 'w').close()\n"
+                        "print('ready', file=sys.stderr, flush=True)\n"
+                        "time.sleep(60)\n"))
         goto out;
-    }
     char marker[PATH_MAX + 8];
-    snprintf(marker, sizeof marker, "%s-1", conn.ip);
+    snprintf(marker, sizeof marker, "%s-1", k.conn.ip);
     double end = s_now_ms() + 10000;
     while (access(marker, F_OK) != 0 && s_now_ms() < end)
         usleep(20 * 1000);
     CHECK_EQ(access(marker, F_OK), 0);
     /* the engine's log pipeline is asynchronous: the line may follow the file */
     end = s_now_ms() + 5000;
-    while (!strstr(korch_proc_log_tail(p), "ready") && s_now_ms() < end)
+    while (!strstr(korch_proc_log_tail(k.p), "ready") && s_now_ms() < end)
         korch_loop_run(fx_loop(), NULL, NULL, 50); /* each look asks again in the background */
-    CHECK_CONTAINS(korch_proc_log_tail(p), "ready");
-    CHECK_EQ(korch_proc_signal_wait(p, SIGINT, &err), KORCH_OK);
+    CHECK_CONTAINS(korch_proc_log_tail(k.p), "ready");
+    CHECK_EQ(korch_proc_signal_wait(k.p, SIGINT, &k.err), KORCH_OK);
     char why[256] = "";
-    CHECK(s_wait_dead(p, why, sizeof why, 10000));
+    CHECK(s_wait_dead(k.p, why, sizeof why, 10000));
     CHECK_STREQ(why, "exited 3");
-    const char *tail = korch_proc_log_tail(p);
+    const char *tail = korch_proc_log_tail(k.p);
     CHECK_CONTAINS(tail, "ready\n");
     CHECK_CONTAINS(tail, "got SIGINT in pid");
-    CHECK_EQ(korch_proc_signal_wait(p, SIGINT, &err), KORCH_E_DIED);
-    korch_proc_destroy(&p);
+    CHECK_EQ(korch_proc_signal_wait(k.p, SIGINT, &k.err), KORCH_E_DIED);
 out:
-    korch_kernelspec_destroy(&spec);
-    korch_launcher_destroy(&l);
-    s_rmrf(dir);
+    s_script_end(&k);
 }
 
 TEST_T(docker_launcher_oom, 60)
 {
     if (s_skip())
         return;
-    korch_err_t err = {0};
     korch_docker_opts_t o;
     korch_docker_opts_init(&o);
     o.memory = 64LL << 20;
-    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
-    if (!CHECK(l))
-        return;
-    char dir[PATH_MAX];
-    korch_conn_t conn;
-    CHECK(s_runtime(dir, sizeof dir, &conn));
-    korch_kernelspec_t *spec = s_script_spec("b = b'x' * (512 << 20)\n");
-    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
-    korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        goto out;
+    s_script_t k;
+    if (s_script_start(&k, &o, "b = b'x' * (512 << 20)\n")) {
+        char why[256] = "";
+        CHECK(s_wait_dead(k.p, why, sizeof why, 20000));
+        CHECK_STREQ(why, "out of memory (limit 64 MiB)");
+        CHECK_EQ(korch_proc_kill_wait(k.p, &k.err), KORCH_OK); /* already dead: a no-op */
     }
-    char why[256] = "";
-    CHECK(s_wait_dead(p, why, sizeof why, 20000));
-    CHECK_STREQ(why, "out of memory (limit 64 MiB)");
-    CHECK_EQ(korch_proc_kill_wait(p, &err), KORCH_OK); /* already dead: a no-op */
-    korch_proc_destroy(&p);
-out:
-    korch_kernelspec_destroy(&spec);
-    korch_launcher_destroy(&l);
-    s_rmrf(dir);
+    s_script_end(&k);
 }
 
 TEST_T(docker_launcher_kill, 60)
 {
     if (s_skip())
         return;
-    korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), NULL, &err);
-    if (!CHECK(l))
-        return;
-    char dir[PATH_MAX];
-    korch_conn_t conn;
-    CHECK(s_runtime(dir, sizeof dir, &conn));
-    korch_kernelspec_t *spec = s_script_spec("import time; time.sleep(60)\n");
-    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
-    korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        goto out;
+    s_script_t k;
+    if (s_script_start(&k, NULL, "import time; time.sleep(60)\n")) {
+        char why[256] = "";
+        CHECK(!s_wait_dead(k.p, why, sizeof why, 100));
+        double t0 = s_now_ms();
+        CHECK_EQ(korch_proc_kill_wait(k.p, &k.err), KORCH_OK);
+        printf("  kill took %.0f ms\n", s_now_ms() - t0);
+        CHECK(korch_proc_exited(k.p));
+        CHECK_STREQ(korch_proc_exit_why(k.p), "killed by signal 9 (Killed)");
     }
-    char why[256] = "";
-    CHECK(!s_wait_dead(p, why, sizeof why, 100));
-    double t0 = s_now_ms();
-    CHECK_EQ(korch_proc_kill_wait(p, &err), KORCH_OK);
-    printf("  kill took %.0f ms\n", s_now_ms() - t0);
-    CHECK(korch_proc_exited(p));
-    CHECK_STREQ(korch_proc_exit_why(p), "killed by signal 9 (Killed)");
-    korch_proc_destroy(&p);
-out:
-    korch_kernelspec_destroy(&spec);
-    korch_launcher_destroy(&l);
-    s_rmrf(dir);
+    s_script_end(&k);
 }
 
 /* How many mounts sit on dir (its mount point field in mountinfo). */
@@ -599,29 +590,19 @@ TEST_T(docker_launcher_workdir, 60)
         fputs("hello", f);
         fclose(f);
     }
-    korch_err_t err = {0};
     korch_docker_opts_t o;
     korch_docker_opts_init(&o);
     o.workdir = work;
-    korch_launcher_t *l = korch_launcher_docker_new(fx_loop(), &o, &err);
-    if (!CHECK(l))
-        return;
-    char dir[PATH_MAX];
-    korch_conn_t conn;
-    CHECK(s_runtime(dir, sizeof dir, &conn));
-    korch_kernelspec_t *spec = s_script_spec("import os\n"
-                                             "data = open('in.txt').read()\n"
-                                             "open('out.txt', 'w').write(data + ' from ' + os.getcwd())\n");
-    korch_launch_t req = {.spec = spec, .conn = &conn, .runtime_dir = dir};
-    korch_proc_t *p = NULL;
-    if (!CHECK_EQ(korch_launcher_start_wait(l, &req, &p, &err), KORCH_OK)) {
-        fprintf(stderr, "  %s\n", err.msg);
+    s_script_t k;
+    if (!s_script_start(&k, &o,
+                        "import os\n"
+                        "data = open('in.txt').read()\n"
+                        "open('out.txt', 'w').write(data + ' from ' + os.getcwd())\n"))
         goto out;
-    }
     char why[256] = "";
-    CHECK(s_wait_dead(p, why, sizeof why, 15000));
+    CHECK(s_wait_dead(k.p, why, sizeof why, 15000));
     if (!CHECK_STREQ(why, "exited 0"))
-        fprintf(stderr, "  log: %s\n", korch_proc_log_tail(p));
+        fprintf(stderr, "  log: %s\n", korch_proc_log_tail(k.p));
     char buf[256] = "";
     f = fopen(outp, "r");
     if (CHECK(f)) {
@@ -630,11 +611,8 @@ TEST_T(docker_launcher_workdir, 60)
         fclose(f);
     }
     CHECK_STREQ(buf, "hello from /home/korch/work");
-    korch_proc_destroy(&p);
 out:
-    korch_kernelspec_destroy(&spec);
-    korch_launcher_destroy(&l);
-    s_rmrf(dir);
+    s_script_end(&k);
     s_rmrf(work);
 }
 

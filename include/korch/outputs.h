@@ -75,6 +75,11 @@ size_t korch_outputs_dropped_rich_bytes(const korch_outputs_t *self);
 size_t korch_outputs_kept_stream_bytes(const korch_outputs_t *self);
 size_t korch_outputs_kept_rich_bytes(const korch_outputs_t *self);
 
+/* The text one nbformat output shows as text: a stream's "text", an
+   execute_result's or display_data's "text/plain" (a string or, as in a
+   notebook on disk, an array of lines); NULL for anything else. Borrowed. */
+json_t *korch_output_plain(json_t *output);
+
 /* "1.5 MiB", "300 KiB", "12 bytes" into buf. */
 void korch_outputs_human_bytes(size_t n, char *buf, size_t len);
 

@@ -9,6 +9,7 @@
 
 #include "korch/buf.h"
 #include "korch/fsutil.h"
+#include "korch/outputs.h"
 #include "korch/path.h"
 
 #include <stdio.h>
@@ -24,12 +25,7 @@ static char *s_outputs_text(json_t *outputs, size_t max)
     size_t i;
     json_t *o;
     json_array_foreach(outputs, i, o) {
-        const char *type = json_string_value(json_object_get(o, "output_type"));
-        json_t *t = NULL;
-        if (type && strcmp(type, "stream") == 0)
-            t = json_object_get(o, "text");
-        else if (type && (strcmp(type, "execute_result") == 0 || strcmp(type, "display_data") == 0))
-            t = json_object_get(json_object_get(o, "data"), "text/plain");
+        json_t *t = korch_output_plain(o);
         if (json_is_string(t))
             korch_buf_add(&b, json_string_value(t), json_string_length(t), NULL, NULL);
         size_t k;

@@ -1,5 +1,6 @@
 /*  Numbers with receipts: see include/korch/receipts.h. */
 #include "korch/receipts.h"
+#include "korch/outputs.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -291,12 +292,7 @@ void korch_receipts_add_outputs(korch_receipts_t *r, json_t *outputs, json_t *wh
     size_t i;
     json_t *o;
     json_array_foreach(outputs, i, o) {
-        const char *type = json_string_value(json_object_get(o, "output_type"));
-        json_t *text = NULL;
-        if (type && strcmp(type, "stream") == 0)
-            text = json_object_get(o, "text");
-        else if (type && (strcmp(type, "execute_result") == 0 || strcmp(type, "display_data") == 0))
-            text = json_object_get(json_object_get(o, "data"), "text/plain");
+        json_t *text = korch_output_plain(o);
         if (!text)
             continue;
         json_t *w = where ? json_deep_copy(where) : json_object();

@@ -251,27 +251,42 @@ korch_rc_t korch_workdir_write(const char *root, const char *name, const void *d
     return rc;
 }
 
-korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *err)
+/* The dir of rel's parent below root into *dfd, opened one component at a
+   time and none of them a link (made when create); the work dir itself in
+   *top and rel's last name in *base. An absent parent: KORCH_E_NOTFOUND. The
+   caller closes *dfd when it is not *top, and *top when it is >= 0. */
+static korch_rc_t s_parent_at(const char *root, const char *rel, bool create, int *top, int *dfd, const char **base,
+                              korch_err_t *err)
 {
+    *top = *dfd = -1;
     if (!rel || !korch_relpath_ok(rel, PATH_MAX - 1, 0))
         return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel ? rel : "");
     const char *slash = strrchr(rel, '/');
-    const char *base = slash ? slash + 1 : rel;
-    int top = korch_fs_open_dir(root, err);
-    if (top < 0)
-        return err ? err->rc : KORCH_E_IO;
-    int dfd = top;
-    korch_rc_t rc = KORCH_OK;
-    if (slash) { /* its parent, one component at a time, none of them a link */
-        char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
-        korch_err_t e = {0};
-        dfd = korch_fs_open_dir_at(top, parent, false, NULL, &e);
-        if (dfd < 0)
-            rc = korch_err_set(err, e.rc == KORCH_E_NOTFOUND ? KORCH_E_NOTFOUND : e.rc ? e.rc : KORCH_E_IO,
-                               e.rc == KORCH_E_NOTFOUND ? "no file '%s' in the work dir" : "cannot remove '%s': %s",
-                               rel, e.msg);
+    *base = slash ? slash + 1 : rel;
+    korch_err_t e = {0};
+    *top = korch_fs_open_dir(root, &e);
+    if (*top < 0)
+        return korch_err_set(err, e.rc ? e.rc : KORCH_E_IO, "%s", e.msg);
+    if (!slash) {
+        *dfd = *top;
+        return KORCH_OK;
     }
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
+    korch_fs_opts_t o = {.mode = 0755};
+    *dfd = korch_fs_open_dir_at(*top, parent, create, create ? &o : NULL, &e);
+    if (*dfd < 0)
+        return korch_err_set(err, e.rc ? e.rc : KORCH_E_IO,
+                             e.rc == KORCH_E_NOTFOUND ? "no file '%s' in the work dir" : "cannot reach '%s': %s", rel,
+                             e.msg);
+    return KORCH_OK;
+}
+
+korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *err)
+{
+    const char *base = NULL;
+    int top, dfd;
+    korch_rc_t rc = s_parent_at(root, rel, false, &top, &dfd, &base, err);
     struct stat st;
     if (rc == KORCH_OK && fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0)
         rc = errno == ENOENT ? korch_err_set(err, KORCH_E_NOTFOUND, "no file '%s' in the work dir", rel)
@@ -283,29 +298,16 @@ korch_rc_t korch_workdir_remove(const char *root, const char *rel, korch_err_t *
                            strerror(errno));
     if (dfd >= 0 && dfd != top)
         close(dfd);
-    close(top);
+    if (top >= 0)
+        close(top);
     return rc;
 }
 
 korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, korch_err_t *err)
 {
-    if (!rel || !korch_relpath_ok(rel, PATH_MAX - 1, 0))
-        return korch_err_set(err, KORCH_E_INVALID, "'%s' is not a plain path inside the work dir", rel ? rel : "");
-    const char *slash = strrchr(rel, '/');
-    const char *base = slash ? slash + 1 : rel;
-    int top = korch_fs_open_dir(root, err);
-    if (top < 0)
-        return err ? err->rc : KORCH_E_IO;
-    int dfd = top;
-    korch_rc_t rc = KORCH_OK;
-    if (slash) {
-        char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%.*s", (int)(slash - rel), rel);
-        korch_fs_opts_t o = {.mode = 0755};
-        dfd = korch_fs_open_dir_at(top, parent, true, &o, err);
-        if (dfd < 0)
-            rc = err && err->rc ? err->rc : KORCH_E_IO;
-    }
+    const char *base = NULL;
+    int top, dfd;
+    korch_rc_t rc = s_parent_at(root, rel, true, &top, &dfd, &base, err);
     char tmp[64] = "";
     if (rc == KORCH_OK && fchmod(fd, 0644) != 0)
         rc = korch_err_set(err, KORCH_E_IO, "cannot place '%s': %s", rel, strerror(errno));
@@ -337,7 +339,8 @@ korch_rc_t korch_workdir_place_fd(const char *root, const char *rel, int fd, kor
     }
     if (dfd >= 0 && dfd != top)
         close(dfd);
-    close(top);
+    if (top >= 0)
+        close(top);
     return rc;
 }
 

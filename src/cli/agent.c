@@ -201,18 +201,18 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'l': c.llm_spec = optarg; break;
         case 'f': json_array_append_new(c.files, json_string(optarg)); break;
         case 's': c.session = optarg; break;
-        case 'n': c.max_steps = (int)strtol(optarg, NULL, 10); break;
-        case 'r': c.max_result = strtol(optarg, NULL, 10); break;
-        case 't': c.timeout_s = (int)strtol(optarg, NULL, 10); break;
+        case 'n': c.max_steps = (int)korch_cli_num("max-steps", optarg, 1, 10000, true, "steps"); break;
+        case 'r': c.max_result = (long)korch_cli_num("max-result", optarg, 64, 1 << 30, true, "characters"); break;
+        case 't': c.timeout_s = (int)korch_cli_num("timeout", optarg, 1, 86400, true, "seconds"); break;
         case 'k': c.kernel_name = optarg; break;
         case 'F': c.fence = true; break;
         case 'V': c.vision = true; break;
         case 'N': c.no_vision = true; break;
         case 'J': c.json = true; break;
         case 'q': c.quiet = true; break;
-        case 'T': c.max_tokens = strtoll(optarg, NULL, 10); break;
-        case 'S': c.max_seconds = (int)strtol(optarg, NULL, 10); break;
-        case 'X': c.context_chars = strtoll(optarg, NULL, 10); break;
+        case 'T': c.max_tokens = (long long)korch_cli_num("max-tokens", optarg, 0, 1e12, true, "tokens, 0 = no limit"); break;
+        case 'S': c.max_seconds = (int)korch_cli_num("max-seconds", optarg, 0, 1e7, true, "seconds, 0 = no limit"); break;
+        case 'X': c.context_chars = (long long)korch_cli_num("context-chars", optarg, 0, 1e10, true, "characters"); break;
         case 'B': {
             char *end;
             c.session_mb = strtod(optarg, &end);
@@ -223,7 +223,7 @@ static int s_main(const char *cmd, int argc, char **argv)
             }
             break;
         }
-        case KORCH_CLI_OPT_WORKDIR_MB: c.workdir_mb = strtod(optarg, NULL); break;
+        case KORCH_CLI_OPT_WORKDIR_MB: c.workdir_mb = korch_cli_num("workdir-mb", optarg, 1, 1 << 24, false, "MiB"); break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt(cmd, optarg)) {
                 json_decref(c.files);
@@ -235,7 +235,7 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'Y': c.system_replace = optarg; break;
         case 'Z': c.system_file = optarg; break;
         case 'C': c.prices_path = optarg; break;
-        case 'D': c.max_cost = strtod(optarg, NULL); break;
+        case 'D': c.max_cost = korch_cli_num("max-cost", optarg, 0, 1e9, false, "dollars, 0 = no limit"); break;
         case 'E': c.clean_notebook = true; break;
         case 'W': c.verify = true; break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;

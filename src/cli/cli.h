@@ -28,6 +28,12 @@ bool korch_cli_signal_pending(void);
    *quit and end the running loop round. false when the pipe failed. */
 bool korch_cli_stop_on_signal(korch_loop_t *loop, bool *quit);
 
+/* The number an option was given, checked: all of arg a number (a whole
+   one when whole), from min to max. A bad one ends the command: "korch:
+   --NAME wants a whole number from MIN to MAX (what), not 'ARG'" on stderr
+   and exit status 2, as for an unknown option. name without its dashes. */
+double korch_cli_num(const char *name, const char *arg, double min, double max, bool whole, const char *what);
+
 /* A korch_loop_run condition: the bool that flag points to. */
 bool korch_cli_flag_set(void *flag);
 

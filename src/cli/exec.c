@@ -320,7 +320,7 @@ int korch_cmd_exec(int argc, char **argv)
         case 'C': c.cwd = optarg; break;
         case 'S': c.allow_stdin = true; break;
         case 'K': c.keep_going = true; break;
-        case 'M': c.max_stream = strtoull(optarg, NULL, 10); break;
+        case 'M': c.max_stream = (size_t)korch_cli_num("max-output", optarg, 1024, 1e12, true, "bytes"); break;
         case 'q': c.quiet = true; break;
         case KORCH_CLI_OPT_ENV:
             if (!korch_cli_env_opt("exec", optarg))

@@ -6,18 +6,32 @@
 #include "korch/env.h"
 #include "korch/log.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+double korch_cli_num(const char *name, const char *arg, double min, double max, bool whole, const char *what)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = arg ? strtod(arg, &end) : 0;
+    if (!arg || end == arg || *end || errno == ERANGE || v != v || v < min || v > max || (whole && v != (double)(long long)v)) {
+        fprintf(stderr, "korch: --%s wants a%s number from %g to %g%s%s%s, not '%s'\n", name, whole ? " whole" : "",
+                min, max, what ? " (" : "", what ? what : "", what ? ")" : "", arg ? arg : "");
+        exit(2);
+    }
+    return v;
+}
 
 bool korch_cli_launcher_opt(korch_launcher_choice_t *c, int opt, const char *arg)
 {
     switch (opt) {
     case KORCH_CLI_OPT_LAUNCHER: c->name = arg; return true;
     case KORCH_CLI_OPT_IMAGE: c->image = arg; return true;
-    case KORCH_CLI_OPT_MEMORY: c->memory_mb = strtod(arg, NULL); return true;
-    case KORCH_CLI_OPT_CPUS: c->cpus = strtod(arg, NULL); return true;
-    case KORCH_CLI_OPT_PIDS: c->pids = strtol(arg, NULL, 10); return true;
+    case KORCH_CLI_OPT_MEMORY: c->memory_mb = korch_cli_num("memory", arg, 16, 1 << 24, false, "MiB"); return true;
+    case KORCH_CLI_OPT_CPUS: c->cpus = korch_cli_num("cpus", arg, 0.01, 1024, false, "cores"); return true;
+    case KORCH_CLI_OPT_PIDS: c->pids = (long)korch_cli_num("pids", arg, 8, 1 << 22, true, "processes"); return true;
     case KORCH_CLI_OPT_WHEELHOUSE: c->packages.wheelhouse = arg; return true;
     case KORCH_CLI_OPT_PACKAGE_INDEX: c->packages.index_url = arg; return true;
     case KORCH_CLI_OPT_PACKAGE_HOSTS: c->packages.hosts = arg; return true;

@@ -94,6 +94,16 @@ static void s_flush_stream(korch_outputs_t *self)
     korch_buf_reset(&self->sbuf);
 }
 
+json_t *korch_output_plain(json_t *output)
+{
+    const char *type = json_string_value(json_object_get(output, "output_type"));
+    if (type && strcmp(type, "stream") == 0)
+        return json_object_get(output, "text");
+    if (type && (strcmp(type, "execute_result") == 0 || strcmp(type, "display_data") == 0))
+        return json_object_get(json_object_get(output, "data"), "text/plain");
+    return NULL;
+}
+
 json_t *korch_outputs_json(korch_outputs_t *self)
 {
     s_flush_stream(self);

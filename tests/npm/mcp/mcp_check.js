@@ -135,6 +135,18 @@ async function tools(client, mode) {
   check(r.isError && textOf(r).includes('KeyboardInterrupt'), `the running call ends with KeyboardInterrupt (${textOf(r)})`);
   r = await call(client, 'run_code', { code: 'x' });
   check(textOf(r).trim() === '2', `x survives the interrupt (${textOf(r)})`);
+  // the client gives up (its request timeout): it sends notifications/cancelled,
+  // korch interrupts the kernel, which is free again at once, its variables kept
+  const tc = Date.now();
+  try {
+    await call(client, 'run_code', { code: 'import time\ntime.sleep(60)' }, { timeout: 2000 });
+    check(false, 'a request timeout rejects');
+  } catch (e) {
+    check(e instanceof McpError && e.code === -32001, `the SDK's request timeout (${e})`);
+  }
+  r = await call(client, 'run_code', { code: 'x' });
+  check(textOf(r).trim() === '2' && Date.now() - tc < 15000,
+        `after notifications/cancelled the kernel is free (${Date.now() - tc} ms, ${textOf(r)})`);
   // kernelspecs, then restart: variables gone, files kept
   r = await call(client, 'list_kernelspecs', {});
   check(!r.isError && textOf(r).includes('python3') && textOf(r).includes("this session's kernel"),
