@@ -166,6 +166,7 @@ bench: setup image
 	@scripts/bench-server.sh $(BUILD)
 	@scripts/bench-mcp.sh $(BUILD)
 	@scripts/bench-loop.sh $(BUILD)
+	@scripts/bench-fastkernel.sh $(BUILD)
 
 install: $(BUILD)/korch
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/korch/kernelspec
