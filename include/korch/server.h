@@ -90,6 +90,8 @@ typedef struct {
     int agent_max_seconds;
     double agent_max_cost;
     const struct korch_prices *agent_prices;   /* borrowed, outlives the server; NULL = no price table */
+    uint64_t agent_session_bytes;       /* each session's output budget on disk (transcript, notebook,
+                                           figures) across turns, resumes and restarts; 0 = 128 MiB */
     /* Warm pool: kernels started ahead, handed out on POST /api/kernels
        (and sessions) at once, refilled in the background one start at a
        time. Pool kernels are not listed and not counted in max_kernels

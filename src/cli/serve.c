@@ -32,7 +32,8 @@
 /* long-only options of the pool and the culler */
 enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
 /* long-only options of the agent API */
-enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_PRICES, OPT_MAX_TOKENS, OPT_MAX_SECONDS, OPT_MAX_COST };
+enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_PRICES, OPT_MAX_TOKENS, OPT_MAX_SECONDS, OPT_MAX_COST,
+       OPT_SESSION_MB };
 enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTANCE };
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
@@ -99,6 +100,9 @@ static void s_help(FILE *f)
             "      --max-steps N        model calls per agent turn (default 20)\n"
             "      --max-tokens N, --max-seconds N, --max-cost X   budgets per agent turn, as korch run's\n"
             "                           (a session may ask for lower ones: POST {\"budget\": {...}})\n"
+            "      --session-mb N       output budget of each agent session on disk (transcript, notebook,\n"
+            "                           figures; across its turns, resumes and kernel restarts), as korch\n"
+            "                           run's (default 256, at least 2)\n"
             "      --prices FILE        a price table turning tokens into cost (default $KORCH_PRICES; none built in)\n"
             "      --no-access-log      no line per request on stderr\n"
             "      --max-connections-per-client N  connections open at once from one client\n"
@@ -124,7 +128,7 @@ int korch_cmd_serve(int argc, char **argv)
     const char *llm = NULL, *agent_dir = NULL;
     int max_agent_sessions = 0, max_steps = 0, max_seconds = 0;
     int64_t max_tokens = 0;
-    double max_cost = 0;
+    double max_cost = 0, session_mb = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
     const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL;
@@ -158,6 +162,7 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
         {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
         {"max-cost", required_argument, 0, OPT_MAX_COST},
+        {"session-mb", required_argument, 0, OPT_SESSION_MB},
         {"max-upload", required_argument, 0, OPT_MAX_UPLOAD},
         {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
@@ -263,6 +268,13 @@ int korch_cmd_serve(int argc, char **argv)
                 max_cost = v;
             break;
         }
+        case OPT_SESSION_MB:
+            session_mb = strtod(optarg, &end);
+            if (end == optarg || *end || !(session_mb >= 2 && session_mb < 1e9)) {
+                fprintf(stderr, "korch serve: bad --session-mb '%s' (megabytes, at least 2)\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_AGENT_DIR: agent_dir = optarg; break;
         case OPT_MAX_AGENT_SESSIONS:
         case OPT_MAX_STEPS:
@@ -361,6 +373,7 @@ int korch_cmd_serve(int argc, char **argv)
                               .agent_dir = agent_dir, .max_agent_sessions = max_agent_sessions,
                               .agent_max_steps = max_steps, .agent_max_tokens = max_tokens,
                               .agent_max_seconds = max_seconds, .agent_max_cost = max_cost, .agent_prices = prices,
+                              .agent_session_bytes = (uint64_t)(session_mb * 1024 * 1024),
                               .trusted_proxies = proxies, .max_connections_per_peer = max_per_client};
     srv = korch_server_new(loop, &so, &err);
     if (!srv) {
