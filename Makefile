@@ -6,6 +6,7 @@
 #   make asan     the same tests built with ASan+UBSan
 #   make fuzz     the libFuzzer targets of tests/fuzz/ (clang, ASan+UBSan) into build-fuzz/fuzz/
 #   make bench    benchmarks against the reference Python stack
+#   make jupyterlab-wheel  the JupyterLab extension: dist/korch_jupyterlab-VERSION-py3-none-any.whl
 #   make install  PREFIX=/usr/local
 
 PREFIX  ?= /usr/local
@@ -39,7 +40,7 @@ else
 Q := @
 endif
 
-.PHONY: all check test asan jupyterlab bench install clean setup image check-banned demo fuzz fuzz-targets fuzz-long
+.PHONY: all check test asan jupyterlab jupyterlab-wheel bench install clean setup image check-banned demo fuzz fuzz-targets fuzz-long
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -107,6 +108,23 @@ image:
 jupyterlab:
 	@scripts/jupyterlab-chroot.sh
 
+# korch's JupyterLab 4 extension as a wheel (src/jupyterlab/korch_jlab_build.py:
+# npm ci of src/jupyterlab/package-lock.json, tsc, @jupyterlab/builder; Node and
+# Python 3.11's standard library, no JupyterLab, no PyPI). Not in `all`: the
+# first npm ci fetches ~400 MB of node_modules and webpack takes ~15 s.
+JLAB_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' src/jupyterlab/pyproject.toml)
+JLAB_WHEEL   := dist/korch_jupyterlab-$(JLAB_VERSION)-py3-none-any.whl
+JLAB_IN      := $(wildcard src/jupyterlab/src/*.ts src/jupyterlab/style/* src/jupyterlab/korch_jupyterlab/*.py \
+                  src/jupyterlab/jupyter-config/*/*) src/jupyterlab/package.json src/jupyterlab/package-lock.json \
+                src/jupyterlab/tsconfig.json src/jupyterlab/pyproject.toml src/jupyterlab/korch_jlab_build.py \
+                $(filter-out scripts/build-web.sh,$(WEB_IN))
+
+jupyterlab-wheel: $(JLAB_WHEEL)
+
+$(JLAB_WHEEL): $(JLAB_IN)
+	@$(if $(Q),echo "  WHEEL   $@")
+	$(Q)python3 src/jupyterlab/korch_jlab_build.py dist
+
 # The fast check beside `make test`: the build (WARN has -Werror), the unit
 # tests (files that define KORCH_TEST_UNIT: no kernel, docker or browser) and
 # the layering check (scripts/check-layers.sh: no file calls another that
@@ -123,7 +141,7 @@ check:
 # host-wide counts, time bounds) alone at the end (docs/testing.md).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_JOBS ?= 2
-test: setup image jupyterlab
+test: setup image jupyterlab jupyterlab-wheel
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) fuzz
 	@scripts/test.sh $(BUILD) -j$(TEST_JOBS)
@@ -140,7 +158,7 @@ asan:
 
 # All benchmarks, each printing its ratios against the reference measured in
 # the same run: korch vs jupyter_client, containers vs local, the agent's cost,
-# korch serve vs jupyter_server, the sandbox vs local and docker.
+# korch serve vs jupyter_server, the sandbox vs local and docker, MCP vs the websocket.
 bench: setup image
 	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD)
@@ -148,7 +166,9 @@ bench: setup image
 	@scripts/bench-sandbox.sh $(BUILD)
 	@scripts/bench-agent.sh $(BUILD)
 	@scripts/bench-server.sh $(BUILD)
+	@scripts/bench-mcp.sh $(BUILD)
 	@scripts/bench-loop.sh $(BUILD)
+	@scripts/bench-fastkernel.sh $(BUILD)
 
 install: $(BUILD)/korch
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/korch/kernelspec
@@ -182,7 +202,7 @@ $(FUZZ_BINS): $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libkorch.a
 	$(Q)$(CC) $(CFLAGS) -Isrc/server -fsanitize=fuzzer -o $@ $< $(BUILD)/libkorch.a $(LDFLAGS) $(LDLIBS)
 
 clean:
-	rm -rf build build-asan $(FUZZ_BUILD)
+	rm -rf build build-asan $(FUZZ_BUILD) dist
 
 -include $(DEPS) $(FUZZ_BINS:=.d)
 

@@ -5,6 +5,7 @@
  *  validated by Debian's docker-compose.
  */
 #include "test.h"
+#include "../src/launcher/kuid.h"
 #include "kernel_fixture.h"
 
 #include "korch/docker.h"
@@ -282,6 +283,18 @@ TEST_T(docker_cli_kill9_readopt_and_sweep, 240)
     out = s_exec(conn, "print(x)", &st);
     CHECK_EQ(st, 0);
     CHECK_STREQ(out, "42\n");
+    free(out);
+    /* Its kernel uid is claimed again by the korch that re-adopted it: no
+       kernel started now can get it (src/launcher/kuid.h). */
+    out = s_exec(conn, "import os; print(os.getuid())", &st);
+    uid_t kuid = out ? (uid_t)strtoul(out, NULL, 10) : 0;
+    if (CHECK(korch_kuid_is_kernel(kuid))) {
+        korch_err_t ke = {0};
+        korch_kuid_t *claim = korch_kuid_claim(kuid, &ke);
+        CHECK(!claim);
+        CHECK_CONTAINS(ke.msg, "in use by another kernel");
+        korch_kuid_release(&claim);
+    }
     free(out);
     out = NULL;
     list = s_list(l, inst_t);

@@ -10,6 +10,7 @@
 #include "kernel_fixture.h"
 #include "korch/sandbox.h"
 
+#include <openssl/evp.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -111,6 +112,33 @@ static const char s_probe[] =
     "print('backend', matplotlib.get_backend())\n"
     "print('host', socket.gethostname(), 'pid', os.getpid())\n";
 
+/* sha256 of s in hex into out (65 bytes). */
+static void s_sha256(const char *s, char *out)
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* A kernel scans its whole memory (which began as the template's) for
+   64-hex-digit strings and says whether one hashes to want or to mine:
+   only the hashes are in the code, so the search plants no key itself. */
+static const char s_memscan[] =
+    "import re, hashlib\n"
+    "found = set()\n"
+    "for line in open('/proc/self/maps'):\n"
+    "    f = line.split()\n"
+    "    lo, hi = (int(x, 16) for x in f[0].split('-'))\n"
+    "    if 'r' not in f[1] or (len(f) > 5 and f[5] in ('[vvar]', '[vsyscall]')): continue\n"
+    "    try:\n"
+    "        with open('/proc/self/mem', 'rb', 0) as m:\n"
+    "            m.seek(lo); data = m.read(hi - lo)\n"
+    "    except (OSError, ValueError, OverflowError): continue\n"
+    "    found.update(hashlib.sha256(k).hexdigest() for k in re.findall(rb'[0-9a-f]{64}', data))\n"
+    "print('mem', '%s' in found, '%s' in found)\n";
+
 static const char *s_field(const char *out, const char *name, char *buf, size_t len)
 {
     char tag[64];
@@ -166,6 +194,12 @@ TEST_T(fork_kernels_share_no_state, 120)
          x = strtok_r(NULL, " ", &ta), y = strtok_r(NULL, " ", &tb), nr++)
         CHECK_STRNE(x, y);
     CHECK_EQ(nr, 5);
+    /* nothing of a's in b's memory: not its key (the template never held it) */
+    char ha[65], hb[65], scan[2048];
+    s_sha256(korch_kernel_conn(a)->key, ha);
+    s_sha256(korch_kernel_conn(b)->key, hb);
+    snprintf(scan, sizeof scan, s_memscan, ha, hb);
+    CHECK_CONTAINS(s_out(b, scan), "mem False True\n"); /* its own key is there: the scan works */
     /* what one kernel leaves, the other does not see */
     s_out(a, "secret_var = 41\n"
              "open('/tmp/a-was-here', 'w').write('a')\n"

@@ -16,6 +16,7 @@
 #include "serve_fixture.h"
 
 #include <jansson.h>
+#include <glob.h>
 #include <libgen.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -122,6 +123,35 @@ static const char *s_jlab_root(void)
     return rc == 0 ? root : NULL;
 }
 
+/* korch-jupyterlab's wheel as a user builds it, on this Debian 12 host, not in
+ *  the chroot (`make jupyterlab-wheel`: npm's @jupyterlab/builder, nothing to
+ *  do when dist/ has it from the current sources; the first run's npm ci takes
+ *  about a minute) -> its path, or NULL. The tests pip-install it in the chroot. */
+static const char *s_jlab_wheel(void)
+{
+    static char whl[PATH_MAX];
+    const char *argv[] = {"make", "-s", "--no-print-directory", "-C", korch_test_root(), "jupyterlab-wheel", NULL};
+    char *out = NULL, *err = NULL;
+    int rc = korch_test_run(argv, NULL, &out, &err, 600);
+    if (!CHECK_EQ(rc, 0))
+        fprintf(stderr, "  make jupyterlab-wheel: %s%s\n", out ? out : "", err ? err : "");
+    else if (out && *out)
+        fprintf(stderr, "  %s", out);
+    free(out);
+    free(err);
+    char pat[PATH_MAX];
+    snprintf(pat, sizeof pat, "%s/dist/korch_jupyterlab-*-py3-none-any.whl", korch_test_root());
+    glob_t g;
+    bool found = rc == 0 && glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found)
+        snprintf(whl, sizeof whl, "%s", g.gl_pathv[g.gl_pathc - 1]);
+    if (rc == 0 && !CHECK(found))
+        fprintf(stderr, "  no wheel '%s'\n", pat);
+    if (rc == 0)
+        globfree(&g);
+    return found ? whl : NULL;
+}
+
 /* The kernel runs in the chroot too, with trixie's ipykernel and ipywidgets 8
  *  (JupyterLab 4's widget manager speaks ipywidgets 8; bookworm's is 6): a
  *  kernelspec "python3" first in KORCH_KERNELSPEC_PATH whose argv chroots,
@@ -157,7 +187,7 @@ static bool s_jlab_kernelspec(const char *root, char *spec, size_t spec_len, cha
 }
 
 /* LLM: NULL for the plain gateway path, or the scripted LLM's scenario for
- *  the agent panel (the extension built from src/jupyterlab and installed). */
+ *  the agent panel (the extension's wheel, `make jupyterlab-wheel`, installed). */
 static void s_jlab(const char *label, const char *llm)
 {
     const char *root = s_jlab_root();
@@ -167,7 +197,7 @@ static void s_jlab(const char *label, const char *llm)
     if (root && s_jlab_kernelspec(root, spec, sizeof spec, rt, sizeof rt)) {
         setenv("KORCH_RUNTIME_DIR", rt, 1);
         pid_t llm_pid = 0;
-        char line[64], url[128], src[700], agent_dir[] = "/tmp/korch-jlab-agent-XXXXXX";
+        char line[64], url[128], agent_dir[] = "/tmp/korch-jlab-agent-XXXXXX";
         const char *extra[] = {"--llm", "openai:gpt-4o-mini", "--agent-dir", agent_dir, NULL};
         if (llm) {
             const char *llm_argv[] = {PY, serve_peer("llm_server.py"), NULL};
@@ -175,11 +205,12 @@ static void s_jlab(const char *label, const char *llm)
             snprintf(url, sizeof url, "http://127.0.0.1:%ld/s/%s/v1", llm_pid > 0 ? strtol(line, NULL, 10) : 0L, llm);
             setenv("OPENAI_BASE_URL", url, 1);
             setenv("OPENAI_API_KEY", "sk-test", 1);
-            snprintf(src, sizeof src, "%s/src/jupyterlab", korch_test_root());
-            setenv("KORCH_JLAB_EXT_SRC", src, 1);
+            const char *whl = s_jlab_wheel();
+            if (whl)
+                setenv("KORCH_JLAB_WHEEL", whl, 1);
             CHECK(mkdtemp(agent_dir) != NULL);
         }
-        if (!llm || CHECK_GT(llm_pid, 0))
+        if (!llm || (CHECK_GT(llm_pid, 0) && getenv("KORCH_JLAB_WHEEL")))
             s_ui_cull("jupyterlab", label, root, llm ? extra : NULL, false, 240, llm ? "25" : CULL_S);
         if (llm_pid > 0) {
             kill(llm_pid, SIGTERM);
@@ -188,7 +219,7 @@ static void s_jlab(const char *label, const char *llm)
         if (llm) {
             unsetenv("OPENAI_BASE_URL");
             unsetenv("OPENAI_API_KEY");
-            unsetenv("KORCH_JLAB_EXT_SRC");
+            unsetenv("KORCH_JLAB_WHEEL");
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", agent_dir);
             CHECK_EQ(system(cmd), 0);
         }
@@ -207,9 +238,9 @@ static void s_jlab(const char *label, const char *llm)
 
 TEST_T(jupyterlab_ui_local, 1200) { s_jlab("local", NULL); }
 
-/* The korch agent panel (src/jupyterlab: labextension built in the chroot
- *  with @jupyterlab/builder, offline; the server extension proxying the agent
- *  API): a DataFrame defined by hand, the panel asked about it, the answer
+/* The korch agent panel (src/jupyterlab: the wheel built on the host with
+ *  npm's @jupyterlab/builder, pip-installed in the chroot; the server
+ *  extension proxying the agent API): a DataFrame defined by hand, the panel asked about it, the answer
  *  quotes its total, the agent's cells appear below with a chart, a reload
  *  keeps the notebook and the panel's history. Scripted LLM scenario "jlab". */
 TEST_T(jupyterlab_agent_panel, 1200) { s_jlab("agent", "jlab"); }
@@ -218,7 +249,8 @@ TEST_T(jupyterlab_agent_panel, 1200) { s_jlab("agent", "jlab"); }
  *  jupyter_server 2: /api/agent/... proxied to korch serve with the gateway's
  *  credentials, SSE streamed through, a 503 without a gateway
  *  (tests/peers/jlab_proxy_check.py; the LLM is the scripted one, scenario
- *  "chunks"). The package and the peer are copied into the chroot's /tmp. */
+ *  "chunks"). The wheel is pip-installed under the chroot's /tmp (--prefix),
+ *  the peer copied there. */
 TEST_T(jupyterlab_agent_proxy, 1200)
 {
     const char *root = s_jlab_root();
@@ -237,17 +269,35 @@ TEST_T(jupyterlab_agent_proxy, 1200)
     snprintf(tmp, sizeof tmp, "%s/tmp/korch-jproxy-XXXXXX", root);
     if (!CHECK(mkdtemp(agent_dir) != NULL) || !CHECK(mkdtemp(tmp) != NULL))
         goto out_llm;
-    snprintf(cmd, sizeof cmd, "cp -r '%s/src/jupyterlab/korch_jupyterlab' '%s/tests/peers/jlab_proxy_check.py' '%s/'",
-             korch_test_root(), korch_test_root(), tmp);
-    if (!CHECK_EQ(system(cmd), 0))
+    /* the wheel's package, pip-installed with --prefix under TMP: its site dir is the peer's EXT_DIR */
+    const char *whl = s_jlab_wheel();
+    const char *inside = tmp + strlen(root); /* the same dir as the chroot sees it */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/tests/peers/jlab_proxy_check.py' '%s/'", whl ? whl : "/nonexistent",
+             korch_test_root(), tmp);
+    if (!CHECK(whl != NULL) || !CHECK_EQ(system(cmd), 0))
+        goto out_tmp;
+    char sh[2 * PATH_MAX + 256], site[PATH_MAX] = "";
+    snprintf(sh, sizeof sh,
+             "python3 -m pip install -q --root-user-action=ignore --no-deps --no-index --prefix='%s/prefix' '%s/%s' && "
+             "dirname \"$(find '%s/prefix' -path '*-packages/korch_jupyterlab' -type d)\"",
+             inside, inside, strrchr(whl, '/') + 1, inside);
+    const char *pip_argv[] = {"/usr/sbin/chroot", root, "/bin/sh", "-c", sh, NULL};
+    char *pip_out = NULL, *pip_err = NULL;
+    int pip_rc = korch_test_run(pip_argv, NULL, &pip_out, &pip_err, 120);
+    if (pip_rc == 0 && pip_out)
+        snprintf(site, sizeof site, "%.*s", (int)strcspn(pip_out, "\n"), pip_out);
+    if (!CHECK_EQ(pip_rc, 0) || !CHECK(site[0] == '/'))
+        fprintf(stderr, "  pip install of the wheel: %s%s\n", pip_out ? pip_out : "", pip_err ? pip_err : "");
+    free(pip_out);
+    free(pip_err);
+    if (site[0] != '/')
         goto out_tmp;
     const char *extra[] = {"--agent-dir", agent_dir, "--llm", "openai:gpt-4o-mini", NULL};
     serve_t s;
     if (serve_start_args(&s, extra)) {
-        const char *inside = tmp + strlen(root); /* the same dir as the chroot sees it */
         char peer[PATH_MAX + 32];
         snprintf(peer, sizeof peer, "%s/jlab_proxy_check.py", inside);
-        const char *argv[] = {"/usr/sbin/chroot", root, "/usr/bin/python3", peer, s.line, inside, NULL};
+        const char *argv[] = {"/usr/sbin/chroot", root, "/usr/bin/python3", peer, s.line, site, NULL};
         char *out = NULL, *err = NULL;
         int rc = korch_test_run(argv, NULL, &out, &err, 180);
         json_t *j = out ? json_loads(out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
@@ -309,12 +359,12 @@ static void s_untrusted(const char *ui, bool ext)
             snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
             snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
             const char *argv[] = {"node", script, s.line, shots, root, NULL}; /* root NULL ends it for the Notebook */
-            char *out = NULL, *err = NULL, src[700];
-            snprintf(src, sizeof src, "%s/src/jupyterlab", korch_test_root());
-            if (ext)
-                setenv("KORCH_JLAB_EXT_SRC", src, 1);
-            int rc = korch_test_run(argv, NULL, &out, &err, 600);
-            unsetenv("KORCH_JLAB_EXT_SRC");
+            char *out = NULL, *err = NULL;
+            const char *whl = ext ? s_jlab_wheel() : NULL;
+            if (whl)
+                setenv("KORCH_JLAB_WHEEL", whl, 1);
+            int rc = ext && !whl ? -1 : korch_test_run(argv, NULL, &out, &err, 600);
+            unsetenv("KORCH_JLAB_WHEEL");
             json_t *j = NULL;
             for (const char *p = out; p && *p && !j; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
                 if (*p == '{')

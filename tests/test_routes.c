@@ -117,7 +117,7 @@ TEST(server_routes_parameters)
     /* the websocket's route */
     CHECK_EQ(s_match("GET", "/api/kernels/K/channels", &r, &p, NULL, 0), SRV_MATCH_OK);
     CHECK(r->websocket);
-    /* open routes: GET /api and the web app's files only */
+    /* open routes: GET /api, the web app's files and the JupyterHub login's two (hub_oauth.c) only */
     size_t n;
     const srv_route_t *t = srv_routes(&n);
     int open = 0;
@@ -126,9 +126,10 @@ TEST(server_routes_parameters)
             open++;
             CHECK_STREQ(t[i].method, "GET");
             CHECK(strcmp(t[i].pattern, "/api") == 0 || strcmp(t[i].pattern, "/") == 0 ||
-                  strncmp(t[i].pattern, "/static/", 8) == 0);
+                  strncmp(t[i].pattern, "/static/", 8) == 0 || strcmp(t[i].pattern, "/hub/login") == 0 ||
+                  strcmp(t[i].pattern, "/oauth_callback") == 0);
         }
-    CHECK_EQ(open, 4);
+    CHECK_EQ(open, 6);
 }
 
 TEST(server_routes_404_and_405_with_allow)

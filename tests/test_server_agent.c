@@ -54,6 +54,7 @@ static void s_peer_argv(const char *scenario, const char *line, const char *dir,
    LLM configured), then agent_api_client.py SCENARIO; checks it held and
    left kernels_left kernels (those of sessions it keeps). */
 static bool s_anthropic_too;     /* the server gets ANTHROPIC_* for the scenario too */
+static const char *s_session_mb; /* korch serve --session-mb */
 
 static void s_run_in(const char *dir, const char *launcher, const char *llm_scenario, const char *scenario,
                      int timeout_s, int kernels_left)
@@ -76,7 +77,8 @@ static void s_run_in(const char *dir, const char *launcher, const char *llm_scen
     /* "docker+pool": containers, with a warm kernel ready for the session */
     bool pool = strcmp(launcher, "docker+pool") == 0;
     const char *extra[] = {"--launcher", pool ? "docker" : launcher, "--agent-dir", dir, "--pool", pool ? "1" : "0",
-                           llm_scenario ? "--llm" : NULL, "openai:gpt-4o-mini", NULL};
+                           llm_scenario ? "--llm" : NULL, "openai:gpt-4o-mini",
+                           s_session_mb ? "--session-mb" : NULL, s_session_mb, NULL};
     serve_t s;
     if (serve_start_args(&s, extra)) {
         const char *argv[10];
@@ -178,6 +180,15 @@ TEST_T(server_agent_streams_code_deltas_status_and_tokens, 180)
 }
 /* Receipts, the clean notebook and a session's own budget over the API (issue 23). */
 TEST_T(server_agent_receipts_clean_notebook_and_budget, 180) { s_run("local", "receipts", "receipts", 150); }
+/* korch serve --session-mb: the model floods 11 MB a step; the session
+   stays within 4 MiB over its steps and two turns (issue 22, point 4; its
+   kernel's self-restarts are korch run's test, agent_output_budget_...). */
+TEST_T(server_agent_session_output_budget_across_turns, 180)
+{
+    s_session_mb = "4";
+    s_run("local", "flood", "session_budget", 150);
+    s_session_mb = NULL;
+}
 /* A provider the server has no key for: 400 naming the variable, not a 500. */
 TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
 {

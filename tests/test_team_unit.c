@@ -133,20 +133,20 @@ static srv_who_t s_slow_resolve(void *self, const srv_cred_t *c, srv_user_t *out
     return SRV_WHO_PENDING;
 }
 static void s_slow_cancel(void *self, void *arg) { ((s_slow_t *)self)->cancelled++; }
-static const srv_resolver_ops_t s_slow_ops = {"slow", s_slow_resolve, s_slow_cancel, NULL};
+static const srv_resolver_ops_t s_slow_ops = {"slow", s_slow_resolve, s_slow_cancel, NULL, NULL};
 
 static srv_who_t s_deny_resolve(void *self, const srv_cred_t *c, srv_user_t *out, srv_who_done_fn *done, void *arg)
 {
     return c->token && strcmp(c->token, "revoked") == 0 ? SRV_WHO_DENIED : SRV_WHO_NEXT;
 }
-static const srv_resolver_ops_t s_deny_ops = {"deny", s_deny_resolve, NULL, NULL};
+static const srv_resolver_ops_t s_deny_ops = {"deny", s_deny_resolve, NULL, NULL, NULL};
 
 /* A buggy resolver: OK with no name. */
 static srv_who_t s_bug_resolve(void *self, const srv_cred_t *c, srv_user_t *out, srv_who_done_fn *done, void *arg)
 {
     return c->token && strcmp(c->token, "bug") == 0 ? SRV_WHO_OK : SRV_WHO_NEXT;
 }
-static const srv_resolver_ops_t s_bug_ops = {"bug", s_bug_resolve, NULL, NULL};
+static const srv_resolver_ops_t s_bug_ops = {"bug", s_bug_resolve, NULL, NULL, NULL};
 
 TEST(team_ident_chain)
 {

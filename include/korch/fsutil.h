@@ -74,7 +74,9 @@ char *korch_fs_read(const char *path, size_t max, bool nofollow, size_t *len, ko
 char *korch_fs_read_rel(const char *root, const char *rel, size_t max, size_t *len, korch_err_t *err);
 
 /* Give dir and everything below it to uid:gid without following a symlink
-   (links themselves are left alone, as are files with other hard links). */
+   (links themselves are left alone, as are files with other hard links);
+   any depth, with a bounded number of fds and no recursion
+   (src/util/fswalk.c). */
 korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_t *err);
 
 /* Remove dir and everything below it, never through a symlink and never
@@ -88,7 +90,7 @@ typedef struct {
                                in what is left is skipped, the others still go */
     /* Each entry below from_dir that was copied (why NULL) or skipped (why
        says why: too big, sparse beyond the bound, a link, a special file,
-       nested too deep); rel is its path below from_dir, st its lstat
+       a directory that cannot be entered); rel is its path below from_dir, st its lstat
        there. Directories are reported only when skipped. May be NULL. */
     void (*on_file)(const char *rel, const struct stat *st, const char *why, void *arg);
     void *arg;
@@ -98,8 +100,9 @@ typedef struct {
    (both by fd), as c says (NULL: everything, no bound): what a kernel left
    in a work dir, brought home. Files are written with korch_fs_write_at's
    rules and o. A file that cannot be copied is skipped (c->on_file hears
-   why), never the others: the result is an error only when a directory
-   cannot be listed or the disk is full. The bytes copied go in *copied. */
+   why), never the others: the result is an error only when from_dir
+   cannot be listed or the disk is full. Any depth, a bounded number of fds,
+   no recursion (src/util/fswalk.c). The bytes copied go in *copied. */
 korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, const korch_fs_copy_t *c, const korch_fs_opts_t *o,
                               uint64_t *copied, korch_err_t *err);
 

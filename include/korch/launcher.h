@@ -202,6 +202,15 @@ void korch_launcher_remove_dir(korch_launcher_t *l, const char *dir);
 void *korch_launcher_defer(korch_launcher_t *l, void (*finish)(void *arg), void *arg);
 void korch_launcher_undefer(korch_launcher_t *l, void *handle);
 
+/* Host work of a caller that may block on the disk (writing a kernel's
+   file into a session's dir): run(arg) on the launcher's worker thread, in
+   order with the launcher's own host work, then done(arg) (may be NULL) on
+   the loop. run touches only what arg owns (copies). KORCH_OK when queued;
+   else an error and neither is called. korch_launcher_settle waits for it,
+   korch_launcher_destroy finishes it. */
+korch_rc_t korch_launcher_host_work(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg,
+                                    korch_err_t *err);
+
 /* Blocking conveniences for the CLI and tests only (never from a handler:
    they run the loop until their op is done). */
 korch_rc_t korch_launcher_start_wait(korch_launcher_t *l, const korch_launch_t *req, korch_proc_t **out,

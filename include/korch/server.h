@@ -40,6 +40,15 @@ typedef struct {
                                            users_file: NULL = none, the users' tokens only) */
     const char *users_file;             /* named users, roles, hashed tokens, quotas (korch/users.h;
                                            korch user add); NULL = the single token */
+    /* JupyterHub (docs/team.md): korch as a Hub service, each request's
+       user asked of the Hub's API with the user's own Hub token; NULL
+       hub_api_url = no Hub. The rest default from $JUPYTERHUB_* (what the
+       Hub gives a managed service). */
+    const char *hub_api_url;            /* http://127.0.0.1:8081/hub/api */
+    const char *hub_service_name;       /* default $JUPYTERHUB_SERVICE_NAME, else "korch" */
+    const char *hub_admin_group;        /* members of this Hub group are korch admins */
+    int hub_cache_s;                    /* seconds a token's owner is kept (default 30) */
+    const char *hub_login_url;          /* the Hub's authorize URL as browsers reach it (OAuth) */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
     bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
                                            instance left (launchers that can: docker, swarm) */
@@ -79,6 +88,8 @@ typedef struct {
     int agent_max_seconds;
     double agent_max_cost;
     const struct korch_prices *agent_prices;   /* borrowed, outlives the server; NULL = no price table */
+    uint64_t agent_session_bytes;       /* each session's output budget on disk (transcript, notebook,
+                                           figures) across turns, resumes and restarts; 0 = 128 MiB */
     /* Warm pool: kernels started ahead, handed out on POST /api/kernels
        (and sessions) at once, refilled in the background one start at a
        time. Pool kernels are not listed and not counted in max_kernels

@@ -38,7 +38,9 @@ typedef struct {
                                    it needs the kernel's ESP and GCM support on every node) */
     const char *constraints;    /* the deployer's placement constraints, comma-separated
                                    ("node.labels.kernels==yes,node.role==worker"); NULL = none */
-    const char *user;           /* "uid:gid" the kernel runs as: "1000:1000" */
+    const char *user;           /* "uid:gid" every kernel runs as; NULL = a kernel uid of
+                                   KORCH_KERNEL_UIDS per kernel when korch is root (no
+                                   account of korch's host has it), korch's own uid else */
     int64_t memory;             /* bytes: 1 GiB */
     int64_t nano_cpus;          /* 1e9 per CPU: 1 CPU */
     int64_t pids_limit;         /* 256 */

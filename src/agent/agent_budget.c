@@ -14,7 +14,10 @@
  *  .max_output_bytes; what it keeps is written twice, to the transcript
  *  and the notebook, and its images once more to figures/, so one step
  *  stays within what is left); an image file the code saved is copied to
- *  figures/ only when it fits. Once less than BUDGET_MIN is left the turn
+ *  figures/ only when it fits beside the step's outputs, which are counted
+ *  as used from the moment the execution ends (agent_budget_pending: before,
+ *  a 3 MB file saved by the step that printed 6 MB went to figures/ against
+ *  the budget as it was before the step, and a 4 MiB session ended at 4.5). Once less than BUDGET_MIN is left the turn
  *  ends (agent.c), and the model and the user are told.
  */
 #include "agent_int.h"
@@ -51,8 +54,17 @@ void agent_budget_load(korch_agent_t *a)
 
 uint64_t agent_budget_used(korch_agent_t *a)
 {
-    return s_size(a->transcript_path) + s_size(a->notebook_path) + a->figure_bytes;
+    return s_size(a->transcript_path) + s_size(a->notebook_path) + a->figure_bytes + a->budget_pending;
 }
+
+void agent_budget_pending(korch_agent_t *a, const json_t *outputs)
+{
+    /* written twice (transcript and notebook), as JSON; json_dumpb with no
+       buffer only measures */
+    a->budget_pending = outputs ? 2 * (uint64_t)json_dumpb(outputs, NULL, 0, JSON_COMPACT) : 0;
+}
+
+void agent_budget_written(korch_agent_t *a) { a->budget_pending = 0; }
 
 uint64_t agent_budget_left(korch_agent_t *a)
 {

@@ -100,6 +100,7 @@ struct korch_agent {
     char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
     int64_t wd_scanned_ms;      /* when the last walk from inside the kernel began (korch_workdir_clock_ms) */
     uint64_t figure_bytes;      /* in figures/ (agent_budget.c) */
+    uint64_t budget_pending;    /* a step's outputs not yet written to transcript and notebook */
 };
 /* agent_events.c */
 void agent_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *text, json_t *data);
@@ -172,6 +173,10 @@ uint64_t agent_budget_left(korch_agent_t *a);
 size_t agent_budget_exec_bytes(korch_agent_t *a);
 /* A figure file of bytes may be written: charged (false: it does not fit). */
 bool agent_budget_take(korch_agent_t *a, uint64_t bytes);
+/* A step's outputs (nbformat, borrowed) are on their way to the transcript
+   and the notebook: count them as used until agent_budget_written. */
+void agent_budget_pending(korch_agent_t *a, const json_t *outputs);
+void agent_budget_written(korch_agent_t *a);
 /* A figure korch wrote at path (its size) is charged. */
 void agent_budget_charge_file(korch_agent_t *a, const char *path);
 /* So little is left that the turn ends. */

@@ -206,7 +206,9 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
         agent_budget_charge_file(a, json_string_value(fp));
         json_array_append_new(figures, json_pack("{s:s}", "name", slash ? slash + 1 : json_string_value(fp)));
     }
+    agent_budget_pending(a, r->outputs); /* the file copies below fit beside them */
     json_t *changes = s_files_step(a, figures, images, &text);
+    agent_budget_written(a);
     bool is_error = r->status != KORCH_EXEC_OK;
     json_t *tool = json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool", "tool_call_id", id, "name", a->tool_name,
                              "content", text ? text : "", "is_error", is_error);

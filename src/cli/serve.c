@@ -32,12 +32,15 @@
 /* long-only options of the pool and the culler */
 enum { OPT_POOL = 300, OPT_CULL_IDLE, OPT_CULL_INTERVAL, OPT_CULL_CONNECTED, OPT_CULL_BUSY };
 /* long-only options of the agent API */
-enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_PRICES, OPT_MAX_TOKENS, OPT_MAX_SECONDS, OPT_MAX_COST };
+enum { OPT_LLM = 400, OPT_AGENT_DIR, OPT_MAX_AGENT_SESSIONS, OPT_MAX_STEPS, OPT_PRICES, OPT_MAX_TOKENS, OPT_MAX_SECONDS, OPT_MAX_COST,
+       OPT_SESSION_MB };
 enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTANCE };
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
 /* long-only options of a team's korch (docs/team.md) */
 enum { OPT_USERS = 700 };
+/* long-only options of korch as a JupyterHub service (docs/team.md) */
+enum { OPT_HUB = 750, OPT_HUB_API_URL, OPT_HUB_ADMIN_GROUP, OPT_HUB_CACHE, OPT_HUB_LOGIN_URL };
 
 /* A non-negative number of seconds or kernels; -1 when it is not one. */
 static int s_count(const char *v)
@@ -60,6 +63,17 @@ static void s_help(FILE *f)
             "      --users FILE         named users with their own tokens, roles and quotas (korch user\n"
             "                           add); each sees only their own kernels, sessions and files.\n"
             "                           With it no token is generated (--token T adds an admin one)\n"
+            "      --hub                korch as a JupyterHub service: a request's user is the owner of its\n"
+            "                           Hub token (GET /hub/api/user); the page logs in through the Hub's\n"
+            "                           OAuth. Reads $JUPYTERHUB_API_URL, _API_TOKEN, _SERVICE_NAME,\n"
+            "                           _CLIENT_ID, _OAUTH_CALLBACK_URL (the Hub sets them for a managed\n"
+            "                           service; docs/team.md)\n"
+            "      --hub-api-url URL    the Hub's API (implies --hub; default $JUPYTERHUB_API_URL)\n"
+            "      --hub-admin-group G  members of this Hub group are korch admins (see everyone's)\n"
+            "      --hub-cache-seconds N  how long a token's owner is kept (default 30: a token revoked\n"
+            "                           at the Hub is refused within N s)\n"
+            "      --hub-login-url URL  the Hub's authorize URL as browsers reach it (default\n"
+            "                           $JUPYTERHUB_HOST$JUPYTERHUB_BASE_URL/hub/api/oauth2/authorize)\n"
             "  -k, --kernel NAME        default kernelspec (default python3)\n");
     korch_cli_launcher_help(f, 6, 27, "auto");
     fprintf(f,
@@ -86,6 +100,9 @@ static void s_help(FILE *f)
             "      --max-steps N        model calls per agent turn (default 20)\n"
             "      --max-tokens N, --max-seconds N, --max-cost X   budgets per agent turn, as korch run's\n"
             "                           (a session may ask for lower ones: POST {\"budget\": {...}})\n"
+            "      --session-mb N       output budget of each agent session on disk (transcript, notebook,\n"
+            "                           figures; across its turns, resumes and kernel restarts), as korch\n"
+            "                           run's (default 256, at least 2)\n"
             "      --prices FILE        a price table turning tokens into cost (default $KORCH_PRICES; none built in)\n"
             "      --no-access-log      no line per request on stderr\n"
             "      --max-connections-per-client N  connections open at once from one client\n"
@@ -111,10 +128,13 @@ int korch_cmd_serve(int argc, char **argv)
     const char *llm = NULL, *agent_dir = NULL;
     int max_agent_sessions = 0, max_steps = 0, max_seconds = 0;
     int64_t max_tokens = 0;
-    double max_cost = 0;
+    double max_cost = 0, session_mb = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
     const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL;
+    const char *hub_url = NULL, *hub_admins = NULL, *hub_login = NULL;
+    bool hub = false;
+    int hub_cache = 0;
     korch_launcher_choice_t lo = {.name = "auto"}; /* --launcher and its limits */
     const char *origins[MAX_ORIGINS + 1] = {0};
     int norigins = 0, port = 8888, max_kernels = 0;
@@ -142,11 +162,17 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
         {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
         {"max-cost", required_argument, 0, OPT_MAX_COST},
+        {"session-mb", required_argument, 0, OPT_SESSION_MB},
         {"max-upload", required_argument, 0, OPT_MAX_UPLOAD},
         {"max-body-total", required_argument, 0, OPT_MAX_BODY_TOTAL},
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
         {"instance", required_argument, 0, OPT_INSTANCE},
         {"users", required_argument, 0, OPT_USERS},
+        {"hub", no_argument, 0, OPT_HUB},
+        {"hub-api-url", required_argument, 0, OPT_HUB_API_URL},
+        {"hub-admin-group", required_argument, 0, OPT_HUB_ADMIN_GROUP},
+        {"hub-cache-seconds", required_argument, 0, OPT_HUB_CACHE},
+        {"hub-login-url", required_argument, 0, OPT_HUB_LOGIN_URL},
         {"trusted-proxy", required_argument, 0, OPT_TRUSTED_PROXY},
         {"max-connections-per-client", required_argument, 0, OPT_MAX_CONN_PER_CLIENT},
         {"ip", required_argument, 0, 'i'},          {"port", required_argument, 0, 'p'},
@@ -175,6 +201,16 @@ int korch_cmd_serve(int argc, char **argv)
             break;
         case 't': token = optarg; break;
         case OPT_USERS: users = optarg; break;
+        case OPT_HUB: hub = true; break;
+        case OPT_HUB_API_URL: hub = true, hub_url = optarg; break;
+        case OPT_HUB_ADMIN_GROUP: hub_admins = optarg; break;
+        case OPT_HUB_LOGIN_URL: hub_login = optarg; break;
+        case OPT_HUB_CACHE:
+            if ((hub_cache = s_count(optarg)) <= 0) {
+                fprintf(stderr, "korch serve: bad --hub-cache-seconds '%s' (a number above 0)\n", optarg);
+                return 2;
+            }
+            break;
         case 'k': kernel = optarg; break;
         case 'M': max_kernels = (int)korch_cli_num("max-kernels", optarg, 1, 100000, true, "kernels"); break;
         case 'o':
@@ -232,6 +268,13 @@ int korch_cmd_serve(int argc, char **argv)
                 max_cost = v;
             break;
         }
+        case OPT_SESSION_MB:
+            session_mb = strtod(optarg, &end);
+            if (end == optarg || *end || !(session_mb >= 2 && session_mb < 1e9)) {
+                fprintf(stderr, "korch serve: bad --session-mb '%s' (megabytes, at least 2)\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_AGENT_DIR: agent_dir = optarg; break;
         case OPT_MAX_AGENT_SESSIONS:
         case OPT_MAX_STEPS:
@@ -306,7 +349,18 @@ int korch_cmd_serve(int argc, char **argv)
         korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
                      "none to re-adopt (docker and swarm kernels outlive it)",
                      instance_name, korch_launcher_name(launcher));
+    if (hub && !hub_url && !(hub_url = getenv("JUPYTERHUB_API_URL"))) {
+        fprintf(stderr, "korch serve: --hub: no JupyterHub API URL (give --hub-api-url URL, or run korch as a Hub "
+                        "service, which sets $JUPYTERHUB_API_URL)\n");
+        goto out;
+    }
+    if (hub && token && !*token) {
+        fprintf(stderr, "korch serve: --hub with --token '' would let anyone in as an admin: give a token, or none\n");
+        goto out;
+    }
     korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .users_file = users, .launcher = launcher,
+                              .hub_api_url = hub ? hub_url : NULL, .hub_admin_group = hub_admins,
+                              .hub_cache_s = hub_cache, .hub_login_url = hub_login,
                               .kernel = kernel,
                               .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
@@ -318,6 +372,7 @@ int korch_cmd_serve(int argc, char **argv)
                               .agent_dir = agent_dir, .max_agent_sessions = max_agent_sessions,
                               .agent_max_steps = max_steps, .agent_max_tokens = max_tokens,
                               .agent_max_seconds = max_seconds, .agent_max_cost = max_cost, .agent_prices = prices,
+                              .agent_session_bytes = (uint64_t)(session_mb * 1024 * 1024),
                               .trusted_proxies = proxies, .max_connections_per_peer = max_per_client};
     srv = korch_server_new(loop, &so, &err);
     if (!srv) {

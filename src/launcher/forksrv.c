@@ -193,6 +193,8 @@ static korch_rc_t s_spawn(korch_forksrv_t *s, korch_err_t *err)
     s->child.pidfd = pidfd;
     s->ctrl = sv[0];
     sv[0] = -1;
+    int sndbuf = 1 << 20; /* a burst's requests queue here while it forks (capped by wmem_max) */
+    setsockopt(s->ctrl, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     /* what to import: the first message */
     const char *imports = s->imports ? s->imports : getenv("KORCH_FORK_IMPORTS");
     json_t *first = json_object();
@@ -331,6 +333,8 @@ korch_rc_t korch_forksrv_send(korch_forksrv_t *s, json_t *req, const int *fds, i
         s_stop_polling(s);
         snprintf(s->why, sizeof s->why, "the kernel template of '%s' is gone", s->name);
     }
+    if (w < 0 && (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS))
+        return korch_err_set(err, KORCH_E_TIMEOUT, "the kernel template of '%s' is busy", s->name);
     if (w < 0)
         return korch_err_set(err, KORCH_E_LAUNCH, "cannot send the fork request to the kernel template of '%s': %s",
                              s->name, strerror(e));

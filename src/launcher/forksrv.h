@@ -60,7 +60,8 @@ unsigned korch_forksrv_forks(const korch_forksrv_t *srv);
 
 /* Send one fork request (req borrowed, fds borrowed: the template gets
    copies, close yours) to a ready template; never blocks (a full socket
-   is an error). A template found gone here is DEAD (without a call of fn). */
+   is KORCH_E_TIMEOUT: it is busy, send again later). A template found gone
+   here is DEAD (without a call of fn). */
 korch_rc_t korch_forksrv_send(korch_forksrv_t *srv, json_t *req, const int *fds, int nfds, korch_err_t *err);
 
 /* Has it died (its end not seen on the loop yet: found now, without a

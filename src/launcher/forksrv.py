@@ -17,6 +17,9 @@
 #                  korch's seccomp program; reaps orphans
 #                 '-> C  the ipykernel (B's process group: SIGINT reaches it)
 #
+# A request is one message ("fork") with fds: the status pipe, the log, a
+# memfd holding the request's JSON (read after the fork, never here), then
+# korch's dirs and the cgroup's files as the JSON's fd_* indexes say.
 # A line protocol on the request's status pipe (to korch): "init PID" (B's
 # host pid), "ok" (B is confined), "error TEXT", "exit STATUS" (B's wait
 # status, as waitpid gives it). Only A and B (our code) ever hold it.
@@ -39,7 +42,7 @@ CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 24, 38, 22
+PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 4, 1, 24, 38, 22
 SECCOMP_MODE_FILTER = 2
 SYS_pivot_root, SYS_open_tree, SYS_move_mount = 155, 428, 429  # x86_64
 OPEN_TREE_CLONE, AT_EMPTY_PATH, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH, AT_FDCWD = 1, 0x1000, 0x8000, 4, -100
@@ -123,11 +126,17 @@ def serve():
                 return 1
             if not data:
                 return 0
-            fork_kernel(json.loads(data), fds)
+            if len(fds) >= 3:
+                fork_kernel(fds)
+            else:
+                for fd in fds:
+                    os.close(fd)
 
 
-def fork_kernel(req, fds):
-    """Fork A for one request; the template keeps nothing of it."""
+def fork_kernel(fds):
+    """Fork A for one request. The request itself (the kernel's key, its
+    environment) is in the memfd fds[2], read by A only: nothing of a kernel
+    ever enters the template's memory, which every later fork inherits."""
     try:
         pid = os.fork()
     except OSError as e:
@@ -136,6 +145,7 @@ def fork_kernel(req, fds):
     if pid == 0:
         code = 1
         try:
+            req = json.loads(os.pread(fds[2], 1 << 20, 0))  # from 0: a request sent again shares the offset
             code = outer(req, fds)
         except BaseException as e:  # noqa: BLE001 - the status pipe tells korch
             try:
@@ -347,6 +357,9 @@ def lo_up():
 
 def kernel(req, log):
     try:
+        # as a kernel exec'd under its uid is (setresuid left it undumpable):
+        # its own /proc/self files are its own; B, pid 1, stays undumpable
+        prctl(PR_SET_DUMPABLE, 1)
         os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
         os.dup2(log, 1)
         os.dup2(log, 2)

@@ -171,6 +171,7 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         return NULL;
     }
     korch_backend_launcher_init(&l->base, &s_ops, loop);
+    l->busy_timer = -1;
     if (opts)
         l->o = *opts;
     else

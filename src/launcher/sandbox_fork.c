@@ -117,6 +117,9 @@ static korch_forksrv_t *s_template(sandbox_launcher_t *l, const korch_launch_t *
 
 void korch_sandbox_fork_free_all(sandbox_launcher_t *l)
 {
+    if (l->busy_timer >= 0)
+        korch_loop_timer_end(l->base.loop, l->busy_timer);
+    l->busy_timer = -1;
     for (int i = 0; i < S_TEMPLATES; i++)
         korch_forksrv_destroy(&l->tpl[i]);
 }
@@ -159,6 +162,7 @@ static bool s_line(sandbox_proc_t *p, char *line)
 }
 
 static void s_wait_for(sandbox_proc_t *p, korch_forksrv_t *srv);
+static void s_busy(sandbox_launcher_t *l);
 static void s_pending_clear(sandbox_proc_t *p);
 static int s_on_status(korch_loop_t *loop, int fd, void *arg);
 
@@ -280,9 +284,29 @@ static korch_rc_t s_send(sandbox_proc_t *p, korch_forksrv_t *srv, korch_err_t *e
 
 static void s_wait_for(sandbox_proc_t *p, korch_forksrv_t *srv)
 {
+    sandbox_proc_t **w = &p->l->waiting;
+    while (*w)
+        w = &(*w)->next_wait; /* at the end: first asked, first forked */
     p->srv = srv;
-    p->next_wait = p->l->waiting;
-    p->l->waiting = p;
+    p->next_wait = NULL;
+    *w = p;
+}
+
+static int s_on_busy(korch_loop_t *loop, int timer_id, void *arg)
+{
+    sandbox_launcher_t *l = arg;
+    l->busy_timer = -1;
+    for (int i = 0; i < S_TEMPLATES; i++)
+        if (l->tpl[i] && korch_forksrv_state(l->tpl[i]) == KORCH_FORKSRV_READY)
+            s_send_waiting(l, l->tpl[i]);
+    return 0;
+}
+
+/* A template's socket was full: try its waiting kernels again in a moment. */
+static void s_busy(sandbox_launcher_t *l)
+{
+    if (l->busy_timer < 0)
+        l->busy_timer = korch_loop_timer(l->base.loop, 5, 1, s_on_busy, l);
 }
 
 static void s_send_waiting(sandbox_launcher_t *l, korch_forksrv_t *srv)
@@ -293,11 +317,15 @@ static void s_send_waiting(sandbox_launcher_t *l, korch_forksrv_t *srv)
         for (sandbox_proc_t *p = l->waiting; p; p = p->next_wait) {
             if (p->srv != srv)
                 continue;
-            s_unwait(p);
             korch_err_t e = {0};
             korch_rc_t rc = korch_forksrv_state(srv) == KORCH_FORKSRV_READY
                                 ? s_send(p, srv, &e)
                                 : korch_err_set(&e, KORCH_E_LAUNCH, "%s", korch_forksrv_why(srv));
+            if (rc == KORCH_E_TIMEOUT) { /* its socket is full: the rest waits for the timer */
+                s_busy(l);
+                return;
+            }
+            s_unwait(p);
             if (rc) {
                 s_pending_clear(p);
                 s_fail_start(p, e.msg);
@@ -330,6 +358,9 @@ static json_t *s_request(sandbox_launcher_t *l, sandbox_proc_t *p, const korch_l
     json_array_append_new(argv, json_string("ipykernel_launcher"));
     for (char *const *a = req->spec->argv + 3; *a; a++)
         json_array_append_new(argv, json_string(strcmp(*a, "{connection_file}") == 0 ? S_CONN_IN : *a));
+    /* IPython's history in memory: its file would live in the sandbox's /tmp,
+       gone with the kernel anyway, and its first commit costs an fsync */
+    json_array_append_new(argv, json_string("--HistoryManager.hist_file=:memory:"));
     if (l->bpf && !l->bpf_hex && (l->bpf_hex = malloc(2 * l->bpf_len + 1)))
         s_hex(l->bpf, l->bpf_len, l->bpf_hex);
     json_object_set_new(r, "uid", json_integer(p->uid));
@@ -346,8 +377,8 @@ static json_t *s_request(sandbox_launcher_t *l, sandbox_proc_t *p, const korch_l
     json_object_set_new(r, "env", env);
     json_object_set_new(r, "argv", argv);
     json_object_set_new(r, "seccomp", json_string(l->bpf_hex ? l->bpf_hex : ""));
-    /* fds: status, log, work, runtime, [spec], cgroup.procs... */
-    int at = 2;
+    /* fds: status, log, the request (a memfd of this JSON), work, runtime, [spec], cgroup.procs... */
+    int at = 3;
     json_object_set_new(r, "fd_work", json_integer(at++));
     json_object_set_new(r, "fd_runtime", json_integer(at++));
     if (f->spec_fd >= 0) {
@@ -385,9 +416,24 @@ korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, co
     int ncg = 0;
     while (cg && cg[ncg] >= 0)
         ncg++;
+    /* the request travels in a memfd the template never reads (forksrv.py):
+       a kernel's key and environment never enter the memory its later forks inherit */
+    json_t *rj = s_request(l, p, req, f, ncg);
+    char *text = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
+    json_decref(rj);
+    int req_fd = text ? korch_sandbox_memfd("korch-fork-request", text, strlen(text)) : -1;
+    if (text) {
+        explicit_bzero(text, strlen(text));
+        free(text);
+    }
+    if (req_fd < 0) {
+        rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot prepare the forked kernel's request: %s", strerror(errno));
+        goto out;
+    }
     int src[S_PENDING_FDS], n = 0;
     src[n++] = st[1];
     src[n++] = log_w;
+    src[n++] = req_fd;
     src[n++] = f->work_fd;
     src[n++] = f->runtime_fd;
     if (f->spec_fd >= 0)
@@ -396,12 +442,14 @@ korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, co
         src[n++] = cg[i];
     for (int i = 0; i < n; i++) {
         if ((p->pending_fds[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 3)) < 0) {
+            close(req_fd);
             rc = korch_err_set(err, KORCH_E_LAUNCH, "cannot prepare the forked kernel: %s", strerror(errno));
             goto out;
         }
         p->npending = i + 1;
     }
-    if (!(p->pending = s_request(l, p, req, f, ncg))) {
+    close(req_fd);
+    if (!(p->pending = json_pack("{s:s}", "fork", "1"))) {
         rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto out;
     }
@@ -413,12 +461,20 @@ korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, co
         goto out;
     }
     p->status_polled = true;
-    if (korch_forksrv_state(srv) == KORCH_FORKSRV_READY) {
+    bool queued = false;
+    for (sandbox_proc_t *w = l->waiting; w; w = w->next_wait)
+        queued = queued || w->srv == srv; /* others wait for it: behind them */
+    if (korch_forksrv_state(srv) == KORCH_FORKSRV_READY && !queued) {
         rc = s_send(p, srv, err);
         if (rc && korch_forksrv_state(srv) == KORCH_FORKSRV_DEAD) /* killed, not seen yet: made again */
             rc = korch_forksrv_restart(srv, err);
+        if (rc == KORCH_E_TIMEOUT) { /* busy: in a moment */
+            rc = KORCH_OK;
+            queued = true;
+            s_busy(l);
+        }
     }
-    if (!rc && korch_forksrv_state(srv) != KORCH_FORKSRV_READY) /* it is still importing: after that */
+    if (!rc && (queued || korch_forksrv_state(srv) != KORCH_FORKSRV_READY)) /* importing, or busy: after that */
         s_wait_for(p, srv);
     if (rc)
         goto out;

@@ -54,7 +54,8 @@ typedef struct {
     size_t bpf_len;
     char *bpf_hex;              /* the same in hex, for fork requests (made at the first) */
     korch_forksrv_t *tpl[S_TEMPLATES]; /* kernel templates (opts.fork), one per kernelspec */
-    sandbox_proc_t *waiting;    /* forked kernels waiting for their template's imports */
+    sandbox_proc_t *waiting;    /* forked kernels waiting for their template (importing, or its socket full) */
+    int busy_timer;             /* sending to a full template again, -1 none */
 } sandbox_launcher_t;
 
 struct sandbox_proc {

@@ -143,6 +143,12 @@ korch_rc_t korch_backend_host_queue(korch_launcher_t *l, void (*run)(void *arg),
     return KORCH_OK;
 }
 
+korch_rc_t korch_launcher_host_work(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg,
+                                    korch_err_t *err)
+{
+    return korch_backend_host_queue(l, run, done, arg, err);
+}
+
 void korch_backend_host(korch_launcher_t *l, void (*run)(void *arg), void (*done)(void *arg), void *arg)
 {
     korch_err_t err = {0};

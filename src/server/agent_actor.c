@@ -170,6 +170,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             .max_tokens = cfg->max_tokens,
             .max_seconds = cfg->max_seconds,
             .max_cost = cfg->max_cost,
+            .max_session_bytes = cfg->max_session_bytes,
             .prices = cfg->prices,
             .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
             .workdir_in_kernel = cfg->workdir_in_kernel,

@@ -26,6 +26,7 @@ typedef struct {
     int64_t max_tokens;         /* per turn budgets (0 = none), as korch run's */
     int max_seconds;
     double max_cost;
+    uint64_t max_session_bytes; /* the session's output budget on disk (0 = the agent's default) */
     const korch_prices_t *prices;   /* the server's price table (NULL = none); lives as long as the server */
     atomic_int cancel;
 } srv_agent_cfg_t;

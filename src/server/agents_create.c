@@ -156,6 +156,7 @@ static srv_agent_t *s_new(korch_server_t *s, const char *id)
     sa->cfg.max_tokens = srv_sa_opts(s)->agent_max_tokens;
     sa->cfg.max_seconds = srv_sa_opts(s)->agent_max_seconds;
     sa->cfg.max_cost = srv_sa_opts(s)->agent_max_cost;
+    sa->cfg.max_session_bytes = srv_sa_opts(s)->agent_session_bytes;
     sa->cfg.prices = srv_sa_opts(s)->agent_prices;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);

@@ -53,7 +53,9 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
     if (!ctype || !*ctype)
         ctype = "application/json";
     const char *disposition = file && file->file ? file->disposition : NULL;
-    size_t cap = LWS_PRE + 1024 + (disposition ? strlen(disposition) + 128 : 0) + (len == (size_t)-1 ? 0 : len);
+    const char *cookies = file ? file->set_cookie : NULL;
+    size_t cap = LWS_PRE + 1024 + (disposition ? strlen(disposition) + 128 : 0) + (len == (size_t)-1 ? 0 : len) +
+                 (location ? strlen(location) : 0) + (cookies ? 2 * strlen(cookies) + 64 : 0);
     unsigned char *buf = malloc(cap);
     if (!buf)
         return -1;
@@ -106,6 +108,13 @@ static int s_write_response(struct lws *wsi, int status, const char *ctype, cons
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_LOCATION, (const unsigned char *)location,
                                      (int)strlen(location), &p, end))
         goto out;
+    for (const char *c = cookies; c && *c;) { /* one Set-Cookie per cookie (RFC 6265 3) */
+        size_t n = strcspn(c, "\n");
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)"set-cookie:", (const unsigned char *)c, (int)n,
+                                        &p, end))
+            goto out;
+        c += n + (c[n] == '\n');
+    }
     if (origin && *origin &&
         (lws_add_http_header_by_name(wsi, (const unsigned char *)"access-control-allow-origin:",
                                      (const unsigned char *)origin, (int)strlen(origin), &p, end) ||
@@ -219,13 +228,13 @@ int srv_front_finish(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
 
 /* What the request presented (ident.h: its token from "Authorization:
    token T" as Jupyter sends it, "Bearer T" as JupyterHub's clients do, or
-   ?token=; its cookies) and who that is. */
-static srv_who_t s_who(korch_server_t *s, struct lws *wsi, const char *path, bool websocket, srv_user_t *u,
-                       srv_who_done_fn *done, void *arg)
+   ?token=; its cookies), in c; buf and qbuf hold the token, *cookie
+   (malloc'd, the caller frees it) the Cookie header. */
+static void s_cred(struct lws *wsi, const char *path, bool websocket, srv_cred_t *c, char *buf, size_t blen,
+                   char *qbuf, size_t qlen, char **cookie)
 {
-    char buf[512], qbuf[512];
     const char *given = NULL;
-    int n = lws_hdr_copy(wsi, buf, sizeof buf, WSI_TOKEN_HTTP_AUTHORIZATION);
+    int n = lws_hdr_copy(wsi, buf, (int)blen, WSI_TOKEN_HTTP_AUTHORIZATION);
     if (n > 0) {
         if (strncasecmp(buf, "token ", 6) == 0)
             given = buf + 6;
@@ -235,17 +244,38 @@ static srv_who_t s_who(korch_server_t *s, struct lws *wsi, const char *path, boo
             given++;
     }
     if (!given)
-        given = lws_get_urlarg_by_name(wsi, "token=", qbuf, sizeof qbuf);
+        given = lws_get_urlarg_by_name(wsi, "token=", qbuf, (int)qlen);
     int clen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_COOKIE);
-    char *cookie = clen > 0 ? malloc((size_t)clen + 1) : NULL;
-    if (cookie && lws_hdr_copy(wsi, cookie, clen + 1, WSI_TOKEN_HTTP_COOKIE) < 0) {
-        free(cookie);
-        cookie = NULL;
+    *cookie = clen > 0 ? malloc((size_t)clen + 1) : NULL;
+    if (*cookie && lws_hdr_copy(wsi, *cookie, clen + 1, WSI_TOKEN_HTTP_COOKIE) < 0) {
+        free(*cookie);
+        *cookie = NULL;
     }
-    srv_cred_t c = {.token = given, .cookie = cookie, .path = path, .websocket = websocket};
+    *c = (srv_cred_t){.token = given, .cookie = *cookie, .path = path, .websocket = websocket};
+}
+
+/* Who the request is (ident.h). */
+static srv_who_t s_who(korch_server_t *s, struct lws *wsi, const char *path, bool websocket, srv_user_t *u,
+                       srv_who_done_fn *done, void *arg)
+{
+    char buf[512], qbuf[512], *cookie;
+    srv_cred_t c;
+    s_cred(wsi, path, websocket, &c, buf, sizeof buf, qbuf, sizeof qbuf, &cookie);
     srv_who_t rc = srv_ident_resolve(s->parts.ident, &c, u, done, arg);
     free(cookie);
     return rc;
+}
+
+/* Why a request with no user was refused: its status (403, or 503 when a
+   resolver could not tell, e.g. JupyterHub is down) and message. */
+static int s_why(korch_server_t *s, struct lws *wsi, const char *path, bool websocket, char *msg, size_t len)
+{
+    char buf[512], qbuf[512], *cookie;
+    srv_cred_t c;
+    s_cred(wsi, path, websocket, &c, buf, sizeof buf, qbuf, sizeof qbuf, &cookie);
+    int st = srv_ident_why(s->parts.ident, &c, msg, len);
+    free(cookie);
+    return st;
 }
 
 /* Origin allowed? No Origin (not a browser) and same host are; else the
@@ -448,6 +478,8 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
 
 static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, srv_who_t who, bool admitted,
                             const char *over);
+static void s_body_bytes(korch_server_t *s, srv_req_t *req, struct lws *wsi, const void *in, size_t len);
+static void s_body_end(korch_server_t *s, srv_req_t *req);
 
 /* A PENDING identity is known (ident.h): the request goes on where it stopped. */
 static void s_who_done(void *arg, srv_who_t rc, const srv_user_t *u)
@@ -464,10 +496,19 @@ static void s_who_done(void *arg, srv_who_t rc, const srv_user_t *u)
         return;
     lws_rx_flow_control(wsi, 1);
     s_http_continue(s, req, wsi, rc == SRV_WHO_OK && u ? SRV_WHO_OK : rc, true, "");
-    if (req->responded) {
-        lws_callback_on_writable(wsi);
-        s->http.kick(s->http.kick_arg);
+    /* the body's bytes that came with the headers, and its end if it came too */
+    if (!req->responded && req->early_over)
+        srv_respond_error(req, 413, "the request body came too fast before its token was checked: retry");
+    else if (!req->responded && req->rx && !req->dispatched) {
+        if (req->early.len)
+            s_body_bytes(s, req, wsi, req->early.p, req->early.len);
+        if (!req->responded && !req->dispatched && req->early_done)
+            s_body_end(s, req);
     }
+    korch_buf_free(&req->early);
+    if (req->responded)
+        lws_callback_on_writable(wsi);
+    s->http.kick(s->http.kick_arg); /* libuv applies the flow's change (and the write) inside uv_run */
 }
 
 /* LWS_CALLBACK_HTTP: a new request's headers are in. Returns what the
@@ -506,6 +547,7 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
             srv_respond_error(req, 429, "%s", over);
             return srv_front_finish(s, pss, wsi);
         }
+        korch_buf_init(&req->early, 64 * 1024, NULL);
         lws_rx_flow_control(wsi, 0);
         return 0;
     }
@@ -550,7 +592,9 @@ static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, 
                              : srv_route_match(req->method, req->path, ulen, &req->route, &req->params, req->allow,
                                                sizeof req->allow);
     if (!(m == SRV_MATCH_OK && req->route->auth == SRV_AUTH_NONE) && !authed) {
-        srv_respond_error(req, 403, "missing or wrong token");
+        char refused[320];
+        int st = s_why(s, wsi, req->path, false, refused, sizeof refused);
+        srv_respond_error(req, st, "%s", refused);
         return;
     }
     /* before the body: a request for no route is answered without reading it */
@@ -581,11 +625,9 @@ static void s_body_error(korch_server_t *s, srv_req_t *req, korch_rc_t rc, const
     srv_respond_error(req, korch_rc_http_status(rc), "%s", err->msg); /* 413, 503 (a budget), 400 (framing), 500 */
 }
 
-int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const void *in, size_t len)
+/* Bytes of a request's body, once it is being read (req->rx). */
+static void s_body_bytes(korch_server_t *s, srv_req_t *req, struct lws *wsi, const void *in, size_t len)
 {
-    srv_req_t *req = pss->req;
-    if (!req || !req->rx || req->responded || req->dispatched)
-        return 0;
     korch_err_t err = {0};
     korch_rc_t rc = srv_body_feed(req->rx, in, len, &err);
     s->http.dispatching = req;
@@ -599,12 +641,44 @@ int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, cons
         s_body_ready(s, req);
     }
     s->http.dispatching = NULL;
+}
+
+/* The end of a body being read. */
+static void s_body_end(korch_server_t *s, srv_req_t *req)
+{
+    s->http.dispatching = req;
+    if (!srv_body_complete(req->rx))
+        srv_respond_error(req, srv_body_chunked(req->rx) ? 413 : 400,
+                          srv_body_chunked(req->rx) ? "a chunked request body must end within 100 MiB"
+                                                    : "the request body ended early");
+    else
+        s_body_ready(s, req);
+    s->http.dispatching = NULL;
+}
+
+int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const void *in, size_t len)
+{
+    srv_req_t *req = pss->req;
+    if (req && req->who_pending) {
+        /* what lws read with the headers, before its flow was stopped:
+           kept for s_who_done (one read's worth; more is refused there) */
+        if (korch_buf_add(&req->early, in, len, "request body", NULL) != KORCH_OK)
+            req->early_over = true;
+        return 0;
+    }
+    if (!req || !req->rx || req->responded || req->dispatched)
+        return 0;
+    s_body_bytes(s, req, wsi, in, len);
     return req->responded ? srv_front_finish(s, pss, wsi) : 0;
 }
 
 int srv_front_http_body_done(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
 {
     srv_req_t *req = pss->req;
+    if (req && req->who_pending) { /* s_who_done ends it */
+        req->early_done = true;
+        return 0;
+    }
     if (!req || req->responded)
         return srv_front_finish(s, pss, wsi);
     /* No body expected: it was dispatched with its headers, and lws only
@@ -616,14 +690,7 @@ int srv_front_http_body_done(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
        completion of a pipelined body, see srv_front_finish; closing ends that) */
     if (req->dispatched)
         return -1;
-    s->http.dispatching = req;
-    if (!srv_body_complete(req->rx))
-        srv_respond_error(req, srv_body_chunked(req->rx) ? 413 : 400,
-                          srv_body_chunked(req->rx) ? "a chunked request body must end within 100 MiB"
-                                                    : "the request body ended early");
-    else
-        s_body_ready(s, req);
-    s->http.dispatching = NULL;
+    s_body_end(s, req);
     return req->responded ? srv_front_finish(s, pss, wsi) : 0;
 }
 
@@ -661,7 +728,7 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
 {
     char uri[SRV_ROUTE_MAX_PATH] = "", id[64] = "";
     int64_t t0 = srv_now_us();
-    char why[192];
+    char why[320];
     bool routed = srv_front_ws_route(wsi, uri, sizeof uri, id, sizeof id);
     int status = 0;
     const char *msg = NULL;
@@ -678,16 +745,18 @@ int srv_front_ws_confirm(korch_server_t *s, struct lws *wsi)
     else if (who == SRV_WHO_PENDING)
         status = 503, msg = "your identity is being looked up: retry in a moment";
     else if (!authed)
-        status = 403, msg = "missing or wrong token";
+        status = s_why(s, wsi, uri, true, why, sizeof why), msg = why;
     else if (!routed)
         status = 404, msg = "not found";
     else if (!srv_kmgr_find(s->parts.kmgr, id) || !srv_user_may(&u, srv_kmgr_find(s->parts.kmgr, id)->owner))
         status = 404, msg = "kernel does not exist"; /* another user's is not there for you (ident.h) */
     if (!status)
         return 0;
-    char body[320];
-    snprintf(body, sizeof body, "{\"message\": \"%s\"}", msg);
-    s_write_response(wsi, status, NULL, body, strlen(body), NULL, NULL, false, NULL, NULL);
+    json_t *j = json_pack("{s:s}", "message", msg ? msg : "");
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL; /* msg may quote a name from JupyterHub */
+    json_decref(j);
+    s_write_response(wsi, status, NULL, body ? body : "{}", body ? strlen(body) : 2, NULL, NULL, false, NULL, NULL);
+    free(body);
     srv_http_log(&s->http, "GET", uri, status, t0, wsi);
     /* -1, not 1: after 1 lws keeps the connection for another request, and
        a pipelined one with a body is what it mis-frames (see srv_front_finish) */

@@ -37,6 +37,8 @@ void srv_req_free(srv_req_t **preq)
     srv_body_destroy(&req->rx); /* req->body is rx's */
     free(req->resp);
     free(req->disposition);
+    free(req->set_cookie);
+    korch_buf_free(&req->early);
     korch_buf_free(&req->out);
     free(req);
     *preq = NULL;

@@ -57,6 +57,8 @@ struct srv_req {
     char origin[512];           /* Origin header when allowed and cross-site, for CORS */
     srv_user_t user;            /* who asks (ident.h); role NONE on open routes without a token */
     bool who_pending;           /* its user is being looked up (srv_ident_resolve said PENDING) */
+    korch_buf_t early;          /* its body's bytes lws delivered meanwhile (bounded) */
+    bool early_over, early_done; /* more than early holds came; the body's end came */
     srv_body_t *rx;             /* the body as it arrives (body.c); NULL when there is none */
     char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
                                    NULL when spooled to a file (srv_req_upload_map) */
@@ -75,7 +77,8 @@ struct srv_req {
     char *resp;
     size_t resp_len;
     char content_type[64];      /* "" = application/json */
-    char location[256];
+    char location[2048];        /* a redirect's Location ("" = none) */
+    char *set_cookie;           /* Set-Cookie headers, '\n' between them (owned; NULL = none) */
     /* streaming (srv_stream_begin): written as it comes, then the connection closes */
     bool streaming, stream_started, stream_ended;
     korch_buf_t out;            /* pending bytes: out.p[out_off .. out.len) (bounded by srv_stream_write's max) */

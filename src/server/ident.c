@@ -66,7 +66,7 @@ static srv_who_t s_token_resolve(void *self, const srv_cred_t *c, srv_user_t *ou
     return SRV_WHO_OK;
 }
 
-static const srv_resolver_ops_t s_token_ops = {"token", s_token_resolve, NULL, free};
+static const srv_resolver_ops_t s_token_ops = {"token", s_token_resolve, NULL, free, NULL};
 
 korch_rc_t srv_ident_add_token(srv_ident_t *i, const char *token, korch_err_t *err)
 {
@@ -88,7 +88,7 @@ static srv_who_t s_open_resolve(void *self, const srv_cred_t *c, srv_user_t *out
     return SRV_WHO_OK;
 }
 
-static const srv_resolver_ops_t s_open_ops = {"open", s_open_resolve, NULL, NULL};
+static const srv_resolver_ops_t s_open_ops = {"open", s_open_resolve, NULL, NULL, NULL};
 
 korch_rc_t srv_ident_add_open(srv_ident_t *i, korch_err_t *err) { return srv_ident_add(i, &s_open_ops, NULL, err); }
 
@@ -115,6 +115,17 @@ void srv_ident_cancel(srv_ident_t *i, void *arg)
     for (int k = 0; k < i->n; k++)
         if (i->link[k].ops->cancel)
             i->link[k].ops->cancel(i->link[k].self, arg);
+}
+
+int srv_ident_why(srv_ident_t *i, const srv_cred_t *c, char *msg, size_t len)
+{
+    for (int k = 0; i && k < i->n; k++) {
+        int st = i->link[k].ops->why ? i->link[k].ops->why(i->link[k].self, c, msg, len) : 0;
+        if (st)
+            return st;
+    }
+    snprintf(msg, len, "missing or wrong token");
+    return 403;
 }
 
 bool srv_ident_multi(const srv_ident_t *i) { return i && i->multi; }

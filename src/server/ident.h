@@ -96,6 +96,12 @@ typedef struct {
     void (*cancel)(void *self, void *arg);
     /* Free self (when the server is destroyed). May be NULL. */
     void (*destroy)(void *self);
+    /* Why c was refused (it answered DENIED for it, or NEXT at the end of
+       a PENDING lookup): the HTTP status to answer (403; 503 when it could
+       not tell, e.g. the Hub is down) with a message a user can act on in
+       msg. 0: no opinion (the front door says "missing or wrong token").
+       May be NULL. */
+    int (*why)(void *self, const srv_cred_t *c, char *msg, size_t len);
 } srv_resolver_ops_t;
 
 typedef struct srv_ident srv_ident_t;
@@ -117,6 +123,9 @@ korch_rc_t srv_ident_add_open(srv_ident_t *i, korch_err_t *err);
    if the asker goes before done is called. */
 srv_who_t srv_ident_resolve(srv_ident_t *i, const srv_cred_t *c, srv_user_t *out, srv_who_done_fn *done, void *arg);
 void srv_ident_cancel(srv_ident_t *i, void *arg);
+/* A refused c's status and message (the first resolver's `why` that has
+   one), else 403 "missing or wrong token". */
+int srv_ident_why(srv_ident_t *i, const srv_cred_t *c, char *msg, size_t len);
 /* Is any resolver there but the single token / open one (users or Hub)? */
 bool srv_ident_multi(const srv_ident_t *i);
 

@@ -12,6 +12,7 @@
  */
 #include "server_int.h"
 #include "metrics.h"
+#include "hub.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@ static void s_resource(korch_server_t *s, srv_req_t *req, const srv_params_t *p,
 
 static void s_web(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
+    if (srv_hub_page_login(s, req)) /* no user, the Hub's OAuth on: its login first */
+        return;
     if (!srv_web_serve(req)) /* "/static//korch.js": not its exact path */
         srv_respond_error(req, 404, "not found");
 }
@@ -112,6 +115,10 @@ static const srv_route_t s_table[] = {
     {"POST", "/mcp", srv_mcp_post, TOKEN, NONE, false,
      "One MCP (JSON-RPC) message: initialize makes a session (Mcp-Session-Id), tools/call runs the tools"},
     {"DELETE", "/mcp", srv_mcp_delete, TOKEN, NONE, false, "End the MCP session its Mcp-Session-Id names (and its kernel)"},
+    /* korch's page logs in through JupyterHub's OAuth (hub_oauth.c): open, as a login is */
+    {"GET", "/hub/login", srv_hub_login, OPEN, NONE, false, "Log in through JupyterHub (a redirect to its OAuth)"},
+    {"GET", "/oauth_callback", srv_hub_callback, OPEN, NONE, false,
+     "JupyterHub's OAuth redirect back: the code for a login cookie"},
 };
 
 #undef TOKEN

@@ -34,6 +34,7 @@
 #include "ws.h"
 #include "trace.h"
 #include "users.h"
+#include "hub.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -353,6 +354,15 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (*s->token ? srv_ident_add_token(s->parts.ident, s->token, err) != KORCH_OK
                   : !o.users_file && srv_ident_add_open(s->parts.ident, err) != KORCH_OK)
         goto fail;
+    if (o.hub_api_url) { /* last: any token the others do not know is asked of the Hub */
+        srv_hub_opts_t ho = {.api_url = o.hub_api_url, .service_name = o.hub_service_name,
+                             .admin_group = o.hub_admin_group, .cache_s = o.hub_cache_s,
+                             .login_url = o.hub_login_url};
+        srv_hub_opts_from_env(&ho);
+        if (!(s->parts.hub = srv_hub_new(loop, &ho, err)) ||
+            srv_ident_add(s->parts.ident, &srv_hub_resolver, s->parts.hub, err) != KORCH_OK)
+            goto fail;
+    }
     /* the kernel manager first, then those who listen to it */
     s->parts.kmgr = srv_kmgr_new(&(srv_kmgr_opts_t){.loop = loop, .launcher = o.launcher,
                                               .start_timeout_ms = o.kernel_start_timeout_ms},

@@ -86,6 +86,7 @@ typedef struct srv_agents srv_agents_t;
 typedef struct srv_mcps srv_mcps_t;
 typedef struct srv_ident srv_ident_t;        /* ident.h */
 typedef struct srv_users srv_users_t;        /* users.h */
+typedef struct srv_hub srv_hub_t;            /* hub.h */
 
 /* What server.c made, each part owned by its module; a route's handler
    finds its own part here (borrowed; NULL pool / cull when off). */
@@ -103,6 +104,7 @@ typedef struct {
     srv_metrics_t *metrics;
     srv_ident_t *ident;         /* who asks (ident.h): the resolvers, never NULL */
     srv_users_t *users;         /* --users FILE (users.h; owned by ident), or NULL */
+    srv_hub_t *hub;             /* JupyterHub's users (hub.h; owned by ident), or NULL */
     const char *started;        /* ISO 8601 */
     const char *last_activity;  /* of the server's own (requests, websockets) */
 } srv_parts_t;

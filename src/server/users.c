@@ -466,4 +466,4 @@ static void s_destroy(void *self)
     srv_users_destroy(&r);
 }
 
-const srv_resolver_ops_t srv_users_resolver = {"users", s_resolve, NULL, s_destroy};
+const srv_resolver_ops_t srv_users_resolver = {"users", s_resolve, NULL, s_destroy, NULL};

@@ -3,6 +3,7 @@
 #include "korch/path.h"
 #include "korch/buf.h"
 #include "korch/log.h"
+#include "fswalk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define S_MAX_DEPTH 64
 
 static const korch_fs_opts_t s_default_opts = {.mode = 0600};
 
@@ -346,41 +346,23 @@ char *korch_fs_read_rel(const char *root, const char *rel, size_t max, size_t *l
 
 /* ---------------------------------------------------------------- trees */
 
-static int s_chown_dir(int fd, uid_t uid, gid_t gid, int depth)
+static void s_chown_dir(void *arg, int fd, int mirror, const char *rel, const struct stat *st)
 {
-    if (fchown(fd, uid, gid) != 0)
+    (void)mirror, (void)rel, (void)st;
+    const uid_t *ids = arg;
+    if (fchown(fd, ids[0], (gid_t)ids[1]) != 0)
         korch_debug("cannot chown a directory: %s", strerror(errno));
-    if (depth > S_MAX_DEPTH)
-        return 0;
-    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
-    if (!d) {
-        if (dup >= 0)
-            close(dup);
-        return -1;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(st.st_mode))
-            continue;
-        if (S_ISDIR(st.st_mode)) {
-            int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0) {
-                s_chown_dir(sub, uid, gid, depth + 1);
-                close(sub);
-            }
-        } else if (S_ISREG(st.st_mode) && st.st_nlink == 1) {
-            /* By name, but the name never followed; a file with other links
-               may be a host file linked in: left alone. */
-            if (fchownat(fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
-                korch_debug("cannot chown '%s': %s", de->d_name, strerror(errno));
-        }
-    }
-    closedir(d);
-    return 0;
+}
+
+static void s_chown_entry(void *arg, int dirfd, int mirror, const char *name, const char *rel, const struct stat *st)
+{
+    (void)mirror, (void)rel;
+    const uid_t *ids = arg;
+    /* By name, but the name never followed; a file with other links may be
+       a host file linked in: left alone, as are links themselves. */
+    if (S_ISREG(st->st_mode) && st->st_nlink == 1 &&
+        fchownat(dirfd, name, ids[0], (gid_t)ids[1], AT_SYMLINK_NOFOLLOW) != 0)
+        korch_debug("cannot chown '%s': %s", name, strerror(errno));
 }
 
 korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_t *err)
@@ -388,9 +370,11 @@ korch_rc_t korch_fs_chown_tree(const char *dir, uid_t uid, gid_t gid, korch_err_
     int fd = korch_fs_open_dir(dir, err);
     if (fd < 0)
         return err ? err->rc : KORCH_E_IO;
-    s_chown_dir(fd, uid, gid, 0);
+    uid_t ids[2] = {uid, (uid_t)gid};
+    korch_fs_walk_t w = {.dir = s_chown_dir, .entry = s_chown_entry, .arg = ids};
+    korch_rc_t rc = korch_fs_walk(fd, -1, &w, err);
     close(fd);
-    return KORCH_OK;
+    return rc;
 }
 
 /* from/name into to/name, streamed: never more than max - *done bytes in
@@ -400,7 +384,8 @@ typedef struct {
     const korch_fs_copy_t *c;
     const korch_fs_opts_t *o;
     uint64_t done;
-    char rel[4096];             /* the entry's path below from_dir */
+    const char *rel;            /* the entry's path below from_dir (the walk's) */
+    korch_err_t err;            /* the disk filled up */
 } s_copy_t;
 
 static void s_note(s_copy_t *cp, const struct stat *st, const char *why)
@@ -477,51 +462,39 @@ static void s_copy_file(s_copy_t *cp, int from, const char *name, int to, korch_
     s_note(cp, &st, NULL);
 }
 
-static void s_copy_dir(s_copy_t *cp, int from, int to, int depth, korch_err_t *err)
+static bool s_ours(const char *name) { return name[0] == '.' && strstr(name, ".korch-"); /* a temp file of ours */ }
+
+static void s_copy_entry(void *arg, int dirfd, int mirror, const char *name, const char *rel, const struct stat *st)
 {
-    int dup = fcntl(from, F_DUPFD_CLOEXEC, 0);
-    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
-    if (!d) {
-        if (dup >= 0)
-            close(dup);
-        korch_err_set(err, KORCH_E_IO, "cannot list '%s': %s", cp->rel[0] ? cp->rel : ".", strerror(errno));
+    s_copy_t *cp = arg;
+    if (s_ours(name))
         return;
+    cp->rel = rel;
+    if (S_ISREG(st->st_mode))
+        s_copy_file(cp, dirfd, name, mirror, &cp->err);
+    else
+        s_note(cp, st, S_ISLNK(st->st_mode) ? "a symbolic link" : "a special file (fifo, socket or device)");
+}
+
+static int s_copy_twin(void *arg, int mirror, const char *name, const char *rel, const struct stat *st)
+{
+    s_copy_t *cp = arg;
+    if (s_ours(name))
+        return -1;
+    int fd = s_sub_dir(mirror, name, true, cp->o, NULL);
+    if (fd < 0) {
+        cp->rel = rel;
+        s_note(cp, st, "cannot open or make the directory");
     }
-    rewinddir(d); /* a dup shares the offset: an fd listed before is at its end */
-    size_t base = strlen(cp->rel);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            (de->d_name[0] == '.' && strstr(de->d_name, ".korch-"))) /* a temp file of ours */
-            continue;
-        if (snprintf(cp->rel + base, sizeof cp->rel - base, "%s%s", base ? "/" : "", de->d_name) >=
-            (int)(sizeof cp->rel - base)) {
-            cp->rel[base] = 0;
-            continue; /* a path korch cannot name */
-        }
-        struct stat st;
-        if (fstatat(from, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        } else if (S_ISDIR(st.st_mode) && depth >= S_MAX_DEPTH) {
-            s_note(cp, &st, "nested too deep");
-        } else if (S_ISDIR(st.st_mode)) {
-            int sf = openat(from, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            int st_ = sf >= 0 ? s_sub_dir(to, de->d_name, true, cp->o, NULL) : -1;
-            if (sf >= 0 && st_ >= 0)
-                s_copy_dir(cp, sf, st_, depth + 1, err);
-            else
-                s_note(cp, &st, "cannot open or make the directory");
-            if (sf >= 0)
-                close(sf);
-            if (st_ >= 0)
-                close(st_);
-        } else if (S_ISREG(st.st_mode)) {
-            s_copy_file(cp, from, de->d_name, to, err);
-        } else {
-            s_note(cp, &st, S_ISLNK(st.st_mode) ? "a symbolic link" : "a special file (fifo, socket or device)");
-        }
-        cp->rel[base] = 0;
-    }
-    closedir(d);
+    return fd;
+}
+
+static void s_copy_skipped(void *arg, const char *rel, const struct stat *st, const char *why)
+{
+    s_copy_t *cp = arg;
+    struct stat none = {.st_mode = S_IFDIR};
+    cp->rel = rel;
+    s_note(cp, st ? st : &none, why);
 }
 
 korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, const korch_fs_copy_t *c, const korch_fs_opts_t *o,
@@ -532,12 +505,17 @@ korch_rc_t korch_fs_copy_tree(int from_dir, int to_dir, const korch_fs_copy_t *c
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     cp->c = c;
     cp->o = o ? o : &s_default_opts;
+    korch_fs_walk_t w = {.entry = s_copy_entry, .twin = s_copy_twin, .skipped = s_copy_skipped, .arg = cp};
     korch_err_t e = {0};
-    s_copy_dir(cp, from_dir, to_dir, 0, &e);
+    korch_rc_t rc = korch_fs_walk(from_dir, to_dir, &w, &e);
+    if (rc == KORCH_OK && cp->err.rc)
+        rc = korch_err_set(err, cp->err.rc, "%s", cp->err.msg);
+    else if (rc)
+        korch_err_set(err, rc, "%s", e.msg);
     if (copied)
         *copied = cp->done;
     free(cp);
-    return e.rc ? korch_err_set(err, e.rc, "%s", e.msg) : KORCH_OK;
+    return rc;
 }
 
 korch_rc_t korch_write_file(const char *path, const void *data, size_t len, korch_err_t *err)

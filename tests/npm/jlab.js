@@ -1,10 +1,10 @@
 // JupyterLab 4 in the trixie chroot, for the browser tests (jupyterlab_ui.js,
 // jupyterlab_untrusted.js): jupyter-lab started as a user starts it with
-// --gateway-url (its own dirs and token), korch's extension built and
+// --gateway-url (its own dirs and token), korch's extension's wheel
 // installed when asked, and the notebook page's helpers (run a cell, wait for
 // it, read its outputs).
 //
-//   const { startLab, NB, runCell, ... } = require('./jlab').jlab({ chrootDir, extSrc, details, sleep });
+//   const { startLab, NB, runCell, ... } = require('./jlab').jlab({ chrootDir, extWheel, details, sleep });
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -12,9 +12,9 @@ const crypto = require('crypto');
 const { spawn } = require('child_process');
 const { freePort } = require('./ui_run');
 
-// chrootDir: the chroot; extSrc: src/jupyterlab to build and install ('' for
+// chrootDir: the chroot; extWheel: korch-jupyterlab's wheel to install ('' for
 // none); details: the run's details (timings go there); sleep(ms).
-function jlab({ chrootDir, extSrc = '', details, sleep }) {
+function jlab({ chrootDir, extWheel = '', details, sleep }) {
   // jupyter-lab in the chroot, as a user starts it with --gateway-url. Its dirs
   // live under CHROOT/tmp; `inside` is the same path as jupyter-lab sees it.
   // korch null: no gateway (local kernels); ext: the extension installed by a first startLab.
@@ -31,7 +31,7 @@ function jlab({ chrootDir, extSrc = '', details, sleep }) {
     fs.mkdirSync(notif, { recursive: true });
     fs.writeFileSync(path.join(notif, 'notification.jupyterlab-settings'),
       JSON.stringify({ fetchNews: 'false', checkForUpdates: false }));
-    const ext = extEnv || (extSrc ? buildExtension(host, inside) : null);
+    const ext = extEnv || (extWheel ? installExtension(host, inside) : null);
     const port = await freePort();
     const token = crypto.randomBytes(16).toString('hex');
     const args = [chrootDir, '/usr/bin/env', `HOME=${inside}`, 'PATH=/usr/local/bin:/usr/bin:/bin',
@@ -63,41 +63,30 @@ function jlab({ chrootDir, extSrc = '', details, sleep }) {
     throw new Error(`jupyter-lab did not answer: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
   }
 
-  // The repo's src/jupyterlab (KORCH_JLAB_extSrc) copied under the run's dir
-  // with the chat component of src/web built into it (`node src/web/build.mjs
-  // --lib`, here: esbuild and src/web's npm packages), then in the chroot the
-  // wheel made offline (pip wheel, no index: hatch-jupyter-builder's hook runs
-  // korch_jlab_build.py, i.e. tsc and `jupyter labextension build` with
-  // Debian's /usr/share/nodejs) and installed with --prefix into the run's
-  // dir: the server extension enabled by the wheel's jupyter_server_config.d
-  // file, the labextension from its share/jupyter. -> the env jupyter-lab needs
-  // to see that prefix.
-  function buildExtension(host, inside) {
+  // korch's extension as a user installs it: the wheel built on the host
+  // (`make jupyterlab-wheel`: dist/korch_jupyterlab-*.whl, KORCH_JLAB_WHEEL)
+  // copied under the run's dir and pip-installed in the chroot, offline
+  // (--no-index --no-deps: JupyterLab is the chroot's own), with --prefix into
+  // the run's dir, so the shared chroot stays as it is: the server extension
+  // enabled by the wheel's jupyter_server_config.d file, the labextension from
+  // its share/jupyter, nothing built. -> the env jupyter-lab needs to see that prefix.
+  function installExtension(host, inside) {
     const { spawnSync } = require('child_process');
     const t = Date.now();
-    const dst = path.join(host, 'ext');
-    fs.cpSync(extSrc, dst, { recursive: true,
-      filter: f => !/[/](node_modules|__pycache__|labextension|lib|chat|dist|build\.log)$/.test(f) });
-    const chat = spawnSync(process.execPath, [path.join(extSrc, '..', 'web', 'build.mjs'), '--lib', path.join(dst, 'chat')], { encoding: 'utf8' });
-    if (chat.status !== 0) throw new Error(`the chat component did not build: ${(chat.stdout + chat.stderr).slice(-1500)}`);
-    details.chat_build_s = (Date.now() - t) / 1000;
-    const t2 = Date.now();
-    const sh = `set -e; cd ${inside}/ext
-      python3 -m pip wheel -q --no-build-isolation --no-deps --no-index . -w ${inside}/wheel || { tail -30 build.log; exit 1; }
-      sed -n 's/^korch-jupyterlab: labextension built in //p' build.log >&2
-      python3 -m pip install -q --root-user-action=ignore --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/*.whl
+    const name = path.basename(extWheel);
+    fs.mkdirSync(path.join(host, 'wheel'));
+    fs.copyFileSync(extWheel, path.join(host, 'wheel', name));
+    details.wheel = { name, kib: Math.round(fs.statSync(extWheel).size / 1024) };
+    const sh = `set -e
+      python3 -m pip install -q --root-user-action=ignore --no-deps --no-index --prefix=${inside}/prefix ${inside}/wheel/${name}
       # where this pip put them (Debian's pip adds local/ under a prefix)
       dirname "$(find ${inside}/prefix -path '*-packages/korch_jupyterlab' -type d)"
       dirname "$(find ${inside}/prefix -path '*/share/jupyter/labextensions' -type d)"
       dirname "$(find ${inside}/prefix -path '*/etc/jupyter/jupyter_server_config.d' -type d)"`;
     const r = spawnSync('/usr/sbin/chroot', [chrootDir, '/bin/sh', '-c', sh], { encoding: 'utf8' });
     if (r.status !== 0)
-      throw new Error(`the extension did not build or install: ${(r.stdout + r.stderr).slice(-1500)}`);
-    const whl = fs.readdirSync(path.join(host, 'wheel'));
-    details.wheel = whl.map(w => ({ name: w, kib: Math.round(fs.statSync(path.join(host, 'wheel', w)).size / 1024) }));
-    details.labextension_build = r.stderr.trim();
-    details.wheel_build_install_s = (Date.now() - t2) / 1000;
-    details.extension_build_s = (Date.now() - t) / 1000;
+      throw new Error(`the extension's wheel did not install: ${(r.stdout + r.stderr).slice(-1500)}`);
+    details.wheel_install_s = (Date.now() - t) / 1000;
     const [site, share, etc] = r.stdout.trim().split('\n').slice(-3);
     details.installed = { site, share, etc };
     return [`PYTHONPATH=${site}`, `JUPYTER_PATH=${share}`, `JUPYTER_CONFIG_PATH=${etc}`];
@@ -178,7 +167,7 @@ function jlab({ chrootDir, extSrc = '', details, sleep }) {
     }, NB, { timeout: timeoutMs, polling: 100 });
   }
 
-  return { startLab, buildExtension, NB, runCell, waitCell, waitStatus, cellText, cellNodes, scrollTo, waitNotebook };
+  return { startLab, installExtension, NB, runCell, waitCell, waitStatus, cellText, cellNodes, scrollTo, waitNotebook };
 }
 
 module.exports = { jlab };

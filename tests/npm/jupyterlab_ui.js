@@ -23,13 +23,13 @@ const { uiRun } = require('./ui_run');
 
 const [korchLine, shotDir, label = 'local', cullArg = '12', chrootDir = '/var/cache/korch/trixie-jlab'] = process.argv.slice(2);
 const CULL_S = Number(cullArg);
-const EXT_SRC = process.env.KORCH_JLAB_EXT_SRC || '';   // set: the agent panel's steps instead
+const EXT_WHEEL = process.env.KORCH_JLAB_WHEEL || '';   // set: the agent panel's steps instead
 const t0 = Date.now();
 let page;
 const { result, log, sleep, check, failures, details, shot, step } = uiRun(`jupyterlab-${label}`, shotDir, () => page);
 
 const { startLab, NB, runCell, waitCell, waitStatus, cellText, cellNodes, scrollTo, waitNotebook } =
-  require('./jlab').jlab({ chrootDir, extSrc: EXT_SRC, details, sleep });
+  require('./jlab').jlab({ chrootDir, extWheel: EXT_WHEEL, details, sleep });
 
 const consoleLines = [];
 
@@ -62,7 +62,7 @@ async function main() {
     if (!ok) throw new Error('no notebook');
     await shot(page, 'open');
 
-    if (!EXT_SRC) {
+    if (!EXT_WHEEL) {
       // 2. state across cells
       await step('state', async () => {
         await waitCell(page, await runCell(page, 'x = 21'));
@@ -242,6 +242,109 @@ async function main() {
       await shot(page, 'agent-answer');
     });
 
+    // A2. a second notebook opened beside the first: the panel follows the
+    //     active one (its own session in its own kernel: the same question is
+    //     answered from that notebook's DataFrame, the agent's cells land in
+    //     that notebook only), then back to the first (its history again)
+    await step('agent_switch', async () => {
+      const me = nbExpr => { const p = eval(nbExpr); return { id: p.id, path: p.context.path, kernel: p.sessionContext.session.kernel.id }; };
+      const first = await page.evaluate(me, NB);
+      // the panel bound to that notebook: its path in the status line, its session's
+      // history in the log (SAYS: a text its answer has, '' for none), Send enabled
+      const panelShows = (who, turns, says) => page.waitForFunction(([p, path, turns, says]) => {
+        const st = document.querySelector('.korch-agent-status');
+        const inp = document.querySelector(p + ' .k-input');
+        const finals = Array.from(document.querySelectorAll(p + ' .k-final'), e => e.textContent);
+        return st && st.textContent.startsWith(path + ' ') && inp && !inp.disabled &&
+          document.querySelectorAll(p + ' .k-turn').length === turns && finals.length === turns &&
+          finals.every(f => f.includes(says));
+      }, [P, who.path, turns, says], { timeout: 20000, polling: 50 });
+      const t = Date.now();
+      await page.evaluate(() => window.jupyterapp.commands.execute('notebook:create-new', { kernelName: 'python3' }));
+      await page.waitForFunction(id => { const w = window.jupyterapp.shell.currentWidget; return w && w.id !== id && w.sessionContext; },
+        first.id, { timeout: 30000, polling: 100 });
+      await waitNotebook(page);
+      const second = await page.evaluate(me, NB);
+      details.second_notebook = { path: second.path, open_s: (Date.now() - t) / 1000 };
+      check(second.kernel !== first.kernel, 'the second notebook has the first one\'s kernel');
+      const t2 = Date.now();
+      await panelShows(second, 0, '');
+      details.switch_to_second_s = (Date.now() - t2) / 1000;
+      details.panel_status_second = (await page.locator('.korch-agent-status').innerText()).trim();
+      check(details.panel_status_second.includes(second.kernel.slice(0, 8)), `the panel on the second notebook: ${details.panel_status_second}`);
+      await waitCell(page, await runCell(page,
+        'import pandas as pd\ndf = pd.DataFrame({"region": ["west", "north"], "units": [300, 77]})'));
+      await page.locator(`${P} .k-input`).fill('How many units in total? Chart them by region.');
+      await page.click(`${P} .k-send`);
+      await page.locator(`${P} .k-turn .k-final`).waitFor({ timeout: 60000 });
+      await idle();
+      details.agent_answer_second = (await page.locator(`${P} .k-turn .k-final`).innerText()).trim();
+      check(/\b377\b/.test(details.agent_answer_second), `the second notebook's answer: ${JSON.stringify(details.agent_answer_second)}`);
+      const cellsOf = id => page.evaluate(id => {
+        const w = Array.from(window.jupyterapp.shell.widgets('main')).find(w => w.id === id);
+        return w.content.widgets.filter(c => (c.model.getMetadata('korch') || {}).agent).map(c =>
+          ({ turn: c.model.getMetadata('korch').turn, out: c.model.outputs.toJSON().map(o => [].concat(o.text || '').join('')).join('') }));
+      }, id);
+      const inSecond = await cellsOf(second.id), inFirst = await cellsOf(first.id);
+      details.switch_cells = { first: inFirst.map(c => c.out.slice(0, 30)), second: inSecond.map(c => c.out.slice(0, 30)) };
+      check(inSecond.length === 2 && /TOTAL=377/.test(inSecond[0].out), `the second notebook's agent cells: ${JSON.stringify(details.switch_cells)}`);
+      check(inFirst.length === 2 && !inFirst.some(c => /377/.test(c.out)), `the first notebook's agent cells: ${JSON.stringify(details.switch_cells)}`);
+      await shot(page, 'agent-switch-second');
+      // back to the first: its session's history, not the second's
+      const t3 = Date.now();
+      await page.evaluate(id => window.jupyterapp.shell.activateById(id), first.id);
+      await panelShows(first, 1, '4242');
+      details.switch_back_s = (Date.now() - t3) / 1000;
+      const hist = await page.locator(`${P} .k-log`).innerText();
+      check(/4242/.test(hist) && !/\b377\b/.test(hist), `the panel back on the first notebook: ${JSON.stringify(hist.slice(0, 300))}`);
+      await shot(page, 'agent-switch-back');
+      // the second notebook closed, its kernel shut down (korch ends with none)
+      await page.evaluate(async id => {
+        const w = Array.from(window.jupyterapp.shell.widgets('main')).find(w => w.id === id);
+        await w.sessionContext.shutdown();
+        w.dispose();
+      }, second.id);
+      await page.evaluate(id => window.jupyterapp.shell.activateById(id), first.id);
+      await panelShows(first, 1, '4242');
+    });
+
+    // A3. JupyterLab's dark theme: the panel's code highlighted in the colours a
+    //     notebook cell gives the same tokens, every token readable on the
+    //     code's background (contrast at least 3:1; the light highlight.js
+    //     theme's strings, #032f62, are about 1.4:1 there)
+    await step('agent_dark', async () => {
+      await page.evaluate(() => window.jupyterapp.commands.execute('apputils:change-theme', { theme: 'JupyterLab Dark' }));
+      await page.waitForFunction(() => document.body.dataset.jpThemeLight === 'false', null, { timeout: 20000, polling: 100 });
+      await sleep(800);
+      await page.evaluate(p => document.querySelectorAll(p + ' details.k-code').forEach(d => { d.open = true; }), P);
+      await sleep(200);
+      const seen = await page.evaluate(p => {
+        const rgb = c => (c.match(/[\d.]+/g) || []).map(Number);
+        const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+          return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+        const bgOf = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c; } return [255, 255, 255]; };
+        const out = [];
+        for (const span of document.querySelectorAll(p + ' code.hljs [class^="hljs-"]')) {
+          const fg = rgb(getComputedStyle(span).color), bg = bgOf(span);
+          const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+          out.push({ cls: span.className, text: span.textContent.slice(0, 20), fg: fg.slice(0, 3).join(','), bg: bg.slice(0, 3).join(','),
+            contrast: Math.round((a + 0.05) / (b + 0.05) * 10) / 10 });
+        }
+        return out;
+      }, P);
+      const byClass = {};
+      for (const x of seen) if (!byClass[x.cls] || x.contrast < byClass[x.cls].contrast) byClass[x.cls] = x;
+      details.dark_tokens = Object.values(byClass);
+      check(seen.length >= 3, `the panel's code has ${seen.length} highlighted tokens`);
+      const low = seen.filter(x => x.contrast < 3);
+      check(low.length === 0, `tokens hard to read in the dark theme: ${JSON.stringify(low.slice(0, 5))}`);
+      await page.locator(`${P} details.k-code`).first().scrollIntoViewIfNeeded();
+      await shot(page, 'agent-dark');
+      await page.evaluate(p => document.querySelectorAll(p + ' details.k-code').forEach(d => { d.open = false; }), P);
+      await page.evaluate(() => window.jupyterapp.commands.execute('apputils:change-theme', { theme: 'JupyterLab Light' }));
+      await page.waitForFunction(() => document.body.dataset.jpThemeLight === 'true', null, { timeout: 20000, polling: 100 });
+    });
+
     // B. hostile output: the model's narration and answer and the kernel's
     //    outputs carry script (<script>, onerror, javascript: links, an SVG's
     //    onload); nothing runs, in the panel (DOMPurify) or in the cell
@@ -419,7 +522,7 @@ async function main() {
     });
     // 8. the panel without a gateway (jupyter-lab on its own local kernels): it says
     //    what to configure (the server extension's 503, shown in the status line)
-    if (EXT_SRC) {
+    if (EXT_WHEEL) {
       await step('agent_no_gateway', async () => {
         const plain = await startLab(null, lab.ext);
         try {
@@ -450,6 +553,14 @@ async function main() {
     if (page) await shot(page, 'failure').catch(() => {});
   } finally {
     details.console_errors = consoleLines.filter(l => /error/i.test(l)).slice(0, 10);
+    // the wheel's shared packages (^4.0.0 ...) satisfied by this JupyterLab's: webpack
+    // warns "Unsatisfied version X from P of shared singleton module M (required R)"
+    // otherwise. (Debian's JupyterLab 4.0.11 warns so about its own react, react-dom
+    // and @jupyter/ydoc: not ours.)
+    const unsatisfied = consoleLines.filter(l => /Unsatisfied version/i.test(l));
+    details.shared_version_warnings = unsatisfied.map(l => l.replace(/^.*shared singleton module /, ''));
+    const ours = unsatisfied.filter(l => / module (@jupyterlab\/(application|notebook|cells|services|rendermime)|@lumino\/widgets) /.test(l));
+    if (EXT_WHEEL) check(ours.length === 0, `korch-jupyterlab's shared packages: ${JSON.stringify(ours.slice(0, 3))}`);
     await close();
     lab.proc.kill('SIGTERM');
     await new Promise(r => { if (lab.proc.exitCode !== null) r(); else { lab.proc.on('exit', r); setTimeout(r, 8000); } });

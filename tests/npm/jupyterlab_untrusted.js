@@ -30,10 +30,10 @@ const [korchLine, shotDir, chrootDir = '/var/cache/korch/trixie-jlab'] = process
 const t0 = Date.now();
 let page;
 const { result, log, sleep, check, failures, details, shot, step } =
-  uiRun(process.env.KORCH_JLAB_EXT_SRC ? 'jupyterlab-untrusted-ext' : 'jupyterlab-untrusted', shotDir, () => page);
-// KORCH_JLAB_EXT_SRC set: korch's extension built and installed too; its badge is checked as well
-const EXT_SRC = process.env.KORCH_JLAB_EXT_SRC || '';
-const { startLab, NB, runCell, waitCell, waitStatus } = require('./jlab').jlab({ chrootDir, extSrc: EXT_SRC, details, sleep });
+  uiRun(process.env.KORCH_JLAB_WHEEL ? 'jupyterlab-untrusted-ext' : 'jupyterlab-untrusted', shotDir, () => page);
+// KORCH_JLAB_WHEEL set: korch's extension's wheel installed too; its badge is checked as well
+const EXT_WHEEL = process.env.KORCH_JLAB_WHEEL || '';
+const { startLab, NB, runCell, waitCell, waitStatus } = require('./jlab').jlab({ chrootDir, extWheel: EXT_WHEEL, details, sleep });
 
 async function badge() {
   return page.evaluate(nbExpr => {
@@ -90,7 +90,7 @@ async function main() {
         'the untainted reference script did not create its file: the canary cannot fire');
       const m = await korchJson(korch, 'GET', `/api/kernels/${kid}`);
       check(m.json && m.json.untrusted === false, `an untainted kernel's model: ${m.text.slice(0, 200)}`);
-      if (EXT_SRC) {
+      if (EXT_WHEEL) {
         const b = await badge();
         check(b && !b.shown, `the badge before the agent ran: ${JSON.stringify(b)}`);
       }
@@ -117,7 +117,7 @@ async function main() {
         return { note: el.querySelectorAll('.korch-neutralised').length, text: el.innerText.slice(0, 400) };
       }, [NB, i]);
       details.hook_cell = shown;
-      if (EXT_SRC) {
+      if (EXT_WHEEL) {
         await page.waitForFunction(nbExpr => {
           const b = eval(nbExpr).node.querySelector('.korch-untrusted-badge');
           return b && b.offsetWidth > 0;
@@ -191,7 +191,7 @@ async function main() {
       await runWait('display(HTML("<script>" + _korch_js("after_restart") + "</script>"))');
       await page.waitForFunction(() => (window.__pwned || []).includes('after_restart'), null, { timeout: 10000 })
         .catch(() => check(false, 'after the restart the script did not run'));
-      if (EXT_SRC) {
+      if (EXT_WHEEL) {
         const b = await badge();
         check(b && !b.shown, `the badge after the restart: ${JSON.stringify(b)}`);
       }

@@ -723,7 +723,38 @@ def sc_receipts(x):
             "the budget's notice: %r" % _of(events, "notice"))
 
 
-SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys, sc_receipts)})
+def _session_bytes(x, sid):
+    d = os.path.join(x.agent_dir, sid)
+    n = sum(os.path.getsize(os.path.join(d, f)) for f in ("transcript.jsonl", "notebook.ipynb")
+            if os.path.exists(os.path.join(d, f)))
+    figs = os.path.join(d, "figures")
+    if os.path.isdir(figs):
+        n += sum(os.path.getsize(os.path.join(figs, f)) for f in os.listdir(figs))
+    return n
+
+
+def sc_session_budget(x):
+    """korch serve --session-mb 4 (issue 22 point 4 over the API): the model
+    floods 6 MB of print, a 2 MB image and a 3 MB figure per step. The
+    session's transcript, notebook and figures stay within 4 MiB across
+    steps and a second turn; the model and the user are told, each turn
+    ends in done."""
+    m = x.session()
+    bound = 4 << 20
+    for turn in (1, 2):
+        events = Sse(x, m["id"], "flood it").all()
+        done = _of(events, "done")
+        notices = " ".join(d.get("text", "") for d in _of(events, "notice"))
+        final = " ".join(d.get("text", "") for d in _of(events, "final"))
+        used = _session_bytes(x, m["id"])
+        x.details["turn%d" % turn] = {"bytes": used, "steps": done[0].get("steps") if done else None}
+        x.check(done, "turn %d ended without done: %r" % (turn, [n for n, _ in events][-5:]))
+        x.check("this session has used its output budget" in notices, "turn %d: the user was not told: %r" % (turn, notices))
+        x.check("budget told: True" in final, "turn %d: the model was not told: %r" % (turn, final))
+        x.check(used <= bound + (256 << 10), "turn %d: %d bytes on disk against %d" % (turn, used, bound))
+
+
+SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys, sc_receipts, sc_session_budget)})
 
 
 def main():

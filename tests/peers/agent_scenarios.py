@@ -127,6 +127,17 @@ def restart_flood(provider, req, state):
     return {"tool_calls": [_code(_FLOOD)]}
 
 
+def flood(provider, req, state):
+    """restart_flood without the kill: 6 MB of print, a 2 MB image and a 3 MB
+    figure per step, until korch says the session's output budget is used
+    up (korch serve --session-mb over two turns)."""
+    results = _all_results(provider, req)
+    told = "output budget" in ls.latest_user_text(provider, req)
+    if not ls.has_tools(provider, req) or told:
+        return {"text": "Stopped after %d floods; budget told: %s." % (len(results), told)}
+    return {"tool_calls": [_code(_FLOOD.replace("os.kill(os.getpid(), 9)\n", "print('still here')\n"))]}
+
+
 def badjson(provider, req, state):
     """Tool-call JSON that does not parse goes back to the model as an error."""
     results = _all_results(provider, req)
@@ -445,6 +456,7 @@ def jlab(provider, req, state):
 
 SCENARIOS["jlab"] = jlab
 SCENARIOS["restart_flood"] = restart_flood
+SCENARIOS["flood"] = flood
 
 
 def taint_hook(provider, req, state):

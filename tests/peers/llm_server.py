@@ -60,6 +60,11 @@ try:
     SCENARIOS.update(trust_scenarios.SCENARIOS)
 except ImportError:
     pass
+try:
+    import pyclient_scenarios  # noqa: E402  (the Python client's agent sessions)
+    SCENARIOS.update(pyclient_scenarios.SCENARIOS)
+except ImportError:
+    pass
 
 LOCK = threading.Lock()
 STATE = {}      # scenario -> {"n": int, "requests": [...]}

@@ -115,6 +115,10 @@ class AgentPanel extends Widget {
   private chat: ChatHandle;
   private cells: NotebookCells;
   private bound: string | null | undefined = undefined;  // the kernel id shown
+  // The notebook whose session the chat shows: the agent's cells go there, not
+  // to whichever notebook is active (a turn's events may still arrive after
+  // the user switched to another notebook, until the chat opens that one's session).
+  private target: NotebookPanel | null = null;
   private watched = new WeakSet<NotebookPanel>();
 
   constructor(private tracker: INotebookTracker) {
@@ -128,7 +132,7 @@ class AgentPanel extends Widget {
     const host = document.createElement('div');
     this.node.append(this.status, host);
     const settings = ServerConnection.makeSettings();
-    this.cells = new NotebookCells(() => this.notebook(), () => this.chat.sessionId);
+    this.cells = new NotebookCells(() => this.target, () => this.chat.sessionId);
     this.chat = mountChat(host, {
       baseUrl: settings.baseUrl,
       fetch: ((input: RequestInfo | URL, init?: RequestInit) =>
@@ -136,7 +140,7 @@ class AgentPanel extends Widget {
       files: false,
       notebookButton: false,
       cells: this.cells,
-      onTurn: (_q, n) => { markUntrusted(this.notebook()); this.cells.turn(n); },
+      onTurn: (_q, n) => { markUntrusted(this.target); this.cells.turn(n); },
       title: () => 'korch agent',
       createSession: () => this.createSession(),
     });
@@ -176,6 +180,7 @@ class AgentPanel extends Widget {
     if (!kid || !nb) {
       this.say('Open a notebook with a running kernel: the agent works in it.');
       this.chat.block(true);
+      this.target = null;
       await this.chat.open(null);
       return;
     }
@@ -195,11 +200,13 @@ class AgentPanel extends Widget {
     this.chat.block(false);
     const want = sessionsOf()[kid];
     const s = sessions.find((x) => x.id === want) ?? sessions.find((x) => x.kernel_id === kid);
+    this.target = nb;  // open() first stops following the previous notebook's turn
     await this.chat.open(s ? s.id : null);
   }
 
   private async createSession(): Promise<any> {
-    const kid = this.kernelId();
+    const k = this.target?.sessionContext.session?.kernel;  // the notebook the chat shows
+    const kid = k && k.id === this.bound ? k.id : null;
     if (!kid) throw new Error('open a notebook with a running kernel first');
     const m = await this.chat.api.json<any>('POST', '/api/agent/sessions', { kernel_id: kid });
     if (m) remember(kid, m.id);

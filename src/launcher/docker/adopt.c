@@ -51,6 +51,7 @@ static void s_adopt_end(s_adopt_t *a, korch_rc_t rc, const korch_err_t *err)
             if (a->target[0] && a->has_rdir && dk_rdir_in_base(a->rdir))
                 dk_cleanup_runtime(a->rdir, a->target);
         }
+        korch_kuid_release(&a->p->kuid);
         free(a->p);
         if (a->op)
             korch_op_finish_proc(a->op, NULL, rc, err);
@@ -138,6 +139,15 @@ static void s_on_adopt_inspect(korch_rc_t rc0, const korch_err_t *err0, korch_do
     if (!user || !korch_parse_user(user, &p->uid, &p->gid)) {
         p->uid = geteuid() == 0 ? 1000 : geteuid();
         p->gid = geteuid() == 0 ? 1000 : getegid();
+    }
+    /* A kernel uid is claimed again (kuid.h): no kernel started from now on
+       shares it while this one runs. Held by another process (another korch
+       adopted it too): said, and adopted all the same. */
+    if (korch_kuid_is_kernel(p->uid) && geteuid() == 0 && !p->kuid) {
+        korch_err_t ke = {0};
+        if (!(p->kuid = korch_kuid_claim(p->uid, &ke)))
+            korch_notice("re-adopted kernel %s runs as uid %u, which korch cannot claim again: %s", kernel_id,
+                         (unsigned)p->uid, ke.msg);
     }
     snprintf(p->workdir, sizeof p->workdir, "%s", wd && wd[0] == '/' ? wd : l->o.workdir_mount);
     p->memory = json_integer_value(json_object_get(json_object_get(r->json, "HostConfig"), "Memory"));

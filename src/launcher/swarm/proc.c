@@ -84,6 +84,7 @@ korch_rc_t sw_get_file(korch_proc_t *proc, const char *name, size_t max, korch_o
 void sw_proc_release(swarm_proc_t *p)
 {
     sw_kernelio_release(p);
+    korch_kuid_release(&p->kuid);
     json_decref(p->spec);
     explicit_bzero(p->base.conn.key, sizeof p->base.conn.key);
     free(p);
@@ -103,6 +104,27 @@ void sw_proc_free(korch_proc_t *proc)
 }
 
 /* ------------------------------------------------------------ adopt */
+
+/* The adopted kernel's uid (its service's "uid:gid"): a kernel uid is
+   claimed again, so no kernel started from now on gets it while this one
+   runs. Held by another korch (two adopting the same kernel): said, and
+   the kernel adopted all the same (it runs as that uid whatever korch
+   claims). */
+void sw_adopt_uid(swarm_proc_t *p, const char *user)
+{
+    uid_t uid;
+    gid_t gid;
+    if (!user || !korch_parse_user(user, &uid, &gid))
+        return;
+    p->uid = uid;
+    p->gid = gid;
+    if (!korch_kuid_is_kernel(uid) || geteuid() != 0 || p->kuid)
+        return;
+    korch_err_t e = {0};
+    if (!(p->kuid = korch_kuid_claim(uid, &e)))
+        korch_notice("re-adopted kernel %.40s runs as uid %u, which korch cannot claim again: %s", p->kernel_id,
+                     (unsigned)uid, e.msg);
+}
 
 static void s_on_adopt_service(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
 {
@@ -147,6 +169,9 @@ static void s_on_adopt_service(korch_rc_t rc, const korch_err_t *err, korch_dock
         return;
     }
     snprintf(p->secret, sizeof p->secret, "%s", sw_str(labels, "korch.secret", NULL));
+    sw_adopt_uid(p, sw_str(json_object_get(json_object_get(json_object_get(svc, "Spec"), "TaskTemplate"),
+                                           "ContainerSpec"),
+                           "User", NULL));
     snprintf(p->base.runtime_dir, sizeof p->base.runtime_dir, "%s", rdir);
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)korch_dir_len(rdir), rdir, SW_CONN_FILE);
     korch_err_t e = {0};

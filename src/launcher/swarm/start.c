@@ -60,8 +60,10 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
     swarm_launcher_t *l = p->l;
     const korch_swarm_opts_t *o = &l->o;
     char uid[16], gid[16];
-    snprintf(uid, sizeof uid, "%u", (unsigned)l->uid);
-    snprintf(gid, sizeof gid, "%u", (unsigned)l->gid);
+    char user[40];
+    snprintf(uid, sizeof uid, "%u", (unsigned)p->uid);
+    snprintf(gid, sizeof gid, "%u", (unsigned)p->gid);
+    snprintf(user, sizeof user, "%s:%s", uid, gid);
     char **ev = korch_env_build(req, false, NULL);
     json_t *env = json_array();
     for (char **e = ev; env && e && *e; e++)
@@ -95,7 +97,7 @@ static json_t *s_service_spec(swarm_proc_t *p, const korch_launch_t *req, const 
     if (o->pids_limit > 0)
         json_object_set_new(limits, "Pids", json_integer(o->pids_limit));
     json_t *cs = json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:[s], s:[o], s:[o], s:I, s:o}", "Image", image,
-                           "Args", args, "Env", env, "User", o->user, "Dir", "/tmp", "ReadOnly", 1, "Init",
+                           "Args", args, "Env", env, "User", user, "Dir", "/tmp", "ReadOnly", 1, "Init",
                            1, "CapabilityDrop", "ALL", "Mounts", tmp, "Secrets", secret, "StopGracePeriod",
                            (json_int_t)o->stop_grace_ms * 1000000, "Labels",
                            json_pack("{s:s, s:s}", "korch.kernel_id", req->kernel_id, "korch.scope", p->l->scope));
@@ -218,6 +220,18 @@ korch_rc_t sw_start(korch_launcher_t *self, const korch_launch_t *req, korch_op_
     snprintf(p->conn_file, sizeof p->conn_file, "%.*s/%s", (int)korch_dir_len(req->runtime_dir), req->runtime_dir,
              SW_CONN_FILE);
     p->python = req->spec->language && !strcmp(req->spec->language, "python");
+    /* A uid no account of korch's host has, this kernel's alone (kuid.h);
+       a restart's start claims a fresh one (its predecessor's service may
+       still be on its way out). */
+    if (l->dynamic) {
+        if (!(p->kuid = korch_kuid_claim(0, err)))
+            goto fail;
+        p->uid = korch_kuid_uid(p->kuid);
+        p->gid = (gid_t)p->uid;
+    } else {
+        p->uid = l->uid;
+        p->gid = l->gid;
+    }
 
     /* The kernel's file: tcp on every address of its task, fixed ports. */
     korch_conn_t *kc = &p->base.conn; /* korch's: the same, ip set once the task has its address */

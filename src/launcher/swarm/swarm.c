@@ -14,7 +14,10 @@
  *    the command copies it to /tmp first (a tmpfs), then execs the
  *    kernelspec's argv through the image's entrypoint.
  *  - Hardened as the docker launcher: read-only root, no capabilities, a
- *    non-root uid, memory/CPU/pids/nofile limits, docker-init as PID 1,
+ *    non-root uid (a kernel uid of kuid.h, one per kernel, claimed on
+ *    korch's host: no account there has it, and the nodes of a swarm
+ *    korch launches into are machines of korch's operator, whose accounts
+ *    the range must avoid too), memory/CPU/pids/nofile limits, docker-init as PID 1,
  *    tmpfs /tmp and work dir. Engine 20.10 (API 1.41) has no
  *    no-new-privileges for services (`docker service create` has no
  *    switch): the image must carry no setuid binaries.
@@ -76,7 +79,7 @@ void korch_swarm_opts_init(korch_swarm_opts_t *o)
     o->network = net && *net ? net : "korch-kernels";
     o->encrypted = !(enc && (!strcmp(enc, "0") || !strcmp(enc, "false") || !strcmp(enc, "no")));
     o->constraints = con && *con ? con : NULL;
-    o->user = "1000:1000";
+    o->user = NULL; /* a kernel uid per kernel (kuid.h) */
     o->memory = SW_GIB;
     o->nano_cpus = 1000000000LL;
     o->pids_limit = 256;
@@ -217,17 +220,23 @@ korch_launcher_t *korch_launcher_swarm_new(korch_loop_t *loop, const korch_swarm
             korch_err_set(err, KORCH_E_NOMEM, "out of memory");
             goto fail;
         }
-    if (!l->o.user)
-        l->o.user = "1000:1000";
     if (!l->o.workdir_mount)
         l->o.workdir_mount = "/tmp/work";
     if (!l->o.network)
         l->o.network = "korch-kernels";
     if (l->o.poll_ms <= 0)
         l->o.poll_ms = 500;
-    if (!korch_parse_user(l->o.user, &l->uid, &l->gid)) {
+    if (l->o.user && !korch_parse_user(l->o.user, &l->uid, &l->gid)) {
         korch_err_set(err, KORCH_E_INVALID, "swarm user '%s' is not numeric uid:gid", l->o.user);
         goto fail;
+    } else if (!l->o.user && geteuid() != 0) {
+        l->uid = geteuid(); /* a kernel uid needs root's claim (kuid.h): korch's own, as docker does */
+        l->gid = getegid();
+    } else if (!l->o.user) {
+        uid_t first, last;
+        if (!korch_kuid_range(&first, &last, err))
+            goto fail;
+        l->dynamic = true;
     }
     if (korch_runtime_scope(NULL, l->scope, sizeof l->scope, err) != KORCH_OK)
         goto fail;

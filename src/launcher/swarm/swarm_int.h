@@ -19,6 +19,7 @@
 #include "korch/session.h"
 #include "../backend.h"
 #include "../spawn.h"
+#include "../kuid.h"
 
 #include <czmq.h>
 #include <limits.h>
@@ -54,8 +55,9 @@ struct swarm_launcher {
     korch_swarm_opts_t o;
     char *strs[8];
     char network_id[80];
-    uid_t uid;
+    uid_t uid;                  /* opts.user's, or korch's own when not root */
     gid_t gid;
+    bool dynamic;               /* a kernel uid per kernel (kuid.h) instead */
     swarm_proc_t *procs;        /* procs being started or running, for the poll */
     int timer;                  /* the poll */
     korch_op_t *poll_call;      /* GET /nodes or GET /tasks in flight */
@@ -73,6 +75,9 @@ struct swarm_proc {
     bool adopting;
     bool given;                 /* the caller has it (its start finished) */
     char kernel_id[80];
+    korch_kuid_t *kuid;         /* its claim on the kernel uid (dynamic), released with the proc */
+    uid_t uid;                  /* what the kernel runs as */
+    gid_t gid;
     char name[80];              /* service and secret name */
     char service[80];           /* ids */
     char secret[80];
@@ -138,6 +143,7 @@ korch_rc_t sw_put_file(korch_proc_t *proc, const char *name, const void *data, s
                        korch_err_t *err);
 korch_rc_t sw_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err);
 void sw_proc_release(swarm_proc_t *p);
+void sw_adopt_uid(swarm_proc_t *p, const char *user);
 const char *sw_log_tail(korch_proc_t *proc);
 void sw_proc_free(korch_proc_t *proc);
 korch_rc_t sw_adopt(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err);
