@@ -344,6 +344,13 @@ int korch_cmd_serve(int argc, char **argv)
         goto out;
     }
     korch_launcher_sweep(launcher, korch_instance_name(inst));
+    { /* the default kernelspec's template (--fork) imports while korch starts up */
+        korch_err_t werr = {0};
+        korch_kernelspec_t *wspec = korch_kernelspec_find(kernel, &werr);
+        if (wspec && korch_launcher_warm(launcher, wspec, &werr) != KORCH_OK)
+            korch_warn("kernel '%s' will start without its template: %s", kernel, werr.msg);
+        korch_kernelspec_destroy(&wspec);
+    }
     bool adopt = instance_name && (korch_launcher_caps(launcher) & KORCH_LAUNCHER_ADOPTS);
     if (instance_name && !adopt)
         korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
