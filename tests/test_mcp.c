@@ -87,6 +87,41 @@ TEST_T(mcp_http_sdk_client, 150)
     korch_test_rmdir(dir);
 }
 
+/* korch serve --users FILE: alice's session and kernel are hers; bob's id
+   probe and DELETE of it are 404, as for a session that does not exist. */
+static char *s_mint(const char *users, const char *name)
+{
+    const char *argv[] = {korch_test_korch_bin(), "user", "add", name, "--users", users, NULL};
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(korch_test_run(argv, NULL, &out, &err, 30), 0);
+    free(err);
+    if (out)
+        out[strcspn(out, "\n")] = 0;
+    return out;
+}
+
+TEST_T(mcp_http_users_apart, 90)
+{
+    if (!s_npm_ready())
+        return;
+    char *dir = korch_test_mkdir("/tmp/korch-mcp-users-XXXXXX");
+    char users[600];
+    snprintf(users, sizeof users, "%s/users.json", dir);
+    char *ta = s_mint(users, "alice"), *tb = s_mint(users, "bob");
+    serve_t s;
+    const char *extra[] = {"--users", users, "--agent-dir", dir, NULL};
+    if (ta && tb && *ta && *tb && serve_start_args(&s, extra)) {
+        char base[300];
+        snprintf(base, sizeof base, "%.*s", (int)strlen(s.url) - 1, s.url); /* without its last '/' */
+        const char *argv[] = {"node", s_script(), "users", base, ta, tb, NULL};
+        s_check(argv, 80);
+        serve_stop(&s);
+    }
+    free(ta);
+    free(tb);
+    korch_test_rmdir(dir);
+}
+
 /* The MCP Inspector's CLI mode (npx @modelcontextprotocol/inspector --cli),
    over stdio and over HTTP with the token in a header. */
 TEST_T(mcp_inspector_cli, 120)

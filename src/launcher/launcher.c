@@ -93,6 +93,12 @@ const char *korch_proc_log_tail(korch_proc_t *p)
     return t ? t : "";
 }
 
+bool korch_proc_usage(korch_proc_t *p, bool reset_peak, korch_proc_usage_t *u)
+{
+    *u = (korch_proc_usage_t){.cpu_ns = -1, .mem_peak = -1};
+    return p && p->launcher->ops->usage && p->launcher->ops->usage(p, reset_peak, u);
+}
+
 /* ------------------------------------------------------------------ ops */
 
 static void s_op_cancel(korch_op_t *op);

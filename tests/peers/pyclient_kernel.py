@@ -77,6 +77,14 @@ def outputs(kc, k):
     check(ex.status == "error" and ex.error and ex.error.ename == "ValueError" and ex.error.evalue == "bad 41",
           "error: %r" % (ex.error,))
     check(ex.error and "\x1b" not in ex.error.traceback_text and "f()" in ex.error.traceback_text, "traceback_text")
+    # ipykernel aborts, unrun, what is queued behind an error with
+    # stop_on_error (here another client's request on the same socket): the
+    # client sends it again, so the call runs
+    for i in range(3):
+        k._channels().send("shell", "execute_request", {"code": "import time; time.sleep(0.3); 1/0", "silent": False,
+                                                         "store_history": False, "stop_on_error": True})
+        ex = k.run_code("'after %d'" % i)
+        check(ex.ok and ex.text == "'after %d'" % i, "the call queued behind a stop_on_error error: %s" % ex.status)
     e = raises(kc.CodeError, lambda: k.run_code("1/0", raise_on_error=True), "raise_on_error")
     check(e is None or e.ename == "ZeroDivisionError", "CodeError.ename")
     # rich results by MIME; a real matplotlib chart as PNG bytes
@@ -168,8 +176,12 @@ def attacks(kc, client):
         check(ex.dropped_messages == 1 and ex.truncated and ex.stdout == "after\n" and not ex.results,
               "oversized message: dropped=%d %r" % (ex.dropped_messages, ex))
         check(k.run_code("1 + 1").text == "2", "in step after an oversized message")
-        # the kernel is shut down under the client's feet
-        client.http.json("DELETE", "api/kernels/" + k.id)
+        # the kernel is shut down under the client's feet, while it runs code, then again
+        t = threading.Timer(0.8, lambda: client.http.json("DELETE", "api/kernels/" + k.id))
+        t.start()
+        e = raises(kc.KernelGoneError, lambda: k.run_code("import time; time.sleep(20)"), "deleted while running")
+        t.join()
+        check(e is None or "shut down" in str(e), "deleted while running, the message: %s" % e)
         e = raises(kc.KernelGoneError, lambda: k.run_code("1"), "a deleted kernel")
         check(e is None or "shut down" in str(e), "deleted kernel message: %s" % e)
     small.close()

@@ -6,7 +6,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from . import _wire
-from .errors import ExecutionTimeout, KernelDiedError, KernelGoneError, KorchUsage, NotFoundError, ProtocolError
+from .errors import (ExecutionTimeout, KernelDiedError, KernelGoneError, KorchError, KorchUsage, NotFoundError,
+                     ProtocolError)
 from .outputs import Collector, Execution, ExecutionError, Result
 
 if TYPE_CHECKING:
@@ -51,14 +52,14 @@ class Kernel:
 
     def _channels(self) -> _wire.Channels:
         if self._dead:
-            raise KernelGoneError("kernel %s is dead (korch could not restart it)" % self.id)
+            raise self._gone(KernelGoneError("kernel %s is dead (korch could not restart it)" % self.id))
         if self._ch is None or self._ch.closed:
             self._ch = _wire.Channels(self.client.http.ws_url("api/kernels/%s/channels" % self.id),
                                       self.client.http.token, self.max_message_bytes, self.client.timeout)
             self._wait_ready(self.client.timeout)
         return self._ch
 
-    def _gone(self, e: KernelGoneError) -> KernelGoneError:
+    def _gone(self, e: KorchError) -> KorchError:
         """Why the websocket went: the kernel was deleted, or the connection alone."""
         try:
             self.client.http.json("GET", "api/kernels/" + self.id)
@@ -114,7 +115,7 @@ class Kernel:
                  on_error: Optional[Callable[[ExecutionError], None]] = None,
                  on_input: Optional[Callable[[str, bool], str]] = None,
                  raise_on_error: bool = False, interrupt_on_timeout: bool = True,
-                 silent: bool = False, store_history: bool = True, stop_on_error: bool = True,
+                 silent: bool = False, store_history: bool = True, stop_on_error: bool = False,
                  max_output_bytes: int = MAX_OUTPUT_BYTES, max_outputs: int = MAX_OUTPUTS) -> Execution:
         """Run code in the kernel (its state persists between calls) and
         return what it produced as an :class:`Execution`.
@@ -131,7 +132,12 @@ class Kernel:
         :class:`KernelGoneError` when it was shut down, :class:`ProtocolError`
         when a message about this execution was malformed (the kernel stays
         usable). At most ``max_output_bytes`` of output and ``max_outputs``
-        outputs are kept (``truncated`` says when more came)."""
+        outputs are kept (``truncated`` says when more came).
+
+        ``stop_on_error`` is False by default: with True, ipykernel aborts the
+        requests that reach it for a while after an error, unrun. A request
+        the kernel aborted unrun (after someone else's error) is sent again,
+        up to 3 times; then the Execution's status is ``aborted``."""
         if not isinstance(code, str):
             raise KorchUsage("code must be a str, not %s" % type(code).__name__)
         ch = self._channels()
@@ -139,16 +145,26 @@ class Kernel:
             self._drain(ch)
         except KernelGoneError as e:
             raise self._gone(e) from e
-        ch = self._channels()
-        ex = Execution(code=code)
-        col = Collector(ex, max_output_bytes, max_outputs, on_stdout, on_stderr, on_result, on_error)
-        try:
-            ex.msg_id = ch.send("shell", "execute_request", {
-                "code": code, "silent": silent, "store_history": store_history, "user_expressions": {},
-                "allow_stdin": on_input is not None, "stop_on_error": stop_on_error})
-            self._collect(ch, ex, col, timeout, on_input, interrupt_on_timeout)
-        except KernelGoneError as e:
-            raise self._gone(e) from e
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(4):
+            ch = self._channels()
+            ex = Execution(code=code)
+            col = Collector(ex, max_output_bytes, max_outputs, on_stdout, on_stderr, on_result, on_error)
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            try:
+                ex.msg_id = ch.send("shell", "execute_request", {
+                    "code": code, "silent": silent, "store_history": store_history, "user_expressions": {},
+                    "allow_stdin": on_input is not None, "stop_on_error": stop_on_error})
+                self._collect(ch, ex, col, left, on_input, interrupt_on_timeout)
+            except KernelGoneError as e:
+                raise self._gone(e) from e
+            # "aborted" without a single output: ipykernel dropped the request
+            # unrun, as it does for a while after an error with stop_on_error
+            # (another client's, or an earlier one's); the code never ran, so
+            # sending it again is safe
+            if ex.status != "aborted" or ex.outputs or ex.execution_count is not None or attempt == 3:
+                break
+            time.sleep(0.05 * 2 ** attempt)
         col.finish()
         if raise_on_error:
             ex.raise_for_error()
@@ -198,10 +214,10 @@ class Kernel:
                     self.restarts += 1
                     raise KernelDiedError("the kernel died while running this code; korch restarted it "
                                           "(its variables are gone)", restarted=True)
-                if state == "dead":
+                if state == "dead":  # it died for good, or was shut down (DELETE, culling)
                     self._dead = True
-                    raise KernelDiedError("the kernel died while running this code and korch could not "
-                                          "restart it", restarted=False)
+                    raise self._gone(KernelDiedError("the kernel died while running this code and korch could "
+                                                     "not restart it", restarted=False))
             if parent != ex.msg_id:
                 continue  # another request's (an earlier execution's late output, another client's)
             try:

@@ -6,6 +6,7 @@
 //   node mcp_check.js http URL_LINE            (korch serve's first line: http://H:P/?token=T)
 //   node mcp_check.js quick KORCH_BIN [korch mcp args...]   (stdio, the launcher's part only:
 //                                              state, a chart, files through the launcher, restart)
+//   node mcp_check.js users URL TOKEN_A TOKEN_B   (korch serve --users: two users' sessions kept apart)
 //   node mcp_check.js bench URL_LINE N         (N tools/call round trips of 1+1: p50 ms)
 //
 // Prints one line: "ok: ..." (or "bench: ...") when every check held, else
@@ -246,6 +247,39 @@ async function rawHttp(line) {
   }
 }
 
+// Two users of korch serve --users FILE: each one's session and kernel are theirs.
+async function users(base, ta, tb) {
+  const mk = async tok => {
+    const client = new Client({ name: 'korch-mcp-users', version: '1' });
+    const transport = new StreamableHTTPClientTransport(new URL(base + '/mcp'),
+                                                        { requestInit: { headers: { Authorization: `Bearer ${tok}` } } });
+    await client.connect(transport);
+    return { client, transport };
+  };
+  const a = await mk(ta), b = await mk(tb);
+  let r = await call(a.client, 'run_code', { code: 'secret = "alice\'s"\nsecret' });
+  check(textOf(r).includes("alice's"), `alice runs code (${textOf(r)})`);
+  r = await call(b.client, 'run_code', { code: 'secret' });
+  check(r.isError && textOf(r).includes('NameError'), `bob's kernel is his own (${textOf(r)})`);
+  const sid = a.transport.sessionId;
+  const asBob = { Authorization: `Bearer ${tb}`, 'Content-Type': 'application/json', 'Mcp-Session-Id': sid };
+  let h = await fetch(base + '/mcp', { method: 'POST', headers: asBob,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'run_code', arguments: { code: 'secret' } } }) });
+  const body = await h.text();
+  check(h.status === 404 && !body.includes("alice's"), `bob cannot use alice's session (${h.status} ${body.slice(0, 200)})`);
+  h = await fetch(base + '/mcp', { method: 'DELETE', headers: asBob });
+  check(h.status === 404, `bob cannot end alice's session (${h.status})`);
+  r = await call(a.client, 'run_code', { code: 'secret' });
+  check(textOf(r).includes("alice's"), `alice's session is intact (${textOf(r)})`);
+  h = await fetch(base + '/mcp', { method: 'POST', headers: { ...asBob, Authorization: 'Bearer korch_revoked_or_made_up' },
+                                   body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+  check(h.status === 403, `an unknown user's token -> 403 (${h.status})`);
+  for (const x of [a, b]) {
+    await x.transport.terminateSession();
+    await x.client.close();
+  }
+}
+
 async function bench(line, n) {
   const { client, transport } = await connect('http', [line]);
   await call(client, 'run_code', { code: '1+1' }); // the kernel starts
@@ -268,6 +302,15 @@ async function main() {
   if (mode === 'bench')
     return bench(args[0], Number(args[1] || 50));
   const t0 = Date.now();
+  if (mode === 'users') {
+    await users(...args);
+    for (const f of fails)
+      process.stdout.write('fail: ' + f + '\n');
+    if (fails.length)
+      process.exit(1);
+    process.stdout.write(`ok: users ${Date.now() - t0} ms\n`);
+    return;
+  }
   const c = await connect(mode === 'quick' ? 'stdio' : mode, args);
   try {
     await (mode === 'quick' ? quick(c.client) : tools(c.client, mode));
