@@ -17,9 +17,10 @@ python3-openpyxl python3-ipywidgets python3-nbconvert bubblewrap libseccomp-dev 
 PKGS="$PKGS docker-registry"
 # tmux: the terminal the CLI's escape-sequence tests run korch in (tests/test_terminal.c).
 PKGS="$PKGS tmux"
-# r-cran-readxl: an R kernel's summary of an .xlsx (src/agent/describe.c). python3-venv: a
-# session's own environment packages install into (docs/files.md).
-PKGS="$PKGS r-cran-readxl python3-venv"
+# r-cran-readxl: an R kernel's summary of an .xlsx (src/agent/describe.c). python3-venv,
+# python3-pip: a kernel's own environment packages install into, and the pip that does it
+# (--wheelhouse, --package-index: docs/files.md; a sandbox kernel uses the host's /usr).
+PKGS="$PKGS r-cran-readxl python3-venv python3-pip"
 # The Python client (src/python, tests/test_pyclient.c): its two dependencies, what a
 # `pip install --no-build-isolation ./src/python` builds with, and mypy for its types.
 PKGS="$PKGS python3-requests python3-pip python3-setuptools python3-wheel mypy"

@@ -88,6 +88,7 @@ TEST(packages_forwarder_passes_allowed_hosts_only)
     CHECK(korch_pkgfwd_allowed("pypi.org, files.pythonhosted.org", "FILES.pythonhosted.org", 443));
     CHECK(korch_pkgfwd_allowed("a.example:8443", "a.example", 8443));
     CHECK(!korch_pkgfwd_allowed("a.example:8443", "a.example", 443));
+    CHECK(!korch_pkgfwd_allowed("127.0.0.1:8080", "127.0.0.1", 22));
     CHECK(!korch_pkgfwd_allowed("pypi.org", "pypi.org.evil.example", 443));
     CHECK(!korch_pkgfwd_allowed("pypi.org", "org", 443));
     CHECK(!korch_pkgfwd_allowed("", "pypi.org", 443));
@@ -186,7 +187,8 @@ static void s_kernel_installs(const char *launcher)
              "    try:\n        s.connect(a)\n        print('DIRECT-OPEN', a)\n"
              "    except OSError as e:\n        print('DIRECT-CLOSED', a[0], e.errno)\n"
              "try:\n    open('/korch/wheelhouse/x.whl', 'w')\nexcept OSError as e:\n    print('WHEELHOUSE-RO', e.errno)\n"
-             "for line in ('install --no-index korch-evil', 'install --force-reinstall --index-url http://localhost:%d/simple korch-remote'):\n"
+             "for line in ('install --no-index korch-evil',\n"
+             "             'install --force-reinstall --index-url http://localhost:%d/simple korch-remote'):\n"
              "    try:\n        get_ipython().run_line_magic('pip', line)\n        print('INSTALLED', line)\n"
              "    except RuntimeError as e:\n        print('REFUSED', line)\n"
              "print('OWNED' if os.path.exists('/tmp/korch-evil-owned.py') else 'NOT-OWNED')\n",
@@ -212,7 +214,9 @@ static void s_kernel_installs(const char *launcher)
     CHECK_CONTAINS(out, "Processing /korch/wheelhouse/korch_tiny-1.0-py3-none-any.whl");
     CHECK_CONTAINS(out, "Downloading http://127.0.0.1:"); /* korch-remote: only the index has it */
     CHECK_CONTAINS(out, "IMPORTED tiny-ok remote-ok /home/korch/work/.korch-env");
-    CHECK_CONTAINS(out, "OTHER-HOST: HTTP Error 403: korch allows packages from 127.0.0.1 only");
+    char want[160];
+    snprintf(want, sizeof want, "OTHER-HOST: HTTP Error 403: korch allows packages from 127.0.0.1:%d only", port);
+    CHECK_CONTAINS(out, want); /* by default the index's host and port, nothing else */
     CHECK_CONTAINS(out, "DIRECT-CLOSED 127.0.0.1 111");   /* its own loopback: nothing listens */
     CHECK_CONTAINS(out, "DIRECT-CLOSED 192.0.2.1 101");   /* no route at all */
     CHECK(strstr(out ? out : "", "DIRECT-OPEN") == NULL);

@@ -7,7 +7,7 @@
  *  kernel's own view of its work dir. The model is the scripted LLM server
  *  (tests/peers/llm_server.py, scenario "usercode": it runs the code the
  *  question gives). The swarm launcher runs the same peer in
- *  tests/test_swarm_cluster.c, where the test swarm is up. */
+ *  tests/test_swarm_files.c, on the test swarm. */
 #include "serve_fixture.h"
 
 #include <jansson.h>

@@ -28,8 +28,9 @@
 typedef struct {
     const char *wheelhouse; /* host dir of wheels; NULL = none */
     const char *index_url;  /* a PEP 503 simple index, http:// or https://; NULL = none */
-    const char *hosts;      /* comma-separated hosts ("host" or "host:port") korch forwards to; NULL = the
-                               index's host. Links of the index to other hosts need them named here */
+    const char *hosts;      /* comma-separated hosts ("host": any port, "host:port": that one) korch
+                               forwards to; NULL = the index's host and port. Links of the index to
+                               other hosts need them named here */
 } korch_packages_t;
 
 #endif

@@ -188,8 +188,10 @@ korch_rc_t korch_launcher_set_packages(korch_launcher_t *l, const korch_packages
                                "of a simple index, e.g. https://pypi.org/simple", o->index_url);
             goto out;
         }
+        char hp[300];
+        snprintf(hp, sizeof hp, "%s:%d", p->index_host, port); /* by default that port only */
         p->index_url = strdup(o->index_url);
-        p->hosts = strdup(o->hosts ? o->hosts : p->index_host);
+        p->hosts = strdup(o->hosts ? o->hosts : hp);
         if (!p->index_url || !p->hosts || strlen(p->hosts) > 500) {
             rc = korch_err_set(err, KORCH_E_INVALID, "--package-hosts: at most 500 characters");
             goto out;
