@@ -97,6 +97,13 @@ korch_launcher_t *korch_launcher_local_new(korch_loop_t *loop, korch_err_t *err)
 korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req, korch_proc_done_fn *done, void *arg,
                                  korch_err_t *err);
 
+/* Prepare what makes spec's kernels start fast, before the first is asked
+   for: the sandbox's kernel template with --fork (docs/fastkernel.md);
+   KORCH_OK and nothing done where a backend has nothing to prepare or the
+   spec is not one it can speed up. Never blocks (the template imports in
+   the background); spec is borrowed for the call. */
+korch_rc_t korch_launcher_warm(korch_launcher_t *l, const korch_kernelspec_t *spec, korch_err_t *err);
+
 /* Re-attach to a kernel this backend started for an earlier korch that is
    gone, found by kernel id (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
    KORCH_E_STATE). The conn (as korch connects to it) and the runtime dir are

@@ -69,6 +69,8 @@ typedef struct {
     void (*proc_free)(korch_proc_t *proc);
     /* Release the launcher (its jobs are finished already). */
     void (*free)(korch_launcher_t *self);
+    /* korch_launcher_warm (NULL: nothing to prepare). */
+    korch_rc_t (*warm)(korch_launcher_t *self, const korch_kernelspec_t *spec, korch_err_t *err);
 } korch_launcher_ops_t;
 
 typedef struct korch_backend_job korch_backend_job_t;

@@ -271,6 +271,11 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
     return s_started(op, rc);
 }
 
+korch_rc_t korch_launcher_warm(korch_launcher_t *l, const korch_kernelspec_t *spec, korch_err_t *err)
+{
+    return l && spec && l->ops->warm ? l->ops->warm(l, spec, err) : KORCH_OK;
+}
+
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,
                                  korch_err_t *err)
 {

@@ -84,6 +84,7 @@ static const korch_launcher_ops_t s_ops = {
     .free = s_free,
     .put_file_now = korch_sandbox_put_file_now,
     .get_file_now = korch_sandbox_get_file_now,
+    .warm = korch_sandbox_warm,
 };
 
 /* ---------------------------------------------------------------- new */

@@ -155,6 +155,8 @@ korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, co
 void korch_sandbox_fork_release(sandbox_proc_t *p);
 void korch_sandbox_fork_kill(sandbox_proc_t *p);
 void korch_sandbox_fork_free_all(sandbox_launcher_t *l);
+/* The ops' warm: spec's template made now, when its kernels would be forked. */
+korch_rc_t korch_sandbox_warm(korch_launcher_t *self, const korch_kernelspec_t *spec, korch_err_t *err);
 
 /* ---- sandbox_start.c */
 
