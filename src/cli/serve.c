@@ -352,6 +352,13 @@ int korch_cmd_serve(int argc, char **argv)
         goto out;
     }
     korch_launcher_sweep(launcher, korch_instance_name(inst));
+    { /* the default kernelspec's template (--fork) imports while korch starts up */
+        korch_err_t werr = {0};
+        korch_kernelspec_t *wspec = korch_kernelspec_find(kernel, &werr);
+        if (wspec && korch_launcher_warm(launcher, wspec, &werr) != KORCH_OK)
+            korch_warn("kernel '%s' will start without its template: %s", kernel, werr.msg);
+        korch_kernelspec_destroy(&wspec);
+    }
     bool adopt = instance_name && (korch_launcher_caps(launcher) & KORCH_LAUNCHER_ADOPTS);
     if (instance_name && !adopt)
         korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
@@ -371,6 +378,7 @@ int korch_cmd_serve(int argc, char **argv)
                               .launcher = launcher,
                               .hub_api_url = hub ? hub_url : NULL, .hub_admin_group = hub_admins,
                               .hub_cache_s = hub_cache, .hub_login_url = hub_login,
+                              .hub_prefix = hub ? getenv("JUPYTERHUB_SERVICE_PREFIX") : NULL,
                               .kernel = kernel,
                               .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,
