@@ -3,7 +3,8 @@
  *  ipykernel, numpy, pandas and matplotlib: two forked kernels share no
  *  state (variables, files, /tmp, namespaces, uids, keys, random numbers);
  *  a kernel cannot reach the template it came from (pids, fds, memory,
- *  signals); a template killed is made again and its kernels live on.
+ *  signals); a template made ahead (korch_launcher_warm) is the one used;
+ *  a template killed is made again and its kernels live on.
  *  (The isolation bar itself runs on forked kernels as fork:isolation_*
  *  in test_isolation.c.)
  */
@@ -239,10 +240,18 @@ out:
 TEST_T(fork_kernel_cannot_reach_template, 120)
 {
     korch_launcher_t *l = s_fork_launcher();
+    /* made ahead (korch serve warms its default kernelspec), then used by the kernel */
+    korch_err_t err = {0};
+    korch_kernelspec_t *spec = korch_kernelspec_find("python3", &err);
+    CHECK_EQ(l && spec ? korch_launcher_warm(l, spec, &err) : KORCH_E_STATE, KORCH_OK);
+    korch_kernelspec_destroy(&spec);
+    pid_t warmed = s_template_pid();
+    CHECK_GT(warmed, 0);
     korch_kernel_t *k = l ? s_kernel(fx_loop(), l, NULL) : NULL;
     pid_t tpl = s_template_pid();
     if (!k || !CHECK_GT(tpl, 0))
         goto out;
+    CHECK_EQ(tpl, warmed);
     /* the template's fds, namespaces, as the host sees them */
     char path[300], link[300], fds[8192] = "", ns[600] = "";
     size_t n = 0;

@@ -482,3 +482,78 @@ TEST_T(trust_verify_reproduced_differed_failed, 240)
     free(dir);
     llm_server_stop(&llm);
 }
+
+/* CPU seconds and peak memory per step from the kernel's cgroup (sandbox),
+   in the result events and the transcript's execution records: a step
+   that burns 0.6 s of CPU (and finds its cgroup out of reach: the counters
+   are korch's, not the kernel's word), one that touches 200 MiB, a quiet
+   one whose peak is its own again (v1: reset per step). */
+TEST_T(trust_cpu_and_peak_memory_per_step_from_the_cgroup, 120)
+{
+    llm_server_t llm = {0};
+    char *dir = s_tmpdir(), session[400], *out = NULL, *err = NULL;
+    if (!CHECK(dir) || !llm_server_start(&llm))
+        goto out;
+    llm_server_env(&llm, "usage");
+    snprintf(session, sizeof session, "%s/s", dir);
+    const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", "sandbox", "--llm", "openai:gpt-4o-mini",
+                          "--session", session, "--json", "measure it", NULL};
+    int rc = korch_test_run(argv, NULL, &out, &err, 100);
+    if (!CHECK_EQ(rc, 0))
+        fprintf(stderr, "%.3000s\n%.3000s\n", out ? out : "", err ? err : "");
+    CHECK_CONTAINS(out, "cgroup out of reach");
+    char path[500];
+    json_t *use[3] = {NULL, NULL, NULL};
+    int n = 0;
+    for (char *line = out; line && *line && n < 3;) {
+        char *nl = strchr(line, '\n');
+        json_t *j = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
+        if (j && !strcmp(json_string_value(json_object_get(j, "event")) ?: "", "result"))
+            use[n++] = json_incref(json_object_get(j, "usage"));
+        json_decref(j);
+        line = nl ? nl + 1 : NULL;
+    }
+    if (CHECK_EQ(n, 3)) {
+        double cpu0 = json_number_value(json_object_get(use[0], "cpu_s"));
+        double cpu2 = json_number_value(json_object_get(use[2], "cpu_s"));
+        json_int_t m1 = json_integer_value(json_object_get(use[1], "mem_peak_bytes"));
+        json_int_t m2 = json_integer_value(json_object_get(use[2], "mem_peak_bytes"));
+        const char *of = json_string_value(json_object_get(use[1], "peak_of")) ?: "";
+        fprintf(stderr, "  steps: cpu %.2f / %.2f / %.2f s, peak %.0f / %.0f / %.0f MiB (peak of the %s)\n", cpu0,
+                json_number_value(json_object_get(use[1], "cpu_s")), cpu2,
+                json_integer_value(json_object_get(use[0], "mem_peak_bytes")) / 1048576.0, m1 / 1048576.0,
+                m2 / 1048576.0, of);
+        CHECK(cpu0 >= 0.5 && cpu0 < 5);
+        CHECK(cpu2 >= 0 && cpu2 < 0.4);
+        CHECK_GE(m1, 200LL << 20);
+        if (!strcmp(of, "step")) /* cgroup v1 (this machine): the quiet step's peak is its own */
+            CHECK_LT(m2, m1 - (150LL << 20));
+    }
+    for (int i = 0; i < 3; i++)
+        json_decref(use[i]);
+    /* the notebook's ledger sums them */
+    snprintf(path, sizeof path, "%s/notebook.ipynb", session);
+    json_t *nb = json_load_file(path, 0, NULL);
+    json_t *kl = json_object_get(json_object_get(json_object_get(json_object_get(nb, "metadata"), "korch"), "ledger"),
+                                 "kernel");
+    CHECK(json_number_value(json_object_get(kl, "cpu_s")) >= 0.5);
+    CHECK_GE(json_integer_value(json_object_get(kl, "mem_peak_bytes")), 200LL << 20);
+    json_decref(nb);
+    /* the transcript's execution records carry the same */
+    snprintf(path, sizeof path, "%s/transcript.jsonl", session);
+    char *t = korch_read_file(path, 1 << 24, NULL, NULL);
+    CHECK_CONTAINS(t, "\"usage\":{\"cpu_s\":");
+    free(t);
+    json_decref(s_schema_check("transcript", path));
+    char cli[500];
+    snprintf(cli, sizeof cli, "%s/run.jsonl", dir);
+    s_spit(cli, out ? out : "");
+    json_decref(s_schema_check("cli", cli));
+out:
+    free(out);
+    free(err);
+    llm_server_stop(&llm);
+    if (dir)
+        s_rmrf(dir);
+    free(dir);
+}

@@ -68,6 +68,16 @@ int korch_cgroup_version(const korch_cgroup_t *cg);
 /* Has the OOM killer killed a process in this cgroup? */
 bool korch_cgroup_oom_killed(const korch_cgroup_t *cg);
 
+/* What its processes used: CPU time so far (v2: cpu.stat usage_usec; v1:
+   cpuacct.usage where cpuacct shares the cpu hierarchy, else the utime +
+   stime of the processes in it now, from /proc) and the peak of memory
+   (v1: memory.max_usage_in_bytes since the last korch_cgroup_peak_reset;
+   v2: memory.peak, since the cgroup was made). -1 each when unknown. */
+void korch_cgroup_usage(const korch_cgroup_t *cg, int64_t *cpu_ns, int64_t *mem_peak);
+
+/* Start a new memory peak (v1); false where it cannot be reset (v2). */
+bool korch_cgroup_peak_reset(korch_cgroup_t *cg);
+
 /* How many processes are in it now (-1 when it cannot be read). */
 int korch_cgroup_count(const korch_cgroup_t *cg);
 

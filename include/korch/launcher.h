@@ -97,6 +97,13 @@ korch_launcher_t *korch_launcher_local_new(korch_loop_t *loop, korch_err_t *err)
 korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req, korch_proc_done_fn *done, void *arg,
                                  korch_err_t *err);
 
+/* Prepare what makes spec's kernels start fast, before the first is asked
+   for: the sandbox's kernel template with --fork (docs/fastkernel.md);
+   KORCH_OK and nothing done where a backend has nothing to prepare or the
+   spec is not one it can speed up. Never blocks (the template imports in
+   the background); spec is borrowed for the call. */
+korch_rc_t korch_launcher_warm(korch_launcher_t *l, const korch_kernelspec_t *spec, korch_err_t *err);
+
 /* Re-attach to a kernel this backend started for an earlier korch that is
    gone, found by kernel id (caps KORCH_LAUNCHER_ADOPTS; else NULL + err
    KORCH_E_STATE). The conn (as korch connects to it) and the runtime dir are
@@ -179,6 +186,18 @@ korch_op_t *korch_proc_put_file_fd(korch_proc_t *p, const char *name, int fd, si
 /* Read a file from the kernel's working directory, at most max bytes. */
 korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
                                 korch_err_t *err);
+/* What the kernel used, from its cgroup (sandbox): CPU time so far and the
+   peak of memory (since the last reset_peak where peak_reset says it could
+   be reset, else since the kernel started). False when the launcher cannot
+   say (local, docker and swarm do not yet). Never blocks for long (reads
+   of cgroupfs and /proc). */
+typedef struct {
+    int64_t cpu_ns;             /* -1 unknown */
+    int64_t mem_peak;           /* bytes, -1 unknown */
+    bool peak_reset;            /* the peak was reset at the call with reset_peak */
+} korch_proc_usage_t;
+bool korch_proc_usage(korch_proc_t *p, bool reset_peak, korch_proc_usage_t *u);
+
 /* Last lines the kernel printed outside the protocol (its stderr), or "".
    Never blocks: docker's is what the log stream delivered so far. */
 const char *korch_proc_log_tail(korch_proc_t *p);

@@ -40,6 +40,10 @@ typedef struct {
                                            users_file: NULL = none, the users' tokens only) */
     const char *users_file;             /* named users, roles, hashed tokens, quotas (korch/users.h;
                                            korch user add); NULL = the single token */
+    const char *audit_file;             /* JSON lines of who did what (docs/team.md); NULL = none */
+    bool audit_code;                    /* the audit log holds each execution's code, not only its hash */
+    double kernel_memory_mb, kernel_cpus;   /* each kernel's limits (the launcher's --memory, --cpus),
+                                           for the memory_mb and cpus quotas; 0 = not known */
     /* JupyterHub (docs/team.md): korch as a Hub service, each request's
        user asked of the Hub's API with the user's own Hub token; NULL
        hub_api_url = no Hub. The rest default from $JUPYTERHUB_* (what the
@@ -49,6 +53,8 @@ typedef struct {
     const char *hub_admin_group;        /* members of this Hub group are korch admins */
     int hub_cache_s;                    /* seconds a token's owner is kept (default 30) */
     const char *hub_login_url;          /* the Hub's authorize URL as browsers reach it (OAuth) */
+    const char *hub_prefix;             /* the path the Hub's proxy routes here ("/services/korch/",
+                                           $JUPYTERHUB_SERVICE_PREFIX): stripped from requests */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
     bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
                                            instance left (launchers that can: docker, swarm) */

@@ -63,6 +63,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         json_decref(replay);
         return NULL;
     }
+    a->kernel_cpu_ns = a->kernel_mem_peak = -1; /* unknown until a step's cgroup says */
     a->o = *opts;
     /* a session dir this call makes goes again when the agent cannot start */
     bool made_dir = access(opts->session_dir, F_OK) != 0;

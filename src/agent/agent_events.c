@@ -95,10 +95,13 @@ void agent_write_notebook(korch_agent_t *a)
     json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
     json_t *k = json_object_get(md, "korch");
     if (json_is_object(k))
-        json_object_set_new(k, "ledger", json_pack("{s:o, s:o, s:s}", "tokens", korch_usage_json(&a->session_usage),
-                                                   "cost", korch_cost_json(&a->session_cost,
-                                                                           korch_prices_currency(a->o.prices)),
-                                                   "llm", korch_llm_name(a->o.llm)));
+        json_object_set_new(
+            k, "ledger",
+            json_pack("{s:o, s:o, s:s, s:{s:o, s:o}}", "tokens", korch_usage_json(&a->session_usage), "cost",
+                      korch_cost_json(&a->session_cost, korch_prices_currency(a->o.prices)), "llm",
+                      korch_llm_name(a->o.llm), "kernel", "cpu_s",
+                      a->kernel_cpu_ns >= 0 ? json_real((double)a->kernel_cpu_ns / 1e9) : json_null(),
+                      "mem_peak_bytes", a->kernel_mem_peak >= 0 ? json_integer(a->kernel_mem_peak) : json_null()));
     if (korch_notebook_write(a->nb, a->notebook_path, &err) != KORCH_OK)
         agent_emit(a, KORCH_AGENT_ERROR, err.msg, NULL);
 }

@@ -100,6 +100,8 @@ struct korch_agent {
     char *kernel_cwd;           /* its path in the kernel (wd_in_kernel) */
     int64_t wd_scanned_ms;      /* when the last walk from inside the kernel began (korch_workdir_clock_ms) */
     uint64_t figure_bytes;      /* in figures/ (agent_budget.c) */
+    int64_t kernel_cpu_ns;      /* the session's steps' CPU time, from the kernel's cgroup (-1: none known) */
+    int64_t kernel_mem_peak;    /* the highest peak of memory of its steps (-1: none known) */
     uint64_t budget_pending;    /* a step's outputs not yet written to transcript and notebook */
 };
 /* agent_events.c */

@@ -166,6 +166,11 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
         json_decref(agent_wd_scan(a));
     korch_exec_opts_t eo = {.timeout_ms = a->o.exec_timeout_s * 1000, .max_output_bytes = agent_budget_exec_bytes(a)};
     korch_exec_cb_t cb = {.on_output = agent_on_output, .arg = a};
+    /* the kernel's cgroup before the step (a new memory peak where it can
+       be reset): the step's CPU seconds and peak memory in its result */
+    korch_proc_usage_t u0, u1;
+    korch_proc_t *proc = korch_kernel_proc(a->k);
+    bool have_usage = proc && korch_proc_usage(proc, true, &u0);
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
     if (!ex) {
         /* the kernel is gone for good: say so and start a fresh one */
@@ -215,9 +220,23 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     if (json_array_size(images))
         json_object_set(tool, "images", images);
     json_array_append_new(a->messages, tool);
-    json_t *info = json_pack("{s:s, s:o, s:I, s:O, s:O}", "status", korch_exec_status_name(r->status),
+    /* a kernel that died or restarted took its counters along: unknown */
+    json_t *usage = json_null();
+    if (have_usage && r->status != KORCH_EXEC_DIED && !r->restarted && korch_kernel_proc(a->k) == proc &&
+        korch_proc_usage(proc, false, &u1))
+        usage = json_pack("{s:o, s:o, s:s}", "cpu_s",
+                          u0.cpu_ns >= 0 && u1.cpu_ns >= u0.cpu_ns ? json_real((double)(u1.cpu_ns - u0.cpu_ns) / 1e9)
+                                                                  : json_null(),
+                          "mem_peak_bytes", u1.mem_peak >= 0 ? json_integer(u1.mem_peak) : json_null(), "peak_of",
+                          u0.peak_reset ? "step" : "kernel");
+    if (json_is_number(json_object_get(usage, "cpu_s")))
+        a->kernel_cpu_ns = (a->kernel_cpu_ns > 0 ? a->kernel_cpu_ns : 0) + (u1.cpu_ns - u0.cpu_ns);
+    if (json_is_integer(json_object_get(usage, "mem_peak_bytes")) && u1.mem_peak > a->kernel_mem_peak)
+        a->kernel_mem_peak = u1.mem_peak;
+    json_t *info = json_pack("{s:s, s:o, s:I, s:O, s:O, s:o}", "status", korch_exec_status_name(r->status),
                              "execution_count", r->execution_count >= 0 ? json_integer(r->execution_count) : json_null(),
-                             "elapsed_ms", (json_int_t)r->elapsed_ms, "saved", saved, "figures", figures);
+                             "elapsed_ms", (json_int_t)r->elapsed_ms, "saved", saved, "figures", figures, "usage",
+                             usage);
     agent_emit(a, KORCH_AGENT_RESULT, text, info);
     if (changes)
         agent_emit(a, KORCH_AGENT_FILES, json_string_value(json_object_get(changes, "line")), changes);
@@ -232,6 +251,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
                             (json_int_t)r->elapsed_ms, "figures", figures, "turn", a->turn, "step", a->step);
     if (died)
         json_object_set_new(rec, "note", json_string(note));
+    json_object_set(rec, "usage", json_object_get(info, "usage"));
     if (changes)
         json_object_set(rec, "files", json_object_get(changes, "files"));
     if (pkgs)

@@ -38,7 +38,7 @@ enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTA
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
 /* long-only options of a team's korch (docs/team.md) */
-enum { OPT_USERS = 700 };
+enum { OPT_USERS = 700, OPT_AUDIT, OPT_AUDIT_CODE };
 /* long-only options of korch as a JupyterHub service (docs/team.md) */
 enum { OPT_HUB = 750, OPT_HUB_API_URL, OPT_HUB_ADMIN_GROUP, OPT_HUB_CACHE, OPT_HUB_LOGIN_URL };
 
@@ -63,6 +63,9 @@ static void s_help(FILE *f)
             "      --users FILE         named users with their own tokens, roles and quotas (korch user\n"
             "                           add); each sees only their own kernels, sessions and files.\n"
             "                           With it no token is generated (--token T adds an admin one)\n"
+            "      --audit FILE         append who started, ran, uploaded, downloaded and deleted what\n"
+            "                           to FILE as JSON lines (each execution's code as its SHA-256)\n"
+            "      --audit-code         the audit log holds each execution's code itself too\n"
             "      --hub                korch as a JupyterHub service: a request's user is the owner of its\n"
             "                           Hub token (GET /hub/api/user); the page logs in through the Hub's\n"
             "                           OAuth. Reads $JUPYTERHUB_API_URL, _API_TOKEN, _SERVICE_NAME,\n"
@@ -131,7 +134,8 @@ int korch_cmd_serve(int argc, char **argv)
     double max_cost = 0, session_mb = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
-    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL;
+    const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL, *audit = NULL;
+    bool audit_code = false;
     const char *hub_url = NULL, *hub_admins = NULL, *hub_login = NULL;
     bool hub = false;
     int hub_cache = 0;
@@ -168,6 +172,8 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-upload-total", required_argument, 0, OPT_MAX_UPLOAD_TOTAL},
         {"instance", required_argument, 0, OPT_INSTANCE},
         {"users", required_argument, 0, OPT_USERS},
+        {"audit", required_argument, 0, OPT_AUDIT},
+        {"audit-code", no_argument, 0, OPT_AUDIT_CODE},
         {"hub", no_argument, 0, OPT_HUB},
         {"hub-api-url", required_argument, 0, OPT_HUB_API_URL},
         {"hub-admin-group", required_argument, 0, OPT_HUB_ADMIN_GROUP},
@@ -201,6 +207,8 @@ int korch_cmd_serve(int argc, char **argv)
             break;
         case 't': token = optarg; break;
         case OPT_USERS: users = optarg; break;
+        case OPT_AUDIT: audit = optarg; break;
+        case OPT_AUDIT_CODE: audit_code = true; break;
         case OPT_HUB: hub = true; break;
         case OPT_HUB_API_URL: hub = true, hub_url = optarg; break;
         case OPT_HUB_ADMIN_GROUP: hub_admins = optarg; break;
@@ -344,6 +352,13 @@ int korch_cmd_serve(int argc, char **argv)
         goto out;
     }
     korch_launcher_sweep(launcher, korch_instance_name(inst));
+    { /* the default kernelspec's template (--fork) imports while korch starts up */
+        korch_err_t werr = {0};
+        korch_kernelspec_t *wspec = korch_kernelspec_find(kernel, &werr);
+        if (wspec && korch_launcher_warm(launcher, wspec, &werr) != KORCH_OK)
+            korch_warn("kernel '%s' will start without its template: %s", kernel, werr.msg);
+        korch_kernelspec_destroy(&wspec);
+    }
     bool adopt = instance_name && (korch_launcher_caps(launcher) & KORCH_LAUNCHER_ADOPTS);
     if (instance_name && !adopt)
         korch_notice("instance '%s': the %s launcher's kernels die with korch, so a restarted korch serve has "
@@ -358,9 +373,12 @@ int korch_cmd_serve(int argc, char **argv)
         fprintf(stderr, "korch serve: --hub with --token '' would let anyone in as an admin: give a token, or none\n");
         goto out;
     }
-    korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .users_file = users, .launcher = launcher,
+    korch_server_opts_t so = {.ip = ip, .port = port, .token = token, .users_file = users, .audit_file = audit,
+                              .audit_code = audit_code, .kernel_memory_mb = lo.memory_mb, .kernel_cpus = lo.cpus,
+                              .launcher = launcher,
                               .hub_api_url = hub ? hub_url : NULL, .hub_admin_group = hub_admins,
                               .hub_cache_s = hub_cache, .hub_login_url = hub_login,
+                              .hub_prefix = hub ? getenv("JUPYTERHUB_SERVICE_PREFIX") : NULL,
                               .kernel = kernel,
                               .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,

@@ -63,10 +63,14 @@ typedef struct {
     korch_rc_t (*get_file_now)(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
                                korch_err_t *err);
     const char *(*log_tail)(korch_proc_t *proc);
+    /* korch_proc_usage (may be NULL: unknown). */
+    bool (*usage)(korch_proc_t *proc, bool reset_peak, korch_proc_usage_t *u);
     /* Release the proc; kill it first if it still runs. Never blocks. */
     void (*proc_free)(korch_proc_t *proc);
     /* Release the launcher (its jobs are finished already). */
     void (*free)(korch_launcher_t *self);
+    /* korch_launcher_warm (NULL: nothing to prepare). */
+    korch_rc_t (*warm)(korch_launcher_t *self, const korch_kernelspec_t *spec, korch_err_t *err);
 } korch_launcher_ops_t;
 
 typedef struct korch_backend_job korch_backend_job_t;

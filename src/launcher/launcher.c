@@ -93,6 +93,12 @@ const char *korch_proc_log_tail(korch_proc_t *p)
     return t ? t : "";
 }
 
+bool korch_proc_usage(korch_proc_t *p, bool reset_peak, korch_proc_usage_t *u)
+{
+    *u = (korch_proc_usage_t){.cpu_ns = -1, .mem_peak = -1};
+    return p && p->launcher->ops->usage && p->launcher->ops->usage(p, reset_peak, u);
+}
+
 /* ------------------------------------------------------------------ ops */
 
 static void s_op_cancel(korch_op_t *op);
@@ -263,6 +269,11 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
     korch_rc_t rc = l->ops->start(l, &pr.req, &op->base, err);
     korch_pkgs_request_clear(&pr);
     return s_started(op, rc);
+}
+
+korch_rc_t korch_launcher_warm(korch_launcher_t *l, const korch_kernelspec_t *spec, korch_err_t *err)
+{
+    return l && spec && l->ops->warm ? l->ops->warm(l, spec, err) : KORCH_OK;
 }
 
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,

@@ -79,10 +79,12 @@ static const korch_launcher_ops_t s_ops = {
     .signal = korch_sandbox_signal,
     .kill = korch_sandbox_kill,
     .log_tail = korch_sandbox_log_tail,
+    .usage = korch_sandbox_usage,
     .proc_free = korch_sandbox_proc_free,
     .free = s_free,
     .put_file_now = korch_sandbox_put_file_now,
     .get_file_now = korch_sandbox_get_file_now,
+    .warm = korch_sandbox_warm,
 };
 
 /* ---------------------------------------------------------------- new */

@@ -41,7 +41,9 @@
 bool korch_sandbox_forkable(const sandbox_launcher_t *l, const korch_launch_t *req)
 {
     char *const *a = req->spec->argv;
-    if (!l->o.fork || !l->drop || korch_pkgs_wheelhouse(&l->base) || !a || !a[0] || a[0][0] != '/' || !a[1] || !a[2] || strcmp(a[1], "-m") != 0 ||
+    if (!l->o.fork || !l->drop || l->o.network || korch_pkgs_wheelhouse(&l->base))
+        return false; /* root (the template makes namespaces and uids), no network, no packages */
+    if (!a || !a[0] || a[0][0] != '/' || !a[1] || !a[2] || strcmp(a[1], "-m") != 0 ||
         strcmp(a[2], "ipykernel_launcher") != 0)
         return false;
     const char *base = strrchr(a[0], '/') + 1;
@@ -113,6 +115,15 @@ static korch_forksrv_t *s_template(sandbox_launcher_t *l, const korch_launch_t *
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     korch_spawn_strv_free(env);
     return l->tpl[free_slot];
+}
+
+korch_rc_t korch_sandbox_warm(korch_launcher_t *self, const korch_kernelspec_t *spec, korch_err_t *err)
+{
+    sandbox_launcher_t *l = (sandbox_launcher_t *)self;
+    korch_launch_t req = {.spec = spec};
+    if (!korch_sandbox_forkable(l, &req))
+        return KORCH_OK;
+    return s_template(l, &req, err) ? KORCH_OK : (err ? err->rc : KORCH_E_LAUNCH);
 }
 
 void korch_sandbox_fork_free_all(sandbox_launcher_t *l)

@@ -135,6 +135,7 @@ void korch_sandbox_proc_free(korch_proc_t *proc);
 korch_rc_t korch_sandbox_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);
 korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
 const char *korch_sandbox_log_tail(korch_proc_t *proc);
+bool korch_sandbox_usage(korch_proc_t *proc, bool reset_peak, korch_proc_usage_t *u);
 
 /* ---- sandbox_fork.c */
 
@@ -154,6 +155,8 @@ korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, co
 void korch_sandbox_fork_release(sandbox_proc_t *p);
 void korch_sandbox_fork_kill(sandbox_proc_t *p);
 void korch_sandbox_fork_free_all(sandbox_launcher_t *l);
+/* The ops' warm: spec's template made now, when its kernels would be forked. */
+korch_rc_t korch_sandbox_warm(korch_launcher_t *self, const korch_kernelspec_t *spec, korch_err_t *err);
 
 /* ---- sandbox_start.c */
 

@@ -43,6 +43,8 @@
 #include "agents_int.h"
 #include "download.h"
 #include "relay.h"
+#include "quota.h"
+#include "audit.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -107,6 +109,10 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, js
         srv_respond_error(req, 400, "'detach' must be true or false");
         return;
     }
+    if (!srv_quota_turn_ok(sa->srv, req)) /* 429: today's tokens or cost are spent */
+        return;
+    srv_audit_code(srv_parts(sa->srv)->audit, &req->user, "session.message", "session", sa->id,
+                   json_string_value(c), json_string_length(c));
     srv_sa_touch(sa);
     srv_sa_log_clear(sa);
     sa->turn_open = true;
@@ -235,6 +241,7 @@ static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, 
 static void s_delete(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     korch_notice("agent session %s deleted", sa->id);
+    srv_audit(srv_parts(req->srv)->audit, &req->user, "session.delete", "session", sa->id, NULL);
     srv_kernel_t *mk = sa->owns_kernel ? srv_kmgr_find(srv_sa_kmgr(req->srv), sa->kernel_id) : NULL;
     sa->owns_kernel = false; /* deleted below, answering req once it is gone */
     srv_sa_doom(sa);
@@ -264,7 +271,8 @@ void srv_agent_list(korch_server_t *s, srv_req_t *req, const srv_params_t *p, js
 {
     json_t *list = json_array();
     for (srv_agent_t *sa = zhashx_first(srv_sa_all(s)); sa; sa = zhashx_next(srv_sa_all(s)))
-        json_array_append_new(list, srv_sa_model(sa));
+        if (srv_user_may(&req->user, sa->owner)) /* each user their own; an admin all */
+            json_array_append_new(list, srv_sa_model(sa));
     srv_respond(req, 200, list);
 }
 
@@ -281,10 +289,25 @@ static void s_with(korch_server_t *s, srv_req_t *req, const srv_params_t *p, jso
 {
     const char *id = srv_param(p, "session_id");
     srv_agent_t *sa = zhashx_lookup(srv_sa_all(s), id);
-    if (sa)
+    if (sa && srv_user_may(&req->user, sa->owner)) /* another user's is not there for you (ident.h) */
         fn(sa, req, p, body);
     else
         srv_respond_error(req, 404, "no agent session '%s'", id);
+}
+
+/* The same for a route of its files, with the audit log's line. */
+static void s_with_file(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body, s_session_fn *fn,
+                        const char *action)
+{
+    srv_agent_t *sa = zhashx_lookup(srv_sa_all(s), srv_param(p, "session_id"));
+    if (sa && srv_user_may(&req->user, sa->owner)) {
+        const char *path = srv_param(p, "path");
+        json_t *d = json_pack("{s:s}", "path", *path ? path : strcmp(action, "file.download") == 0 ? "notebook.ipynb" : "");
+        if (d && strcmp(action, "file.upload") == 0)
+            json_object_set_new(d, "size", json_integer((json_int_t)req->body_len));
+        srv_audit(srv_parts(s)->audit, &req->user, action, "session", sa->id, d);
+    }
+    s_with(s, req, p, body, fn);
 }
 
 /* The routes under /api/agent/sessions/{session_id}: each is fn with its
@@ -298,13 +321,30 @@ SESSION_ROUTE(srv_agent_get, s_get)
 SESSION_ROUTE(srv_agent_delete, s_delete)
 SESSION_ROUTE(srv_agent_message, s_message)
 SESSION_ROUTE(srv_agent_interrupt, s_interrupt)
-SESSION_ROUTE(srv_agent_notebook, s_notebook)
 SESSION_ROUTE(srv_agent_events, s_follow)
 SESSION_ROUTE(srv_agent_files, s_files)
-SESSION_ROUTE(srv_agent_file_get, srv_sa_file_get)
-SESSION_ROUTE(srv_agent_file_put, srv_sa_file_put)
-SESSION_ROUTE(srv_agent_file_delete, srv_sa_file_delete)
 SESSION_ROUTE(srv_agent_figure, srv_sa_figure)
+#define FILE_ROUTE(handler, fn, action)                                                                         \
+    void handler(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)                      \
+    {                                                                                                           \
+        s_with_file(s, req, p, body, fn, action);                                                               \
+    }
+FILE_ROUTE(srv_agent_notebook, s_notebook, "file.download")
+FILE_ROUTE(srv_agent_file_get, srv_sa_file_get, "file.download")
+FILE_ROUTE(srv_agent_file_put, srv_sa_file_put, "file.upload")
+FILE_ROUTE(srv_agent_file_delete, srv_sa_file_delete, "file.delete")
+
+int srv_agents_owned(srv_agents_t *a, const char *name, int *running)
+{
+    int n = 0;
+    *running = 0;
+    for (srv_agent_t *sa = a ? zhashx_first(a->all) : NULL; sa; sa = zhashx_next(a->all))
+        if (strcmp(sa->owner, name) == 0) {
+            n++;
+            *running += sa->state == A_RUNNING;
+        }
+    return n;
+}
 
 void srv_agents_count(srv_agents_t *a, uint64_t n[4])
 {

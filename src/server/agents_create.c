@@ -1,4 +1,7 @@
 #include "agents_int.h"
+#include "audit.h"
+#include "quota.h"
+#include "korch/users.h"
 #include "korch/agent.h"
 #include "korch/launcher.h"
 #include "korch/llm.h"
@@ -201,6 +204,15 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 400, "%s", why);
         return;
     }
+    /* on a kernel of the user's own (another user's is not there: 404), and within their quotas */
+    srv_kernel_t *on = jk ? srv_kmgr_find(srv_sa_kmgr(s), json_string_value(jk)) : NULL;
+    if (jk && (!on || !srv_user_may(&req->user, on->owner))) {
+        srv_respond_error(req, 404, "no kernel '%s'", json_string_value(jk));
+        return;
+    }
+    int running;
+    if (!srv_quota_session_ok(s, req, srv_agents_owned(srv_parts(s)->agents, req->user.name, &running)) || (!jk && !srv_quota_kernel_ok(s, req)))
+        return; /* 429 */
     json_t *files = s_check_files(json_object_get(body, "files"), why, sizeof why);
     if (!files) {
         srv_respond_error(req, 400, "%s", why);
@@ -217,6 +229,7 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
     json_decref(sa->pending_files);
     sa->pending_files = files;
     srv_sa_budget_set(sa, budget);
+    snprintf(sa->owner, sizeof sa->owner, "%s", req->user.name);
     korch_iso8601_now(sa->created);
     srv_sa_touch(sa);
     snprintf(sa->cfg.llm, sizeof sa->cfg.llm, "%s", llm);
@@ -232,6 +245,8 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
         return;
     }
     zhashx_insert(srv_sa_all(s), sa->id, sa);
+    srv_audit(srv_parts(s)->audit, &req->user, "session.create", "session", sa->id,
+              json_pack("{s:s}", "llm", sa->cfg.llm));
     sa->creating = req;
     srv_req_wait(req); /* answered when the agent says ready */
     int status = srv_sa_begin(sa, jn ? json_string_value(jn) : o->kernel, json_string_value(jk), why, sizeof why);
@@ -270,6 +285,8 @@ void srv_agents_load(srv_agents_t *a)
         snprintf(sa->created, sizeof sa->created, "%s", created ? created : "");
         snprintf(sa->last_activity, sizeof sa->last_activity, "%s", sa->created);
         sa->turns = (int)json_integer_value(json_object_get(j, "turns"));
+        const char *owner = json_string_value(json_object_get(j, "owner")); /* none before users: an admin's */
+        snprintf(sa->owner, sizeof sa->owner, "%s", owner && korch_users_name_ok(owner) ? owner : "");
         sa->tokens = json_integer_value(json_object_get(j, "tokens"));
         srv_sa_budget_set(sa, json_object_get(j, "budget"));
         size_t i;

@@ -318,7 +318,7 @@ bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req)
 {
     const char *id = srv_param(&req->params, "session_id");
     srv_agent_t *sa = zhashx_lookup(srv_sa_all(s), id);
-    if (!sa) {
+    if (!sa || !srv_user_may(&req->user, sa->owner)) { /* another user's is not there (ident.h) */
         srv_respond_error(req, 404, "no agent session '%s'", id);
         return false;
     }

@@ -220,6 +220,8 @@ static int s_attach(srv_agent_t *sa, srv_kernel_t *mk, char *why, size_t why_len
     sa->cfg.workdir_in_kernel = sa->owns_kernel && srv_sa_isolated(s);
     snprintf(sa->kernel_id, sizeof sa->kernel_id, "%s", mk->id);
     snprintf(sa->cfg.kernel_name, sizeof sa->cfg.kernel_name, "%s", mk->name);
+    if (sa->owns_kernel) /* its user's, as the session is (ident.h) */
+        snprintf(mk->owner, sizeof mk->owner, "%s", sa->owner);
     sa->state = A_STARTING;
     sa->error[0] = 0;
     /* ready now (a pool kernel, a running one): a loop round later */

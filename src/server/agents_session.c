@@ -1,4 +1,6 @@
 #include "agents_int.h"
+#include "audit.h"
+#include "quota.h"
 #include "relay.h"
 #include "metrics.h"
 #include "korch/agent.h"
@@ -43,6 +45,8 @@ json_t *srv_sa_model(srv_agent_t *sa)
         json_object_set(m, "usage", sa->usage);
     if (m)
         json_object_set_new(m, "budget", srv_sa_budget_json(sa));
+    if (m)
+        json_object_set_new(m, "owner", json_string(sa->owner));
     if (m && sa->state == A_STOPPED && sa->error[0])
         json_object_set_new(m, "stopped_because", json_string(sa->error));
     return m;
@@ -56,6 +60,8 @@ void srv_sa_save(srv_agent_t *sa)
                           (json_int_t)sa->tokens, "files", sa->files);
     if (j)
         json_object_set_new(j, "budget", srv_sa_budget_json(sa));
+    if (j)
+        json_object_set_new(j, "owner", json_string(sa->owner));
     /* its kernel, for a korch serve restarted with the same --instance to
        give back (a hint only: srv_agents_load's reader checks it) */
     if (j && sa->state != A_STOPPED && sa->kernel_id[0]) {
@@ -228,6 +234,16 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         char *name = zmsg_popstr(m), *json = zmsg_popstr(m);
         if (name && json)
             srv_sa_stream_event(sa, name, json);
+        if (name && json && strcmp(name, "code") == 0 && srv_parts(sa->srv)->audit) { /* the agent's code runs */
+            json_t *d = json_loads(json, 0, NULL);
+            json_t *code = json_object_get(d, "code");
+            srv_user_t who = {.role = SRV_ROLE_USER};
+            snprintf(who.name, sizeof who.name, "%s", sa->owner);
+            if (json_is_string(code))
+                srv_audit_code(srv_parts(sa->srv)->audit, &who, "session.execute", "session", sa->id,
+                               json_string_value(code), json_string_length(code));
+            json_decref(d);
+        }
         if (name && json && strcmp(name, "files") == 0 && srv_sa_isolated(sa->srv) && sa->owns_kernel) {
             json_t *d = json_loads(json, 0, NULL);
             srv_sa_sync_step(sa, json_object_get(d, "files"));
@@ -245,6 +261,12 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
             sa->tokens = json_integer_value(json_object_get(used, "input")) +
                          json_integer_value(json_object_get(used, "output"));
         }
+        json_t *turn = json_object_get(json_object_get(d, "tokens"), "turn");
+        json_t *cost = json_object_get(json_object_get(json_object_get(d, "cost"), "turn"), "amount");
+        srv_quota_charge(sa->srv, sa->owner,
+                         json_integer_value(json_object_get(turn, "input")) +
+                             json_integer_value(json_object_get(turn, "output")),
+                         json_is_number(cost) ? json_number_value(cost) : 0);
         const char *status = json_string_value(json_object_get(d, "status"));
         srv_parts(sa->srv)->metrics->agent_turns[!status || strcmp(status, "ok") == 0 ? 0
                                                 : strcmp(status, "interrupted") == 0 ? 1 : 2]++;

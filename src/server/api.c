@@ -16,6 +16,8 @@
 #include "server_int.h"
 #include "relay.h"
 #include "metrics.h"
+#include "quota.h"
+#include "audit.h"
 #include "korch/kernelspec.h"
 #include "korch/log.h"
 #include "korch/session.h"
@@ -58,11 +60,23 @@ static json_t *s_session_model(korch_server_t *s, json_t *sess)
     return m;
 }
 
-static json_t *s_session_by_path(korch_server_t *s, const char *path)
+/* Whose sess is ("" = nobody's). */
+static const char *s_owner(json_t *sess)
+{
+    const char *owner = json_string_value(json_object_get(sess, "owner"));
+    return owner ? owner : "";
+}
+
+/* May the request's user see sess (ident.h: another user's is not there)? */
+static bool s_session_mine(const srv_req_t *req, json_t *sess) { return srv_user_may(&req->user, s_owner(sess)); }
+
+/* The session of path of req's user (two users' notebooks of one path are two sessions). */
+static json_t *s_session_by_path(korch_server_t *s, srv_req_t *req, const char *path)
 {
     zhashx_t *all = s_api(s)->sessions;
     for (json_t *sess = zhashx_first(all); sess; sess = zhashx_next(all))
         if (strcmp(json_string_value(json_object_get(sess, "path")), path) == 0 &&
+            strcmp(s_owner(sess), req->user.name) == 0 &&
             srv_kmgr_find(s_kmgr(s), json_string_value(json_object_get(sess, "kernel_id"))))
             return sess;
     return NULL;
@@ -192,6 +206,7 @@ static void s_on_gone(const char *kernel_id, void *arg) { srv_respond(arg, 204, 
 /* Shut mk down; req gets 204 once it is gone. */
 static void s_kernel_delete(korch_server_t *s, srv_kernel_t *mk, srv_req_t *req)
 {
+    srv_audit(srv_parts(s)->audit, &req->user, "kernel.delete", "kernel", mk->id, NULL);
     srv_kmgr_delete(mk);
     srv_req_wait(req);
     if (!srv_kernel_when_gone(mk, s_on_gone, req))
@@ -235,14 +250,19 @@ static srv_kernel_t *s_start(korch_server_t *s, srv_req_t *req, const char *name
         return NULL;
     }
     /* a ready kernel from the warm pool when there is one */
+    if (!srv_quota_kernel_ok(s, req))
+        return NULL; /* 429, with what is used and the limit */
     srv_kernel_t *mk = s_env_needs_fresh_start(env) ? NULL : srv_pool_take(p->pool, name);
-    if (mk)
-        return mk;
     korch_err_t err = {0};
-    mk = srv_kmgr_start(p->kmgr, &(srv_kstart_t){.name = name, .env = env}, &err);
     if (!mk)
+        mk = srv_kmgr_start(p->kmgr, &(srv_kstart_t){.name = name, .env = env}, &err);
+    if (!mk) {
         srv_respond_error(req, err.rc == KORCH_E_NOTFOUND ? notfound_status : korch_rc_http_status(err.rc), "%s",
                           err.msg);
+        return NULL;
+    }
+    snprintf(mk->owner, sizeof mk->owner, "%s", req->user.name); /* its user's from now (ident.h) */
+    srv_audit(p->audit, &req->user, "kernel.start", "kernel", mk->id, json_pack("{s:s}", "name", mk->name));
     return mk;
 }
 
@@ -284,7 +304,8 @@ void srv_api_kernels_list(korch_server_t *s, srv_req_t *req, const srv_params_t 
     json_t *list = json_array();
     zlistx_t *all = srv_kmgr_list(s_kmgr(s));
     for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
-        json_array_append_new(list, s_model(mk));
+        if (srv_user_may(&req->user, mk->owner))
+            json_array_append_new(list, s_model(mk));
     zlistx_destroy(&all);
     srv_respond(req, 200, list);
 }
@@ -331,7 +352,7 @@ static void s_with_kernel(korch_server_t *s, srv_req_t *req, const srv_params_t 
 {
     const char *id = srv_param(p, "kernel_id");
     srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), id);
-    if (mk)
+    if (mk && srv_user_may(&req->user, mk->owner)) /* another user's is not there for you (ident.h) */
         fn(s, mk, req);
     else
         srv_respond_error(req, 404, "Kernel does not exist: %.80s", id);
@@ -410,7 +431,7 @@ static void s_sessions_post(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 400, "Missing field in JSON data: type");
         return;
     }
-    json_t *existing = s_session_by_path(s, json_string_value(path));
+    json_t *existing = s_session_by_path(s, req, json_string_value(path));
     if (existing) {
         srv_respond(req, 201, s_session_model(s, existing));
         return;
@@ -421,15 +442,16 @@ static void s_sessions_post(korch_server_t *s, srv_req_t *req, json_t *body)
     json_t *jname = json_object_get(body, "name");
     char id[37];
     korch_uuid(id);
-    json_t *sess = json_pack("{s:s, s:O, s:s, s:s, s:s}", "id", id, "path", path, "name",
-                             json_is_string(jname) ? json_string_value(jname) : "", "type", ptype, "kernel_id", "");
+    json_t *sess = json_pack("{s:s, s:O, s:s, s:s, s:s, s:s}", "id", id, "path", path, "name",
+                             json_is_string(jname) ? json_string_value(jname) : "", "type", ptype, "kernel_id", "",
+                             "owner", req->user.name);
     if (!sess) {
         srv_respond_error(req, 500, "out of memory");
         return;
     }
     if (kid) {
         srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), kid);
-        if (!mk) {
+        if (!mk || !srv_user_may(&req->user, mk->owner)) {
             json_decref(sess);
             srv_respond_error(req, 404, "Kernel does not exist: %.80s", kid);
             return;
@@ -475,7 +497,7 @@ static void s_session_patch(korch_server_t *s, json_t *sess, srv_req_t *req, con
     snprintf(old, sizeof old, "%s", json_string_value(json_object_get(sess, "kernel_id")));
     if (kid) {
         srv_kernel_t *mk = srv_kmgr_find(s_kmgr(s), kid);
-        if (!mk) {
+        if (!mk || !srv_user_may(&req->user, mk->owner)) {
             srv_respond_error(req, 400, "No such kernel: %.80s", kid);
             return;
         }
@@ -504,7 +526,7 @@ void srv_api_sessions_list(korch_server_t *s, srv_req_t *req, const srv_params_t
     zhashx_t *all = s_api(s)->sessions;
     json_t *list = json_array();
     for (json_t *sess = zhashx_first(all); sess; sess = zhashx_next(all)) {
-        json_t *model = s_session_model(s, sess);
+        json_t *model = s_session_mine(req, sess) ? s_session_model(s, sess) : NULL;
         if (model)
             json_array_append_new(list, model);
     }
@@ -544,8 +566,8 @@ static void s_with_session(korch_server_t *s, srv_req_t *req, const srv_params_t
     const char *id = srv_param(p, "session_id");
     json_t *sess = zhashx_lookup(all, id);
     json_t *model = sess ? s_session_model(s, sess) : NULL;
-    if (!model) {
-        if (sess)
+    if (!model || !s_session_mine(req, sess)) {
+        if (sess && !model)
             zhashx_delete(all, id); /* its kernel is gone */
         srv_respond_error(req, 404, "Session not found: %.80s", id);
         return;
@@ -603,19 +625,34 @@ void srv_api_kernelspec(korch_server_t *s, srv_req_t *req, const srv_params_t *p
     json_decref(list);
 }
 
+/* GET /api/me: who the token is, their quotas and what they use (quota.h). */
+void srv_api_me(korch_server_t *s, srv_req_t *req, const srv_params_t *params, json_t *body)
+{
+    int running, sessions = srv_agents_owned(srv_parts(s)->agents, req->user.name, &running);
+    json_t *me = srv_quota_report(s, &req->user, sessions, running);
+    if (me) {
+        json_object_set_new(me, "name", json_string(req->user.name));
+        json_object_set_new(me, "role", json_string(srv_role_name(req->user.role)));
+    }
+    srv_respond(req, 200, me);
+}
+
 void srv_api_status(korch_server_t *s, srv_req_t *req, const srv_params_t *params, json_t *body)
 {
     const srv_parts_t *p = srv_parts(s);
     int conns = 0;
+    int kernels = 0;
     zlistx_t *all = srv_kmgr_list(p->kmgr);
     for (srv_kernel_t *mk = all ? zlistx_first(all) : NULL; mk; mk = zlistx_next(all))
-        conns += (int)mk->connections;
+        if (srv_user_may(&req->user, mk->owner)) /* a user's own, an admin's all */
+            conns += (int)mk->connections, kernels++;
     zlistx_destroy(&all);
     /* ISO 8601 of one format: the later one sorts last */
     const char *kla = srv_kmgr_last_activity(p->kmgr);
     const char *last = strcmp(kla, p->last_activity) > 0 ? kla : p->last_activity;
     json_t *status = json_pack("{s:s, s:s, s:i, s:i}", "started", p->started, "last_activity", last, "kernels",
-                               (int)srv_kmgr_count(p->kmgr), "connections", conns);
+                               req->user.role == SRV_ROLE_ADMIN ? (int)srv_kmgr_count(p->kmgr) : kernels,
+                               "connections", conns);
     json_t *pool = srv_pool_status(p->pool); /* korch's own key; Jupyter clients ignore it */
     if (status && pool)
         json_object_set_new(status, "pool", pool);

@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "ws.h"
 #include "trace.h"
+#include "audit.h"
 #include "korch/log.h"
 #include "korch/session.h"
 #include "korch/uuid.h"
@@ -100,6 +101,7 @@ struct srv_relay {
     korch_loop_t *loop;
     size_t max_replay_bytes;
     srv_metrics_t *metrics;
+    srv_audit_t *audit;
     srv_relay_hold_fn *hold;    /* a restart keeps the taint while this says so (agents) */
     void *hold_arg;
 };
@@ -562,6 +564,7 @@ srv_relay_t *srv_relay_new(srv_kmgr_t *m, const srv_relay_opts_t *o)
     r->loop = o->loop;
     r->max_replay_bytes = o->max_replay_bytes;
     r->metrics = o->metrics;
+    r->audit = o->audit;
     srv_kmgr_listen(m, s_on_kernel, r);
     srv_kmgr_set_message_sink(m, s_on_message, r);
     return r;
@@ -735,6 +738,12 @@ void srv_kernel_client_message(srv_ws_t *ws, const void *data, size_t len, bool 
     }
     char idcopy[128];
     snprintf(idcopy, sizeof idcopy, "%s", id);
+    if (ch == KORCH_CH_SHELL && strcmp(type, "execute_request") == 0) { /* who ran what (audit.h) */
+        json_t *code = json_object_get(msg->content, "code");
+        if (json_is_string(code))
+            srv_audit_code(KR(mk)->r->audit, &ws->user, "kernel.execute", "kernel", mk->id, json_string_value(code),
+                           json_string_length(code));
+    }
     if (korch_kernel_send(mk->k, ch, &msg, &err) != KORCH_OK) {
         korch_warn("kernel %.8s: cannot relay a message: %s", mk->id, err.msg);
         if (answered)

@@ -316,7 +316,6 @@ srv_mcp_call_t *srv_mcp_handle(srv_mcp_t *m, const char *data, size_t len, srv_m
     c->m = m;
     c->fn = fn;
     c->arg = arg;
-    c->timer = -1;
     zlistx_add_end(m->calls, c);
     m->current = c;
     json_error_t jerr;

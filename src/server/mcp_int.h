@@ -100,7 +100,6 @@ struct srv_mcp_call {
     korch_exec_t *ex;               /* run_code under way */
     korch_op_t *op;                 /* a file op under way */
     srv_kwait_t *wait;              /* waiting for the kernel */
-    int timer;                      /* run_code's timeout guard, -1 none */
     int phase;                      /* restart: 1 once the restart was asked for */
 };
 

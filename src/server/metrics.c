@@ -17,6 +17,9 @@
  */
 #include "metrics.h"
 #include "conns.h"
+#include "audit.h"
+#include "quota.h"
+#include "users.h"
 #include "korch/buf.h"
 #include "korch/session.h"
 
@@ -211,6 +214,46 @@ static void s_agents(korch_server_t *s, s_text_t *t)
                  (unsigned long long)srv_parts(s)->metrics->agent_turns[i]);
 }
 
+/* Per user (--users FILE): each user's kernels, agent sessions and model
+   use today, labelled by name; only who's own for a user, every user's
+   for an admin. */
+static void s_users(korch_server_t *s, s_text_t *t, const srv_user_t *who)
+{
+    srv_users_t *users = srv_parts(s)->users;
+    if (!users)
+        return;
+    json_t *list = korch_users_list(srv_users_current(users)), *e;
+    static const char *const keys[] = {"kernels", "sessions", "turns_running", "tokens_today", "cost_today"};
+    static const char *const names[] = {"korch_user_kernels", "korch_user_agent_sessions", "korch_user_turns_running",
+                                        "korch_user_model_tokens_today", "korch_user_model_cost_today"};
+    static const char *const helps[] = {"Kernels of each user (theirs and their agent sessions').",
+                                        "Agent sessions of each user (any state).",
+                                        "Agent turns of each user running now.",
+                                        "Model tokens of each user's agent turns since 00:00 UTC.",
+                                        "Model cost of each user's agent turns since 00:00 UTC (with --prices)."};
+    json_t *reports = json_object();
+    size_t i;
+    json_array_foreach(list, i, e) {
+        srv_user_t u = {.role = SRV_ROLE_USER};
+        snprintf(u.name, sizeof u.name, "%s", json_string_value(json_object_get(e, "name")));
+        if (who->role == SRV_ROLE_ADMIN || strcmp(u.name, who->name) == 0) {
+            int running, sessions = srv_agents_owned(srv_parts(s)->agents, u.name, &running);
+            json_object_set_new(reports, u.name, srv_quota_report(s, &u, sessions, running));
+        }
+    }
+    for (int k = 0; k < 5; k++) {
+        s_head(t, names[k], "gauge", helps[k]);
+        const char *name;
+        json_t *r;
+        json_object_foreach(reports, name, r) {
+            json_t *v = json_object_get(json_object_get(r, "used"), keys[k]);
+            s_printf(t, "%s{user=\"%s\"} %g\n", names[k], name, json_number_value(v));
+        }
+    }
+    json_decref(reports);
+    json_decref(list);
+}
+
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
 {
     if (strcmp(req->method, "GET") != 0) {
@@ -219,6 +262,10 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
     }
     const srv_metrics_t *m = srv_parts(s)->metrics;
     s_text_t t = {.buf = KORCH_BUF_INIT(MAX_TEXT)};
+    if (req->user.role != SRV_ROLE_ADMIN) { /* a user: their own figures only */
+        s_users(s, &t, &req->user);
+        goto out;
+    }
     s_kernels_by_state(s, &t);
     s_counter(&t, "korch_executions_total",
               "Executions in korch's kernels (execute_input seen on IOPub): websocket clients' and agent "
@@ -238,6 +285,10 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
     s_http(s, &t);
     s_launches(s, &t);
     s_agents(s, &t);
+    s_counter(&t, "korch_audit_failed_total", "Audit log lines that could not be written (--audit FILE).",
+              srv_audit_failed(srv_parts(s)->audit));
+    s_users(s, &t, &req->user);
+out:
     if (t.oom) {
         korch_buf_free(&t.buf);
         srv_respond_error(req, 500, "out of memory");

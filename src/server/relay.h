@@ -12,6 +12,7 @@ typedef struct {
     korch_loop_t *loop;
     size_t max_replay_bytes;
     srv_metrics_t *metrics;
+    srv_audit_t *audit;         /* executions are written there (audit.h); may be NULL */
 } srv_relay_opts_t;
 /* NULL only when out of memory (so are srv_api_new and srv_agents_new). */
 srv_relay_t *srv_relay_new(srv_kmgr_t *m, const srv_relay_opts_t *o);

@@ -56,6 +56,8 @@ static const srv_route_t s_table[] = {
     {"GET", "/api", srv_api_version, OPEN, NONE, false,
      "The server's version (open, as in jupyter_server; clients probe it)"},
     {"GET", "/api/status", srv_api_status, TOKEN, NONE, false, "Activity of the server"},
+    {"GET", "/api/me", srv_api_me, TOKEN, NONE, false,
+     "Who the token is: name, role, quotas and what they use (korch's; docs/team.md)"},
     {"GET", "/api/kernelspecs", srv_api_kernelspecs, TOKEN, NONE, false, "The kernelspecs korch can start"},
     {"GET", "/api/kernelspecs/{kernel_name}", srv_api_kernelspec, TOKEN, NONE, false, "One kernelspec"},
     {"GET", "/kernelspecs/{kernel_name}/{file}", s_resource, TOKEN, NONE, false,

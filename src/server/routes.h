@@ -103,7 +103,8 @@ json_t *srv_routes_json(void);
 srv_handler_fn srv_api_version, srv_api_status, srv_api_kernelspecs, srv_api_kernelspec, srv_api_kernels_list,
     srv_api_kernels_start, srv_api_kernel_get, srv_api_kernel_delete, srv_api_kernel_interrupt,
     srv_api_kernel_restart, srv_api_kernel_channels, srv_api_sessions_list, srv_api_sessions_create,
-    srv_api_session_get, srv_api_session_patch, srv_api_session_delete, srv_api_kernel_untrust, srv_api_kernel_trust;
+    srv_api_session_get, srv_api_session_patch, srv_api_session_delete, srv_api_kernel_untrust, srv_api_kernel_trust,
+    srv_api_me;
 /* mcp_http.c */
 srv_handler_fn srv_mcp_post, srv_mcp_delete;
 /* agents.c */

@@ -34,6 +34,8 @@
 #include "ws.h"
 #include "trace.h"
 #include "users.h"
+#include "quota.h"
+#include "audit.h"
 #include "hub.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
@@ -148,6 +150,7 @@ static void s_ws_open(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
         return;
     }
     korch_info("websocket %s on kernel %.8s (%s)", ws->session_key, id, ws->proto == KORCH_WS_V1 ? "v1" : "legacy");
+    srv_audit(s->parts.audit, &ws->user, "kernel.connect", "kernel", mk->id, NULL);
     srv_kernel_attach(mk, ws);
 }
 
@@ -354,6 +357,12 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (*s->token ? srv_ident_add_token(s->parts.ident, s->token, err) != KORCH_OK
                   : !o.users_file && srv_ident_add_open(s->parts.ident, err) != KORCH_OK)
         goto fail;
+    if (!(s->parts.quota = srv_quota_new())) {
+        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (o.audit_file && !(s->parts.audit = srv_audit_new(o.audit_file, o.audit_code, err)))
+        goto fail;
     if (o.hub_api_url) { /* last: any token the others do not know is asked of the Hub */
         srv_hub_opts_t ho = {.api_url = o.hub_api_url, .service_name = o.hub_service_name,
                              .admin_group = o.hub_admin_group, .cache_s = o.hub_cache_s,
@@ -370,7 +379,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (!s->parts.kmgr)
         goto fail;
     s->parts.relay = srv_relay_new(s->parts.kmgr, &(srv_relay_opts_t){.loop = loop, .max_replay_bytes = o.max_replay_bytes,
-                                                          .metrics = &s->metrics});
+                                                          .metrics = &s->metrics, .audit = s->parts.audit});
     srv_metrics_listen(&s->metrics, s->parts.kmgr);
     s->parts.api = s->parts.relay ? srv_api_new(s) : NULL;
     s->parts.agents = s->parts.api ? srv_agents_new(s) : NULL;
@@ -494,6 +503,8 @@ void korch_server_destroy(korch_server_t **ps)
     srv_api_destroy(&s->parts.api);
     srv_relay_destroy(&s->parts.relay);
     srv_ident_destroy(&s->parts.ident); /* and the users file's resolver */
+    srv_quota_destroy(&s->parts.quota);
+    srv_audit_destroy(&s->parts.audit);
     srv_trace_close();
     for (char **o = s->origins; o && *o; o++)
         free(*o);

@@ -86,6 +86,8 @@ typedef struct srv_agents srv_agents_t;
 typedef struct srv_mcps srv_mcps_t;
 typedef struct srv_ident srv_ident_t;        /* ident.h */
 typedef struct srv_users srv_users_t;        /* users.h */
+typedef struct srv_quota srv_quota_t;        /* quota.h */
+typedef struct srv_audit srv_audit_t;        /* audit.h */
 typedef struct srv_hub srv_hub_t;            /* hub.h */
 
 /* What server.c made, each part owned by its module; a route's handler
@@ -104,6 +106,8 @@ typedef struct {
     srv_metrics_t *metrics;
     srv_ident_t *ident;         /* who asks (ident.h): the resolvers, never NULL */
     srv_users_t *users;         /* --users FILE (users.h; owned by ident), or NULL */
+    srv_quota_t *quota;         /* quotas per user (quota.h) */
+    srv_audit_t *audit;         /* --audit FILE (audit.h), or NULL */
     srv_hub_t *hub;             /* JupyterHub's users (hub.h; owned by ident), or NULL */
     const char *started;        /* ISO 8601 */
     const char *last_activity;  /* of the server's own (requests, websockets) */
@@ -146,6 +150,8 @@ bool srv_agent_upload_ok(korch_server_t *s, srv_req_t *req);
 void srv_agents_load(srv_agents_t *a);
 /* Agent sessions by state: starting, idle, running, stopped. */
 void srv_agents_count(srv_agents_t *a, uint64_t n[4]);
+/* Agent sessions of user name (any state), and those running a turn. */
+int srv_agents_owned(srv_agents_t *a, const char *name, int *running);
 
 /* mcp_http.c: MCP's Streamable HTTP sessions (/mcp); destroying them
    shuts their kernels down. */

@@ -138,6 +138,24 @@ def flood(provider, req, state):
     return {"tool_calls": [_code(_FLOOD.replace("os.kill(os.getpid(), 9)\n", "print('still here')\n"))]}
 
 
+def usage(provider, req, state):
+    """CPU seconds and peak memory per step (issue 23): a step that burns the
+    CPU (and tries to reach its cgroup's counters to fake them), a step
+    that touches 200 MiB and lets it go, a quiet one, then the answer."""
+    results = _all_results(provider, req)
+    step = len(results)
+    if step == 0:
+        return {"tool_calls": [_code(
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
+            "try:\n    open('/sys/fs/cgroup/memory/memory.max_usage_in_bytes', 'w').write('0')\n"
+            "    print('cgroup reached')\nexcept OSError as e:\n    print('cgroup out of reach:', type(e).__name__)")]}
+    if step == 1:
+        return {"tool_calls": [_code("b = bytearray(200 << 20)\nb[::4096] = b'x' * len(b[::4096])\ndel b\nprint('done')")]}
+    if step == 2:
+        return {"tool_calls": [_code("print(1 + 1)")]}
+    return {"text": "Measured."}
+
+
 def badjson(provider, req, state):
     """Tool-call JSON that does not parse goes back to the model as an error."""
     results = _all_results(provider, req)
@@ -457,6 +475,7 @@ def jlab(provider, req, state):
 SCENARIOS["jlab"] = jlab
 SCENARIOS["restart_flood"] = restart_flood
 SCENARIOS["flood"] = flood
+SCENARIOS["usage"] = usage
 
 
 def taint_hook(provider, req, state):

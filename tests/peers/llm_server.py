@@ -61,6 +61,11 @@ try:
 except ImportError:
     pass
 try:
+    import team_scenarios  # noqa: E402  (a team's korch serve: answers to their owners, issue 26)
+    SCENARIOS.update(team_scenarios.SCENARIOS)
+except ImportError:
+    pass
+try:
     import pyclient_scenarios  # noqa: E402  (the Python client's agent sessions)
     SCENARIOS.update(pyclient_scenarios.SCENARIOS)
 except ImportError:
