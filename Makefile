@@ -137,12 +137,14 @@ check:
 	@scripts/check-layers.sh $(BUILD)
 
 # make test builds both trees on every core (.ci/run calls plain `make test`);
-# the tests themselves run one at a time.
+# the tests run TEST_JOBS at a time, the solo ones (docker, swarm, browsers,
+# host-wide counts, time bounds) alone at the end (docs/testing.md).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= 2
 test: setup image jupyterlab jupyterlab-wheel
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) fuzz
-	@scripts/test.sh $(BUILD)
+	@scripts/test.sh $(BUILD) -j$(TEST_JOBS)
 
 asan:
 	@scripts/setup.sh

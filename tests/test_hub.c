@@ -66,6 +66,7 @@ TEST_T(hub_two_users_notebook_gateway, 150)
     setenv("JUPYTERHUB_API_TOKEN", svc, 1);
     setenv("JUPYTERHUB_SERVICE_NAME", "korch", 1);
     setenv("JUPYTERHUB_CLIENT_ID", "service-korch", 1);
+    setenv("JUPYTERHUB_SERVICE_PREFIX", "/services/korch/", 1); /* the Hub's proxy routes it here */
     /* its OAuth callback is korch's own address, so its port is chosen here */
     int kport = s_free_port();
     char kport_s[16];
@@ -80,6 +81,7 @@ TEST_T(hub_two_users_notebook_gateway, 150)
     unsetenv("JUPYTERHUB_API_TOKEN");
     unsetenv("JUPYTERHUB_SERVICE_NAME");
     unsetenv("JUPYTERHUB_CLIENT_ID");
+    unsetenv("JUPYTERHUB_SERVICE_PREFIX");
     unsetenv("JUPYTERHUB_OAUTH_CALLBACK_URL");
     unsetenv("KORCH_LOG");
     if (!up) {

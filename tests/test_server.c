@@ -227,6 +227,9 @@ static void s_serve_peer(const char *what, const char **argv, int timeout_s)
 
 #define SCENARIO(proto, name, timeout)                                                                      \
     TEST_T(server_##proto##_##name, timeout) { s_scenario(#proto, #name, (timeout) - 20); }
+/* One that restarts kernels in a loop or bounds a time: the machine to itself under -jN. */
+#define SCENARIO_SOLO(proto, name, timeout)                                                                 \
+    TEST_SOLO_T(server_##proto##_##name, timeout) { s_scenario(#proto, #name, (timeout) - 20); }
 
 /* The v1 subprotocol (what @jupyterlab/services 7 offers). */
 SCENARIO(v1, start, 90)
@@ -266,7 +269,7 @@ SCENARIO(legacy, comm_info, 90)
 SCENARIO(v1, reconnect_header, 120)
 SCENARIO(legacy, reconnect_header, 120)
 SCENARIO(legacy, delete_dead, 90)
-SCENARIO(v1, restart_busy, 120)
+SCENARIO_SOLO(v1, restart_busy, 120)
 /* The kernelspec's logos, at jupyter_server's /kernelspecs/{name}/{file}. */
 SCENARIO(v1, kernelspec_resources, 60)
 /* The same clients with the kernels in the sandbox (bubblewrap + a cgroup):
@@ -307,11 +310,11 @@ SCENARIO(legacy, big_output, 180)
 #define SLOW_READER_BOUND_MS "500"
 #endif
 static const char *const s_slow_opts[] = {"--rtt-bound-ms", SLOW_READER_BOUND_MS, "--flood-seconds", "8", NULL};
-TEST_T(server_v1_slow_reader, 120)
+TEST_SOLO_T(server_v1_slow_reader, 120)
 {
     s_scenario_opts("v1", "slow_reader", 100, s_slow_opts, "client is not reading");
 }
-TEST_T(server_legacy_slow_reader, 120)
+TEST_SOLO_T(server_legacy_slow_reader, 120)
 {
     s_scenario_opts("legacy", "slow_reader", 100, s_slow_opts, "client is not reading");
 }

@@ -53,6 +53,8 @@ typedef struct {
     const char *hub_admin_group;        /* members of this Hub group are korch admins */
     int hub_cache_s;                    /* seconds a token's owner is kept (default 30) */
     const char *hub_login_url;          /* the Hub's authorize URL as browsers reach it (OAuth) */
+    const char *hub_prefix;             /* the path the Hub's proxy routes here ("/services/korch/",
+                                           $JUPYTERHUB_SERVICE_PREFIX): stripped from requests */
     korch_launcher_t *launcher;         /* borrowed; NULL = local processes */
     bool adopt;                         /* re-adopt the kernels an earlier korch of the launcher's
                                            instance left (launchers that can: docker, swarm) */

@@ -378,6 +378,7 @@ int korch_cmd_serve(int argc, char **argv)
                               .launcher = launcher,
                               .hub_api_url = hub ? hub_url : NULL, .hub_admin_group = hub_admins,
                               .hub_cache_s = hub_cache, .hub_login_url = hub_login,
+                              .hub_prefix = hub ? getenv("JUPYTERHUB_SERVICE_PREFIX") : NULL,
                               .kernel = kernel,
                               .adopt = adopt,
                               .max_kernels = max_kernels, .allow_origins = origins, .max_body = max_body,

@@ -226,6 +226,23 @@ int srv_front_finish(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
     return rc < 0 ? -1 : lws_raw_transaction_completed(wsi);
 }
 
+/* The path without the prefix JupyterHub's proxy routes to korch
+   (opts.hub_prefix, "/services/korch/": the proxy passes it on), as "/..."
+   (a pointer into uri, one byte before the rest: the prefix's own '/');
+   uri itself when it has none. korch answers at both. */
+static const char *s_unprefixed(korch_server_t *s, const char *uri)
+{
+    const char *pre = s ? s->opts.hub_prefix : NULL;
+    size_t n = pre ? strlen(pre) : 0;
+    if (!uri || n < 2 || pre[n - 1] != '/')
+        return uri;
+    if (strncmp(uri, pre, n) == 0)
+        return uri + n - 1;
+    if (strlen(uri) == n - 1 && strncmp(uri, pre, n - 1) == 0) /* "/services/korch": the page */
+        return "/";
+    return uri;
+}
+
 /* What the request presented (ident.h: its token from "Authorization:
    token T" as Jupyter sends it, "Bearer T" as JupyterHub's clients do, or
    ?token=; its cookies), in c; buf and qbuf hold the token, *cookie
@@ -529,6 +546,7 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
     req->wsi = wsi;
     req->t0_us = srv_now_us();
     snprintf(req->method, sizeof req->method, "%s", s_method(wsi));
+    uri = s_unprefixed(s, uri);
     /* a path too long to keep is refused, never cut (a cut path names another file) */
     size_t ulen = uri ? strlen(uri) : 0;
     req->path_too_long = ulen >= sizeof req->path;
@@ -704,6 +722,12 @@ bool srv_front_ws_route(struct lws *wsi, char *uri, size_t uri_len, char *id, si
     srv_params_t p;
     uri[0] = id[0] = 0;
     int n = lws_hdr_copy(wsi, uri, (int)uri_len, WSI_TOKEN_GET_URI);
+    struct lws_context *ctx = lws_get_context(wsi);
+    const char *un = n > 0 && ctx ? s_unprefixed(lws_context_user(ctx), uri) : uri;
+    if (un != uri) {
+        memmove(uri, un, strlen(un) + 1);
+        n = (int)strlen(uri);
+    }
     if (n <= 0 || srv_route_match("GET", uri, (size_t)n, &r, &p, NULL, 0) != SRV_MATCH_OK || !r->websocket)
         return false;
     const char *kid = srv_param(&p, "kernel_id");

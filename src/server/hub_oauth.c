@@ -234,9 +234,7 @@ bool srv_hub_page_login(korch_server_t *s, srv_req_t *req)
     const srv_hub_opts_t *o = h ? srv_hub_opts(h) : NULL;
     if (!o || !o->callback_url || !o->api_token || req->user.role != SRV_ROLE_NONE || strcmp(req->path, "/") != 0)
         return false;
-    char home[512], loc[600];
-    s_home(o, home, sizeof home);
-    snprintf(loc, sizeof loc, "%shub/login", home);
-    s_redirect(req, loc, NULL);
+    /* relative: the page's own place, at korch's address or behind the Hub's proxy */
+    s_redirect(req, "hub/login", NULL);
     return true;
 }

@@ -3,7 +3,12 @@
  *  hold no secret, so they are served without the token: the page takes
  *  the token from its URL once, keeps it in sessionStorage and sends it as
  *  "Authorization: token ..." with every API call, so no cookie (no ambient
- *  credential a cross-site request could ride on) is involved.
+ *  credential a cross-site request could ride on) is involved. The one
+ *  exception is korch as a JupyterHub service with the Hub's OAuth
+ *  (hub_oauth.c): the page logs in through the Hub and the browser then
+ *  sends an HttpOnly cookie, which the front door's Origin check keeps off
+ *  cross-site requests. Its files are linked relatively, so the page also
+ *  works under the Hub proxy's /services/NAME/.
  *
  *  Every file goes out with a strict Content-Security-Policy: script only
  *  from korch itself (no inline script, no eval), no frames, no plugins, no

@@ -187,6 +187,14 @@ def scenarios(ctx, hub, a):
 
     if OWNERSHIP:
         ownership(ctx, hub, a, alice, bob, late, ka, kb)
+    # korch through the Hub's proxy too (/services/korch/, the prefix stripped)
+    r = requests.get(hub.proxy + "/services/korch/api/kernels", headers={"Authorization": "token " + alice},
+                     timeout=30)
+    ctx.check(r.status_code == 200 and isinstance(r.json(), list),
+              "GET /services/korch/api/kernels through the Hub's proxy -> %s %r" % (r.status_code, r.text[:200]))
+    r = requests.get(hub.proxy + "/services/korch/", allow_redirects=False, timeout=30)
+    ctx.check(r.status_code == 302 and r.headers.get("Location") == "hub/login",
+              "the page through the Hub's proxy -> %s %r" % (r.status_code, r.headers.get("Location")))
     forged_and_revoked(ctx, hub, a, carol, short)
     oauth(ctx, hub, a, ka, kb)
     hub_down(ctx, hub, a, alice, spare)
@@ -277,7 +285,7 @@ def oauth(ctx, hub, a, ka, kb):
     d = ctx.details
     s = requests.Session()
     r = s.get(a.korch + "/", allow_redirects=False, timeout=10)
-    ctx.check(r.status_code == 302 and r.headers.get("Location", "").endswith("/hub/login"),
+    ctx.check(r.status_code == 302 and r.headers.get("Location") == "hub/login",
               "the page without a login -> %s %r" % (r.status_code, r.headers.get("Location")))
     r = s.get(a.korch + "/hub/login", timeout=30)  # follows: the Hub's authorize -> its login page
     ctx.check(r.status_code == 200 and "/hub/login" in r.url, "the Hub's login page: %s %s" % (r.status_code, r.url))

@@ -76,10 +76,11 @@ c.JupyterHub.services = [
     }},
     {{"name": "tester", "api_token": {tester_token!r}}},
 ]
+c.JupyterHub.load_groups = {{"korch-users": ["alice", "bob"]}}
 c.JupyterHub.load_roles = [
     # who may use korch: the users' own tokens (OAuth, tokens they make) and
     # their single-user servers' tokens (GatewayClient.auth_token)
-    {{"name": "korch-users", "users": ["alice", "bob"], "scopes": ["self", "access:services!service=korch"]}},
+    {{"name": "korch-users", "groups": ["korch-users"], "scopes": ["self", "access:services!service=korch"]}},
     {{"name": "server", "scopes": ["users:activity!user", "access:servers!user", "access:services!service=korch"]}},
     {{"name": "tester", "services": ["tester"],
       "scopes": ["admin:users", "admin:servers", "tokens", "read:users", "list:users"]}},

@@ -24,7 +24,9 @@ function takeToken(): string {
 function start(): void {
   const token = takeToken();
   const app = document.getElementById('app')!;
-  const api = new Api({ token });
+  // the page's own place: "/" at korch's address, "/services/korch/" behind JupyterHub's proxy
+  const baseUrl = location.pathname.replace(/\/+$/, '');
+  const api = new Api({ baseUrl, token });
   const side = el('nav', 'k-side');
   side.setAttribute('aria-label', 'Sessions');
   const head = el('div', 'k-side-head');
@@ -51,7 +53,7 @@ function start(): void {
   let armed: string | null = null;
   let armTimer = 0;
   // a file dropped before any session exists makes one (the same as New session, and the one being made if it was clicked)
-  const chat = mountChat(chatHost, { token, createSession: () => create(), onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } } });
+  const chat = mountChat(chatHost, { baseUrl, token, createSession: () => create(), onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } } });
 
   function draw(): void {
     list.replaceChildren();
