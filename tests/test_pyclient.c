@@ -7,7 +7,7 @@
  *    ensurepip alone takes 10 s here), then
  *    tests/peers/pyclient_kernel.py run by the venv's python against korch
  *    serve: code and structured outputs, interrupt / timeout / restart /
- *    death / shutdown, HTTP errors, and the kernel as the attacker
+ *    death / shutdown, files through the kernel, HTTP errors, and the kernel as the attacker
  *    (malformed messages, bad base64, a flood, an oversized message).
  *  - pyclient_agent_sessions_and_ts_client: the scripted LLM behind korch
  *    serve --llm; tests/peers/pyclient_agent.py (turns as live iterators of

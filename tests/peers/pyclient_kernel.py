@@ -116,6 +116,26 @@ def outputs(kc, k):
     check(ex.text and ex.text.startswith("__import__") and not os.path.exists(mark), "a repr is never evaluated")
 
 
+def kernel_files(kc, k):
+    """Kernel.files: through the kernel itself, in a temp dir of its own; the kernel lying about a file."""
+    k.run_code("import os, tempfile; os.chdir(tempfile.mkdtemp(prefix='korch-pyclient-'))", raise_on_error=True)
+    blob = os.urandom(5 << 20)  # two chunks
+    check(k.files.upload("sub/b.bin", blob) == len(blob), "kernel files: upload")
+    check(k.files.download("sub/b.bin") == blob, "kernel files: download")
+    k.files.upload("t.txt", "h\u00e9")
+    listed = {f.path: f.size for f in k.files.list()}
+    check(listed == {"sub/b.bin": len(blob), "t.txt": 3}, "kernel files: list %r" % listed)
+    k.files.remove("sub/b.bin")
+    e = raises(kc.CodeError, lambda: k.files.download("sub/b.bin"), "kernel files: a removed file")
+    check(e is None or e.ename == "FileNotFoundError", "kernel files: FileNotFoundError")
+    k.run_code("import IPython.display as _d\n_orig = _d.publish_display_data\n"
+               "_d.publish_display_data = lambda data, **kw: _orig({m: {'size': 3, 'data': 'QUJDREVG'} for m in data})")
+    e = raises(kc.ProtocolError, lambda: k.files.download("t.txt"), "kernel files: a kernel that lies")
+    check(e is None or "more" in str(e), "kernel files: the lie named: %s" % e)
+    raises(kc.ProtocolError, lambda: k.files.download("t.txt", max_bytes=2), "kernel files: over max_bytes")
+    k.run_code("_d.publish_display_data = _orig\nimport shutil; shutil.rmtree(os.getcwd()); os.chdir('/')")
+
+
 def control(kc, k):
     # interrupt from another thread while the code runs
     t = threading.Timer(0.8, k.interrupt)
@@ -228,6 +248,7 @@ def main():
         with client.start_kernel() as k:
             DETAILS["start_s"] = round(time.monotonic() - t0, 2)
             outputs(kc, k)
+            kernel_files(kc, k)
             t1 = time.monotonic()
             for _ in range(50):
                 k.run_code("pass")

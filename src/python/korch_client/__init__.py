@@ -1,7 +1,8 @@
 """korch_client: the Python client of ``korch serve``.
 
 Kernels, code and their outputs as data; agent sessions with a live
-iterator of events; the session's files. See docs/python.md::
+iterator of events; files (a session's, or a Python kernel's through the
+kernel). See docs/python.md::
 
     from korch_client import Client
     with Client("http://127.0.0.1:8888/?token=T") as c, c.start_kernel() as k:
@@ -17,6 +18,7 @@ from .client import Client, Sandbox
 from .errors import (AuthError, CodeError, ConnectError, ExecutionTimeout, HTTPError, KernelDiedError,
                      KernelGoneError, KorchError, KorchUsage, NotFoundError, ProtocolError)
 from .kernel import Kernel
+from .kfiles import KernelFiles
 from .outputs import Execution, ExecutionError, Result, strip_ansi
 from .sse import Event
 
@@ -24,6 +26,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentSession", "AuthError", "Client", "CodeError", "ConnectError", "Event", "Execution", "ExecutionError",
-    "ExecutionTimeout", "FileInfo", "HTTPError", "Kernel", "KernelDiedError", "KernelGoneError", "KorchError",
+    "ExecutionTimeout", "FileInfo", "HTTPError", "Kernel", "KernelDiedError", "KernelFiles", "KernelGoneError", "KorchError",
     "KorchUsage", "NotFoundError", "ProtocolError", "Result", "Sandbox", "Turn", "strip_ansi",
 ]

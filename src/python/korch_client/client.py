@@ -9,6 +9,7 @@ from ._http import MAX_JSON_BYTES, Http, split_url
 from .agent import AgentSession
 from .errors import KorchUsage, ProtocolError
 from .kernel import MAX_MESSAGE_BYTES, Kernel
+from .kfiles import KernelFiles
 from .outputs import Execution
 
 
@@ -175,6 +176,11 @@ class Sandbox:
     def run_code(self, code: str, **options: Any) -> Execution:
         """Kernel.run_code in this sandbox's kernel."""
         return self.kernel.run_code(code, **options)
+
+    @property
+    def files(self) -> KernelFiles:
+        """The kernel's working directory: upload, download, list, remove (Kernel.files)."""
+        return self.kernel.files
 
     def interrupt(self) -> None:
         self.kernel.interrupt()

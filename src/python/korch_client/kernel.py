@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 from . import _wire
 from .errors import (ExecutionTimeout, KernelDiedError, KernelGoneError, KorchError, KorchUsage, NotFoundError,
                      ProtocolError)
+from .kfiles import KernelFiles
 from .outputs import Collector, Execution, ExecutionError, Result
 
 if TYPE_CHECKING:
@@ -258,6 +259,13 @@ class Kernel:
                 replied = replied or t == "execute_reply"
                 idle = idle or (t == "status" and m["content"].get("execution_state") == "idle")
         return replied and idle
+
+    @property
+    def files(self) -> "KernelFiles":
+        """This kernel's working directory, through the kernel (Python kernels;
+        korch serve has file routes for agent sessions only): upload,
+        download, list, remove."""
+        return KernelFiles(self)
 
     # ---------------------------------------------------------------- REST
 
