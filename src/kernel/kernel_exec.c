@@ -87,6 +87,8 @@ korch_exec_t *kn_find_exec(korch_kernel_t *k, const char *msg_id)
     return NULL;
 }
 
+void kn_exec_fail(korch_exec_t *ex, const char *detail) { s_exec_complete(ex, KORCH_EXEC_DIED, detail); }
+
 /* End every pending execution, e.g. because the kernel died. When the
    kernel is restarted, requests not sent yet stay queued for the new one. */
 void kn_fail_pending(korch_kernel_t *k, const char *detail, bool restarted)

@@ -66,6 +66,7 @@ struct korch_kernel {
     /* the launcher's pending start or adopt */
     korch_op_t *launch_op;
     bool launched;                  /* korch starts (or adopted) it: not attached with opts.existing */
+    char kernel_session[80];        /* attached: the header.session its process signs with (kernel_io.c) */
     /* liveness */
     int hb_timer;
     bool hb_waiting;
@@ -104,6 +105,8 @@ void kn_exec_stop_timer(korch_exec_t *ex);
 void kn_exec_maybe_done(korch_exec_t *ex);
 korch_exec_t *kn_find_exec(korch_kernel_t *k, const char *msg_id);
 void kn_fail_pending(korch_kernel_t *k, const char *detail, bool restarted);
+/* End one execution as died (detail says why); ex may be freed. */
+void kn_exec_fail(korch_exec_t *ex, const char *detail);
 korch_rc_t kn_exec_send(korch_exec_t *ex, korch_err_t *err);
 void kn_flush_unsent(korch_kernel_t *k);
 

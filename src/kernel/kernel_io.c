@@ -64,8 +64,41 @@ void kn_check_ready(korch_kernel_t *k)
     }
 }
 
+/* An attached kernel (opts.existing) that its owner restarts (korch serve's,
+   after the kernel killed itself) keeps its ports, and its heartbeat
+   answers again within a second: korch never sees it die, and what it had
+   sent to the process that went is never answered (an agent's step then
+   waited for its 300 s timeout). Each process of a kernel signs as a
+   session of its own (header.session), so the first message of another
+   session says the process changed: the executions sent before it are
+   gone, all but the one this message answers. */
+static void s_check_process(korch_kernel_t *k, korch_msg_t *msg)
+{
+    const char *sess = json_string_value(json_object_get(msg->header, "session"));
+    if (k->launched || !sess || !*sess || strlen(sess) >= sizeof k->kernel_session ||
+        !strcmp(sess, k->kernel_session))
+        return;
+    bool first = !k->kernel_session[0];
+    snprintf(k->kernel_session, sizeof k->kernel_session, "%s", sess);
+    if (first)
+        return;
+    korch_exec_t *keep = kn_find_exec(k, korch_msg_parent_id(msg)), *ex;
+    korch_info("kernel %.8s: its process changed (a new session): what was running there is lost", k->id);
+    for (bool again = true; again;) {
+        again = false;
+        for (ex = zlistx_first(k->pending); ex; ex = zlistx_next(k->pending))
+            if (ex != keep && ex->sent) {
+                ex->result.restarted = true;
+                kn_exec_fail(ex, "the kernel was restarted while this ran (its variables are gone)");
+                again = true; /* the list changed: from the start */
+                break;
+            }
+    }
+}
+
 static void s_on_iopub(korch_kernel_t *k, korch_msg_t *msg)
 {
+    s_check_process(k, msg);
     const char *type = korch_msg_type(msg);
     if (!k->iopub_live) {
         k->iopub_live = true;
@@ -105,6 +138,7 @@ static void s_on_iopub(korch_kernel_t *k, korch_msg_t *msg)
 
 static void s_on_shell(korch_kernel_t *k, korch_msg_t *msg)
 {
+    s_check_process(k, msg);
     const char *type = korch_msg_type(msg);
     if (strcmp(type, "kernel_info_reply") == 0) {
         json_decref(k->info);

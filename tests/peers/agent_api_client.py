@@ -735,10 +735,10 @@ def _session_bytes(x, sid):
 
 def sc_session_budget(x):
     """korch serve --session-mb 4 (issue 22 point 4 over the API): the model
-    floods 6 MB of print, a 2 MB image and a 3 MB figure per step. The
-    session's transcript, notebook and figures stay within 4 MiB across
-    steps and a second turn; the model and the user are told, each turn
-    ends in done."""
+    floods 6 MB of print, a 2 MB image and a 3 MB figure per step and kills
+    its kernel (restart_flood). The session's transcript, notebook and
+    figures stay within 4 MiB across steps, restarts and a second turn; the
+    model and the user are told, each turn ends in done."""
     m = x.session()
     bound = 4 << 20
     for turn in (1, 2):
