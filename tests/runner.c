@@ -352,8 +352,9 @@ static void s_swarm_lock(void)
 static bool s_solo(const test_t *t)
 {
     static const char *const alone[] = {"docker", "swarm", "chromium", "jupyterlab", "notebook_", "browser", "web_"};
-    /* files whose tests count the host's sandbox mounts, cgroups or kernels */
-    static const char *const files[] = {"tests/test_host.c", "tests/test_sandbox.c", "tests/test_isolation.c"};
+    /* files whose tests count the host's sandbox mounts, cgroups or kernels, or kill the fork template */
+    static const char *const files[] = {"tests/test_host.c", "tests/test_sandbox.c", "tests/test_isolation.c",
+                                        "tests/test_fork.c"};
     if (t->solo || (t->launcher && !strcmp(t->launcher, "docker")))
         return true;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
@@ -526,6 +527,43 @@ int main(int argc, char **argv)
         printf("%d tests in %.0f s on %d lanes\n", passed + failed, s_ms_since(&start) / 1e3, jobs);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
+}
+
+static bool s_npm_has(const char *dir, const char *const *marks)
+{
+    for (size_t i = 0; marks[i]; i++) {
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof path, "%s/node_modules/%s", dir, marks[i]);
+        if (access(path, R_OK) != 0)
+            return false;
+    }
+    return true;
+}
+
+bool korch_test_npm_ready(const char *subdir, const char *const *marks, int timeout_s)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/tests/%s", korch_test_root(), subdir);
+    if (s_npm_has(dir, marks))
+        return true;
+    int fd = open("/tmp/korch-test-npm.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    while (fd >= 0 && flock(fd, LOCK_EX) != 0 && errno == EINTR)
+        ;
+    bool ok = s_npm_has(dir, marks); /* another lane may have installed it meanwhile */
+    if (!ok) {
+        const char *argv[] = {"npm", "ci", "--no-audit", "--no-fund", "--prefix", dir, NULL};
+        char *out = NULL, *err = NULL;
+        int rc = korch_test_run(argv, NULL, &out, &err, timeout_s);
+        ok = CHECK_EQ(rc, 0) && CHECK(s_npm_has(dir, marks));
+        if (!ok)
+            fprintf(stderr, "  `npm ci --prefix tests/%s` failed (is the npm registry reachable?)\n%s\n%s\n", subdir,
+                    out ? out : "", err ? err : "");
+        free(out);
+        free(err);
+    }
+    if (fd >= 0)
+        close(fd);
+    return ok;
 }
 
 char *korch_test_mkdir(const char *template_)

@@ -252,21 +252,8 @@ static inline bool serve_pid_alive(long pid)
    node_modules is absent): @jupyterlab/services and ws for the Node peers. */
 static inline bool serve_npm_ready(void)
 {
-    char dir[600], mod[700];
-    snprintf(dir, sizeof dir, "%s/tests/npm", korch_test_root());
-    snprintf(mod, sizeof mod, "%s/node_modules/@jupyterlab/services/package.json", dir);
-    if (access(mod, R_OK) == 0)
-        return true;
-    const char *argv[] = {"npm", "ci", "--no-audit", "--no-fund", "--prefix", dir, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = korch_test_run(argv, NULL, &out, &err, 150);
-    bool ok = CHECK_EQ(rc, 0) && CHECK(access(mod, R_OK) == 0);
-    if (!ok)
-        fprintf(stderr, "  `npm ci --prefix tests/npm` failed (is the npm registry reachable?)\n%s\n%s\n",
-                out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return ok;
+    static const char *const marks[] = {"@jupyterlab/services/package.json", NULL};
+    return korch_test_npm_ready("npm", marks, 150);
 }
 
 #endif

@@ -52,6 +52,13 @@ int korch_test_failures(void);
    the next test it will run ("" after the last): a test may leave a costly
    setup up for that one (tests/swarm_fixture.h: s_swarm_done). */
 
+/* tests/SUBDIR's npm packages installed: `npm ci` from its committed
+   package-lock.json unless every path of marks (relative to its
+   node_modules) is there. One install at a time on the machine (an flock),
+   so two lanes never run npm ci into one dir; a failure is a check failed,
+   with npm's output. */
+bool korch_test_npm_ready(const char *subdir, const char *const *marks, int timeout_s);
+
 /* Path of the korch binary under test (build dir beside the test binary). */
 const char *korch_test_korch_bin(void);
 

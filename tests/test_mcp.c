@@ -14,23 +14,9 @@
 
 static bool s_npm_ready(void)
 {
-    char dir[600], mod[800];
-    snprintf(dir, sizeof dir, "%s/tests/npm/mcp", korch_test_root());
-    snprintf(mod, sizeof mod, "%s/node_modules/@modelcontextprotocol/sdk/package.json", dir);
-    char mod2[800];
-    snprintf(mod2, sizeof mod2, "%s/node_modules/@modelcontextprotocol/inspector/package.json", dir);
-    if (access(mod, R_OK) == 0 && access(mod2, R_OK) == 0)
-        return true;
-    const char *argv[] = {"npm", "ci", "--no-audit", "--no-fund", "--prefix", dir, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = korch_test_run(argv, NULL, &out, &err, 200);
-    bool ok = CHECK_EQ(rc, 0) && CHECK(access(mod, R_OK) == 0);
-    if (!ok)
-        fprintf(stderr, "  `npm ci --prefix tests/npm/mcp` failed (is the npm registry reachable?)\n%s\n%s\n",
-                out ? out : "", err ? err : "");
-    free(out);
-    free(err);
-    return ok;
+    static const char *const marks[] = {"@modelcontextprotocol/sdk/package.json",
+                                        "@modelcontextprotocol/inspector/package.json", NULL};
+    return korch_test_npm_ready("npm/mcp", marks, 200);
 }
 
 static const char *s_script(void)
