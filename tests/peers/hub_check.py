@@ -31,9 +31,9 @@ import hub_env  # noqa: E402
 import ws_client as wc  # noqa: E402
 
 PASSWORD = "korch-test-pw"
-# kernels owned by their user (the websocket, listings, 404s): on once the
-# ownership checks of src/server (ident.h's srv_user_may) are everywhere
-OWNERSHIP = False
+# kernels owned by their user (the websocket, listings, 404s: src/server's
+# ownership, ident.h's srv_user_may); False checks the identities alone
+OWNERSHIP = True
 
 
 class Ctx:
