@@ -40,7 +40,7 @@ else
 Q := @
 endif
 
-.PHONY: all check test asan jupyterlab jupyterlab-wheel bench install clean setup image check-banned demo fuzz fuzz-targets fuzz-long
+.PHONY: soak-team all check test asan jupyterlab jupyterlab-wheel bench install clean setup image check-banned demo fuzz fuzz-targets fuzz-long
 
 all: $(BUILD)/korch $(BUILD)/korch-test $(if $(BENCH_OBJ),$(BUILD)/korch-bench)
 
@@ -169,6 +169,12 @@ bench: setup image
 	@scripts/bench-mcp.sh $(BUILD)
 	@scripts/bench-loop.sh $(BUILD)
 	@scripts/bench-fastkernel.sh $(BUILD)
+
+# The team soak (issue 26): 20 users x 3 agent sessions running turns for 5
+# minutes against one korch serve --users (not in make test; SOAK_* knobs).
+soak-team:
+	@$(MAKE) --no-print-directory all
+	@scripts/soak-team.sh $(BUILD)
 
 install: $(BUILD)/korch
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/korch/kernelspec

@@ -269,6 +269,22 @@ TEST_T(packages_recorded_in_the_notebook, 120)
         fprintf(stderr, "--- stdout\n%s\n--- stderr\n%s\n", out ? out : "", err ? err : "");
     free(text);
     json_decref(doc);
+    /* the step's transcript record says the same, and stays in the schema */
+    char tr[600], script[600], *sout = NULL;
+    snprintf(tr, sizeof tr, "%s/transcript.jsonl", sess);
+    snprintf(script, sizeof script, "%s/tests/peers/events_schema.py", korch_test_root());
+    const char *sargv[] = {PY, script, "transcript", tr, NULL};
+    CHECK_EQ(korch_test_run(sargv, NULL, &sout, NULL, 60), 0);
+    free(sout);
+    sout = NULL;
+    const char *gargv[] = {PY, "-c",
+                           "import json, sys\n"
+                           "print(sum(json.loads(l).get('packages') == [{'name': 'korch-tiny', 'version': '1.0'}]\n"
+                           "          for l in open(sys.argv[1])))",
+                           tr, NULL};
+    korch_test_run(gargv, NULL, &sout, NULL, 10);
+    CHECK_STREQ(sout, "1\n");
+    free(sout);
     free(out);
     free(err);
 out:

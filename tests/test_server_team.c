@@ -4,7 +4,8 @@
  *  users' clients: REST, the channels websocket and the agent API, each
  *  user seeing and touching only their own things (404 for another's), an
  *  admin everything, quotas answered 429 with used and limit, /metrics per
- *  user. Then the audit log, line by line: who started, ran (the code's
+ *  user; then the page (tests/npm/webapp_users.js, Chromium): each user's
+ *  lists only their own sessions, the admin's all. Then the audit log, line by line: who started, ran (the code's
  *  SHA-256 computed here), connected, uploaded, downloaded and deleted
  *  what; nothing of bob's on alice's things.
  */
@@ -81,7 +82,7 @@ TEST_T(server_team_two_users_rest_ws_agent_quotas_audit, 240)
     serve_t s = {0};
     char *out = NULL, *text = NULL;
     json_t *res = NULL, *lines = json_array();
-    if (!s_users(users, toks, sizeof toks) || !llm_server_start(&llm))
+    if (!serve_npm_ready() || !s_users(users, toks, sizeof toks) || !llm_server_start(&llm))
         goto out;
     llm_server_env(&llm, "owner");
     const char *extra[] = {"--users", users, "--audit", audit, "--audit-code", "--agent-dir", agents,
@@ -95,6 +96,17 @@ TEST_T(server_team_two_users_rest_ws_agent_quotas_audit, 240)
         fprintf(stderr, "  team_check.py: %s\n", out ? out : "(no output)");
         serve_log_tail(&s);
     }
+    /* the page per user in Chromium (tests/npm/webapp_users.js), the same server */
+    char script[600];
+    snprintf(script, sizeof script, "%s/tests/npm/webapp_users.js", korch_test_root());
+    const char *web[] = {"node", script, s.url, toks, NULL};
+    char *wout = NULL;
+    rc = korch_test_run(web, NULL, &wout, NULL, 120);
+    json_t *wres = wout ? json_loads(wout, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    if (!CHECK_EQ(rc, 0) || !CHECK(json_is_true(json_object_get(wres, "ok"))))
+        fprintf(stderr, "  webapp_users.js: %s\n", wout ? wout : "(no output)");
+    json_decref(wres);
+    free(wout);
     serve_stop(&s);
     /* the audit log */
     size_t len = 0;

@@ -10,6 +10,7 @@
 #include "serve_fixture.h"
 #include "../src/server/ident.h"
 #include "../src/server/users.h"
+#include "../src/server/audit.h"
 #include "korch/fsutil.h"
 
 #include <curl/curl.h>
@@ -342,5 +343,53 @@ out:
     free(tb);
     free(out);
     free(err);
+    korch_test_rmdir(dir);
+}
+
+TEST(team_audit_lines_hash_and_code)
+{
+    char *dir = korch_test_mkdir("/tmp/korch-team-XXXXXX");
+    char path[256], link[256];
+    snprintf(path, sizeof path, "%s/audit.jsonl", dir);
+    snprintf(link, sizeof link, "%s/link.jsonl", dir);
+    korch_err_t err = {0};
+    srv_user_t alice = {"alice", SRV_ROLE_USER};
+    srv_audit_t *a = srv_audit_new(path, false, &err), *b = NULL;
+    if (!CHECK(a != NULL))
+        goto out;
+    srv_audit_code(a, &alice, "kernel.execute", "kernel", "k1", "print(1)", 8);
+    srv_audit(a, &alice, "file.upload", "session", "s1", json_pack("{s:s, s:i}", "path", "a\nb\"c", "size", 3));
+    srv_audit_destroy(&a);
+    b = srv_audit_new(path, true, &err); /* appends */
+    srv_audit_code(b, &alice, "kernel.execute", "kernel", "k1", "x = '\xff'", 8); /* not UTF-8 */
+    srv_audit_code(b, &alice, "kernel.execute", "kernel", "k1", "print(2)", 8);
+    srv_audit_destroy(&b);
+    size_t len;
+    char *text = korch_fs_read(path, 1 << 20, true, &len, &err);
+    if (!CHECK(text != NULL))
+        goto out;
+    int n = 0;
+    json_t *l[8] = {0};
+    for (char *line = text, *nl; n < 8 && (nl = strchr(line, '\n')); line = nl + 1)
+        l[n++] = json_loadb(line, (size_t)(nl - line), 0, NULL);
+    CHECK_EQ(n, 4);
+    /* sha256("print(1)") */
+    CHECK_STREQ(json_string_value(json_object_get(l[0], "code_sha256")),
+                "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99");
+    CHECK(json_object_get(l[0], "code") == NULL); /* the hash only, by default */
+    CHECK_STREQ(json_string_value(json_object_get(l[0], "user")), "alice");
+    CHECK_STREQ(json_string_value(json_object_get(l[1], "path")), "a\nb\"c"); /* one line, escaped */
+    CHECK_STREQ(json_string_value(json_object_get(l[2], "code")), "(not UTF-8: see code_sha256)");
+    CHECK_STREQ(json_string_value(json_object_get(l[3], "code")), "print(2)");
+    for (int i = 0; i < n; i++)
+        json_decref(l[i]);
+    free(text);
+    /* never through a symlink */
+    CHECK(symlink(path, link) == 0);
+    korch_err_clear(&err);
+    a = srv_audit_new(link, false, &err);
+    CHECK(a == NULL && err.rc == KORCH_E_IO);
+    srv_audit_destroy(&a);
+out:
     korch_test_rmdir(dir);
 }

@@ -119,8 +119,9 @@ void agent_write_notebook(korch_agent_t *a);
 
 /* agent_packages.c: after a step whose code ran pip install, what the
    Python kernel's own environment holds, into the notebook's
-   metadata.korch.packages. */
-void agent_note_packages(korch_agent_t *a, const char *code);
+   metadata.korch.packages; the same list (new) for the step's transcript
+   record, NULL when the code installed nothing or the kernel did not say. */
+json_t *agent_note_packages(korch_agent_t *a, const char *code);
 
 /* agent_prompt.c */
 /* The tool the model calls (run_python / run_code), new reference. */

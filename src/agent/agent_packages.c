@@ -1,7 +1,8 @@
 /*  What a session's Python kernel installed into its own environment
  *  (korch/packages.h: .korch-env), kept in the notebook's metadata as
- *  metadata.korch.packages: [{name, version}], so whoever re-runs the
- *  notebook knows the set (its %pip cells install it again). */
+ *  metadata.korch.packages: [{name, version}], and in the step's
+ *  transcript record ("packages"), so whoever re-runs the notebook knows
+ *  the set (its %pip cells install it again). */
 #include "agent_int.h"
 
 #include <ctype.h>
@@ -44,16 +45,16 @@ static bool s_installs(const char *code)
     return p && strstr(p, "install");
 }
 
-void agent_note_packages(korch_agent_t *a, const char *code)
+json_t *agent_note_packages(korch_agent_t *a, const char *code)
 {
     if (!a->python || !a->k || !s_installs(code))
-        return;
+        return NULL;
     char *out = agent_run_quiet(a, s_code);
     json_t *got = out ? json_loads(out, JSON_REJECT_DUPLICATES, NULL) : NULL;
     free(out);
     if (!json_is_array(got)) {
         json_decref(got);
-        return;
+        return NULL;
     }
     json_t *list = json_array();
     size_t i;
@@ -73,7 +74,6 @@ void agent_note_packages(korch_agent_t *a, const char *code)
         json_object_set_new(md, "korch", k);
     }
     if (json_is_object(k))
-        json_object_set_new(k, "packages", list);
-    else
-        json_decref(list);
+        json_object_set(k, "packages", list);
+    return list;
 }

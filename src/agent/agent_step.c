@@ -244,6 +244,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     char note[700] = "";
     if (died)
         snprintf(note, sizeof note, "%s", r->detail[0] ? r->detail : "the kernel died while this cell ran");
+    json_t *pkgs = died ? NULL : agent_note_packages(a, code);
     json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I, s:O, s:i, s:i}", "type", "execution", "tool_call_id",
                             id, "code", code, "status", korch_exec_status_name(r->status), "execution_count",
                             json_object_get(info, "execution_count"), "outputs", r->outputs, "elapsed_ms",
@@ -253,6 +254,8 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     json_object_set(rec, "usage", json_object_get(info, "usage"));
     if (changes)
         json_object_set(rec, "files", json_object_get(changes, "files"));
+    if (pkgs)
+        json_object_set_new(rec, "packages", pkgs);
     agent_record(a, rec, NULL);
     a->executions++;
     agent_record(a,
@@ -268,8 +271,6 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
                                  korch_notebook_cell_meta(korch_exec_status_name(r->status), died ? note : NULL,
                                                           a->turn, a->step));
     json_decref(nb_outputs);
-    if (!died)
-        agent_note_packages(a, code);
     /* what it printed backs the numbers of the answer */
     korch_receipts_add_outputs(a->receipts, r->outputs,
                                json_pack("{s:i, s:i, s:O}", "turn", a->turn, "step", a->step, "execution_count",
