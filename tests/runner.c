@@ -352,9 +352,9 @@ static void s_swarm_lock(void)
 static bool s_solo(const test_t *t)
 {
     static const char *const alone[] = {"docker", "swarm", "chromium", "jupyterlab", "notebook_", "browser", "web_"};
-    /* files whose tests count the host's sandbox mounts, cgroups or kernels, or kill the fork template */
+    /* files whose tests count the host's sandbox mounts, cgroups or kernels, kill the fork template or take free ports by binding and releasing them (the Hub) */
     static const char *const files[] = {"tests/test_host.c", "tests/test_sandbox.c", "tests/test_isolation.c",
-                                        "tests/test_fork.c"};
+                                        "tests/test_fork.c", "tests/test_hub.c"};
     if (t->solo || (t->launcher && !strcmp(t->launcher, "docker")))
         return true;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)

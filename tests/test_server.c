@@ -27,6 +27,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -378,6 +380,29 @@ TEST_T(server_metrics, 90)
     unlink(path);
     rmdir(spec);
     rmdir(dir);
+}
+
+/* A port another process listens on: korch serve says so and exits 1,
+   never "serving" on a socket it does not have (libwebsockets on a libuv
+   loop makes its context even when the listen fails). */
+TEST_T(server_port_in_use_is_an_error, 30)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (!CHECK(fd >= 0) || !CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0) || !CHECK_EQ(listen(fd, 4), 0) ||
+        !CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0))
+        return;
+    char port[16];
+    snprintf(port, sizeof port, "%d", ntohs(a.sin_port));
+    const char *argv[] = {korch_test_korch_bin(), "serve", "--launcher", "local", "--port", port, "--pool", "0", NULL};
+    char *out = NULL, *err = NULL;
+    CHECK_EQ(korch_test_run(argv, NULL, &out, &err, 20), 1);
+    CHECK_CONTAINS(err, "cannot listen on 127.0.0.1:");
+    CHECK(!strstr(err, "serving the Jupyter kernel API"));
+    free(out);
+    free(err);
+    close(fd);
 }
 
 TEST_T(server_first_line_and_token, 60)

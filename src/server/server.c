@@ -423,8 +423,20 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
                       o.port);
         goto fail;
     }
+    /* with a foreign (libuv) loop the context is made even when the listen
+       socket is not: its vhost is missing then */
     struct lws_vhost *vh = lws_get_vhost_by_name(s->ctx, "default");
-    s->port = vh ? lws_get_vhost_listen_port(vh) : o.port;
+    s->port = vh ? lws_get_vhost_listen_port(vh) : -1;
+    if (s->port <= 0) {
+        korch_err_set(err, KORCH_E_IO, "cannot listen on %s:%d (in use, or not an address of this host?)", s->ip,
+                      o.port);
+        /* a context without its vhost cannot be taken down on the libuv
+           loop (its handles call into lws's unloaded event-lib plugin):
+           left to the exit that follows */
+        s->ctx = NULL;
+        s->uv_ok = false;
+        goto fail;
+    }
     srv_conns_limits_t lim = {.max_connections = o.max_connections,
                               .max_per_peer = o.max_connections_per_peer,
                               .max_pending = CONN_PENDING,
