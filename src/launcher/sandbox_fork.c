@@ -495,12 +495,7 @@ korch_rc_t korch_sandbox_fork_start(sandbox_launcher_t *l, sandbox_proc_t *p, co
                 (int)korch_forksrv_pid(srv), (unsigned)p->uid, korch_cgroup_version(p->cg));
 out:
     if (rc) {
-        s_unwait(p);
-        s_unpoll(p);
-        s_pending_clear(p);
-        if (p->status_fd >= 0)
-            close(p->status_fd);
-        p->status_fd = -1;
+        korch_sandbox_fork_release(p);
         p->forked = false;
     }
     for (int i = 0; i < 2; i++)

@@ -124,7 +124,11 @@ static bool s_kernel_ok(korch_server_t *s, srv_req_t *req, json_t *limits, int k
     return true;
 }
 
-bool srv_quota_kernel_ok(korch_server_t *s, srv_req_t *req)
+/* Is req's user within its limits for what (a kernel, a session with
+   sessions already, a turn)? A 429 with the numbers answered when not. */
+typedef enum { S_KERNEL, S_SESSION, S_TURN } s_what_t;
+
+static bool s_check(korch_server_t *s, srv_req_t *req, s_what_t what, int sessions)
 {
     json_t *limits = s_limits(s, &req->user);
     if (!limits)
@@ -132,37 +136,28 @@ bool srv_quota_kernel_ok(korch_server_t *s, srv_req_t *req)
     int kernels;
     s_day_t day;
     s_used(s, &req->user, &kernels, &day);
-    bool ok = s_kernel_ok(s, req, limits, kernels);
+    bool ok;
+    if (what == S_KERNEL)
+        ok = s_kernel_ok(s, req, limits, kernels);
+    else if (what == S_SESSION)
+        ok = !s_over(req, limits, "sessions", sessions, 1, "agent sessions");
+    else /* today's use is at or over the limit: no new turn (a turn under way ends by its own budget) */
+        ok = !s_over(req, limits, "tokens_per_day", (double)day.tokens, 0.5, "model tokens today") &&
+             !s_over(req, limits, "cost_per_day", day.cost, 1e-6, "spent on the model today");
     json_decref(limits);
     return ok;
 }
 
+bool srv_quota_kernel_ok(korch_server_t *s, srv_req_t *req) { return s_check(s, req, S_KERNEL, 0); }
+
 bool srv_quota_session_ok(korch_server_t *s, srv_req_t *req, int sessions)
 {
-    json_t *limits = s_limits(s, &req->user);
-    if (!limits)
-        return true;
-    int kernels;
-    s_day_t day;
-    s_used(s, &req->user, &kernels, &day);
-    bool ok = !s_over(req, limits, "sessions", sessions, 1, "agent sessions");
-    json_decref(limits);
-    return ok;
+    return s_check(s, req, S_SESSION, sessions);
 }
 
 bool srv_quota_turn_ok(korch_server_t *s, srv_req_t *req)
 {
-    json_t *limits = s_limits(s, &req->user);
-    if (!limits)
-        return true;
-    int kernels;
-    s_day_t day;
-    s_used(s, &req->user, &kernels, &day);
-    /* today's use is at or over the limit: no new turn (a turn under way ends by its own budget) */
-    bool ok = !s_over(req, limits, "tokens_per_day", (double)day.tokens, 0.5, "model tokens today") &&
-              !s_over(req, limits, "cost_per_day", day.cost, 1e-6, "spent on the model today");
-    json_decref(limits);
-    return ok;
+    return s_check(s, req, S_TURN, 0);
 }
 
 void srv_quota_charge(korch_server_t *s, const char *user, int64_t tokens, double cost)
