@@ -324,11 +324,20 @@ def main():
     p.add_argument("--proxy-api-port", type=int, required=True)
     p.add_argument("--service-token", required=True)
     p.add_argument("--cache-s", type=float, default=2)
+    p.add_argument("--deadline", type=int, default=95, help="seconds before the scenario stops (the runner kills at 130)")
     a = p.parse_args()
     a.korch = a.korch.rstrip("/")
     ctx = Ctx()
     t0 = time.monotonic()
     hub = None
+
+    # the test's own deadline before the runner's (130 s, SIGKILL): the
+    # scenario stops here and the Hub still takes its servers down
+    def late(*_):
+        raise TimeoutError("hub_check ran out of time (%d s): the Hub is stopped with its servers" % a.deadline)
+
+    signal.signal(signal.SIGALRM, late)
+    signal.alarm(a.deadline)
     try:
         hub = Hub(a)
         ctx.details["hub_up_s"] = round(time.monotonic() - t0, 1)
@@ -336,6 +345,7 @@ def main():
     except Exception:  # noqa: BLE001
         ctx.failures.append("exception: " + traceback.format_exc()[-1500:])
     finally:
+        signal.alarm(0)
         if hub:
             hub.stop()
             ctx.details["hub_exit"] = hub.p.returncode
