@@ -51,6 +51,9 @@ async function main() {
       seen[who] = labels;
       await page.screenshot({ path: path.join(shots, `users-${who}.png`) });
       const has = (sid) => labels.some((l) => l.startsWith(`Open session ${sid.slice(0, 8)}`));
+      const signed = await page.locator('.k-side-who').innerText({ timeout: 5000 }).catch(() => '');
+      check(signed.startsWith(`Signed in as ${who}`) && (who === 'root') === signed.includes('admin'),
+        `${who}'s page says whose it is`, signed);
       if (who === 'root') {
         check(has(mine.alice) && has(mine.bob), 'the admin\'s page lists both sessions', labels);
       } else {

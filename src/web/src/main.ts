@@ -43,7 +43,15 @@ function start(): void {
   list.id = 'k-sessions';
   const status = el('p', 'k-side-status');
   status.setAttribute('role', 'status');
-  side.append(head, list, status);
+  // who this page is for, on a server with users (--users, JupyterHub); one person's server says nothing
+  const who = el('p', 'k-side-who');
+  who.hidden = true;
+  side.append(head, list, status, who);
+  void api.json<any>('GET', '/api/me').then((me) => {
+    if (!me || typeof me.name !== 'string' || me.name === 'default') return;
+    who.textContent = `Signed in as ${me.name}${me.role === 'admin' ? ' (admin: sees every session)' : ''}`;
+    who.hidden = false;
+  }, () => { /* an older korch: nothing said */ });
   const chatHost = el('div', 'k-chat-host');
   app.replaceChildren(side, chatHost);
   app.classList.add('k-ready');
