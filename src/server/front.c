@@ -213,7 +213,13 @@ int srv_front_finish(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
     int rc = s_write_response(wsi, req->status, req->content_type, req->resp, head ? 0 : req->resp_len,
                               req->location, req->origin, req->page, req->status == 405 ? req->allow : NULL, req);
     srv_http_log(&s->http, req->method, req->path, req->status, req->t0_us, wsi);
+    bool drain = req->drain;
     srv_req_free(&req);
+    if (rc >= 0 && drain) { /* the body is read and dropped, then the connection closes */
+        pss->draining = true;
+        lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 10);
+        return 0;
+    }
     /* One request per connection: it closes once the response is out
        (lws_raw_transaction_completed waits for what lws still buffers).
        No keep-alive, because libwebsockets 4.1.6 mis-frames a request with
@@ -463,6 +469,8 @@ static bool s_body_begin(korch_server_t *s, srv_req_t *req, struct lws *wsi)
     bool upload = req->route->body == SRV_BODY_UPLOAD; /* its limit, spooled to disk */
     size_t max = upload ? s->opts.max_upload : s->opts.max_body;
     if (len > max) {
+        /* a body up to 16 MiB is read and dropped after (closing on unread bytes resets: no 413 seen) */
+        req->drain = !chunked && may_have_body && len <= (16ull << 20);
         srv_respond_error(req, 413, "request body of %llu bytes is over the limit of %zu", len, max);
         return false;
     }
@@ -676,6 +684,8 @@ static void s_body_end(korch_server_t *s, srv_req_t *req)
 
 int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, const void *in, size_t len)
 {
+    if (pss->draining) /* a refused body: dropped */
+        return 0;
     srv_req_t *req = pss->req;
     if (req && req->who_pending) {
         /* what lws read with the headers, before its flow was stopped:
@@ -692,6 +702,8 @@ int srv_front_http_body(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, cons
 
 int srv_front_http_body_done(korch_server_t *s, srv_pss_t *pss, struct lws *wsi)
 {
+    if (pss->draining) /* all of the refused body read (10 s at most): the connection closes */
+        return -1;
     srv_req_t *req = pss->req;
     if (req && req->who_pending) { /* s_who_done ends it */
         req->early_done = true;

@@ -59,6 +59,7 @@ struct srv_req {
     bool who_pending;           /* its user is being looked up (srv_ident_resolve said PENDING) */
     korch_buf_t early;          /* its body's bytes lws delivered meanwhile (bounded) */
     bool early_over, early_done; /* more than early holds came; the body's end came */
+    bool drain;                 /* answered before its body (413): the body is read and dropped after */
     srv_body_t *rx;             /* the body as it arrives (body.c); NULL when there is none */
     char *body;                 /* once complete: rx's bytes, NUL-terminated (owned by rx);
                                    NULL when spooled to a file (srv_req_upload_map) */

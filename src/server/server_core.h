@@ -54,6 +54,7 @@ typedef struct {
     srv_req_t *req;                 /* HTTP: the current request */
     srv_ws_t *ws;                   /* websocket: the connection */
     bool answered;                  /* a response is out: the connection closes (srv_front_finish) */
+    bool draining;                  /* answered 413, the body still coming: read and dropped, then closed */
 } srv_pss_t;
 
 static inline void srv_touch(korch_server_t *s) { korch_iso8601_now(s->last_activity); }
