@@ -358,6 +358,12 @@ static int s_on_hb_reply(korch_loop_t *z, zsock_t *sock, void *arg)
     zmsg_t *m = zmsg_recv(sock);
     zmsg_destroy(&m);
     k->hb_waiting = false;
+    /* An attached kernel's heartbeat back after a gap, with executions
+       pending: its owner may have restarted it, and the new process may
+       have said nothing to us yet (our IOPub subscription can miss its
+       first status). Asked, its reply's session tells (s_check_process). */
+    if (k->hb_missed > 0 && !k->launched && zlistx_size(k->pending))
+        kn_send_kernel_info(k);
     k->hb_missed = 0;
     return korch_loop_rc(k->loop);
 }
