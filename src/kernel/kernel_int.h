@@ -60,6 +60,7 @@ struct korch_kernel {
     zsock_t *stdin_mon;
     bool stdin_up;
     int64_t start_began, last_info_sent, ready_ms, stdin_wait_began;
+    int64_t last_heard;         /* korch_now_ms of the kernel's last message on shell or IOPub */
     int ready_timer;
     json_t *info;
     korch_err_t start_err;

@@ -74,6 +74,7 @@ void kn_check_ready(korch_kernel_t *k)
    gone, all but the one this message answers. */
 static void s_check_process(korch_kernel_t *k, korch_msg_t *msg)
 {
+    k->last_heard = korch_now_ms();
     const char *sess = json_string_value(json_object_get(msg->header, "session"));
     if (k->launched || !sess || !*sess || strlen(sess) >= sizeof k->kernel_session ||
         !strcmp(sess, k->kernel_session))
@@ -390,6 +391,11 @@ int kn_on_hb_timer(korch_loop_t *z, int timer_id, void *arg)
             return 0;
         korch_loop_reader(k->loop, k->sock[KORCH_CH_HB], s_on_hb_reply, k);
     }
+    /* ... and an attached kernel silent for 5 s with executions pending:
+       asked too (a long computation answers after it, from the same session) */
+    int64_t now = korch_now_ms();
+    if (!k->launched && zlistx_size(k->pending) && now - k->last_heard > 5000 && now - k->last_info_sent > 5000)
+        kn_send_kernel_info(k);
     zstr_send(k->sock[KORCH_CH_HB], "ping");
     k->hb_waiting = true;
     return korch_loop_rc(k->loop);
