@@ -424,7 +424,7 @@ def webapp(provider, req, state):
 
 
 def stamp(provider, req, state):
-    """A value only the live kernel still has (tests/test_server_adopt.c): a
+    """A value only the live kernel still has (tests/test_server_adopt_agent.c): a
     time inside a closure, which the snapshot cannot pickle and a replay
     would make again, different. "remember" sets it, "recall" reads it."""
     user = ls.latest_user_text(provider, req)

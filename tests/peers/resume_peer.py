@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The agent API's side of tests/test_server_adopt.c: sessions whose korch
+"""The agent API's side of tests/test_server_adopt_agent.c: sessions whose korch
 serve is killed with -9 and started again with the same --instance.
 
     resume_peer.py URL TOKEN new                 a session (its model)
