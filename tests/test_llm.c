@@ -1,54 +1,24 @@
 /*  The llm layer against a scripted server speaking the real wire formats
- *  (tests/peers/llm_server.py): streaming, tool calls, images in each API's
- *  place, retries, cut streams, malformed arguments, split events, keys;
- *  and the replay provider. */
+ *  (tests/peers/llm_server.py, llm_fixture.h): streaming, tool calls, images
+ *  in each API's place, retries, cut streams, malformed arguments, split
+ *  events, keys, live progress. Every provider runs the same table
+ *  (PROVIDER_TESTS, s_failures). Without a server: test_llm_offline.c. */
 #define KORCH_TEST_UNIT /* no kernel, docker or browser: make check runs these */
-#include "test.h"
+#include "llm_fixture.h"
 #include "korch/jsonfield.h"
 #include "korch/llm.h"
 #include "../src/llm/provider.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 /* a 1x1 PNG */
 #define PNG_B64 "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
-typedef struct {
-    pid_t pid;
-    int port;
-} srv_t;
-
-static bool s_srv_start(srv_t *s)
-{
-    char script[4096], line[32];
-    snprintf(script, sizeof script, "%s/tests/peers/llm_server.py", korch_test_root());
-    const char *argv[] = {"/usr/bin/python3", script, NULL};
-    s->pid = korch_test_spawn_line(argv, line, sizeof line, 10, NULL);
-    s->port = s->pid > 0 ? (int)strtol(line, NULL, 10) : 0;
-    return CHECK_GT(s->port, 0);
-}
-
-static void s_srv_stop(srv_t *s)
-{
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        waitpid(s->pid, NULL, 0);
-        s->pid = -1;
-    }
-}
-
-static const char *s_base(const srv_t *s, const char *provider, const char *scenario)
+static const char *s_base(const llm_server_t *s, const char *provider, const char *scenario)
 {
     static char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s%s", s->port, scenario,
@@ -63,7 +33,7 @@ static size_t s_collect(char *data, size_t size, size_t nmemb, void *arg)
 }
 
 /* What the server received for a scenario (new JSON array). */
-static json_t *s_requests(const srv_t *s, const char *scenario)
+static json_t *s_requests(const llm_server_t *s, const char *scenario)
 {
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/s/%s/requests", s->port, scenario);
@@ -80,7 +50,7 @@ static json_t *s_requests(const srv_t *s, const char *scenario)
     return j;
 }
 
-static korch_llm_t *s_llm(const srv_t *s, const char *provider, const char *scenario, korch_llm_opts_t *extra)
+static korch_llm_t *s_llm(const llm_server_t *s, const char *provider, const char *scenario, korch_llm_opts_t *extra)
 {
     korch_llm_opts_t o = extra ? *extra : (korch_llm_opts_t){0};
     o.provider = provider;
@@ -147,7 +117,7 @@ static const char *s_call_code(const json_t *calls, size_t i)
 /* What most tests need: the scripted server, an llm pointed at a scenario,
    the messages [system, user q], the run_python tool, a sink, the reply. */
 typedef struct {
-    srv_t s;
+    llm_server_t s;
     korch_llm_t *llm;
     json_t *msgs, *tools;
     sink_t sink;
@@ -158,7 +128,7 @@ typedef struct {
 static bool s_fx(fx_t *f, const char *provider, const char *scenario, korch_llm_opts_t *o, const char *q)
 {
     *f = (fx_t){.sink.text.max = 1 << 20};
-    if (!s_srv_start(&f->s))
+    if (!llm_server_start(&f->s))
         return false;
     f->llm = s_llm(&f->s, provider, scenario, o);
     f->msgs = s_user_only(q);
@@ -173,7 +143,7 @@ static void s_fx_end(fx_t *f)
     json_decref(f->tools);
     korch_buf_free(&f->sink.text);
     korch_llm_destroy(&f->llm);
-    s_srv_stop(&f->s);
+    llm_server_stop(&f->s);
 }
 
 /* ---- per provider ---- */
@@ -227,49 +197,45 @@ static void s_text(const char *provider)
    model's answer quotes them; the image went where the API takes it. */
 static void s_tool_round(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
-        return;
     korch_llm_opts_t o = {.vision = true, .vision_set = true};
-    korch_llm_t *llm = s_llm(&s, provider, "tools", &o);
-    json_t *msgs = s_user_only("compute");
-    json_t *tools = s_tools();
-    sink_t sink = {.text.max = 1 << 20};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    if (!CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
-        fprintf(stderr, "  %s\n", err.msg);
+    fx_t f;
+    if (!s_fx(&f, provider, "tools", &o, "compute"))
+        return;
+    korch_llm_reply_t *r = &f.r;
+    json_t *msgs = f.msgs;
+    if (!CHECK_EQ(s_chat(f.llm, msgs, f.tools, &f.sink, r, &f.err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", f.err.msg);
         goto out;
     }
-    CHECK_STREQ(r.text, "Let me compute that.");
-    CHECK_STREQ(r.finish, "tool_calls");
-    if (!CHECK_EQ(json_array_size(r.tool_calls), 2))
+    CHECK_STREQ(r->text, "Let me compute that.");
+    CHECK_STREQ(r->finish, "tool_calls");
+    if (!CHECK_EQ(json_array_size(r->tool_calls), 2))
         goto out;
-    CHECK_STREQ(s_call_code(r.tool_calls, 0), "print(6 * 7)");
-    CHECK_STREQ(s_call_code(r.tool_calls, 1), "x = 1\nprint('x set')");
-    const char *id0 = korch_llm_jstr(json_array_get(r.tool_calls, 0), "id", "");
-    const char *id1 = korch_llm_jstr(json_array_get(r.tool_calls, 1), "id", "");
+    CHECK_STREQ(s_call_code(r->tool_calls, 0), "print(6 * 7)");
+    CHECK_STREQ(s_call_code(r->tool_calls, 1), "x = 1\nprint('x set')");
+    const char *id0 = korch_llm_jstr(json_array_get(r->tool_calls, 0), "id", "");
+    const char *id1 = korch_llm_jstr(json_array_get(r->tool_calls, 1), "id", "");
     CHECK(*id0 && *id1 && strcmp(id0, id1) != 0);
-    CHECK_STREQ(korch_llm_jstr(json_array_get(r.tool_calls, 0), "name", ""), "run_python");
+    CHECK_STREQ(korch_llm_jstr(json_array_get(r->tool_calls, 0), "name", ""), "run_python");
     /* the results: real-looking kernel output, a chart with the first */
-    json_array_append_new(msgs, json_pack("{s:s, s:s, s:O}", "role", "assistant", "content", r.text, "tool_calls",
-                                          r.tool_calls));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:O}", "role", "assistant", "content", r->text, "tool_calls",
+                                          r->tool_calls));
     json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "role", "tool", "tool_call_id",
                                           id0, "name", "run_python", "content", "42\n", "images", "mime", "image/png",
                                           "data", PNG_B64, "name", "fig-1.png"));
     json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s}", "role", "tool", "tool_call_id", id1, "name",
                                           "run_python", "content", "x set\n"));
-    korch_llm_reply_clear(&r);
-    korch_err_clear(&err);
-    if (!CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
-        fprintf(stderr, "  %s\n", err.msg);
+    korch_llm_reply_clear(r);
+    korch_err_clear(&f.err);
+    if (!CHECK_EQ(s_chat(f.llm, msgs, f.tools, &f.sink, r, &f.err), KORCH_OK)) {
+        fprintf(stderr, "  %s\n", f.err.msg);
         goto out;
     }
-    CHECK_STREQ(r.text, "results: 42 /  / x set /  | images: 1 | errors: 0");
-    CHECK_STREQ(r.finish, "stop");
-    korch_llm_reply_clear(&r);
+    CHECK_STREQ(r->text, "results: 42 /  / x set /  | images: 1 | errors: 0");
+    CHECK_STREQ(r->finish, "stop");
+    korch_llm_reply_clear(r);
 
-    json_t *reqs = s_requests(&s, "tools");
+    json_t *reqs = s_requests(&f.s, "tools");
     CHECK_EQ(json_array_size(reqs), 2);
     json_t *sent = json_object_get(json_object_get(json_array_get(reqs, 1), "body"), "messages");
     size_t n = json_array_size(sent);
@@ -314,12 +280,7 @@ static void s_tool_round(const char *provider)
     }
     json_decref(reqs);
 out:
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    json_decref(tools);
-    korch_buf_free(&sink.text);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 static double s_now(void)
@@ -433,46 +394,41 @@ static void s_malformed(const char *provider)
 /* Tiny writes and CRLF line ends parse exactly as the plain stream does. */
 static void s_split(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
-        return;
     const char *scenarios[] = {"plain", "tiny", "crlf", "tinycrlf"};
+    fx_t f;
+    if (!s_fx(&f, provider, scenarios[0], NULL, "hi"))
+        return;
     char *text0 = NULL;
     json_t *calls0 = NULL;
-    json_t *msgs = s_user_only("hi");
-    json_t *tools = s_tools();
     for (size_t i = 0; i < 4; i++) {
-        korch_llm_t *llm = s_llm(&s, provider, scenarios[i], NULL);
-        sink_t sink = {.text.max = 1 << 20};
-        korch_llm_reply_t r;
-        korch_err_t err = {0};
-        if (CHECK_EQ(s_chat(llm, msgs, tools, &sink, &r, &err), KORCH_OK)) {
-            CHECK_EQ(json_array_size(r.tool_calls), 2);
-            CHECK_STREQ(s_call_code(r.tool_calls, 0), "for i in range(3):\n    print(i, 'é ✓')");
-            CHECK_STREQ(s_call_code(r.tool_calls, 1), "");
-            CHECK_GT(r.output_tokens, 0);
+        if (i > 0) { /* the same fixture, the handle pointed at the next scenario */
+            korch_llm_destroy(&f.llm);
+            f.llm = s_llm(&f.s, provider, scenarios[i], NULL);
+        }
+        korch_err_clear(&f.err);
+        if (CHECK_EQ(s_chat(f.llm, f.msgs, f.tools, &f.sink, &f.r, &f.err), KORCH_OK)) {
+            CHECK_EQ(json_array_size(f.r.tool_calls), 2);
+            CHECK_STREQ(s_call_code(f.r.tool_calls, 0), "for i in range(3):\n    print(i, 'é ✓')");
+            CHECK_STREQ(s_call_code(f.r.tool_calls, 1), "");
+            CHECK_GT(f.r.output_tokens, 0);
             if (i == 0) {
-                text0 = strdup(r.text);
-                calls0 = json_incref(r.tool_calls);
+                text0 = strdup(f.r.text);
+                calls0 = json_incref(f.r.tool_calls);
                 CHECK_STREQ(text0, "Split across many small writes: the quick brown fox jumps over the lazy dog.");
             } else {
-                CHECK_STREQ(r.text, text0);
+                CHECK_STREQ(f.r.text, text0);
                 for (size_t k = 0; k < 2; k++)
-                    CHECK(json_equal(json_object_get(json_array_get(r.tool_calls, k), "arguments"),
+                    CHECK(json_equal(json_object_get(json_array_get(f.r.tool_calls, k), "arguments"),
                                      json_object_get(json_array_get(calls0, k), "arguments")));
             }
         } else {
-            fprintf(stderr, "  %s: %s\n", scenarios[i], err.msg);
+            fprintf(stderr, "  %s: %s\n", scenarios[i], f.err.msg);
         }
-        korch_llm_reply_clear(&r);
-        korch_buf_free(&sink.text);
-        korch_llm_destroy(&llm);
+        korch_llm_reply_clear(&f.r);
     }
     free(text0);
     json_decref(calls0);
-    json_decref(msgs);
-    json_decref(tools);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 /* The last, tool-less request after tool rounds, and a call left without
@@ -566,252 +522,6 @@ PROVIDER_TESTS(openai, "set OPENAI_API_KEY")
 PROVIDER_TESTS(anthropic, "set ANTHROPIC_API_KEY")
 PROVIDER_TESTS(ollama, "HTTP 401")
 
-/* ---- without a server ---- */
-
-TEST(llm_closed_port_is_a_clear_error)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    getsockname(fd, (struct sockaddr *)&a, &al);
-    close(fd);  /* nobody listens there now */
-    char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", ntohs(a.sin_port));
-    korch_llm_opts_t o = {.provider = "openai", .model = "gpt-4o-mini", .base_url = base, .api_key = "k"};
-    korch_err_t err = {0};
-    korch_llm_t *llm = korch_llm_new(&o, &err);
-    json_t *msgs = s_user_only("hi");
-    korch_llm_reply_t r;
-    korch_llm_request_t req = {.messages = msgs, .temperature = -1};
-    CHECK_EQ(korch_llm_chat(llm, &req, NULL, &r, &err), KORCH_E_HTTP);
-    fprintf(stderr, "  %s\n", err.msg);
-    CHECK_CONTAINS(err.msg, "cannot reach the openai API");
-    CHECK_CONTAINS(err.msg, base);
-    CHECK_CONTAINS(err.msg, "OPENAI_BASE_URL");
-    CHECK_EQ(r.attempts, 3);
-    json_decref(msgs);
-    korch_llm_destroy(&llm);
-}
-
-TEST(llm_missing_key_names_the_variable)
-{
-    unsetenv("OPENAI_API_KEY");
-    unsetenv("OPENAI_BASE_URL");
-    unsetenv("ANTHROPIC_API_KEY");
-    unsetenv("ANTHROPIC_BASE_URL");
-    korch_llm_opts_t o = {0};
-    korch_err_t err = {0};
-    CHECK_EQ(korch_llm_parse_spec("openai:gpt-4o-mini", &o, &err), KORCH_OK);
-    CHECK(korch_llm_new(&o, &err) == NULL);
-    CHECK_STREQ(err.msg, "OPENAI_API_KEY is not set (export it, or pick another --llm)");
-    korch_err_clear(&err);
-    o = (korch_llm_opts_t){0};
-    CHECK_EQ(korch_llm_parse_spec("anthropic:claude-sonnet-4-5", &o, &err), KORCH_OK);
-    CHECK(korch_llm_new(&o, &err) == NULL);
-    CHECK_CONTAINS(err.msg, "ANTHROPIC_API_KEY is not set");
-    /* from the environment */
-    setenv("ANTHROPIC_API_KEY", "sk-ant-x", 1);
-    korch_err_clear(&err);
-    korch_llm_t *llm = korch_llm_new(&o, &err);
-    CHECK(llm != NULL);
-    CHECK_STREQ(korch_llm_name(llm), "anthropic:claude-sonnet-4-5");
-    CHECK(korch_llm_vision(llm));
-    CHECK(korch_llm_notice(llm) == NULL);
-    korch_llm_destroy(&llm);
-    /* ollama needs no key; OLLAMA_HOST without a scheme or port */
-    setenv("OLLAMA_HOST", "example.internal", 1);
-    o = (korch_llm_opts_t){.provider = "ollama", .model = "llama3.1"};
-    llm = korch_llm_new(&o, &err);
-    if (CHECK(llm != NULL))
-        CHECK_STREQ(llm->base_url, "http://example.internal:11434");
-    korch_llm_destroy(&llm);
-    const char *hosts[][2] = {{"0.0.0.0:8080", "http://0.0.0.0:8080"}, {"[::1]", "http://[::1]:11434"},
-                              {"https://ollama.example.com/", "https://ollama.example.com"},
-                              {"http://gpu:11434", "http://gpu:11434"}};
-    for (size_t i = 0; i < 4; i++) {
-        setenv("OLLAMA_HOST", hosts[i][0], 1);
-        llm = korch_llm_new(&o, &err);
-        if (CHECK(llm != NULL))
-            CHECK_STREQ(llm->base_url, hosts[i][1]);
-        korch_llm_destroy(&llm);
-    }
-}
-
-TEST(llm_parse_spec)
-{
-    korch_llm_opts_t o = {0};
-    korch_err_t err = {0};
-    CHECK_EQ(korch_llm_parse_spec("ollama:llama3.1:8b", &o, &err), KORCH_OK);
-    CHECK_STREQ(o.provider, "ollama");
-    CHECK_STREQ(o.model, "llama3.1:8b");
-    CHECK_EQ(korch_llm_parse_spec("replay:/tmp/a:b.json", &o, &err), KORCH_OK);
-    CHECK_STREQ(o.provider, "replay");
-    CHECK_STREQ(o.model, "/tmp/a:b.json");
-    CHECK_EQ(korch_llm_parse_spec("gemini:pro", &o, &err), KORCH_E_INVALID);
-    CHECK_CONTAINS(err.msg, "unknown llm provider 'gemini'");
-    korch_err_clear(&err);
-    CHECK_EQ(korch_llm_parse_spec("openai", &o, &err), KORCH_E_INVALID);
-    CHECK_CONTAINS(err.msg, "openai:MODEL");
-    korch_err_clear(&err);
-    CHECK_EQ(korch_llm_parse_spec("", &o, &err), KORCH_E_INVALID);
-}
-
-TEST(llm_vision_guess)
-{
-    const struct { const char *provider, *model; bool vision; } cases[] = {
-        {"openai", "gpt-4o-mini", true}, {"openai", "gpt-4.1-nano", true}, {"openai", "gpt-5", true},
-        {"openai", "o4-mini", true},     {"openai", "o3-mini", false},     {"openai", "gpt-3.5-turbo", false},
-        {"anthropic", "claude-3-5-sonnet-latest", true}, {"anthropic", "claude-opus-4-1", true},
-        {"ollama", "llava:13b", true},   {"ollama", "llama3.2-vision", true}, {"ollama", "qwen2.5vl:7b", true},
-        {"ollama", "gemma3:4b", true},   {"ollama", "llama3.1:8b", false}, {"ollama", "qwen2.5-coder", false},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        korch_llm_opts_t o = {.provider = cases[i].provider, .model = cases[i].model, .api_key = "k"};
-        korch_err_t err = {0};
-        korch_llm_t *llm = korch_llm_new(&o, &err);
-        if (!CHECK(llm))
-            continue;
-        if (korch_llm_vision(llm) != cases[i].vision)
-            CHECK_STREQ(cases[i].model, "(vision guessed wrong)");
-        korch_llm_destroy(&llm);
-    }
-    korch_llm_opts_t o = {.provider = "ollama", .model = "llama3.1", .vision = true, .vision_set = true};
-    korch_llm_t *llm = korch_llm_new(&o, NULL);
-    CHECK(korch_llm_vision(llm));
-    korch_llm_destroy(&llm);
-}
-
-TEST(llm_retry_after_and_backoff)
-{
-    time_t now = 1700000000;
-    CHECK_EQ((long)(korch_llm_retry_after_s("1500", "9", now) * 1000), 1500);
-    CHECK_EQ((long)korch_llm_retry_after_s(NULL, "2", now), 2);
-    CHECK_EQ((long)(korch_llm_retry_after_s(NULL, "0.5", now) * 10), 5);
-    /* an HTTP date 5 s ahead */
-    CHECK_EQ((long)korch_llm_retry_after_s(NULL, "Tue, 14 Nov 2023 22:13:25 GMT", now), 5);
-    CHECK(korch_llm_retry_after_s(NULL, "600", now) < 0);      /* over a minute: use the backoff */
-    CHECK(korch_llm_retry_after_s(NULL, "soon", now) < 0);
-    CHECK(korch_llm_retry_after_s(NULL, NULL, now) < 0);
-    for (int n = 0; n < 8; n++) {
-        double want = n >= 4 ? 8.0 : 0.5 * (1 << n);
-        double b = korch_llm_backoff_s(n);
-        CHECK(b <= want && b >= want * 0.75);
-    }
-}
-
-static korch_rc_t s_count_event(void *arg, const char *event, char *data, size_t len, korch_err_t *err)
-{
-    json_t *events = arg;
-    json_array_append_new(events, json_pack("{s:s, s:s#}", "event", event, "data", data, len));
-    return KORCH_OK;
-}
-
-TEST(llm_sse_parser)
-{
-    json_t *events = json_array();
-    korch_llm_sse_t sse;
-    korch_llm_sse_init(&sse, 1 << 20, s_count_event, events);
-    const char *lines[] = {": comment", "event: a", "data: one", "data:two", "", "", "id: 3", "data: x", "retry: 5",
-                           "", "data: cut before its blank line"};
-    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "%s", lines[i]);
-        CHECK_EQ(korch_llm_sse_line(&sse, buf, strlen(buf), NULL), KORCH_OK);
-    }
-    CHECK_EQ(json_array_size(events), 2);
-    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 0), "event", ""), "a");
-    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 0), "data", ""), "one\ntwo");
-    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 1), "event", "?"), "");
-    CHECK_STREQ(korch_llm_jstr(json_array_get(events, 1), "data", ""), "x");
-    korch_llm_sse_free(&sse);
-    json_decref(events);
-}
-
-TEST(llm_api_error_messages)
-{
-    char m[256];
-    const char *oa = "{\"error\":{\"message\":\"Rate limit reached\",\"type\":\"requests\",\"param\":null}}";
-    korch_llm_api_message(oa, strlen(oa), m, sizeof m);
-    CHECK_STREQ(m, "Rate limit reached (requests)");
-    const char *an = "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
-    korch_llm_api_message(an, strlen(an), m, sizeof m);
-    CHECK_STREQ(m, "Overloaded (overloaded_error)");
-    const char *ol = "{\"error\":\"model 'x' not found\"}";
-    korch_llm_api_message(ol, strlen(ol), m, sizeof m);
-    CHECK_STREQ(m, "model 'x' not found");
-    const char *html = "<html>502 Bad Gateway</html>\n<body>";
-    korch_llm_api_message(html, strlen(html), m, sizeof m);
-    CHECK_STREQ(m, "<html>502 Bad Gateway</html>");
-}
-
-/* ---- replay ---- */
-
-static void s_collect_text(const char *delta, size_t len, void *arg)
-{
-    korch_buf_add(arg, delta, len, "text", NULL);
-}
-
-TEST(llm_replay_plays_in_order)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/llm/replay-basic.json", korch_test_root());
-    korch_llm_opts_t o = {0};
-    korch_err_t err = {0};
-    char spec[4200];
-    snprintf(spec, sizeof spec, "replay:%s", path);
-    CHECK_EQ(korch_llm_parse_spec(spec, &o, &err), KORCH_OK);
-    korch_llm_t *llm = korch_llm_new(&o, &err);
-    if (!CHECK(llm)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return;
-    }
-    CHECK_CONTAINS(korch_llm_notice(llm), "replaying a recorded conversation from ");
-    CHECK_CONTAINS(korch_llm_notice(llm), path);
-    CHECK_CONTAINS(korch_llm_notice(llm), "no model is being called");
-    json_t *msgs = s_user_only("anything");
-    korch_llm_request_t req = {.messages = msgs, .temperature = -1};
-    korch_buf_t text = {.max = 1 << 20};
-    korch_llm_cb_t cb = {.on_text = s_collect_text, .arg = &text};
-    korch_llm_reply_t r;
-    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
-    CHECK_STREQ(r.text, "First I load the data.\nThen I look.");
-    CHECK_STREQ(text.p, r.text);
-    CHECK_STREQ(r.finish, "tool_calls");
-    CHECK_EQ(json_array_size(r.tool_calls), 1);
-    CHECK_STREQ(korch_llm_jstr(json_array_get(r.tool_calls, 0), "id", ""), "replay_1");
-    CHECK_STREQ(s_call_code(r.tool_calls, 0), "import pandas as pd\ndf = pd.read_csv('sales.csv')");
-    korch_llm_reply_clear(&r);
-    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
-    CHECK_EQ(json_array_size(r.tool_calls), 2);
-    CHECK_STREQ(korch_llm_jstr(json_array_get(r.tool_calls, 1), "id", ""), "replay_3");
-    korch_llm_reply_clear(&r);
-    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK);
-    CHECK_STREQ(r.text, "Sales rose 12 % in March.");
-    CHECK_STREQ(r.finish, "stop");
-    CHECK_EQ(json_array_size(r.tool_calls), 0);
-    korch_llm_reply_clear(&r);
-    CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_E_STATE);
-    CHECK_CONTAINS(err.msg, "has no more replies (it holds 3)");
-    korch_buf_free(&text);
-    json_decref(msgs);
-    korch_llm_destroy(&llm);
-}
-
-TEST(llm_replay_bad_recordings)
-{
-    korch_err_t err = {0};
-    korch_llm_opts_t o = {.provider = "replay", .model = "/nonexistent/recording.json"};
-    CHECK(korch_llm_new(&o, &err) == NULL);
-    CHECK_CONTAINS(err.msg, "cannot read the recording '/nonexistent/recording.json'");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/llm/replay-invalid.json", korch_test_root());
-    o.model = path;
-    korch_err_clear(&err);
-    CHECK(korch_llm_new(&o, &err) == NULL);
-    CHECK_CONTAINS(err.msg, "reply 2 of the recording");
-}
-
 /* ---- live progress: tool-call arguments as they stream, retries as they happen ---- */
 
 typedef struct {
@@ -874,19 +584,15 @@ static void s_on_tick(void *arg) { ((live_sink_t *)arg)->ticks++; }
 static void s_tool_deltas(const char *provider)
 {
     bool whole = strcmp(provider, "ollama") == 0;
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "live", NULL, "run the escapes"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "live", NULL);
-    json_t *msgs = s_user_only("run the escapes");
-    json_t *tools = s_tools();
     live_sink_t k = {0};
-    korch_llm_request_t req = {.messages = msgs, .tools = tools, .temperature = -1};
+    korch_llm_request_t req = {.messages = f.msgs, .tools = f.tools, .temperature = -1};
     korch_llm_cb_t cb = {.on_tool_delta = s_on_tool_delta, .arg = &k};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    if (CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK) && CHECK_EQ(json_array_size(r.tool_calls), 1)) {
-        const char *code = s_call_code(r.tool_calls, 0);
+    if (CHECK_EQ(korch_llm_chat(f.llm, &req, &cb, &f.r, &f.err), KORCH_OK) &&
+        CHECK_EQ(json_array_size(f.r.tool_calls), 1)) {
+        const char *code = s_call_code(f.r.tool_calls, 0);
         if (whole)
             CHECK_EQ(k.fragments, 1);
         else {
@@ -903,16 +609,12 @@ static void s_tool_deltas(const char *provider)
         CHECK_STREQ(json_string_value(json_object_get(args, "code")), code);
         json_decref(args);
     } else
-        fprintf(stderr, "  %s\n", err.msg);
-    korch_llm_reply_clear(&r);
+        fprintf(stderr, "  %s\n", f.err.msg);
     for (int i = 0; i < 4; i++) {
         korch_buf_free(&k.json[i]);
         korch_buf_free(&k.code[i]);
     }
-    json_decref(msgs);
-    json_decref(tools);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+    s_fx_end(&f);
 }
 
 TEST_T(llm_openai_tool_deltas_decode_to_the_code, 60) { s_tool_deltas("openai"); }
@@ -923,18 +625,14 @@ TEST_T(llm_ollama_tool_deltas_decode_to_the_code, 60) { s_tool_deltas("ollama");
    wait, the API's message), with ticks during it; then the call succeeds. */
 static void s_retry_reported(const char *provider)
 {
-    srv_t s;
-    if (!s_srv_start(&s))
+    fx_t f;
+    if (!s_fx(&f, provider, "retry429", NULL, "hi"))
         return;
-    korch_llm_t *llm = s_llm(&s, provider, "retry429", NULL);
-    json_t *msgs = s_user_only("hi");
     live_sink_t k = {0};
-    korch_llm_request_t req = {.messages = msgs, .temperature = -1};
+    korch_llm_request_t req = {.messages = f.msgs, .temperature = -1};
     korch_llm_cb_t cb = {.on_retry = s_on_retry, .on_tick = s_on_tick, .arg = &k};
-    korch_llm_reply_t r;
-    korch_err_t err = {0};
-    if (CHECK_EQ(korch_llm_chat(llm, &req, &cb, &r, &err), KORCH_OK)) {
-        CHECK_STREQ(r.text, "fine after waiting");
+    if (CHECK_EQ(korch_llm_chat(f.llm, &req, &cb, &f.r, &f.err), KORCH_OK)) {
+        CHECK_STREQ(f.r.text, "fine after waiting");
         CHECK_EQ(k.retries, 1);
         CHECK_EQ(k.retry.attempt, 1);
         CHECK_EQ(k.retry.max_retries, 2);
@@ -943,11 +641,8 @@ static void s_retry_reported(const char *provider)
         CHECK_CONTAINS(k.why, provider[0] == 'a' ? "rate limit" : "Rate limit reached");
         CHECK_GE(k.ticks, 15); /* every 50 ms of the 1 s wait */
     } else
-        fprintf(stderr, "  %s\n", err.msg);
-    korch_llm_reply_clear(&r);
-    json_decref(msgs);
-    korch_llm_destroy(&llm);
-    s_srv_stop(&s);
+        fprintf(stderr, "  %s\n", f.err.msg);
+    s_fx_end(&f);
 }
 
 TEST_T(llm_openai_retry_is_reported, 60) { s_retry_reported("openai"); }
