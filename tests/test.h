@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 
 typedef void (*korch_test_fn)(void);
 
@@ -44,6 +45,13 @@ void korch_test_rmdir(char *dir);
    timeout_s. *out_fd keeps the pipe's read end (NULL: closed). Returns the
    pid, or -1 when it printed no line in time (it is killed then). */
 int korch_test_spawn_line(const char *const *argv, char *line, size_t len, int timeout_s, int *out_fd);
+
+/* /proc/PID/cmdline into buf, its NULs as spaces (tests/testproc.c);
+   false when there is no such process. */
+bool korch_test_cmdline(pid_t pid, char *buf, size_t len);
+/* The first process of uid whose command line holds needle ("ipykernel"),
+   0 when there is none. */
+pid_t korch_test_pid_of_uid(uid_t uid, const char *needle);
 
 /* How many checks of the running test have failed so far. */
 int korch_test_failures(void);

@@ -82,16 +82,7 @@ static pid_t s_template_pid(void)
         }
         if (ppid != getpid())
             continue;
-        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-        f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        for (size_t i = 0; i < n; i++)
-            if (!buf[i])
-                buf[i] = ' ';
-        buf[n] = 0;
-        if (strstr(buf, "korch-template"))
+        if (korch_test_cmdline(pid, buf, sizeof buf) && strstr(buf, "korch-template"))
             found = pid;
     }
     if (d)

@@ -305,35 +305,6 @@ TEST_T(host_sandbox_sweep_removes_a_dead_korchs_deep_trees, 180)
 
 /* ---------------------------------------------------------------- uids */
 
-/* The host pid of the (one) ipykernel of uid, or 0. */
-static pid_t s_kernel_pid(uid_t uid)
-{
-    pid_t found = 0;
-    DIR *d = opendir("/proc");
-    struct dirent *de;
-    while (d && (de = readdir(d)) && !found) {
-        char path[300], cmd[4096];
-        struct stat st;
-        snprintf(path, sizeof path, "/proc/%s", de->d_name);
-        if (atoi(de->d_name) <= 0 || stat(path, &st) != 0 || st.st_uid != uid)
-            continue;
-        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
-        FILE *fp = fopen(path, "r");
-        size_t n = fp ? fread(cmd, 1, sizeof cmd - 1, fp) : 0;
-        if (fp)
-            fclose(fp);
-        for (size_t i = 0; i < n; i++)
-            if (!cmd[i])
-                cmd[i] = ' ';
-        cmd[n] = 0;
-        if (strstr(cmd, "ipykernel"))
-            found = atoi(de->d_name);
-    }
-    if (d)
-        closedir(d);
-    return found;
-}
-
 /* As uid:gid (a forked child), try each attack on the kernel of host pid
    kpid; the child's exit code has a bit per attack that worked. */
 static int s_attack_as(uid_t uid, gid_t gid, pid_t kpid)
@@ -407,7 +378,7 @@ TEST_T(host_uids_no_account_one_per_kernel_files_back_to_the_user, 180)
     CHECK(getpwuid(ua) == NULL && getpwuid(ub) == NULL);
     korch_err_t err = {0};
     CHECK_EQ(korch_proc_put_file_wait(korch_kernel_proc(a.k), "confidential.csv", "secret\n", 7, &err), KORCH_OK);
-    pid_t ka = s_kernel_pid(ua), kb = s_kernel_pid(ub);
+    pid_t ka = korch_test_pid_of_uid(ua, "ipykernel"), kb = korch_test_pid_of_uid(ub, "ipykernel");
     if (!CHECK_GT(ka, 0) || !CHECK_GT(kb, 0))
         goto out;
     CHECK_EQ(s_attack_as(other, other_gid, ka), 0); /* the second account: nothing works */

@@ -99,34 +99,13 @@ static uid_t su_service_uid(korch_docker_t *d, const char *inst)
     return uid;
 }
 
-/* The host pid of the ipykernel running as uid (on a node of this host). */
+/* The host pid of the ipykernel running as uid (on a node of this host),
+   waiting up to 10 s for it; 0 if none. */
 static pid_t su_kernel_pid(uid_t uid)
 {
     double end = s_mono_ms() + 10000;
     do {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-        pid_t found = 0;
-        while (d && (de = readdir(d)) && !found) {
-            char path[300], cmd[4096];
-            struct stat st;
-            snprintf(path, sizeof path, "/proc/%s", de->d_name);
-            if (atoi(de->d_name) <= 0 || stat(path, &st) != 0 || st.st_uid != uid)
-                continue;
-            snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
-            FILE *fp = fopen(path, "r");
-            size_t n = fp ? fread(cmd, 1, sizeof cmd - 1, fp) : 0;
-            if (fp)
-                fclose(fp);
-            for (size_t i = 0; i < n; i++)
-                if (!cmd[i])
-                    cmd[i] = ' ';
-            cmd[n] = 0;
-            if (strstr(cmd, "ipykernel"))
-                found = atoi(de->d_name);
-        }
-        if (d)
-            closedir(d);
+        pid_t found = korch_test_pid_of_uid(uid, "ipykernel");
         if (found)
             return found;
         usleep(200 * 1000);
