@@ -7,24 +7,13 @@ chart; interrupt; following a detached turn; the session's own kernel.
     pyclient_agent.py --url 'http://127.0.0.1:PORT/?token=T' [--src DIR]
 
 Prints {"ok", "failures", "details"} as its last line."""
-import argparse
-import json
 import os
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import events_schema  # noqa: E402
-
-FAIL = []
-DETAILS = {}
-
-
-def check(cond, what):
-    if not cond:
-        FAIL.append(what)
-    return bool(cond)
+from pyclient_harness import DETAILS, FAIL, check, run  # noqa: E402
 
 
 def schema(events):
@@ -135,43 +124,29 @@ def interrupt_and_follow(kc, s):
     check(s.follow() is None, "follow() without a running turn is None")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--src")
-    a = ap.parse_args()
-    if a.src:
-        sys.path.insert(0, a.src)
-    import korch_client as kc
-    t0 = time.monotonic()
+def body(kc, url):
+    c = kc.Client(url)
+    with c.create_session(files={"data.csv": "n\n1\n2\n39\n"}) as s:
+        check(s.kernel_id and s.state in ("idle", "starting"), "created: %r" % s.model)
+        turn_total(kc, s)
+        files(kc, s)
+        interrupt_and_follow(kc, s)
+        k = s.kernel()
+        ex = k.run_code("df['n'].sum()")
+        check(ex.text == "42", "the session's kernel has the agent's df: %r" % ex)
+        k.close()
+        check(k.id in [x["id"] for x in c.kernels()], "closing the session's kernel object leaves it running")
+        nb = s.notebook()
+        check(nb.get("nbformat") == 4 and len(nb.get("cells", [])) >= 4, "notebook")
+        sid = s.id
+    check(sid not in [x.get("id") for x in c.sessions()], "the with block deleted the session")
     try:
-        c = kc.Client(a.url)
-        with c.create_session(files={"data.csv": "n\n1\n2\n39\n"}) as s:
-            check(s.kernel_id and s.state in ("idle", "starting"), "created: %r" % s.model)
-            turn_total(kc, s)
-            files(kc, s)
-            interrupt_and_follow(kc, s)
-            k = s.kernel()
-            ex = k.run_code("df['n'].sum()")
-            check(ex.text == "42", "the session's kernel has the agent's df: %r" % ex)
-            k.close()
-            check(k.id in [x["id"] for x in c.kernels()], "closing the session's kernel object leaves it running")
-            nb = s.notebook()
-            check(nb.get("nbformat") == 4 and len(nb.get("cells", [])) >= 4, "notebook")
-            sid = s.id
-        check(sid not in [x.get("id") for x in c.sessions()], "the with block deleted the session")
-        try:
-            c.create_session(llm="nobody:model")
-            FAIL.append("an unknown provider was accepted")
-        except kc.HTTPError as e:
-            check(e.status == 400 and "nobody" in e.message, "unknown provider: %s" % e)
-        check(c.kernels() == [], "kernels left: %r" % c.kernels())
-    except Exception:  # noqa: BLE001
-        FAIL.append("unexpected: " + traceback.format_exc()[-1500:])
-    DETAILS["seconds"] = round(time.monotonic() - t0, 1)
-    print(json.dumps({"ok": not FAIL, "failures": FAIL, "details": DETAILS}))
-    return 0 if not FAIL else 1
+        c.create_session(llm="nobody:model")
+        FAIL.append("an unknown provider was accepted")
+    except kc.HTTPError as e:
+        check(e.status == 400 and "nobody" in e.message, "unknown provider: %s" % e)
+    check(c.kernels() == [], "kernels left: %r" % c.kernels())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(body))

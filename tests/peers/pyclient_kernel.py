@@ -9,23 +9,13 @@ bad base64, floods, oversized messages, a death).
 must be installed (tests/test_pyclient.c runs it from a venv it pip-installed
 the package into). Prints {"ok", "failures", "details"} as its last line.
 """
-import argparse
 import base64
-import json
 import os
 import sys
 import threading
 import time
-import traceback
 
-FAIL = []
-DETAILS = {}
-
-
-def check(cond, what):
-    if not cond:
-        FAIL.append(what)
-    return bool(cond)
+from pyclient_harness import DETAILS, FAIL, check, run
 
 
 def raises(exc, fn, what):
@@ -232,40 +222,26 @@ def sandbox(kc, url):
     c.close()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--src")
-    a = ap.parse_args()
-    if a.src:
-        sys.path.insert(0, a.src)
-    import korch_client as kc
-    DETAILS["package"] = os.path.dirname(kc.__file__)
+def body(kc, url):
     t0 = time.monotonic()
-    try:
-        codec(kc)
-        client = kc.Client(a.url)
-        with client.start_kernel() as k:
-            DETAILS["start_s"] = round(time.monotonic() - t0, 2)
-            outputs(kc, k)
-            kernel_files(kc, k)
-            t1 = time.monotonic()
-            for _ in range(50):
-                k.run_code("pass")
-            DETAILS["pass_ms"] = round((time.monotonic() - t1) * 1000 / 50, 2)
-            control(kc, k)
-            kid = k.id
-        check(all(x["id"] != kid for x in client.kernels()), "the with block shut the kernel down")
-        attacks(kc, client)
-        http_errors(kc, client)
-        sandbox(kc, a.url)
-        check(client.kernels() == [], "kernels left: %r" % client.kernels())
-    except Exception:  # noqa: BLE001
-        FAIL.append("unexpected: " + traceback.format_exc()[-1500:])
-    DETAILS["seconds"] = round(time.monotonic() - t0, 1)
-    print(json.dumps({"ok": not FAIL, "failures": FAIL, "details": DETAILS}))
-    return 0 if not FAIL else 1
+    codec(kc)
+    client = kc.Client(url)
+    with client.start_kernel() as k:
+        DETAILS["start_s"] = round(time.monotonic() - t0, 2)
+        outputs(kc, k)
+        kernel_files(kc, k)
+        t1 = time.monotonic()
+        for _ in range(50):
+            k.run_code("pass")
+        DETAILS["pass_ms"] = round((time.monotonic() - t1) * 1000 / 50, 2)
+        control(kc, k)
+        kid = k.id
+    check(all(x["id"] != kid for x in client.kernels()), "the with block shut the kernel down")
+    attacks(kc, client)
+    http_errors(kc, client)
+    sandbox(kc, url)
+    check(client.kernels() == [], "kernels left: %r" % client.kernels())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(body, package=True))
