@@ -19,7 +19,7 @@
 #define VERIFY_MAX_INPUT (1u << 30)    /* an input file copied into the fresh work dir */
 
 /* The text a cell's outputs show (stream, text/plain), at most max bytes. New string. */
-static char *s_outputs_text(json_t *outputs, size_t max)
+char *agent_outputs_text(json_t *outputs, size_t max)
 {
     korch_buf_t b = KORCH_BUF_INIT(max);
     size_t i;
@@ -126,7 +126,7 @@ static json_t *s_run(korch_agent_t *a, json_t *clean, const korch_kernel_opts_t 
         if (json_is_integer(count)) {
             char key[32];
             snprintf(key, sizeof key, "%lld", (long long)json_integer_value(count));
-            char *text = s_outputs_text(r->outputs, 1u << 20);
+            char *text = agent_outputs_text(r->outputs, 1u << 20);
             json_object_set_new(rerun, key, json_string(text ? text : ""));
             free(text);
         }
