@@ -196,6 +196,13 @@ korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *agent, const char *pat
    the transcript and a VERIFY event. Fails (KORCH_E_STATE) for an agent on
    someone else's kernel. Blocking, like ask(). */
 korch_rc_t korch_agent_verify(korch_agent_t *agent, json_t **result, korch_err_t *err);
+/* The same in a fresh kernel someone else started (korch serve's kernel
+   manager), reached through its connection file conn_path, whose work dir
+   holds the session's input files already; the caller shuts it down
+   afterwards. started_ms (korch_now_ms when the kernel was asked for; 0 =
+   now) is where the result's seconds count from. Blocking, like ask(). */
+korch_rc_t korch_agent_verify_in(korch_agent_t *agent, const char *conn_path, int64_t started_ms, json_t **result,
+                                 korch_err_t *err);
 
 /* Branch a session from one of its code steps: a new session in o->dir
    (which must not exist) holding the parent's conversation up to and
