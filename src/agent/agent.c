@@ -104,6 +104,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         goto fail;
     if (s_mkdir(a->files_dir, err) || s_mkdir(a->figures_dir, err))
         goto fail;
+    korch_notebook_keep_on_disk(a->nb, a->notebook_path); /* its cells out of memory once written */
     a->figures = s_count_figures(a->figures_dir);
     agent_budget_load(a);
     const char *wd = opts->workdir ? opts->workdir : a->existing ? NULL : a->files_dir;
@@ -124,8 +125,10 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         agent_wd_save(a);
     }
     a->wd_in_kernel = a->wd_in_kernel && a->wd;
-    if (resuming)
+    if (resuming) {
         agent_load_transcript(a, replay);
+        agent_prune_messages(a);
+    }
     a->transcript = fopen(a->transcript_path, "a");
     if (!a->transcript) {
         korch_err_set(err, KORCH_E_IO, "cannot open '%s': %s", a->transcript_path, strerror(errno));
@@ -317,7 +320,9 @@ void korch_agent_cost(const korch_agent_t *a, korch_cost_t *turn, korch_cost_t *
 
 korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *a, const char *path, korch_err_t *err)
 {
-    korch_notebook_t *nb = korch_notebook_from_json(korch_notebook_clean(korch_notebook_json(a->nb)));
+    json_t *doc = korch_notebook_doc(a->nb);
+    korch_notebook_t *nb = korch_notebook_from_json(doc ? korch_notebook_clean(doc) : NULL);
+    json_decref(doc);
     if (!nb)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     korch_rc_t rc = korch_notebook_write(nb, path, err);

@@ -134,6 +134,9 @@ bool agent_foreign_fence(korch_agent_t *a, const char *text, char *lang, size_t 
 bool agent_tool_name_ok(korch_agent_t *a, const char *name);
 /* A reply that is only a printed tool call, as that call (new array), else NULL. */
 json_t *agent_text_tool_call(korch_agent_t *a, const char *text);
+/* a->messages cut for good to what a request can send (o.context_chars,
+   the two latest messages' images): the rest is in the transcript. */
+void agent_prune_messages(korch_agent_t *a);
 /* One model request over the conversation; usage recorded. */
 korch_rc_t agent_call_model(korch_agent_t *a, bool with_tools, korch_llm_reply_t *reply, korch_err_t *err);
 

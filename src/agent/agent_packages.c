@@ -67,7 +67,7 @@ json_t *agent_note_packages(korch_agent_t *a, const char *code)
         json_array_append_new(list, json_pack("{s:s, s:s}", "name", name, "version", version));
     }
     json_decref(got);
-    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    json_t *md = korch_notebook_meta(a->nb);
     json_t *k = json_object_get(md, "korch");
     if (json_is_object(md) && !json_is_object(k)) {
         k = json_object();

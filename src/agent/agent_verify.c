@@ -176,7 +176,9 @@ korch_rc_t korch_agent_verify(korch_agent_t *a, json_t **result, korch_err_t *er
     if ((rc = korch_mkdirs(dir, 0755, err)))
         return rc;
     s_copy_inputs(a, dir);
-    json_t *clean = korch_notebook_clean(korch_notebook_json(a->nb));
+    json_t *doc = korch_notebook_doc(a->nb);
+    json_t *clean = doc ? korch_notebook_clean(doc) : NULL;
+    json_decref(doc);
     korch_err_t e = {0};
     json_t *res = clean ? s_run(a, clean, dir, &e) : json_pack("{s:s, s:s}", "status", "failed", "message", "out of memory");
     json_decref(clean);
@@ -184,7 +186,7 @@ korch_rc_t korch_agent_verify(korch_agent_t *a, json_t **result, korch_err_t *er
     json_object_set_new(res, "seconds", json_real((double)(korch_now_ms() - t0) / 1e3));
     json_object_set_new(res, "turn_seconds", json_real((double)a->turn_ms / 1e3));
     json_object_set_new(res, "kernel", json_string(a->kernelspec));
-    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    json_t *md = korch_notebook_meta(a->nb);
     if (json_is_object(json_object_get(md, "korch")))
         json_object_set(json_object_get(md, "korch"), "verify", res);
     agent_record(a, json_pack("{s:s, s:O}", "type", "verify", "verify", res), NULL);

@@ -167,6 +167,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             .existing = cfg->conn_path,
             .session_dir = cfg->dir,
             .max_steps = cfg->max_steps,
+            .context_chars = cfg->context_chars,
             .max_tokens = cfg->max_tokens,
             .max_seconds = cfg->max_seconds,
             .max_cost = cfg->max_cost,

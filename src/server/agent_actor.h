@@ -23,6 +23,7 @@ typedef struct {
     bool workdir_in_kernel;     /* no work dir on this host (a container): list it from the kernel */
     bool resume_live;           /* the kernel is the session's own from before korch's restart (re-adopted) */
     int max_steps;
+    size_t context_chars;       /* what a model request sends, roughly (0 = the agent's default) */
     int64_t max_tokens;         /* per turn budgets (0 = none), as korch run's */
     int max_seconds;
     double max_cost;
