@@ -115,6 +115,7 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, js
                    json_string_value(c), json_string_length(c));
     srv_sa_touch(sa);
     srv_sa_log_clear(sa);
+    sa->turn_by = req->user;
     sa->turn_open = true;
     sa->next_id = 1;
     sa->detach = json_is_true(detach);
