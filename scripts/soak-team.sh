@@ -45,8 +45,9 @@ unset KORCH_LLM || true
     ${SOAK_CONTEXT_CHARS:+--context-chars "$SOAK_CONTEXT_CHARS"} \
     > "$DIR/serve.out" 2> "$DIR/serve.err" &
 SRV_PID=$!
-for _ in $(seq 1 40); do [ -s "$DIR/serve.out" ] && break; sleep 0.25; done
+for _ in $(seq 1 240); do [ -s "$DIR/serve.out" ] && break; sleep 0.25; done   # up to 60 s on a busy machine
 URL=$(head -1 "$DIR/serve.out")
+[ -n "$URL" ] || { echo "soak-team: korch serve printed no URL within 60 s:" >&2; tail -20 "$DIR/serve.err" >&2; exit 1; }
 echo "soak-team: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $USERS users x $SESSIONS sessions for $SECONDS_ s on $URL"
 $PY "$ROOT/tests/peers/team_check.py" --url "$URL" --tokens "$TOKENS" --sessions "$SESSIONS" \
     --seconds "$SECONDS_" --pid "$SRV_PID" soak | tee "$DIR/result.json"

@@ -14,20 +14,27 @@
  *  /api/me still says what they used today, carol's next turn is refused
  *  429 for tokens_per_day and dave's use adds up.
  *
- *  team_default_quota_for_named_users: korch serve --quota sessions=1: a
- *  user the file gives no quota of their own gets the default (a second
- *  session 429), one with their own keeps theirs.
+ *  team_hub_oauth_callback_waiting_at_shutdown_is_freed: korch serve
+ *  under valgrind stopped while an /oauth_callback waits on the Hub.
  */
 #include "serve_fixture.h"
 #include "llm_fixture.h"
 #include "korch/fsutil.h"
 #include "korch/users.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* A users file of names (each with sessions=quota[i] when > 0, tokens_per_day
    = tpd[i] when > 0); their tokens into toks ("name=T,..."). */
@@ -181,4 +188,97 @@ out:
     json_decref(first);
     json_decref(second);
     korch_test_rmdir(dir);
+}
+
+/* A free port on 127.0.0.1 (bound and released). */
+static int s_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* An /oauth_callback waiting on the Hub's token endpoint when korch serve
+   stops: answered and freed (valgrind: no definite leak). The "Hub" is a
+   socket that takes the request and never answers. */
+TEST_T(team_hub_oauth_callback_waiting_at_shutdown_is_freed, 180)
+{
+    int hub = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (!CHECK(hub >= 0 && bind(hub, (struct sockaddr *)&a, sizeof a) == 0 && listen(hub, 8) == 0 &&
+               getsockname(hub, (struct sockaddr *)&a, &al) == 0)) {
+        if (hub >= 0)
+            close(hub);
+        return;
+    }
+    int port = s_free_port();
+    char api[128], login[160], cb[128], portarg[16], log[128];
+    snprintf(api, sizeof api, "http://127.0.0.1:%d/hub/api", ntohs(a.sin_port));
+    snprintf(login, sizeof login, "http://127.0.0.1:%d/hub/api/oauth2/authorize", ntohs(a.sin_port));
+    snprintf(cb, sizeof cb, "http://127.0.0.1:%d/oauth_callback", port);
+    snprintf(portarg, sizeof portarg, "%d", port);
+    snprintf(log, sizeof log, "/tmp/korch-oauth-vg-%d.log", (int)getpid());
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("JUPYTERHUB_API_TOKEN", "service-secret", 1);
+        setenv("JUPYTERHUB_CLIENT_ID", "service-korch", 1);
+        setenv("JUPYTERHUB_OAUTH_CALLBACK_URL", cb, 1);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execlp("valgrind", "valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=99",
+               korch_test_korch_bin(), "serve", "--port", portarg, "--launcher", "local", "--token", "t", "--hub",
+               "--hub-api-url", api, "--hub-login-url", login, "--no-access-log", (char *)NULL);
+        _exit(127);
+    }
+    /* up (valgrind is slow to start): its port answers */
+    int c = -1;
+    for (int i = 0; i < 600 && c < 0; i++) {
+        c = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in k = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (connect(c, (struct sockaddr *)&k, sizeof k) != 0) {
+            close(c);
+            c = -1;
+            usleep(100000);
+        }
+    }
+    if (CHECK(c >= 0)) {
+        const char *rq = "GET /oauth_callback?code=abc&state=s1 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Cookie: korch-oauth-state=s1\r\n\r\n";
+        CHECK_EQ(write(c, rq, strlen(rq)), (ssize_t)strlen(rq));
+        /* the exchange reached the Hub (accepted, never answered), then korch stops */
+        struct pollfd p = {hub, POLLIN, 0};
+        CHECK_EQ(poll(&p, 1, 60000), 1);
+        int h = accept(hub, NULL, NULL);
+        usleep(300000);
+        kill(pid, SIGTERM);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        pid = -1;
+        if (!CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            char *text = korch_read_file(log, 1 << 20, NULL, NULL);
+            fprintf(stderr, "  korch serve under valgrind ended 0x%x:\n%s\n", st,
+                    text ? (strlen(text) > 6000 ? text + strlen(text) - 6000 : text) : "");
+            free(text);
+        }
+        if (h >= 0)
+            close(h);
+        close(c);
+    }
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    close(hub);
+    unlink(log);
 }

@@ -150,6 +150,9 @@ def two_users(args, users):
     st, _ = b.req("PUT", "api/agent/sessions/%s/files/evil.txt" % sid, raw=b"evil",
                   headers={"Content-Type": "application/octet-stream"})
     check(st == 404, "bob's upload into alice's session -> %s (want 404)" % st)
+    # the admin asks in alice's session: its executions are the admin's in the audit log
+    text, done = _done(Sse(X(root), sid, "TAG=root_in_alice").all())
+    check(text and text.startswith("ANSWER root_in_alice "), "the admin's turn in alice's session: %r" % text)
     agk = ag.get("kernel_id")
     check(agk not in _ids(b.req("GET", "api/kernels")[1]), "bob lists alice's agent kernel")
     try:
