@@ -7,6 +7,7 @@
  *  agents.c          the route handlers (one per route of routes.c, each
  *                    with the session its path names), turns (POST
  *                    .../messages, GET .../events), srv_agents_new/destroy.
+ *  agents_branch.c   a new session from a step of another (POST .../branch).
  *  agents_create.c   creating a session (POST /api/agent/sessions) and
  *                    loading the saved ones at start (srv_agents_load).
  *  agents_files.c    the session's files: uploads, downloads, listing, figures.
@@ -19,6 +20,7 @@
  *  agents_sync.c     a confined session's copies of what the code wrote, for a resume.
  *  agents_stream.c   a turn's events: the SSE stream, the log, followers.
  *  agents_budget.c   a session's budgets per turn (tokens, seconds, cost).
+ *  agents_verify.c   POST .../verify: the clean notebook re-run in a fresh kernel.
  *
  *  Everything here runs on the server's loop thread; the session's agent
  *  runs in its actor (agent_actor.c) and talks to it through the actor's
@@ -46,6 +48,7 @@ typedef enum { A_STARTING, A_IDLE, A_RUNNING, A_STOPPED } srv_sa_state_t;
 static const char *const srv_sa_state_names[] = {"starting", "idle", "running", "stopped"};
 
 typedef struct srv_agent srv_agent_t;
+typedef struct srv_sa_verify srv_sa_verify_t;
 
 struct srv_agent {
     korch_server_t *srv;
@@ -86,6 +89,7 @@ struct srv_agent {
     uint64_t log_dropped;       /* events dropped from the log's front */
     zlistx_t *followers;        /* srv_req_t* of GET .../events (owned streams) */
     int keepalive;              /* timer, -1 none */
+    srv_sa_verify_t *verify;    /* a verification under way (agents_verify.c), or NULL */
 };
 
 /* One event as written on the wire ("id: N\nevent: NAME\ndata: JSON\n\n"). */
@@ -129,6 +133,15 @@ json_t *srv_sa_budget_json(const srv_agent_t *sa);
 void srv_sa_sync_step(srv_agent_t *sa, json_t *changes);
 void srv_sa_sync_cancel(srv_agent_t *sa);
 
+/* agents_verify.c */
+void srv_sa_verify(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+/* the actor's "verified" (done_json: the stream's done) */
+void srv_sa_verified(srv_agent_t *sa, const char *done_json);
+/* the kernel manager's event on mk: the verification's kernel went before the actor had it */
+void srv_sa_verify_on_kernel(srv_agent_t *sa, srv_kernel_t *mk, srv_kev_t ev);
+/* the session stops or goes: its verification ends (its stream with why) */
+void srv_sa_verify_cancel(srv_agent_t *sa, const char *why);
+
 /* agents_stream.c */
 void srv_sa_log_clear(srv_agent_t *sa);
 void srv_sa_followers_end(srv_agent_t *sa);
@@ -166,8 +179,18 @@ int srv_sa_begin(srv_agent_t *sa, const char *name, const char *kernel_id, char 
 bool srv_sa_claim(srv_agent_t *sa, srv_kernel_t *mk);
 void srv_sa_resume(srv_agent_t *sa, const char *question);
 
+/* agents.c: a turn's stream begins on req (its events go there; detach: it goes on when req's client leaves). */
+void srv_sa_turn_open(srv_agent_t *sa, srv_req_t *req, bool detach);
+
+/* agents_branch.c: POST .../branch on parent (the asker may use it) */
+void srv_sa_branch(srv_agent_t *parent, srv_req_t *req, const srv_params_t *p, json_t *body);
+
 /* agents_create.c */
 void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body);
+/* A session struct with the server's defaults, its dir named (not made), not listed yet; NULL without memory. */
+srv_agent_t *srv_sa_new(korch_server_t *s, const char *id);
+/* The model body's "llm" asks for (checked), else the server's; "" none; NULL + why when refused. */
+const char *srv_sa_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len);
 
 /* agents_files.c */
 json_t *srv_sa_file_list(srv_agent_t *sa);

@@ -97,6 +97,8 @@ static const srv_route_t s_table[] = {
      "Delete an agent session (and its kernel, when the session started it)"},
     {"POST", "/api/agent/sessions/{session_id}/messages", srv_agent_message, TOKEN, JSON, false,
      "One turn of the conversation, streamed as server-sent events"},
+    {"POST", "/api/agent/sessions/{session_id}/branch", srv_agent_branch, TOKEN, JSON, false,
+     "A new session from one of this one's steps, with a question (and another model), streamed as a turn"},
     {"POST", "/api/agent/sessions/{session_id}/interrupt", srv_agent_interrupt, TOKEN, NONE, false,
      "Cancel the running step (the session and its kernel stay)"},
     {"GET", "/api/agent/sessions/{session_id}/notebook", srv_agent_notebook, TOKEN, NONE, false,
@@ -113,6 +115,8 @@ static const srv_route_t s_table[] = {
      "Remove a file from the kernel's work dir"},
     {"GET", "/api/agent/sessions/{session_id}/figures/{name}", srv_agent_figure, TOKEN, NONE, false,
      "A chart of the session (displayed by the kernel, or an image file the code saved)"},
+    {"POST", "/api/agent/sessions/{session_id}/verify", srv_agent_verify, TOKEN, NONE, false,
+     "Verify the last answer in a fresh kernel (the clean notebook re-run)"},
     /* the MCP server (mcp_http.c): Streamable HTTP, JSON answers; GET is 405 (no server-initiated stream) */
     {"POST", "/mcp", srv_mcp_post, TOKEN, NONE, false,
      "One MCP (JSON-RPC) message: initialize makes a session (Mcp-Session-Id), tools/call runs the tools"},
