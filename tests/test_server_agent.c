@@ -55,6 +55,7 @@ static void s_peer_argv(const char *scenario, const char *line, const char *dir,
    left kernels_left kernels (those of sessions it keeps). */
 static bool s_anthropic_too;     /* the server gets ANTHROPIC_* for the scenario too */
 static const char *s_session_mb; /* korch serve --session-mb */
+static const char *s_max_kernels; /* korch serve --max-kernels */
 
 static void s_run_in(const char *dir, const char *launcher, const char *llm_scenario, const char *scenario,
                      int timeout_s, int kernels_left)
@@ -76,9 +77,16 @@ static void s_run_in(const char *dir, const char *launcher, const char *llm_scen
     }
     /* "docker+pool": containers, with a warm kernel ready for the session */
     bool pool = strcmp(launcher, "docker+pool") == 0;
-    const char *extra[] = {"--launcher", pool ? "docker" : launcher, "--agent-dir", dir, "--pool", pool ? "1" : "0",
+    const char *extra[13] = {"--launcher", pool ? "docker" : launcher, "--agent-dir", dir, "--pool", pool ? "1" : "0",
                            llm_scenario ? "--llm" : NULL, "openai:gpt-4o-mini",
-                           s_session_mb ? "--session-mb" : NULL, s_session_mb, NULL};
+                           s_session_mb ? "--session-mb" : NULL, s_session_mb, NULL, NULL, NULL};
+    if (s_max_kernels) { /* after the others, before the end */
+        size_t n = 0;
+        while (extra[n])
+            n++;
+        extra[n] = "--max-kernels";
+        extra[n + 1] = s_max_kernels;
+    }
     serve_t s;
     if (serve_start_args(&s, extra)) {
         const char *argv[10];
@@ -200,4 +208,19 @@ TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
     unsetenv("ANTHROPIC_API_KEY");
     unsetenv("ANTHROPIC_BASE_URL");
     s_run("local", "hello", "llm_keys", 60);
+}
+
+/* POST .../verify (issue 23): the clean notebook re-run in a fresh kernel of
+   the server reproduces the receipts scenario's answer (its dead end left
+   out); its events in the one schema, the result in the notebook's metadata
+   and the transcript as the CLI writes them, the fresh kernel shut down. */
+TEST_T(server_agent_verify_reproduces_a_clean_session, 180) { s_run("local", "receipts", "verify", 150); }
+/* An answer quoting an unseeded random number: verify says it differed, and what the fresh kernel printed. */
+TEST_T(server_agent_verify_reports_what_differed, 180) { s_run("local", "drift", "verify_drift", 150); }
+/* The verification's kernel counts against --max-kernels (and the user's quota). */
+TEST_T(server_agent_verify_counts_its_kernel, 180)
+{
+    s_max_kernels = "1";
+    s_run("local", "receipts", "verify_limit", 150);
+    s_max_kernels = NULL;
 }

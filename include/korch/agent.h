@@ -15,6 +15,8 @@
  *    notebook.ipynb     nbformat 4.5, rewritten after every step
  *    snapshot.json      Python kernels: the picklable user variables after
  *                       the latest step (bounded), to resume from
+ *    snapshots/         the same after each step, exec-N.json (N: executions
+ *                       so far), the latest 32 within 64 MiB: to branch from
  *  The language comes from the kernel's kernel_info_reply (language_info):
  *  tool name and description, prompt, fence language, notebook metadata.
  *  After each step the work dir is compared with before it (korch_workdir):
@@ -60,6 +62,7 @@ typedef enum {
                                total, truncated}, text = one line for people */
     KORCH_AGENT_USAGE,      /* a model call's tokens and cost: data {tokens: korch_usage_json, cost} */
     KORCH_AGENT_VERIFY,     /* the clean notebook re-run (korch_agent_verify): data = its result, text = status */
+    KORCH_AGENT_BRANCH,     /* a branch's kernel rebuilt (korch_agent_branch): data {session, parent, llm, state}, text = for people */
 } korch_agent_event_type_t;
 
 typedef struct {
@@ -193,6 +196,39 @@ korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *agent, const char *pat
    the transcript and a VERIFY event. Fails (KORCH_E_STATE) for an agent on
    someone else's kernel. Blocking, like ask(). */
 korch_rc_t korch_agent_verify(korch_agent_t *agent, json_t **result, korch_err_t *err);
+/* The same in a fresh kernel someone else started (korch serve's kernel
+   manager), reached through its connection file conn_path, whose work dir
+   holds the session's input files already; the caller shuts it down
+   afterwards. started_ms (korch_now_ms when the kernel was asked for; 0 =
+   now) is where the result's seconds count from. Blocking, like ask(). */
+korch_rc_t korch_agent_verify_in(korch_agent_t *agent, const char *conn_path, int64_t started_ms, json_t **result,
+                                 korch_err_t *err);
+
+/* Branch a session from one of its code steps: a new session in o->dir
+   (which must not exist) holding the parent's conversation up to and
+   including that step, its input files as the parent has them (what no
+   longer matches the size it was given at is said), its figures, and the
+   snapshot of the kernel's variables kept after that step when there is
+   one; the transcript's first record names the branch's model and a
+   "branch" record ends it. The parent's dir is only read. Opening the
+   branch with korch_agent_new rebuilds its kernel: the successful cells up
+   to the step re-run in a fresh kernel and their outputs compared with the
+   parent's, then the snapshot restored over them (a BRANCH event says how
+   it went). *info (new; may be NULL): the branch record, with "steps", the
+   parent's count. KORCH_E_NOTFOUND: no session in parent_dir;
+   KORCH_E_INVALID: a step out of range (the message says the range), a dir
+   that exists. No kernel; blocking file work (bounded: the transcript to
+   256 MiB, inputs to 2 GiB, figures to 256 MiB). */
+typedef struct {
+    const char *parent_dir;     /* required */
+    const char *dir;            /* required: the branch's, new */
+    int step;                   /* >= 1: the session's N-th step that ran code, or with turn, that turn's step N */
+    int turn;                   /* 0: step counts across the session */
+    const char *llm;            /* the branch's model; NULL = the parent's */
+    const char *parent_id;      /* the parent's name in the records (NULL: its dir's base name) */
+    const char *id;             /* the branch's (NULL: its dir's base name) */
+} korch_agent_branch_opts_t;
+korch_rc_t korch_agent_branch(const korch_agent_branch_opts_t *o, json_t **info, korch_err_t *err);
 
 /* Write the session's notebook (nbformat 4.5) to path as well. */
 korch_rc_t korch_agent_save_notebook(korch_agent_t *agent, const char *path, korch_err_t *err);

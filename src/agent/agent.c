@@ -140,6 +140,8 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         agent_emit(a, KORCH_AGENT_NOTICE, korch_llm_notice(a->o.llm), NULL);
     if (resuming && a->existing && a->o.resume_live)
         agent_resume_live(a);
+    else if (a->branch)
+        agent_rebuild_branch(a, replay, err);
     else if (json_array_size(replay))
         agent_rebuild(a, replay, err);
     agent_describe_files(a);
@@ -181,6 +183,7 @@ void korch_agent_destroy(korch_agent_t **pa)
     free(a->system_append);
     free(a->system_replace);
     free(a->resume_note);
+    json_decref(a->branch);
     free(a->kernelspec);
     free(a->existing);
     free(a);

@@ -16,6 +16,7 @@
  *                  means (tool calls, fenced or printed code), the call.
  *  agent_events.c  events to the caller, transcript records, the notebook.
  *  agent_verify.c  the clean notebook re-run in a fresh kernel (public: korch/agent.h).
+ *  branch.c        a branch's session dir made from its parent's (public: korch/agent.h).
  *  agent_json.c    events as the one schema's JSON (docs/events.schema.json),
  *                  the turn's `done` record (public: korch/agent.h).
  *
@@ -103,6 +104,7 @@ struct korch_agent {
     int64_t kernel_cpu_ns;      /* the session's steps' CPU time, from the kernel's cgroup (-1: none known) */
     int64_t kernel_mem_peak;    /* the highest peak of memory of its steps (-1: none known) */
     uint64_t budget_pending;    /* a step's outputs not yet written to transcript and notebook */
+    json_t *branch;             /* a branch whose kernel is not rebuilt yet: its transcript record (branch.c) */
 };
 /* agent_events.c */
 void agent_emit(korch_agent_t *a, korch_agent_event_type_t type, const char *text, json_t *data);
@@ -160,11 +162,17 @@ korch_rc_t agent_start_kernel(korch_agent_t *a, korch_err_t *err);
 void agent_snapshot(korch_agent_t *a);
 /* A resumed session's fresh kernel: snapshot restored, later cells re-run. */
 void agent_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err);
+/* A branch's fresh kernel: its cells re-run and compared, the step's snapshot over them. */
+void agent_rebuild_branch(korch_agent_t *a, json_t *replay, korch_err_t *err);
 /* A resumed session in the kernel it ran in before: nothing rebuilt. */
 void agent_resume_live(korch_agent_t *a);
 /* Reload messages and the notebook from the transcript; each execution's
    code and status appended to replay. */
 void agent_load_transcript(korch_agent_t *a, json_t *replay);
+
+/* agent_verify.c: the text a cell's outputs show (stream, text/plain), at most max bytes. New string. */
+#define AGENT_PRINTED_MAX (64u << 10)
+char *agent_outputs_text(json_t *outputs, size_t max);
 
 /* agent_budget.c: the session's output budget on disk (see there) */
 /* At new and resume: the default, figures/ counted. */

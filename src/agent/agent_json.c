@@ -12,7 +12,7 @@ static const char *s_names[] = {
     [KORCH_AGENT_OUTPUT] = "output", [KORCH_AGENT_RESULT] = "result",     [KORCH_AGENT_FINAL] = "final",
     [KORCH_AGENT_ERROR] = "error",   [KORCH_AGENT_NOTICE] = "notice",     [KORCH_AGENT_CODE_DELTA] = "code_delta",
     [KORCH_AGENT_STATUS] = "status", [KORCH_AGENT_FILES] = "files",       [KORCH_AGENT_USAGE] = "usage",
-    [KORCH_AGENT_VERIFY] = "verify",
+    [KORCH_AGENT_VERIFY] = "verify", [KORCH_AGENT_BRANCH] = "branch",
 };
 
 const char *korch_agent_event_name(korch_agent_event_type_t type)
@@ -64,6 +64,7 @@ json_t *korch_agent_event_json(const korch_agent_event_t *ev)
         d = json_pack("{s:O}", "verify", ev->data ? ev->data : json_null());
         json_decref(text);
         break;
+    case KORCH_AGENT_BRANCH: /* {session, parent, llm, state} */
     case KORCH_AGENT_USAGE:
         d = ev->data ? json_deep_copy(ev->data) : json_object();
         json_decref(text);

@@ -3,8 +3,11 @@
 #include "korch/fsutil.h"
 #include "korch/log.h"
 #include "korch/path.h"
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------- snapshots */
 
@@ -66,6 +69,55 @@ static const char *s_restore_code =
     "            failed.append([k, str(e)[:200]])\n"
     "    print(json.dumps({'restored': ok, 'failed': failed}))\n";
 
+/* snapshots/exec-N.json: the snapshot after each step, to branch from
+   (korch_agent_branch), the latest SNAP_KEEP within SNAP_KEEP_BYTES: the
+   oldest go first. */
+#define SNAP_KEEP 32
+#define SNAP_KEEP_BYTES (64L << 20)
+
+static int s_cmp_int(const void *x, const void *y)
+{
+    long a = *(const long *)x, b = *(const long *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void s_keep_step(korch_agent_t *a, const char *text)
+{
+    char dir[PATH_MAX + 16], path[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/snapshots", a->dir);
+    snprintf(path, sizeof path, "%s/exec-%d.json", dir, a->executions);
+    korch_err_t err = {0};
+    if (korch_mkdirs(dir, 0755, &err) != KORCH_OK || korch_write_file(path, text, strlen(text), &err) != KORCH_OK) {
+        korch_debug("cannot keep the snapshot after step %d: %s", a->step, err.msg);
+        return;
+    }
+    long ids[SNAP_KEEP * 4], sizes[SNAP_KEEP * 4];
+    size_t n = 0;
+    long total = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) && n < sizeof ids / sizeof *ids) {
+        int id;
+        char tail[8];
+        if (sscanf(de->d_name, "exec-%d.%7s", &id, tail) == 2 && strcmp(tail, "json") == 0)
+            ids[n++] = id;
+    }
+    if (d)
+        closedir(d);
+    qsort(ids, n, sizeof *ids, s_cmp_int);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/exec-%ld.json", dir, ids[i]);
+        sizes[i] = lstat(path, &st) == 0 ? (long)st.st_size : 0;
+        total += sizes[i];
+    }
+    for (size_t i = 0; i + 1 < n && (n - i > SNAP_KEEP || total > SNAP_KEEP_BYTES); i++) {
+        snprintf(path, sizeof path, "%s/exec-%ld.json", dir, ids[i]);
+        unlink(path);
+        total -= sizes[i];
+    }
+}
+
 /* After a step: keep the kernel's variables in snapshot.json (written
    atomically by korch, in the session dir). A snapshot that fails leaves the
    previous one, and the cells after it are re-run on resume. */
@@ -97,6 +149,8 @@ void agent_snapshot(korch_agent_t *a)
     korch_err_t err = {0};
     if (!text || korch_write_file(a->snapshot_path, text, strlen(text), &err) != KORCH_OK)
         korch_warn("cannot keep the kernel's variables: %s", text ? err.msg : "out of memory");
+    else
+        s_keep_step(a, text);
     free(text);
 }
 
@@ -176,9 +230,25 @@ static int s_restore(korch_agent_t *a, json_t *snap, char *how, size_t how_len)
     return covered;
 }
 
-/* Re-run the successful cells of replay[from, to); counts them. */
-static void s_replay(korch_agent_t *a, json_t *replay, int from, int to, int *rerun, int *failed, int *skipped,
-                     korch_err_t *err)
+/* Re-run the successful cells of replay[from, to); counts them. With
+   diffs, each re-run cell's text (stream, text/plain) is compared with what
+   it printed first: *same counts those that match, diffs gets the others
+   (the first BRANCH_DIFFS) and the cells that failed now. */
+#define BRANCH_DIFFS 10
+#define BRANCH_SHOW 300
+
+/* How many bytes of s, at most max, end on a UTF-8 character's boundary. */
+static size_t s_cut(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return n;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+        max--;
+    return max;
+}
+static void s_replay_cmp(korch_agent_t *a, json_t *replay, int from, int to, int *rerun, int *failed, int *skipped,
+                         int *same, json_t *diffs, korch_err_t *err)
 {
     for (int i = from < 0 ? 0 : from; i < to && i < (int)json_array_size(replay); i++) {
         json_t *cell = json_array_get(replay, (size_t)i);
@@ -191,11 +261,37 @@ static void s_replay(korch_agent_t *a, json_t *replay, int from, int to, int *re
         korch_exec_t *ex =
             korch_kernel_execute_wait(a->k, json_string_value(json_object_get(cell, "code")), &eo, NULL, err);
         (*rerun)++;
-        if (!ex || korch_exec_result(ex)->status != KORCH_EXEC_OK)
+        const korch_exec_result_t *r = ex ? korch_exec_result(ex) : NULL;
+        bool ok = r && r->status == KORCH_EXEC_OK;
+        if (!ok)
             (*failed)++;
+        if (diffs) {
+            const char *was = json_string_value(json_object_get(cell, "printed")) ?: "";
+            char *now = r ? agent_outputs_text(r->outputs, AGENT_PRINTED_MAX) : NULL;
+            if (ok && now && strcmp(now, was) == 0)
+                (*same)++;
+            else if (json_array_size(diffs) < BRANCH_DIFFS) {
+                json_t *d = json_pack("{s:O, s:O, s:O, s:s%, s:s%, s:s}", "turn",
+                                      json_object_get(cell, "turn") ?: json_null(), "step",
+                                      json_object_get(cell, "step") ?: json_null(), "execution_count",
+                                      json_object_get(cell, "execution_count") ?: json_null(), "printed", was,
+                                      s_cut(was, BRANCH_SHOW), "now", now ? now : "",
+                                      now ? s_cut(now, BRANCH_SHOW) : 0, "status",
+                                      r ? korch_exec_status_name(r->status) : "not run");
+                json_array_append_new(diffs, d);
+            }
+            free(now);
+        }
         korch_exec_destroy(&ex);
     }
     korch_err_clear(err);
+}
+
+static void s_replay(korch_agent_t *a, json_t *replay, int from, int to, int *rerun, int *failed, int *skipped,
+                     korch_err_t *err)
+{
+    int same = 0;
+    s_replay_cmp(a, replay, from, to, rerun, failed, skipped, &same, NULL, err);
 }
 
 /* A resumed session's fresh kernel: restore the snapshot, then re-run the
@@ -276,6 +372,106 @@ void agent_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
     free(note);
 }
 
+/* A branch's fresh kernel (korch_agent_branch made its dir): every
+   successful cell up to the step re-run, each one's output compared with
+   what it printed in the parent, then the snapshot kept after that step
+   (when the parent had one) restored over them, so the variables it holds
+   are exactly the parent's. The user (a BRANCH event), the model (the
+   system prompt), the transcript (a "branch" record with its state) and
+   the notebook are told how it went and what differed. */
+void agent_rebuild_branch(korch_agent_t *a, json_t *replay, korch_err_t *err)
+{
+    int64_t t0 = korch_now_ms();
+    json_t *parent = json_object_get(a->branch, "parent");
+    int rerun = 0, failed = 0, skipped = 0, same = 0;
+    json_t *diffs = json_array();
+    s_replay_cmp(a, replay, 0, (int)json_array_size(replay), &rerun, &failed, &skipped, &same, diffs, err);
+    char how[8192] = "";
+    json_t *snap = s_snapshot_load(a);
+    int covered = snap ? s_restore(a, snap, how, sizeof how) : -1;
+    json_decref(snap);
+    const char *status = failed ? "failed" : json_array_size(diffs) ? "differed" : "reproduced";
+    double seconds = (double)(korch_now_ms() - t0) / 1000.0;
+    json_t *state = json_pack("{s:s, s:i, s:i, s:i, s:i, s:o, s:b, s:f}", "status", status, "rerun", rerun,
+                              "same", same, "failed", failed, "skipped", skipped, "differences", diffs, "restored",
+                              covered >= 0, "seconds", seconds);
+    char note[12288];
+    size_t n = 0, cap = sizeof note;
+    n += (size_t)snprintf(note + n, cap - n,
+                          "This session is a branch of session %s from its step %d (turn %d, step %d), with the model "
+                          "%s. Its kernel is a fresh one: the %d successful code cell(s) up to that step were re-run ",
+                          json_string_value(json_object_get(parent, "session")) ?: "?",
+                          (int)json_integer_value(json_object_get(parent, "index")),
+                          (int)json_integer_value(json_object_get(parent, "turn")),
+                          (int)json_integer_value(json_object_get(parent, "step")),
+                          json_string_value(json_object_get(a->branch, "llm")) ?: "?", rerun);
+    if (!failed && !json_array_size(diffs))
+        n += (size_t)snprintf(note + n, cap - n, "and each printed what it printed in the parent. ");
+    else
+        n += (size_t)snprintf(note + n, cap - n,
+                              "and %d printed the same; %zu did not (%d failed now): random or time-dependent values, "
+                              "or files that changed. ",
+                              same, json_array_size(diffs), failed);
+    size_t i;
+    json_t *d;
+    json_array_foreach(diffs, i, d) {
+        if (i >= 3 || n + 900 > cap)
+            break;
+        n += (size_t)snprintf(note + n, cap - n, "Turn %d step %d printed '%.200s' then, '%.200s' now (%s). ",
+                              (int)json_integer_value(json_object_get(d, "turn")),
+                              (int)json_integer_value(json_object_get(d, "step")),
+                              json_string_value(json_object_get(d, "printed")),
+                              json_string_value(json_object_get(d, "now")),
+                              json_string_value(json_object_get(d, "status")));
+    }
+    if (skipped)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "%d cell(s) that failed in the parent were not re-run: what they set before failing is "
+                              "missing unless the snapshot has it. ",
+                              skipped);
+    if (covered >= 0)
+        n += (size_t)snprintf(note + n, cap - n,
+                              "Then the snapshot kept after that step was restored over them (%.*s): those values are "
+                              "exactly the parent's, random numbers included. ",
+                              (int)(cap - n > 1200 ? 1000 : 100), how);
+    else
+        n += (size_t)snprintf(note + n, cap - n,
+                              "No snapshot of that step was kept%s: the values are the re-run's. ",
+                              a->python ? " (the latest 32 steps' are kept, within 64 MiB)" : " (snapshots are taken for Python kernels only)");
+    json_t *inputs = json_object_get(a->branch, "inputs");
+    json_array_foreach(inputs, i, d) {
+        if (n + 600 > cap)
+            break;
+        if (json_string_value(json_object_get(d, "note")))
+            n += (size_t)snprintf(note + n, cap - n, "Input file %.200s: %.300s. ",
+                                  json_string_value(json_object_get(d, "name")),
+                                  json_string_value(json_object_get(d, "note")));
+    }
+    snprintf(note + n, cap - n, "The parent session is unchanged. Check that what you need exists before relying on it.");
+    json_object_set_new(state, "message", json_string(note));
+    free(a->resume_note);
+    a->resume_note = strdup(note);
+    json_t *data = json_pack("{s:O, s:O, s:O, s:O}", "session", json_object_get(a->branch, "session") ?: json_null(),
+                             "parent", parent ?: json_null(), "llm", json_object_get(a->branch, "llm") ?: json_null(),
+                             "state", state);
+    agent_emit(a, KORCH_AGENT_BRANCH, note, data);
+    char date[32];
+    korch_iso8601_now(date);
+    json_t *rec = json_deep_copy(data);
+    json_object_set_new(rec, "type", json_string("branch"));
+    json_object_set_new(rec, "time", json_string(date));
+    agent_record(a, rec, NULL);
+    json_decref(data);
+    json_decref(state);
+    char *md = agent_add_md(a, "*korch: %s*", note);
+    if (md) {
+        agent_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "resumed", "content", md), NULL);
+        free(md);
+    }
+    json_decref(a->branch);
+    a->branch = NULL;
+}
+
 /* A resumed session in the kernel it ran in before (opts.resume_live): its
    variables are live, nothing is rebuilt; the user (a NOTICE), the model
    (the system prompt), the transcript and the notebook are told. */
@@ -318,6 +514,9 @@ void agent_load_transcript(korch_agent_t *a, json_t *replay)
             continue;
         }
         const char *content = json_string_value(json_object_get(rec, "content"));
+        /* a branch not yet rebuilt: its record (without a state) is the last */
+        json_decref(a->branch);
+        a->branch = strcmp(type, "branch") == 0 && !json_object_get(rec, "state") ? json_incref(rec) : NULL;
         if (strcmp(type, "user") == 0) {
             if (!json_is_true(json_object_get(rec, "korch")))
                 a->turn++;
@@ -353,7 +552,12 @@ void agent_load_transcript(korch_agent_t *a, json_t *replay)
                 json_object_set_new(where, "step", json_integer(step));
             korch_receipts_add_outputs(a->receipts, json_object_get(rec, "outputs"), where);
             a->executions++;
-            json_array_append_new(replay, json_pack("{s:s, s:s}", "code", code ? code : "", "status", st ? st : ""));
+            char *printed = agent_outputs_text(json_object_get(rec, "outputs"), AGENT_PRINTED_MAX);
+            json_array_append_new(replay, json_pack("{s:s, s:s, s:i, s:i, s:O, s:s}", "code", code ? code : "",
+                                                    "status", st ? st : "", "turn", turn, "step", step,
+                                                    "execution_count", count ? count : json_null(), "printed",
+                                                    printed ? printed : ""));
+            free(printed);
         } else if (strcmp(type, "kernel") == 0) {
             if (content)
                 korch_notebook_add_markdown(a->nb, content);

@@ -19,7 +19,7 @@
 #define VERIFY_MAX_INPUT (1u << 30)    /* an input file copied into the fresh work dir */
 
 /* The text a cell's outputs show (stream, text/plain), at most max bytes. New string. */
-static char *s_outputs_text(json_t *outputs, size_t max)
+char *agent_outputs_text(json_t *outputs, size_t max)
 {
     korch_buf_t b = KORCH_BUF_INIT(max);
     size_t i;
@@ -81,10 +81,12 @@ static void s_copy_inputs(korch_agent_t *a, const char *dir)
     json_decref(names);
 }
 
-static json_t *s_run(korch_agent_t *a, json_t *clean, const char *dir, korch_err_t *err)
+/* The clean notebook's cells run in the kernel ko says (a fresh one of the
+   launcher, or the server's attached by its connection file), then the
+   answer's numbers compared. A result {status, cells, compared, differences}. */
+static json_t *s_run(korch_agent_t *a, json_t *clean, const korch_kernel_opts_t *ko, korch_err_t *err)
 {
-    korch_kernel_opts_t ko = {.kernelspec = a->kernelspec, .launcher = a->o.launcher, .cwd = dir};
-    korch_kernel_t *k = korch_kernel_new(a->o.loop, &ko, err);
+    korch_kernel_t *k = korch_kernel_new(a->o.loop, ko, err);
     if (!k || korch_kernel_wait_ready(k, err) != KORCH_OK) {
         korch_kernel_destroy(&k);
         return json_pack("{s:s, s:s}", "status", "failed", "message", err && err->msg[0] ? err->msg : "no kernel");
@@ -124,7 +126,7 @@ static json_t *s_run(korch_agent_t *a, json_t *clean, const char *dir, korch_err
         if (json_is_integer(count)) {
             char key[32];
             snprintf(key, sizeof key, "%lld", (long long)json_integer_value(count));
-            char *text = s_outputs_text(r->outputs, 1u << 20);
+            char *text = agent_outputs_text(r->outputs, 1u << 20);
             json_object_set_new(rerun, key, json_string(text ? text : ""));
             free(text);
         }
@@ -160,6 +162,30 @@ static json_t *s_run(korch_agent_t *a, json_t *clean, const char *dir, korch_err
     return res;
 }
 
+/* The result recorded: the notebook's metadata (korch.verify), the
+   transcript, a VERIFY event. */
+static void s_record(korch_agent_t *a, json_t *res, int64_t t0)
+{
+    json_object_set_new(res, "seconds", json_real((double)(korch_now_ms() - t0) / 1e3));
+    json_object_set_new(res, "turn_seconds", json_real((double)a->turn_ms / 1e3));
+    json_object_set_new(res, "kernel", json_string(a->kernelspec));
+    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    if (json_is_object(json_object_get(md, "korch")))
+        json_object_set(json_object_get(md, "korch"), "verify", res);
+    agent_record(a, json_pack("{s:s, s:O}", "type", "verify", "verify", res), NULL);
+    agent_emit(a, KORCH_AGENT_VERIFY, json_string_value(json_object_get(res, "status")), res);
+    agent_write_notebook(a);
+}
+
+static json_t *s_clean_run(korch_agent_t *a, const korch_kernel_opts_t *ko)
+{
+    json_t *clean = korch_notebook_clean(korch_notebook_json(a->nb));
+    korch_err_t e = {0};
+    json_t *res = clean ? s_run(a, clean, ko, &e) : json_pack("{s:s, s:s}", "status", "failed", "message", "out of memory");
+    json_decref(clean);
+    return res;
+}
+
 korch_rc_t korch_agent_verify(korch_agent_t *a, json_t **result, korch_err_t *err)
 {
     if (result)
@@ -176,20 +202,28 @@ korch_rc_t korch_agent_verify(korch_agent_t *a, json_t **result, korch_err_t *er
     if ((rc = korch_mkdirs(dir, 0755, err)))
         return rc;
     s_copy_inputs(a, dir);
-    json_t *clean = korch_notebook_clean(korch_notebook_json(a->nb));
-    korch_err_t e = {0};
-    json_t *res = clean ? s_run(a, clean, dir, &e) : json_pack("{s:s, s:s}", "status", "failed", "message", "out of memory");
-    json_decref(clean);
+    korch_kernel_opts_t ko = {.kernelspec = a->kernelspec, .launcher = a->o.launcher, .cwd = dir};
+    json_t *res = s_clean_run(a, &ko);
     korch_fs_rm_tree(dir);
-    json_object_set_new(res, "seconds", json_real((double)(korch_now_ms() - t0) / 1e3));
-    json_object_set_new(res, "turn_seconds", json_real((double)a->turn_ms / 1e3));
-    json_object_set_new(res, "kernel", json_string(a->kernelspec));
-    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
-    if (json_is_object(json_object_get(md, "korch")))
-        json_object_set(json_object_get(md, "korch"), "verify", res);
-    agent_record(a, json_pack("{s:s, s:O}", "type", "verify", "verify", res), NULL);
-    agent_emit(a, KORCH_AGENT_VERIFY, json_string_value(json_object_get(res, "status")), res);
-    agent_write_notebook(a);
+    s_record(a, res, t0);
+    if (result)
+        *result = res;
+    else
+        json_decref(res);
+    return KORCH_OK;
+}
+
+korch_rc_t korch_agent_verify_in(korch_agent_t *a, const char *conn_path, int64_t started_ms, json_t **result,
+                                 korch_err_t *err)
+{
+    if (result)
+        *result = NULL;
+    if (!conn_path || !*conn_path)
+        return korch_err_set(err, KORCH_E_INVALID, "no connection file for the verification's kernel");
+    int64_t t0 = started_ms > 0 ? started_ms : korch_now_ms();
+    korch_kernel_opts_t ko = {.existing = conn_path};
+    json_t *res = s_clean_run(a, &ko);
+    s_record(a, res, t0);
     if (result)
         *result = res;
     else

@@ -3,6 +3,8 @@
  *  korch run [--llm P:M] [--file PATH]... [--session DIR] [--max-steps N]
  *            [--launcher auto|docker|sandbox|swarm|local] [--json] "task"
  *  korch chat [same options]
+ *  korch run --branch DIR --from-step N [--turn T] [--llm P:M] "question"
+ *            a new session from step N of the one in DIR (korch_agent_branch)
  *
  *  Progress goes to stderr as it happens: the step, the model's text and
  *  code as it writes them, live outputs, and what the step waits on (on a
@@ -37,6 +39,12 @@ static void s_help(FILE *f, const char *cmd)
             "  --verify              after each answer, re-run the clean notebook in a fresh kernel (same launcher\n"
             "                        and kernelspec, the session's input files) and compare the outputs the\n"
             "                        answer's numbers came from; the result goes into the notebook's metadata\n"
+            "  --branch DIR          start a new session from a step of the session in DIR (--from-step N),\n"
+            "                        with this question and, with --llm, another model: its kernel state is\n"
+            "                        rebuilt by re-running the cells up to that step (outputs compared) and\n"
+            "                        restoring the snapshot kept after it; DIR is left as it is\n"
+            "  --from-step N         with --branch: the session's N-th step that ran code (1 = the first)\n"
+            "  --turn T              with --from-step N: step N of turn T (as the page and the notebook number them)\n"
             "  --session-mb N        output budget of the session on disk: transcript, notebook and figures\n"
             "                        together, across kernel restarts and resumes (default 256)\n"
             "  --context-chars N     roughly how much conversation is sent per request (default 120000);\n"
@@ -190,6 +198,8 @@ static int s_main(const char *cmd, int argc, char **argv)
         {"system-replace", required_argument, 0, 'Y'}, {"system-file", required_argument, 0, 'Z'},
         {"prices", required_argument, 0, 'C'},     {"max-cost", required_argument, 0, 'D'},
         {"clean-notebook", no_argument, 0, 'E'},   {"verify", no_argument, 0, 'W'},
+        {"branch", required_argument, 0, 'b'},     {"from-step", required_argument, 0, 'P'},
+        {"turn", required_argument, 0, 'U'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -238,6 +248,9 @@ static int s_main(const char *cmd, int argc, char **argv)
         case 'D': c.max_cost = korch_cli_num("max-cost", optarg, 0, 1e9, false, "dollars, 0 = no limit"); break;
         case 'E': c.clean_notebook = true; break;
         case 'W': c.verify = true; break;
+        case 'b': c.branch = optarg; break;
+        case 'P': c.from_step = (int)korch_cli_num("from-step", optarg, 1, 1e6, true, "a step, 1 = the first"); break;
+        case 'U': c.from_turn = (int)korch_cli_num("turn", optarg, 1, 1e6, true, "a turn, 1 = the first"); break;
         case 'h': s_help(stdout, cmd); json_decref(c.files); return 0;
         default: s_help(stderr, cmd); json_decref(c.files); return 2;
         }
@@ -275,7 +288,25 @@ static int s_main(const char *cmd, int argc, char **argv)
         }
         c.system_replace = system_text;
     }
+    if ((c.from_step || c.from_turn) && !c.branch) {
+        fprintf(stderr, "korch %s: --from-step and --turn go with --branch DIR (the session to branch from)\n", cmd);
+        goto out;
+    }
+    if (c.branch && !c.from_step) {
+        fprintf(stderr, "korch %s: --branch DIR needs --from-step N: the step to branch from (1 = the first that ran code)\n", cmd);
+        goto out;
+    }
+    if (c.branch) { /* said before a model is chosen: the parent may be where it would come from */
+        char tp[4200];
+        if (korch_path_join(tp, sizeof tp, c.branch, "transcript.jsonl", NULL) != KORCH_OK || access(tp, F_OK) != 0) {
+            fprintf(stderr, "korch %s: --branch: no session to branch from in '%s' (it has no transcript.jsonl)\n",
+                    cmd, c.branch);
+            goto out;
+        }
+    }
     korch_cli_load_dotenv(".env");
+    if (!c.llm_spec && c.branch && (recorded = s_recorded_llm(c.branch)))
+        c.llm_spec = recorded;
     if (!c.llm_spec && c.session && (recorded = s_recorded_llm(c.session)))
         c.llm_spec = recorded;
     if (!c.llm_spec)
@@ -327,6 +358,23 @@ static int s_main(const char *cmd, int argc, char **argv)
         }
     } else
         s_default_session(session, sizeof session);
+    if (c.branch) {
+        json_t *info = NULL;
+        korch_agent_branch_opts_t bo = {.parent_dir = c.branch, .dir = session, .step = c.from_step,
+                                        .turn = c.from_turn, .llm = korch_llm_name(llm)};
+        if (korch_agent_branch(&bo, &info, &err) != KORCH_OK) {
+            fprintf(stderr, "korch %s: --branch: %s\n", cmd, err.msg);
+            goto out;
+        }
+        json_t *p = json_object_get(info, "parent");
+        if (!c.quiet && !c.json)
+            fprintf(stderr, "korch: branching from step %d of %d (turn %d, step %d) of %s into %s\n",
+                    (int)json_integer_value(json_object_get(p, "index")),
+                    (int)json_integer_value(json_object_get(info, "steps")),
+                    (int)json_integer_value(json_object_get(p, "turn")),
+                    (int)json_integer_value(json_object_get(p, "step")), c.branch, session);
+        json_decref(info);
+    }
     loop = korch_loop_new();
     if (!loop)
         goto out;

@@ -43,6 +43,8 @@ typedef struct {
     double max_cost;
     bool clean_notebook;        /* --clean-notebook: notebook-clean.ipynb after each turn */
     bool verify;                /* --verify: re-run the clean notebook in a fresh kernel after each answer */
+    const char *branch;         /* --branch DIR: a new session from a step of the one in DIR */
+    int from_step, from_turn;   /* --from-step N, --turn T */
     korch_prices_t *prices;
     json_t *receipts;           /* the last answer's */
     int64_t step_t0;

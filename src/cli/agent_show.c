@@ -235,6 +235,7 @@ void cli_agent_on_event(const korch_agent_event_t *ev, void *arg)
     case KORCH_AGENT_FINAL: cli_agent_end_text(c); break;
     case KORCH_AGENT_ERROR:
     case KORCH_AGENT_NOTICE:
+    case KORCH_AGENT_BRANCH: /* how the branch's kernel was rebuilt, in words */
         cli_agent_end_text(c);
         cli_agent_out_value(c, "korch: ", ev->text, 0, "\n"); /* it may quote the model or the kernel */
         break;

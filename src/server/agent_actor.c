@@ -3,9 +3,10 @@
  *  the server's kernels through the kernel's connection file. agents.c
  *  talks to it over the actor's pipe:
  *
- *    main -> actor   ASK question | INTERRUPT | FILES | REMOVE path | $TERM
+ *    main -> actor   ASK question | INTERRUPT | FILES | REMOVE path |
+ *                    VERIFY conn_path started_ms | $TERM
  *    actor -> main   ready | failed message | event NAME JSON | done JSON |
- *                    removed path rc message | bye
+ *                    verified JSON | removed path rc message | bye
  *
  *  "event" carries the agent's events as the API's server-sent events
  *  (step, text, code_delta, code, output, result, status, final, error,
@@ -13,6 +14,10 @@
  *  session: {input, output}}, message?}; "bye" is the last thing it sends.
  *  "removed" answers each REMOVE (between turns: main sends none during
  *  one) with korch_agent_remove_file's rc as a number and its message.
+ *  "verified" ends a VERIFY (between turns, like REMOVE): the clean notebook
+ *  re-run in the fresh kernel conn_path names (korch_agent_verify_in; its
+ *  `verify` event came before), with the stream's `done` (steps 0, no
+ *  tokens: no model call). main shuts that kernel down.
  *  A model call cannot see the pipe (it is inside libcurl): interrupting it
  *  goes through cfg->cancel, which the llm polls.
  */
@@ -29,6 +34,8 @@ typedef struct {
     srv_agent_cfg_t *cfg;
     korch_agent_t *agent;
     char *question;
+    char *verify;               /* VERIFY's connection file, until it is done */
+    int64_t verify_started;
     zlist_t *removes;           /* paths to remove (strings, owned), in order */
     bool term;
 } s_actor_t;
@@ -113,7 +120,12 @@ static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
         ac->question = zmsg_popstr(m);
     else if (strcmp(cmd, "INTERRUPT") == 0 && ac->agent)
         korch_agent_interrupt(ac->agent);
-    else if (strcmp(cmd, "FILES") == 0 && ac->agent)
+    else if (strcmp(cmd, "VERIFY") == 0 && !ac->verify) {
+        ac->verify = zmsg_popstr(m);
+        char *t = zmsg_popstr(m);
+        ac->verify_started = t ? strtoll(t, NULL, 10) : 0;
+        free(t);
+    } else if (strcmp(cmd, "FILES") == 0 && ac->agent)
         korch_agent_files_changed(ac->agent);
     else if (strcmp(cmd, "REMOVE") == 0) { /* done from the actor's own loop, not inside this handler */
         char *path = zmsg_popstr(m);
@@ -128,7 +140,38 @@ static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
 static bool s_actor_has_work(void *arg)
 {
     s_actor_t *ac = arg;
-    return ac->term || ac->question || zlist_size(ac->removes);
+    return ac->term || ac->question || ac->verify || zlist_size(ac->removes);
+}
+
+/* The VERIFY asked for: its event went out; "verified" with the stream's done. */
+static void s_verify(s_actor_t *ac)
+{
+    korch_err_t err = {0};
+    json_t *res = NULL;
+    korch_rc_t rc = ac->agent ? korch_agent_verify_in(ac->agent, ac->verify, ac->verify_started, &res, &err)
+                              : korch_err_set(&err, KORCH_E_STATE, "the session's agent did not start");
+    free(ac->verify);
+    ac->verify = NULL;
+    if (rc != KORCH_OK)
+        s_send_event(ac, "error", json_pack("{s:s, s:s, s:i}", "event", "error", "message", err.msg, "step", 0));
+    double secs = json_number_value(json_object_get(res, "seconds"));
+    json_t *done = json_pack("{s:s, s:s, s:i, s:I, s:{s:{s:i, s:i, s:i}, s:{s:i, s:i, s:i}}, s:{s:n, s:n}}", "event",
+                             "done", "status", rc == KORCH_OK ? "ok" : "error", "steps", 0, "elapsed_ms",
+                             (json_int_t)(secs * 1000), "tokens", "turn", "input", 0, "output", 0, "calls", 0,
+                             "session", "input", 0, "output", 0, "calls", 0, "cost", "turn", "session");
+    if (ac->agent) { /* the session's own sums, as a turn's done has them */
+        json_t *d = korch_agent_done_json(ac->agent, KORCH_OK, NULL);
+        json_object_set(json_object_get(done, "tokens"), "session", json_object_get(json_object_get(d, "tokens"), "session"));
+        json_object_set(json_object_get(done, "cost"), "session", json_object_get(json_object_get(d, "cost"), "session"));
+        json_decref(d);
+    }
+    if (rc != KORCH_OK)
+        json_object_set_new(done, "message", json_string(err.msg));
+    char *text = done ? json_dumps(done, JSON_COMPACT) : NULL;
+    json_decref(done);
+    json_decref(res);
+    zstr_sendx(ac->pipe, "verified", text ? text : "{}", NULL);
+    free(text);
 }
 
 /* The REMOVEs asked for, each answered. */
@@ -191,6 +234,8 @@ static void s_actor(zsock_t *pipe, void *arg)
         korch_loop_run(loop, s_actor_has_work, &ac, -1);
         if (!ac.term)
             s_remove_all(&ac);
+        if (!ac.term && ac.verify)
+            s_verify(&ac);
         if (!ac.question || ac.term)
             continue;
         if (!ac.agent) { /* nothing to answer with */
@@ -219,6 +264,7 @@ static void s_actor(zsock_t *pipe, void *arg)
         korch_loop_reader_end(loop, pipe);
     korch_loop_destroy(&loop);
     free(ac.question);
+    free(ac.verify);
     for (char *p = zlist_pop(ac.removes); p; p = zlist_pop(ac.removes))
         free(p);
     zlist_destroy(&ac.removes);

@@ -324,6 +324,7 @@ SESSION_ROUTE(srv_agent_interrupt, s_interrupt)
 SESSION_ROUTE(srv_agent_events, s_follow)
 SESSION_ROUTE(srv_agent_files, s_files)
 SESSION_ROUTE(srv_agent_figure, srv_sa_figure)
+SESSION_ROUTE(srv_agent_verify, srv_sa_verify)
 #define FILE_ROUTE(handler, fn, action)                                                                         \
     void handler(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)                      \
     {                                                                                                           \

@@ -19,6 +19,7 @@
  *  agents_sync.c     a confined session's copies of what the code wrote, for a resume.
  *  agents_stream.c   a turn's events: the SSE stream, the log, followers.
  *  agents_budget.c   a session's budgets per turn (tokens, seconds, cost).
+ *  agents_verify.c   POST .../verify: the clean notebook re-run in a fresh kernel.
  *
  *  Everything here runs on the server's loop thread; the session's agent
  *  runs in its actor (agent_actor.c) and talks to it through the actor's
@@ -46,6 +47,7 @@ typedef enum { A_STARTING, A_IDLE, A_RUNNING, A_STOPPED } srv_sa_state_t;
 static const char *const srv_sa_state_names[] = {"starting", "idle", "running", "stopped"};
 
 typedef struct srv_agent srv_agent_t;
+typedef struct srv_sa_verify srv_sa_verify_t;
 
 struct srv_agent {
     korch_server_t *srv;
@@ -85,6 +87,7 @@ struct srv_agent {
     uint64_t log_dropped;       /* events dropped from the log's front */
     zlistx_t *followers;        /* srv_req_t* of GET .../events (owned streams) */
     int keepalive;              /* timer, -1 none */
+    srv_sa_verify_t *verify;    /* a verification under way (agents_verify.c), or NULL */
 };
 
 /* One event as written on the wire ("id: N\nevent: NAME\ndata: JSON\n\n"). */
@@ -127,6 +130,15 @@ json_t *srv_sa_budget_json(const srv_agent_t *sa);
 /* agents_sync.c: a step's "files" changes (borrowed) copied into files/ (confined kernels) */
 void srv_sa_sync_step(srv_agent_t *sa, json_t *changes);
 void srv_sa_sync_cancel(srv_agent_t *sa);
+
+/* agents_verify.c */
+void srv_sa_verify(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body);
+/* the actor's "verified" (done_json: the stream's done) */
+void srv_sa_verified(srv_agent_t *sa, const char *done_json);
+/* the kernel manager's event on mk: the verification's kernel went before the actor had it */
+void srv_sa_verify_on_kernel(srv_agent_t *sa, srv_kernel_t *mk, srv_kev_t ev);
+/* the session stops or goes: its verification ends (its stream with why) */
+void srv_sa_verify_cancel(srv_agent_t *sa, const char *why);
 
 /* agents_stream.c */
 void srv_sa_log_clear(srv_agent_t *sa);

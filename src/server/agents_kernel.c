@@ -133,6 +133,9 @@ static void s_on_kernel_ready(srv_kernel_t *mk, const char *error, void *arg)
 void srv_sa_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *arg)
 {
     srv_agents_t *a = arg;
+    for (srv_agent_t *sa = zhashx_first(a->all); sa; sa = zhashx_next(a->all))
+        if (sa->verify) /* its verification's kernel? (agents_verify.c) */
+            srv_sa_verify_on_kernel(sa, mk, ev);
     if (ev == SRV_KEV_STARTED && mk->adopted) { /* a session's own kernel from before the restart? */
         s_claim_any(a, mk);
         return;

@@ -91,6 +91,7 @@ void srv_sa_free(srv_agent_t **psa)
         atomic_store(&sa->cfg.cancel, 1);
         zactor_destroy(&sa->actor); /* $TERM, then joins */
     }
+    srv_sa_verify_cancel(sa, "the agent session is gone");
     srv_kwait_cancel(&sa->waiting);
     korch_op_cancel(&sa->start_op);
     srv_sa_fileops_cancel(sa, 503, "the agent session is gone");
@@ -132,6 +133,7 @@ void srv_sa_stop(srv_agent_t *sa, const char *why)
         atomic_store(&sa->cfg.cancel, 1);
         zstr_send(sa->actor, "$TERM"); /* its last "done" ends a running turn's stream */
     }
+    srv_sa_verify_cancel(sa, "the session stopped during its verification");
     srv_kwait_cancel(&sa->waiting);
     korch_op_cancel(&sa->start_op);
     srv_sa_fileops_cancel(sa, 409, "the session's kernel was shut down");
@@ -279,6 +281,10 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         srv_sa_touch(sa);
         if (!sa->doomed)
             srv_sa_save(sa);
+    } else if (strcmp(cmd, "verified") == 0) { /* POST .../verify's end (agents_verify.c) */
+        char *json = zmsg_popstr(m);
+        srv_sa_verified(sa, json ? json : "{}");
+        free(json);
     } else if (strcmp(cmd, "removed") == 0) { /* a DELETE the actor did */
         char *rel = zmsg_popstr(m), *num = zmsg_popstr(m), *msg = zmsg_popstr(m);
         korch_rc_t rc = num ? (korch_rc_t)strtol(num, NULL, 10) : KORCH_E_IO;

@@ -113,6 +113,8 @@ static const srv_route_t s_table[] = {
      "Remove a file from the kernel's work dir"},
     {"GET", "/api/agent/sessions/{session_id}/figures/{name}", srv_agent_figure, TOKEN, NONE, false,
      "A chart of the session (displayed by the kernel, or an image file the code saved)"},
+    {"POST", "/api/agent/sessions/{session_id}/verify", srv_agent_verify, TOKEN, NONE, false,
+     "Verify the last answer in a fresh kernel (the clean notebook re-run)"},
     /* the MCP server (mcp_http.c): Streamable HTTP, JSON answers; GET is 405 (no server-initiated stream) */
     {"POST", "/mcp", srv_mcp_post, TOKEN, NONE, false,
      "One MCP (JSON-RPC) message: initialize makes a session (Mcp-Session-Id), tools/call runs the tools"},

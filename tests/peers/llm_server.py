@@ -61,6 +61,11 @@ try:
 except ImportError:
     pass
 try:
+    import branch_scenarios  # noqa: E402  (branching a session from a step: issue 23)
+    SCENARIOS.update(branch_scenarios.SCENARIOS)
+except ImportError:
+    pass
+try:
     import team_scenarios  # noqa: E402  (a team's korch serve: answers to their owners, issue 26)
     SCENARIOS.update(team_scenarios.SCENARIOS)
 except ImportError:

@@ -5,6 +5,7 @@
 import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
 import { FilesPanel } from './files';
 import { CellSink, Tokens, TurnView, callTokens, doneTokens, el, tokensText } from './turn';
+import { verifyRunning, verifyView } from './ledger';
 
 export interface ChatOptions extends ApiOptions {
   /** the session to open at once */
@@ -68,7 +69,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   cleanBtn.type = 'button';
   cleanBtn.title = 'The notebook without the failed attempts: it re-runs top to bottom';
   cleanBtn.setAttribute('aria-label', 'Download the notebook without the failed attempts (.ipynb)');
-  if (opts.notebookButton !== false) bar.append(nbBtn, cleanBtn);
+  const verifyBtn = el('button', 'k-btn k-verify-btn', 'Verify');
+  verifyBtn.type = 'button';
+  verifyBtn.title = 'Re-run the clean notebook in a fresh kernel and check the answer\'s numbers come out again';
+  verifyBtn.setAttribute('aria-label', 'Verify the answer: re-run the clean notebook in a fresh kernel');
+  if (opts.notebookButton !== false) bar.append(nbBtn, cleanBtn, verifyBtn);
 
   const log = el('div', 'k-log');
   log.setAttribute('role', 'log');
@@ -176,6 +181,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     shown = m;
     nbBtn.disabled = !m;
     cleanBtn.disabled = !m;
+    verifyBtn.disabled = !m || !m.turns || m.state !== 'idle' || root.dataset.busy === '1';
     input.disabled = blocked || (!m && !opts.createSession);
     send.disabled = blocked || (!m && !opts.createSession) || root.dataset.busy === '1';
     pick.disabled = !m && !opts.createSession;
@@ -270,6 +276,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
         }
         case 'usage': if (t) { const c = callTokens(r); t.tokens.input += c.input; t.tokens.output += c.output; t.tokens.calls++; t.tokens.unreported += c.unreported; } break;
         case 'final': t?.final(String(r.content ?? ''), undefined, r.receipts); break;
+        case 'verify': t?.verify(r.verify); break;
         case 'notice':
           if (t && r.content === 'interrupted by the user') t.status = 'interrupted';
           t?.notice(String(r.content ?? ''));
@@ -372,6 +379,37 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   stopBtn.addEventListener('click', () => void handle.stop());
   nbBtn.addEventListener('click', () => void (sid && download(`${sessionPath(sid)}/notebook`, `korch-${sid.slice(0, 8)}.ipynb`)));
   cleanBtn.addEventListener('click', () => void (sid && download(`${sessionPath(sid)}/notebook?clean=1`, `korch-${sid.slice(0, 8)}-clean.ipynb`)));
+  verifyBtn.addEventListener('click', () => void verify());
+
+  /** POST .../verify: its events into a box under the last answer, its result there at the end. */
+  async function verify(): Promise<void> {
+    if (!sid || !turn && !log.querySelector('.k-turn')) return;
+    const my = sid, t = turn;
+    const box = verifyRunning('Verifying: re-running the clean notebook in a fresh kernel…');
+    const host = t?.root ?? (log.querySelector('.k-turn:last-of-type') as HTMLElement | null);
+    host?.insertBefore(box, host.querySelector('.k-turn-foot'));
+    scroll();
+    setBusy(true);
+    verifyBtn.disabled = true;
+    let result: any = null;
+    try {
+      await api.events('POST', `${sessionPath(my)}/verify`, undefined, (e) => {
+        stats.events.push({ id: e.id, event: e.event, at: e.at });
+        if (e.event === 'notice' || e.event === 'error') box.textContent = String(e.data?.text ?? e.data?.message ?? '');
+        if (e.event === 'verify') result = e.data?.verify;
+      });
+    } catch (e) {
+      box.textContent = `cannot verify: ${(e as Error).message}`;
+      box.dataset.status = 'failed';
+    }
+    if (my !== sid) return;
+    setBusy(false);
+    if (result) {
+      if (t) t.verify(result, box);
+      else box.replaceWith(verifyView(result));
+    }
+    void refresh();
+  }
   for (const t of [root]) {
     t.addEventListener('dragover', (e) => { e.preventDefault(); root.classList.add('k-dragging'); });
     t.addEventListener('dragleave', (e) => { if (e.target === root) root.classList.remove('k-dragging'); });

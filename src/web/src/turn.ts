@@ -3,6 +3,7 @@
 // time), notices, the final answer and the tokens. Fed either live, one SSE
 // event at a time (onEvent), or from the transcript's records (chat.ts).
 import { highlightInto, markdown, renderOutput, savedFigure, setMarkdown, updateStream, RenderHooks } from './render';
+import { stepUsageText, turnUsageText, verifyView } from './ledger';
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, textContent?: string): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
@@ -137,6 +138,9 @@ class StepView {
   label = el('span', 'k-step-label');
   phase = el('span', 'k-step-phase');
   clock = el('span', 'k-step-clock');
+  usageEl = el('span', 'k-step-usage');
+  /** its executions' kernel usage (a result's `usage`, null = unknown) */
+  usages: any[] = [];
   textEl: HTMLElement | null = null;
   text = '';
   /** its tool calls, in order (a model may make several in one step) */
@@ -150,7 +154,7 @@ class StepView {
   constructor(public n: number, private hooks: TurnHooks, private turnNo: () => number = () => 0) {
     this.root.dataset.step = String(n);
     this.label.textContent = `Step ${n}`;
-    this.head.append(this.label, this.phase, this.clock);
+    this.head.append(this.label, this.phase, this.clock, this.usageEl);
     this.root.append(this.head);
   }
 
@@ -210,6 +214,9 @@ class StepView {
     this.clock.textContent = fmtMs(ms) + (d.execution_count != null ? ` · [${d.execution_count}]` : '');
     if (this.root.dataset.status !== 'error') this.root.dataset.status = st;
     this.cells[this.current]?.root.setAttribute('data-status', st);
+    this.usages.push(d.usage ?? null);
+    this.usageEl.textContent = this.usages.map(stepUsageText).join(' | ');
+    this.usageEl.title = 'The kernel\'s CPU time and peak memory in this step, from its cgroup';
   }
 
   status(d: any): void {
@@ -398,7 +405,16 @@ export class TurnView {
     const tt = tokensText(this.tokens);
     if (tt) parts.push(tt);
     if (costText(this.cost)) parts.push(costText(this.cost));
+    const usages = [...this.steps.values()].flatMap((s) => s.usages);
+    if (usages.length) parts.push(turnUsageText(usages));
     this.foot.textContent = parts.join(' · ');
+  }
+
+  /** A verification's result (POST .../verify, or the transcript's verify record), under the answer. */
+  verify(v: any, box?: HTMLElement | null): void {
+    const view = verifyView(v);
+    if (box && box.parentNode) box.replaceWith(view);
+    else this.root.insertBefore(view, this.foot);
   }
 
   /** A live SSE event. */

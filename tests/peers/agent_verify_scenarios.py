@@ -1,0 +1,133 @@
+"""Scenarios of agent_api_client.py for POST /api/agent/sessions/{id}/verify
+(issue 23): the clean notebook re-run in a fresh kernel of korch serve, its
+events in the one schema (agent_api_client's reader checks each), the result
+in the notebook's metadata and the transcript, the fresh kernel gone after.
+
+scenarios(Sse, _of) gives them, on agent_api_client's stream reader."""
+import http.client
+import time
+import urllib.parse
+
+
+def scenarios(Sse, _of):
+    class Verify(Sse):
+        """POST .../verify read as a turn's stream is (every event checked)."""
+
+        def __init__(self, x, sid):  # noqa: D107 (the reader's fields, another request)
+            u = urllib.parse.urlsplit(x.base)
+            self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+            self.conn.request("POST", "/api/agent/sessions/%s/verify" % sid, body=b"",
+                              headers={"Authorization": "token " + x.token})
+            self.resp = self.conn.getresponse()
+            self.status = self.resp.status
+            self.events = []
+            self.ids = []
+
+    def _kernels_settle(x, keep, timeout=20):
+        """The kernels listed, once only `keep` are (the verification's is shut down after)."""
+        deadline = time.monotonic() + timeout
+        ids = None
+        while time.monotonic() < deadline:
+            st, ks = x.http.req("GET", "api/kernels")
+            ids = sorted(k["id"] for k in ks) if st == 200 else None
+            if ids == sorted(keep):
+                return ids
+            time.sleep(0.2)
+        return ids
+
+    def _turn(x, m, question):
+        t0 = time.monotonic()
+        events = Sse(x, m["id"], question).all()
+        secs = time.monotonic() - t0
+        x.check(_of(events, "final"), "the turn has no answer: %r" % [n for n, _ in events])
+        return events, secs
+
+    def _verify(x, sid):
+        t0 = time.monotonic()
+        v = Verify(x, sid)
+        x.check(v.status == 200, "POST .../verify -> %s %r" % (v.status, v.resp.read()[:300] if v.status != 200 else ""))
+        if v.status != 200:
+            return None, []
+        first = v.next()
+        x.check(first and first[0] == "notice" and "fresh python3 kernel" in first[1].get("text", ""),
+                "the verification's first event: %r" % (first,))
+        # while it runs the session is busy: another verification and a message wait
+        st, b = x.http.req("POST", "api/agent/sessions/%s/verify" % sid)
+        x.check(st == 409 and "running" in b.get("message", ""), "a second verify meanwhile -> %s %r" % (st, b))
+        st, b = x.http.req("POST", "api/agent/sessions/%s/messages" % sid, {"content": "again"})
+        x.check(st == 409, "a message during the verification -> %s %r" % (st, b))
+        events = v.all()
+        x.details["verify_wall_s"] = round(time.monotonic() - t0, 2)
+        vs = _of(events, "verify")
+        done = _of(events, "done")
+        x.check(len(vs) == 1, "verify events: %r" % [n for n, _ in events])
+        x.check(done and done[-1]["status"] == "ok" and done[-1]["steps"] == 0
+                and done[-1]["tokens"]["turn"] == {"input": 0, "output": 0, "calls": 0},
+                "the verification's done: %r" % done)
+        return (vs[0]["verify"] if vs else None), events
+
+    def _recorded(x, sid, res):
+        """The result as korch run --verify records it: the notebook's metadata, a transcript record."""
+        st, nb = x.http.req("GET", "api/agent/sessions/%s/notebook" % sid)
+        md = nb.get("metadata", {}).get("korch", {}) if st == 200 else {}
+        x.check(md.get("verify") == res, "metadata.korch.verify: %r" % md.get("verify"))
+        st, full = x.http.req("GET", "api/agent/sessions/" + sid)
+        recs = [r for r in full.get("transcript", []) if r.get("type") == "verify"]
+        x.check(recs and recs[-1].get("verify") == res, "the transcript's verify record: %r" % recs[-1:])
+        x.check(full.get("state") == "idle", "the session after its verification: %r" % full.get("state"))
+
+    def sc_verify(x):
+        """A clean session (its dead end left out) reproduces in a fresh kernel."""
+        st, b = x.http.req("POST", "api/agent/sessions/00000000-0000-4000-8000-000000000000/verify")
+        x.check(st == 404, "verify of no session -> %s %r" % (st, b))
+        m = x.session()
+        st, b = x.http.req("POST", "api/agent/sessions/%s/verify" % m["id"])
+        x.check(st == 409 and "nothing to verify yet" in b.get("message", ""), "verify before an answer -> %s %r" % (st, b))
+        own = m["kernel_id"]
+        _, turn_s = _turn(x, m, "What is the total?")
+        res, _ = _verify(x, m["id"])
+        x.details["turn_wall_s"] = round(turn_s, 2)
+        if not res:
+            return
+        x.details["verify"] = {k: res.get(k) for k in ("status", "cells", "compared", "seconds", "turn_seconds")}
+        x.check(res["status"] == "reproduced" and res["cells"] == 2 and res["compared"] == 5 and res["differences"] == []
+                and res["kernel"] == "python3", "the result: %r" % res)
+        x.check(res["seconds"] > 0 and res["turn_seconds"] > 0, "its seconds: %r" % res)
+        _recorded(x, m["id"], res)
+        left = _kernels_settle(x, [own])
+        x.check(left == [own], "kernels after the verification: %r (the session's is %s)" % (left, own))
+        # the session goes on as before
+        events = Sse(x, m["id"], "What is the total?").all()
+        x.check(_of(events, "final"), "a turn after the verification: %r" % [n for n, _ in events][-4:])
+
+    def sc_verify_drift(x):
+        """An answer quoting an unseeded random number: the fresh kernel prints
+        another, and verify says which number differed and what it printed now."""
+        m = x.session()
+        events, _ = _turn(x, m, "Draw a number")
+        drawn = _of(events, "final")[0]["text"].split()[-1].rstrip(".") if _of(events, "final") else ""
+        res, _ = _verify(x, m["id"])
+        if not res:
+            return
+        d = res.get("differences") or [{}]
+        x.details["verify"] = res
+        x.check(res["status"] == "differed" and res["compared"] == 1 and len(res["differences"]) == 1,
+                "the result: %r" % res)
+        x.check(d[0].get("printed") == drawn and d[0].get("now", "").startswith("R ") and drawn not in d[0].get("now", ""),
+                "the difference: %r (the answer quoted %s)" % (d, drawn))
+        _recorded(x, m["id"], res)
+        left = _kernels_settle(x, [m["kernel_id"]])
+        x.check(left == [m["kernel_id"]], "kernels after the verification: %r" % left)
+
+    def sc_verify_limit(x):
+        """korch serve --max-kernels 1: the verification's fresh kernel counts, so it is refused (403)."""
+        m = x.session()
+        _turn(x, m, "What is the total?")
+        st, b = x.http.req("POST", "api/agent/sessions/%s/verify" % m["id"])
+        x.check(st == 403 and "kernel limit (1)" in b.get("message", ""), "verify at the kernel limit -> %s %r" % (st, b))
+        st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+        x.check(full.get("state") == "idle" and not [r for r in full.get("transcript", []) if r.get("type") == "verify"],
+                "the session after a refused verification: %r" % {k: full.get(k) for k in ("state",)})
+
+    return {"verify": sc_verify, "verify_drift": sc_verify_drift, "verify_limit": sc_verify_limit}
+

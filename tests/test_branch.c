@@ -1,0 +1,285 @@
+/*  Branching a session from one of its steps (issue 23 item 3) with korch
+ *  run --branch, real local kernels and the scripted LLM
+ *  (tests/peers/branch_scenarios.py: its replies depend on what korch
+ *  sent). The parent defines a at step 1, an unseeded random r at step 2 and
+ *  b at step 3; a branch's model asks the kernel which exist and what r is.
+ *  The API and the page: tests/test_branch_serve.c. */
+#include "llm_fixture.h"
+#include "korch/fsutil.h"
+#include "korch/loop.h"
+
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *s_tmpdir(void)
+{
+    char *d = strdup("/tmp/korch-branch-XXXXXX");
+    if (!mkdtemp(d)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void s_rmrf(const char *d)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    CHECK_EQ(system(cmd), 0);
+}
+
+/* korch run --launcher local ARGS...; the exit status, out/err new strings. */
+static int s_run(const char *const *args, char **out, char **err)
+{
+    const char *argv[40] = {korch_test_korch_bin(), "run", "--launcher", "local"};
+    int n = 4;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return korch_test_run(argv, NULL, out, err, 170);
+}
+
+/* Every file below dir with its bytes' digest, mode and size (new string):
+   equal before and after means untouched, byte for byte. */
+static char *s_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "cd '%s' && find . -printf '%%p %%y %%m %%s %%T@\\n' | sort && find . -type f | sort | xargs -r sha256sum",
+             dir);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL;
+    CHECK_EQ(korch_test_run(argv, NULL, &out, NULL, 30), 0);
+    return out;
+}
+
+static json_t *s_lines(const char *out)
+{
+    json_t *a = json_array();
+    for (const char *p = out; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        json_t *j = json_loadb(p, n, 0, NULL);
+        if (j)
+            json_array_append_new(a, j);
+        p += n + (nl != NULL);
+    }
+    return a;
+}
+
+static json_t *s_event(json_t *lines, const char *name)
+{
+    json_t *found = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(lines, i, e) if (strcmp(json_string_value(json_object_get(e, "event")) ?: "", name) == 0)
+        found = e;
+    return found;
+}
+
+/* events_schema.py WHAT FILE passes. */
+static void s_schema(const char *what, const char *path)
+{
+    char script[600];
+    snprintf(script, sizeof script, "%s/tests/peers/events_schema.py", korch_test_root());
+    const char *argv[] = {"/usr/bin/python3", script, what, path, NULL};
+    char *out = NULL;
+    if (!CHECK_EQ(korch_test_run(argv, NULL, &out, NULL, 60), 0))
+        fprintf(stderr, "%s %s: %s\n", what, path, out ? out : "(nothing)");
+    free(out);
+}
+
+static void s_spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (CHECK(f != NULL)) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* The transcript's records (new array). */
+static json_t *s_records(const char *session)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/transcript.jsonl", session);
+    size_t len = 0;
+    char *text = korch_read_file(path, 64u << 20, &len, NULL);
+    json_t *r = s_lines(text);
+    free(text);
+    return r;
+}
+
+/* The parent's three steps (a, r, b) with one model; a branch from step 2
+   with another: a is there, r is the parent's very number (the snapshot of
+   step 2 restored over a re-run that drew another one: "differed", step 2
+   named), b (step 3) is absent; from step 1 the re-run reproduces. The
+   branch's transcript names its parent, step and model; the parent's dir
+   is the same byte for byte. Every event and record matches the schema. */
+TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "branch");
+    unsetenv("KORCH_PRICES");
+    char *dir = s_tmpdir(), parent[300], br[300], path[400], *out = NULL, *err = NULL;
+    snprintf(parent, sizeof parent, "%s/parent", dir);
+    int64_t t0 = korch_now_ms();
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", parent, "Build it", NULL},
+                   &out, &err),
+             0);
+    int64_t parent_ms = korch_now_ms() - t0;
+    json_t *lines = s_lines(out);
+    const char *answer = json_string_value(json_object_get(s_event(lines, "final"), "text"));
+    char r_parent[32] = "";
+    const char *rp = answer ? strstr(answer, " R=") : NULL;
+    if (CHECK(rp != NULL))
+        sscanf(rp + 3, "%31[0-9]", r_parent);
+    CHECK_GT(strlen(r_parent), 8);
+    json_int_t parent_turn_ms = json_integer_value(json_object_get(s_event(lines, "done"), "elapsed_ms"));
+    json_decref(lines);
+    free(out);
+    free(err);
+    char *before = s_tree(parent);
+
+    /* from step 2, another model */
+    snprintf(br, sizeof br, "%s/b2", dir);
+    t0 = korch_now_ms();
+    CHECK_EQ(s_run((const char *[]){"--branch", parent, "--from-step", "2", "--llm", "openai:gpt-4.1-mini", "--json",
+                                    "--session", br, "BRANCHQ which names are there?", NULL},
+                   &out, &err),
+             0);
+    int64_t branch_ms = korch_now_ms() - t0;
+    snprintf(path, sizeof path, "%s/events-b2.jsonl", dir);
+    s_spit(path, out ? out : "");
+    s_schema("cli", path);
+    lines = s_lines(out);
+    char want[160];
+    snprintf(want, sizeof want, "model=gpt-4.1-mini have=a,r r=%s", r_parent);
+    CHECK_STREQ(json_string_value(json_object_get(s_event(lines, "final"), "text")), want);
+    json_t *ev = s_event(lines, "branch");
+    json_t *state = json_object_get(ev, "state");
+    CHECK_STREQ(json_string_value(json_object_get(ev, "llm")), "openai:gpt-4.1-mini");
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(ev, "parent"), "session")), "parent");
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(ev, "parent"), "step")), 2);
+    CHECK_STREQ(json_string_value(json_object_get(state, "status")), "differed");
+    CHECK_EQ(json_integer_value(json_object_get(state, "rerun")), 2);
+    CHECK_EQ(json_integer_value(json_object_get(state, "same")), 1);
+    CHECK(json_is_true(json_object_get(state, "restored")));
+    json_t *d0 = json_array_get(json_object_get(state, "differences"), 0);
+    CHECK_EQ(json_integer_value(json_object_get(d0, "step")), 2);
+    char printed[64];
+    snprintf(printed, sizeof printed, "R %s\n", r_parent);
+    CHECK_STREQ(json_string_value(json_object_get(d0, "printed")), printed);
+    CHECK_CONTAINS(json_string_value(json_object_get(state, "message")), "exactly the parent's");
+    double rebuild_s = json_real_value(json_object_get(state, "seconds"));
+    json_decref(lines);
+    free(out);
+    free(err);
+    /* its transcript: the branch's model first, its parent and step recorded */
+    json_t *recs = s_records(br);
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(recs, 0), "llm")), "openai:gpt-4.1-mini");
+    size_t i;
+    json_t *r;
+    int branch_recs = 0;
+    json_array_foreach(recs, i, r) if (strcmp(json_string_value(json_object_get(r, "type")) ?: "", "branch") == 0)
+    {
+        branch_recs++;
+        CHECK_EQ(json_integer_value(json_object_get(json_object_get(r, "parent"), "step")), 2);
+        CHECK_STREQ(json_string_value(json_object_get(json_object_get(r, "parent"), "llm")), "openai:gpt-4o-mini");
+    }
+    CHECK_EQ(branch_recs, 2); /* made, then rebuilt (with its state) */
+    json_decref(recs);
+    snprintf(path, sizeof path, "%s/transcript.jsonl", br);
+    s_schema("transcript", path);
+
+    /* from step 1, the parent's model: a alone, reproduced */
+    snprintf(br, sizeof br, "%s/b1", dir);
+    CHECK_EQ(s_run((const char *[]){"--branch", parent, "--from-step", "1", "--json", "--session", br,
+                                    "BRANCHQ which names are there?", NULL},
+                   &out, &err),
+             0);
+    lines = s_lines(out);
+    CHECK_STREQ(json_string_value(json_object_get(s_event(lines, "final"), "text")), "model=gpt-4o-mini have=a r=None");
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(s_event(lines, "branch"), "state"), "status")),
+                "reproduced");
+    json_decref(lines);
+    free(out);
+    free(err);
+
+    /* and step 2 of turn 1 asked for by turn, as the page does: the stderr words */
+    snprintf(br, sizeof br, "%s/bt", dir);
+    CHECK_EQ(s_run((const char *[]){"--branch", parent, "--turn", "1", "--from-step", "3", "--session", br,
+                                    "BRANCHQ which names are there?", NULL},
+                   &out, &err),
+             0);
+    CHECK_CONTAINS(out, "have=a,r,b");
+    CHECK_CONTAINS(err, "branching from step 3 of 3 (turn 1, step 3)");
+    CHECK_CONTAINS(err, "This session is a branch of session parent from its step 3");
+    free(out);
+    free(err);
+
+    char *after = s_tree(parent);
+    CHECK_STREQ(after, before); /* the parent untouched, byte for byte */
+    free(before);
+    free(after);
+    fprintf(stderr,
+            "branch cost (local launcher, scripted model): parent run %.2f s (its turn %.2f s), branch run %.2f s, "
+            "of which the rebuild (2 cells re-run, snapshot restored) %.3f s\n",
+            (double)parent_ms / 1e3, (double)parent_turn_ms / 1e3, (double)branch_ms / 1e3, rebuild_s);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
+
+/* What a person can get wrong, each an error that says what to do, exit 2,
+   and no dir left behind: step 0, a step past the last, a turn without that
+   step, no session at the parent's path, a branch dir that exists, the
+   step without --branch. The parent untouched. */
+TEST_T(branch_cli_bad_inputs, 120)
+{
+    llm_server_t llm = {0};
+    if (!llm_server_start(&llm))
+        return;
+    llm_server_env(&llm, "branch");
+    char *dir = s_tmpdir(), parent[300], br[300], *out = NULL, *err = NULL;
+    snprintf(parent, sizeof parent, "%s/parent", dir);
+    snprintf(br, sizeof br, "%s/br", dir);
+    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", parent, "Build it", NULL}, &out, &err),
+             0);
+    free(out);
+    free(err);
+    char *before = s_tree(parent);
+    struct {
+        const char *args[12];
+        const char *says;
+    } cases[] = {
+        {{"--branch", parent, "--from-step", "0", "--session", br, "q", NULL}, "--from-step wants a whole number from 1"},
+        {{"--branch", parent, "--from-step", "4", "--session", br, "q", NULL},
+         "step 4 is out of range: the session has 3 steps that ran code (1 to 3)"},
+        {{"--branch", parent, "--turn", "2", "--from-step", "1", "--session", br, "q", NULL},
+         "turn 2 has no step 1 that ran code (it has 0 such steps); the session has 3 in all"},
+        {{"--branch", "/nonexistent/korch-parent", "--from-step", "1", "--session", br, "q", NULL},
+         "no session to branch from in '/nonexistent/korch-parent' (it has no transcript.jsonl)"},
+        {{"--branch", parent, "--from-step", "1", "--session", parent, "q", NULL},
+         "exists already: a branch starts in a new session dir"},
+        {{"--from-step", "1", "--session", br, "q", NULL}, "--from-step and --turn go with --branch DIR"},
+        {{"--branch", parent, "--session", br, "q", NULL}, "--branch DIR needs --from-step N"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CHECK_EQ(s_run(cases[i].args, &out, &err), 2);
+        if (!CHECK_CONTAINS(err, cases[i].says))
+            fprintf(stderr, "case %zu\n", i);
+        CHECK(access(br, F_OK) != 0);
+        free(out);
+        free(err);
+    }
+    char *after = s_tree(parent);
+    CHECK_STREQ(after, before);
+    free(before);
+    free(after);
+    s_rmrf(dir);
+    free(dir);
+    llm_server_stop(&llm);
+}
