@@ -170,7 +170,8 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
        be reset): the step's CPU seconds and peak memory in its result */
     korch_proc_usage_t u0, u1;
     korch_proc_t *proc = korch_kernel_proc(a->k);
-    bool have_usage = proc && korch_proc_usage(proc, true, &u0);
+    const korch_usage_src_t *src = proc ? NULL : a->o.usage_src; /* attached: its owner's counters */
+    bool have_usage = proc ? korch_proc_usage(proc, true, &u0) : src && korch_usage_read(src, true, &u0);
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
     if (!ex) {
         /* the kernel is gone for good: say so and start a fresh one */
@@ -223,7 +224,7 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     /* a kernel that died or restarted took its counters along: unknown */
     json_t *usage = json_null();
     if (have_usage && r->status != KORCH_EXEC_DIED && !r->restarted && korch_kernel_proc(a->k) == proc &&
-        korch_proc_usage(proc, false, &u1))
+        (proc ? korch_proc_usage(proc, false, &u1) : korch_usage_read(src, false, &u1)))
         usage = json_pack("{s:o, s:o, s:s}", "cpu_s",
                           u0.cpu_ns >= 0 && u1.cpu_ns >= u0.cpu_ns ? json_real((double)(u1.cpu_ns - u0.cpu_ns) / 1e9)
                                                                   : json_null(),
