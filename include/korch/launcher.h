@@ -61,6 +61,9 @@ enum {
                                            kernelspec's interrupt_mode (ipykernel handles both) */
     KORCH_LAUNCHER_PACKAGES = 1 << 4,   /* its kernels' runtime dir is a host dir korch serves: packages
                                            (korch/packages.h) can reach them */
+    KORCH_LAUNCHER_OFFLINE = 1 << 5,    /* its kernels have no network (sandbox without --network, docker's
+                                           NetworkMode none, swarm's internal overlay): without a package
+                                           source a Python kernel's %pip install is refused, saying why */
 };
 unsigned korch_launcher_caps(const korch_launcher_t *l);
 const char *korch_launcher_name(const korch_launcher_t *l); /* "local", "docker", ...: for messages only */

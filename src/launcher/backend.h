@@ -169,8 +169,9 @@ typedef struct {
     korch_kernelspec_t spec;        /* its spec: the caller's, argv through the bootstrap */
     char **argv, **env;             /* owned */
 } korch_pkgs_req_t;
-/* The request a kernel starts with when packages are set (else a copy of
-   in); false on no memory. korch_pkgs_request_clear after the start call. */
+/* The request a kernel starts with: a Python kernel with packages set goes
+   through the bootstrap, and it or one of an offline launcher gets the %pip
+   guard in its argv (else a copy of in); false on no memory. korch_pkgs_request_clear after the start call. */
 bool korch_pkgs_request(const korch_launcher_t *l, const korch_launch_t *in, korch_pkgs_req_t *out);
 void korch_pkgs_request_clear(korch_pkgs_req_t *r);
 /* A proc is running: its package forwarder starts (when an index is set). */

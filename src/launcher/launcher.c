@@ -283,7 +283,17 @@ korch_op_t *korch_launcher_start(korch_launcher_t *l, const korch_launch_t *req,
 
 korch_rc_t korch_launcher_warm(korch_launcher_t *l, const korch_kernelspec_t *spec, korch_err_t *err)
 {
-    return l && spec && l->ops->warm ? l->ops->warm(l, spec, err) : KORCH_OK;
+    if (!l || !spec || !l->ops->warm)
+        return KORCH_OK;
+    /* the kernelspec as its kernels will start (the %pip guard in its argv):
+       the fork server's template is keyed by it */
+    korch_launch_t req = {.spec = spec};
+    korch_pkgs_req_t pr;
+    if (!korch_pkgs_request(l, &req, &pr))
+        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+    korch_rc_t rc = l->ops->warm(l, pr.req.spec, err);
+    korch_pkgs_request_clear(&pr);
+    return rc;
 }
 
 korch_op_t *korch_launcher_adopt(korch_launcher_t *l, const char *kernel_id, korch_proc_done_fn *done, void *arg,

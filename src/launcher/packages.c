@@ -26,9 +26,9 @@ struct korch_pkgs {
    own: pip comes from the system's) and exec its python with the same
    arguments (sys.orig_argv); inside it, relay pip's proxy on the kernel's
    own 127.0.0.1 to korch's forwarder socket in the runtime dir (found
-   beside the ipc sockets of the connection file), make a failed %pip
-   raise, then run the kernel's module as python3 -m would. What fails
-   here is said on stderr and the kernel starts anyway. */
+   beside the ipc sockets of the connection file), then run the kernel's
+   module as python3 -m would (the %pip guard below comes in its argv).
+   What fails here is said on stderr and the kernel starts anyway. */
 static const char s_boot[] =
     "import os, sys\n"
     "def _korch_boot():\n"
@@ -88,26 +88,71 @@ static const char s_boot[] =
     "                os.environ.pop(k, None)\n"
     "        except Exception as e:\n"
     "            print('korch: packages: no way to the package index: %s' % e, file=sys.stderr)\n"
-    "    try:\n"
-    "        from IPython.core.magics import packaging\n"
-    "        orig = packaging.PackagingMagics.pip\n"
-    "        def pip(self, line=''):\n"
-    "            self.shell.user_ns['_exit_code'] = 0\n"
-    "            r = orig(self, line)\n"
-    "            code = self.shell.user_ns.get('_exit_code', 0)\n"
-    "            if code:\n"
-    "                raise RuntimeError('pip failed (exit status %s): packages come from %s only; the operator of '\n"
-    "                                   'korch sets them (--wheelhouse, --package-index, --package-hosts)'\n"
-    "                                   % (code, os.environ.get('KORCH_PACKAGES', 'nowhere')))\n"
-    "            return r\n"
-    "        pip.__doc__ = orig.__doc__\n"
-    "        packaging.PackagingMagics.pip = pip\n"
-    "    except Exception as e:\n"
-    "        print('korch: packages: a failed %%pip will not fail its cell: %s' % e, file=sys.stderr)\n"
     "    import runpy\n"
     "    sys.argv = args\n"
     "    runpy.run_module(args[0], run_name='__main__', alter_sys=True)\n"
     "_korch_boot()\n";
+
+/* The %pip guard, given to every Python kernel that has package sources
+   or no network (IPython's exec_lines, run in the user namespace once the
+   shell exists, before the first request): the same argument whether the
+   kernel starts through the bootstrap, as it is, or forked from a template
+   (sandbox_fork.c passes the kernelspec's argv on), so %pip behaves the
+   same in all three. Without a source an install is refused before pip
+   runs (the message, NONE, says what is allowed and who can change it);
+   with one, a pip that fails fails its cell. IPython's %pip does not raise:
+   the error's one-line traceback is the message (_render_traceback_). */
+static const char s_guard[] =
+    "def _korch_pip(none):\n"
+    "    import os\n"
+    "    ip = get_ipython()\n"
+    "    orig = ip.find_line_magic('pip')\n"
+    "    if orig is None or getattr(orig, 'korch', False):\n"
+    "        return\n"
+    "    class PackageError(RuntimeError):\n"
+    "        def _render_traceback_(self):\n"
+    "            return ['PackageError: %s' % self]\n"
+    "    src = os.environ.get('KORCH_PACKAGES')\n"
+    "    def pip(line=''):\n"
+    "        words = [w for w in line.split() if not w.startswith('-')]\n"
+    "        if not src and words[:1] in (['install'], ['download'], ['wheel']):\n"
+    "            raise PackageError(none)\n"
+    "        ip.user_ns['_exit_code'] = 0\n"
+    "        r = orig(line)\n"
+    "        code = ip.user_ns.get('_exit_code', 0)\n"
+    "        if code:\n"
+    "            raise PackageError('pip failed (exit status %s): ' % code +\n"
+    "                               ('packages come from %s only; the operator of korch sets them (--wheelhouse, '\n"
+    "                                '--package-index, --package-hosts)' % src if src else none))\n"
+    "        return r\n"
+    "    pip.korch = True\n"
+    "    pip.__doc__ = orig.__doc__\n"
+    "    ip.register_magic_function(pip, 'line', 'pip')\n";
+
+/* What a kernel without a source is told (no quote or backslash: it goes
+   into the guard as a Python literal). */
+static const char s_none_here[] =
+    "no package source: korch was started without --wheelhouse or --package-index, and this kernel has no "
+    "network, so nothing can be installed; ask the operator of korch to give one (or an --image that has the "
+    "package)";
+static const char s_none_ever[] =
+    "no package source: the %s launcher gives its kernels none (they have no network, and korch serves "
+    "packages only to kernels whose runtime dir is on its host); ask the operator of korch for an --image "
+    "that has the package, or for the sandbox or docker launcher with --wheelhouse or --package-index";
+
+/* "--IPKernelApp.exec_lines=GUARD" for l's kernels (new), or NULL. */
+static char *s_guard_arg(const korch_launcher_t *l)
+{
+    char none[600];
+    if (l->caps & KORCH_LAUNCHER_PACKAGES)
+        snprintf(none, sizeof none, "%s", s_none_here);
+    else
+        snprintf(none, sizeof none, s_none_ever, l->ops->name);
+    char *out = NULL;
+    if (asprintf(&out, "--IPKernelApp.exec_lines=%s_korch_pip('%s')\ndel _korch_pip\n", s_guard, none) < 0)
+        return NULL;
+    return out;
+}
 
 /* ------------------------------------------------------------ settings */
 
@@ -244,41 +289,57 @@ bool korch_pkgs_request(const korch_launcher_t *l, const korch_launch_t *in, kor
     memset(out, 0, sizeof *out);
     out->req = *in;
     const struct korch_pkgs *p = l->pkgs;
-    if (!p || !s_ipykernel(in->spec))
+    /* a Python kernel with sources, or offline without any: the guard (and
+       with sources the bootstrap); any other kernel starts as it is */
+    if (!s_ipykernel(in->spec) || (!p && !(l->caps & KORCH_LAUNCHER_OFFLINE)))
         return true;
     out->spec = *in->spec;
-    size_t n = 0, ne = 0;
+    size_t n = 0, ne = 0, k = 0;
     while (in->spec->argv[n])
         n++;
     for (const char *const *e = in->env; e && *e; e++)
         ne++;
-    out->argv = calloc(n + 2, sizeof *out->argv);
+    out->argv = calloc(n + 3, sizeof *out->argv);
     out->env = calloc(ne + 12, sizeof *out->env);
     if (!out->argv || !out->env)
         goto fail;
-    /* argv[0] -c BOOT MODULE rest...: the bootstrap runs MODULE as -m did */
-    const char *head[] = {in->spec->argv[0], "-c", s_boot};
-    for (size_t i = 0; i < n + 1; i++)
-        if (!(out->argv[i] = strdup(i < 3 ? head[i] : in->spec->argv[i - 1])))
-            goto fail;
-    size_t k = 0;
+    if (p) { /* argv[0] -c BOOT MODULE rest...: the bootstrap runs MODULE as -m did */
+        const char *head[] = {in->spec->argv[0], "-c", s_boot};
+        for (size_t i = 0; i < 3; i++)
+            if (!(out->argv[k++] = strdup(head[i])))
+                goto fail;
+        for (size_t i = 2; i < n; i++)
+            if (!(out->argv[k++] = strdup(in->spec->argv[i])))
+                goto fail;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (!(out->argv[k++] = strdup(in->spec->argv[i])))
+                goto fail;
+    }
+    if (!(out->argv[k] = s_guard_arg(l)))
+        goto fail;
+    k = 0;
     for (size_t i = 0; i < ne; i++)
         if (!(out->env[k++] = strdup(in->env[i])))
             goto fail;
-    const char *wh = p->wheelhouse && (l->caps & KORCH_LAUNCHER_CONFINED) ? KORCH_PACKAGES_WHEELHOUSE : p->wheelhouse;
-    bool ok = (out->env[k++] = s_kv("KORCH_PACKAGES", p->about)) &&
-              (out->env[k++] = s_kv("PIP_DISABLE_PIP_VERSION_CHECK", "1")) &&
-              (out->env[k++] = s_kv("PIP_ROOT_USER_ACTION", "ignore")) &&
-              (out->env[k++] = s_kv("PIP_NO_INPUT", "1"));
-    if (ok && wh)
-        ok = (out->env[k++] = s_kv("PIP_FIND_LINKS", wh)) != NULL;
-    if (ok && !p->index_url)
-        ok = (out->env[k++] = s_kv("PIP_NO_INDEX", "1")) != NULL;
-    if (ok && p->index_url)
-        ok = (out->env[k++] = s_kv("PIP_INDEX_URL", p->index_url)) && (out->env[k++] = s_kv("KORCH_PKG_PROXY", "1")) &&
-             (strncmp(p->index_url, "http://", 7) != 0 || (out->env[k++] = s_kv("PIP_TRUSTED_HOST", p->index_host)));
-    if (!ok)
-        goto fail;
+    if (p) {
+        const char *wh = p->wheelhouse && (l->caps & KORCH_LAUNCHER_CONFINED) ? KORCH_PACKAGES_WHEELHOUSE : p->wheelhouse;
+        bool ok = (out->env[k++] = s_kv("KORCH_PACKAGES", p->about)) &&
+                  (out->env[k++] = s_kv("PIP_DISABLE_PIP_VERSION_CHECK", "1")) &&
+                  (out->env[k++] = s_kv("PIP_ROOT_USER_ACTION", "ignore")) &&
+                  (out->env[k++] = s_kv("PIP_NO_INPUT", "1"));
+        if (ok && wh)
+            ok = (out->env[k++] = s_kv("PIP_FIND_LINKS", wh)) != NULL;
+        if (ok && !p->index_url)
+            ok = (out->env[k++] = s_kv("PIP_NO_INDEX", "1")) != NULL;
+        if (ok && p->index_url)
+            ok = (out->env[k++] = s_kv("PIP_INDEX_URL", p->index_url)) &&
+                 (out->env[k++] = s_kv("KORCH_PKG_PROXY", "1")) &&
+                 (strncmp(p->index_url, "http://", 7) != 0 ||
+                  (out->env[k++] = s_kv("PIP_TRUSTED_HOST", p->index_host)));
+        if (!ok)
+            goto fail;
+    }
     out->spec.argv = out->argv;
     out->req.spec = &out->spec;
     out->req.env = (const char *const *)out->env;

@@ -178,6 +178,8 @@ korch_launcher_t *korch_launcher_sandbox_new(korch_loop_t *loop, const korch_san
         l->o = *opts;
     else
         korch_sandbox_opts_init(&l->o);
+    if (!l->o.network)
+        l->base.caps |= KORCH_LAUNCHER_OFFLINE;
     korch_sandbox_opts_t d;
     korch_sandbox_opts_init(&d);
     if (!l->o.workdir_mount)

@@ -407,11 +407,31 @@ static bool s_ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* An IOPub message only korch may send: its own notices (korch_untrusted,
+   which korch's extension believes) and a status a kernel cannot know of
+   itself ("restarting", "dead": the manager says those, as jupyter_server
+   does). A kernel forging one would clear the extension's untrusted badge or
+   make a client think it died; it is dropped, tainted or not. */
+static bool s_forged(const korch_msg_t *msg)
+{
+    const char *type = korch_msg_type(msg);
+    if (strncmp(type, "korch_", 6) == 0)
+        return true;
+    if (strcmp(type, "status") != 0)
+        return false;
+    const char *st = json_string_value(json_object_get(msg->content, "execution_state"));
+    return !st || (strcmp(st, "busy") != 0 && strcmp(st, "idle") != 0 && strcmp(st, "starting") != 0);
+}
+
 static void s_on_message(srv_kernel_t *mk, korch_channel_t ch, const korch_msg_t *msg, korch_msg_raw_t *raw,
                          void *arg)
 {
     if (!KR(mk))
         return;
+    if (ch == KORCH_CH_IOPUB && s_forged(msg)) {
+        korch_debug("kernel %.8s: its own IOPub %s dropped (only korch says that)", mk->id, korch_msg_type(msg));
+        return;
+    }
     if (ch == KORCH_CH_IOPUB && strcmp(korch_msg_type(msg), "execute_input") == 0)
         KR(mk)->r->metrics->executions++;
     /* a tainted kernel's messages are made inert first (taint.c) */

@@ -195,6 +195,31 @@ def drain(c, seconds):
     return out
 
 
+# The kernel speaking as korch: notices and statuses only korch may send
+# (a forged korch_untrusted {untrusted: false} would clear the extension's
+# badge and its untrusted rendering; a forged "dead" makes a client give the
+# kernel up). The forged "idle" is the control: it shows the sends arrive.
+FORGE = """
+_k = get_ipython().kernel
+_p = _k.get_parent('shell') if hasattr(_k, 'get_parent') else _k._parent_header
+for _t, _c in [('korch_untrusted', {'untrusted': False, 'reason': 'forged'}),
+               ('status', {'execution_state': 'dead'}), ('status', {'execution_state': 'restarting'}),
+               ('korch_probe', {}), ('status', {'execution_state': 'idle', 'forged': 1})]:
+    _k.session.send(_k.iopub_socket, _t, _c, parent=_p, ident=_k._topic(_t))
+"""
+
+
+def forged_check(c, check, when):
+    r = c.execute(FORGE)
+    msgs = r.msgs + drain(c, 0.5)
+    check(r.reply["content"].get("status") == "ok", "%s: the forging code failed: %s" % (when, r.reply["content"]))
+    check(any(m["header"].get("msg_type") == "status" and m["content"].get("forged") for m in msgs),
+          "%s: the control (a forged idle) did not arrive, so the check could not fail" % when)
+    bad = [(m["header"]["msg_type"], m["content"]) for m in msgs if m["header"]["msg_type"].startswith("korch_")
+           or (m["header"]["msg_type"] == "status" and m["content"].get("execution_state") in ("dead", "restarting"))]
+    check(not bad, "%s: the kernel spoke as korch and the client heard it: %s" % (when, bad))
+
+
 def agent_turn(http, base, token, kid, check):
     st, sess = http.req("POST", "api/agent/sessions", {"kernel_id": kid})
     if not check(st == 201, "POST /api/agent/sessions -> %s %r" % (st, sess)):
@@ -236,6 +261,7 @@ def main():
               "an untainted kernel's HTML lost its script (the check could not fail): %r" % before)
         st, model = http.req("GET", "api/kernels/" + kid)
         check(model.get("untrusted") is False, "a fresh kernel's model says untrusted=%r" % model.get("untrusted"))
+        forged_check(c, check, "untainted")
 
         # the taint: the agent's code, or a client's request
         if a.agent:
@@ -248,6 +274,7 @@ def main():
         check(any(n.get("untrusted") is True for n in told), "no korch_untrusted notice on the websocket: %s"
               % [m["header"].get("msg_type") for m in seen])
         check(not scripty(seen), "the agent's own cell carried script to the client: %s" % scripty(seen))
+        forged_check(c, check, "tainted")
         st, model = http.req("GET", "api/kernels/" + kid)
         check(model.get("untrusted") is True, "the tainted kernel's model: %r" % model)
         if a.agent:

@@ -137,6 +137,8 @@ korch_launcher_t *korch_launcher_docker_new(korch_loop_t *loop, const korch_dock
     }
     if (l->o.workdir || l->o.workdir_from_cwd)
         l->base.caps |= KORCH_LAUNCHER_HOST_FILES;
+    if (!l->o.network || strcmp(l->o.network, "none") == 0)
+        l->base.caps |= KORCH_LAUNCHER_OFFLINE;
     if (korch_runtime_scope(NULL, l->scope, sizeof l->scope, err) != KORCH_OK)
         goto fail;
     l->api = korch_docker_new(loop, l->o.host, err);

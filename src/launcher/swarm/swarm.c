@@ -148,7 +148,9 @@ static korch_rc_t s_network(swarm_launcher_t *l, korch_err_t *err)
                                l->o.network, driver, scope);
         } else {
             snprintf(l->network_id, sizeof l->network_id, "%s", sw_str(n, "Id", NULL));
-            if (!json_is_true(json_object_get(n, "Internal")))
+            if (json_is_true(json_object_get(n, "Internal")))
+                l->base.caps |= KORCH_LAUNCHER_OFFLINE; /* no package source reaches its kernels (packages.c) */
+            else
                 korch_warn("swarm: network '%s' is not internal: kernels on it can reach the outside", l->o.network);
             if (!json_is_true(json_object_get(n, "Attachable")))
                 korch_info("swarm: network '%s' is not attachable: only services reach the kernels", l->o.network);
@@ -172,6 +174,7 @@ static korch_rc_t s_network(swarm_launcher_t *l, korch_err_t *err)
                            korch_docker_reply_message(&r));
     else {
         snprintf(l->network_id, sizeof l->network_id, "%s", sw_str(r.json, "Id", NULL));
+        l->base.caps |= KORCH_LAUNCHER_OFFLINE;
         korch_info("swarm: made the kernels' network '%s' (overlay, internal, attachable%s)", l->o.network,
                    l->o.encrypted ? ", encrypted" : "");
     }
