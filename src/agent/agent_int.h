@@ -103,6 +103,7 @@ struct korch_agent {
     uint64_t figure_bytes;      /* in figures/ (agent_budget.c) */
     int64_t kernel_cpu_ns;      /* the session's steps' CPU time, from the kernel's cgroup (-1: none known) */
     int64_t kernel_mem_peak;    /* the highest peak of memory of its steps (-1: none known) */
+    int64_t turn_cpu_ns, turn_mem_peak; /* the same for this turn's steps (done.kernel.turn) */
     uint64_t budget_pending;    /* a step's outputs not yet written to transcript and notebook */
     json_t *branch;             /* a branch whose kernel is not rebuilt yet: its transcript record (branch.c) */
 };

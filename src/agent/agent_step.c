@@ -230,10 +230,14 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
                                                                   : json_null(),
                           "mem_peak_bytes", u1.mem_peak >= 0 ? json_integer(u1.mem_peak) : json_null(), "peak_of",
                           u0.peak_reset ? "step" : "kernel");
-    if (json_is_number(json_object_get(usage, "cpu_s")))
+    if (json_is_number(json_object_get(usage, "cpu_s"))) {
         a->kernel_cpu_ns = (a->kernel_cpu_ns > 0 ? a->kernel_cpu_ns : 0) + (u1.cpu_ns - u0.cpu_ns);
+        a->turn_cpu_ns = (a->turn_cpu_ns > 0 ? a->turn_cpu_ns : 0) + (u1.cpu_ns - u0.cpu_ns);
+    }
     if (json_is_integer(json_object_get(usage, "mem_peak_bytes")) && u1.mem_peak > a->kernel_mem_peak)
         a->kernel_mem_peak = u1.mem_peak;
+    if (json_is_integer(json_object_get(usage, "mem_peak_bytes")) && u1.mem_peak > a->turn_mem_peak)
+        a->turn_mem_peak = u1.mem_peak;
     json_t *info = json_pack("{s:s, s:o, s:I, s:O, s:O, s:o}", "status", korch_exec_status_name(r->status),
                              "execution_count", r->execution_count >= 0 ? json_integer(r->execution_count) : json_null(),
                              "elapsed_ms", (json_int_t)r->elapsed_ms, "saved", saved, "figures", figures, "usage",

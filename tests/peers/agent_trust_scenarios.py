@@ -144,11 +144,18 @@ def scenarios(Sse, _of):
         kl = nb.get("metadata", {}).get("korch", {}).get("ledger", {}).get("kernel") if st == 200 else None
         x.details["ledger"] = kl
         x.check(len(use) == 3 and recs == use, "the results' usage %r against the transcript's %r" % (use, recs))
+        done = _of(events, "done")
+        dk = done[-1].get("kernel") if done else None
+        x.details["done_kernel"] = dk
         if len(use) != 3:
             return
         if not known:  # unknown is unknown: null, never zero
             x.check(use == [None, None, None], "a launcher without counters: %r" % use)
+            x.check(dk == {"turn": {"cpu_s": None, "mem_peak_bytes": None}, "session": {"cpu_s": None, "mem_peak_bytes": None}},
+                    "done.kernel unknown: %r" % dk)
             return
+        x.check(isinstance(dk, dict) and (dk["turn"]["cpu_s"] or 0) >= 0.5 and (dk["turn"]["mem_peak_bytes"] or 0) >= 200 << 20
+                and dk["session"] == dk["turn"], "done.kernel, the turn's sums: %r" % dk)
         cpu = [u.get("cpu_s") if isinstance(u, dict) else None for u in use]
         peak = [u.get("mem_peak_bytes") if isinstance(u, dict) else None for u in use]
         x.check(all(isinstance(c, (int, float)) for c in cpu) and all(isinstance(p, int) for p in peak),
