@@ -11,6 +11,10 @@
  *  ones (one engine, one swarm, instance-wide sweeps), those named by
  *  TEST_SOLO_T, and the browser ones (JupyterLab, Notebook, Chromium: each
  *  takes a core of its own and has timeouts sized for that).
+ *
+ *  KORCH_TEST_CHECKS=FILE: each test that ends appends "NAME CHECKS FAILED"
+ *  to FILE, the checks it made (so a reshaped test can be shown to check
+ *  as much as before).
  */
 #include "test.h"
 #include "korch/korch.h"
@@ -44,6 +48,7 @@ typedef struct {
 static test_t s_tests[MAX_TESTS];
 static int s_ntests;
 static int s_failed_checks;
+static long s_checks; /* made by the running test */
 
 void korch_test_register(const char *name, const char *file, korch_test_fn fn, int timeout_s)
 {
@@ -92,6 +97,7 @@ int korch_test_failures(void)
 
 bool korch_test_check(bool ok, const char *file, int line, const char *expr)
 {
+    s_checks++;
     if (!ok) {
         s_failed_checks++;
         fprintf(stderr, "  %s:%d: check failed: %s\n", file, line, expr);
@@ -102,6 +108,7 @@ bool korch_test_check(bool ok, const char *file, int line, const char *expr)
 bool korch_test_check_int(long long a, long long b, const char *op, bool ok, const char *file, int line,
                           const char *ea, const char *eb)
 {
+    s_checks++;
     if (!ok) {
         s_failed_checks++;
         fprintf(stderr, "  %s:%d: check failed: %s %s %s (%lld vs %lld)\n", file, line, ea, op, eb, a, b);
@@ -112,6 +119,7 @@ bool korch_test_check_int(long long a, long long b, const char *op, bool ok, con
 bool korch_test_check_str(const char *a, const char *b, bool want_equal, const char *file, int line,
                           const char *ea, const char *eb)
 {
+    s_checks++;
     bool eq = (a && b) ? strcmp(a, b) == 0 : a == b;
     if (eq != want_equal) {
         s_failed_checks++;
@@ -124,6 +132,7 @@ bool korch_test_check_str(const char *a, const char *b, bool want_equal, const c
 bool korch_test_check_contains(const char *hay, const char *needle, const char *file, int line,
                                const char *eh, const char *en)
 {
+    s_checks++;
     bool ok = hay && needle && strstr(hay, needle);
     if (!ok) {
         s_failed_checks++;
@@ -373,6 +382,20 @@ typedef struct {
     FILE *out;              /* the test's stdout and stderr while it runs (lanes > 1) */
 } s_lane_t;
 
+/* KORCH_TEST_CHECKS=FILE: "NAME CHECKS FAILED" appended (one write, O_APPEND). */
+static void s_count_checks(const char *name)
+{
+    const char *path = getenv("KORCH_TEST_CHECKS");
+    int fd = path && *path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
+    if (fd < 0)
+        return;
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s %ld %d\n", name, s_checks, s_failed_checks);
+    if (n > 0 && n < (int)sizeof line && write(fd, line, (size_t)n) != n)
+        fprintf(stderr, "KORCH_TEST_CHECKS: %s: %s\n", path, strerror(errno));
+    close(fd);
+}
+
 /* Start test i in lane l; out NULL: the test writes to ours. */
 static void s_start(s_lane_t *l, int lane, int i, const char *next, const char *rt)
 {
@@ -404,6 +427,7 @@ static void s_start(s_lane_t *l, int lane, int i, const char *next, const char *
         t->fn();
         fflush(stdout);
         fflush(stderr);
+        s_count_checks(t->name);
         _exit(s_failed_checks ? 1 : 0);
     }
     l->pid = pid;

@@ -1,5 +1,5 @@
 /*  Test fixture: the 3-node test swarm of scripts/swarm-up.sh, as the swarm
- *  tests (test_swarm_cluster.c, test_swarm_stack.c) use it: run a script,
+ *  tests (test_swarm_*.c) use it: run a script,
  *  read /run/korch-swarm/env, Engine API calls to the manager or a node
  *  through korch_docker_request, and the check that swarm-down.sh left
  *  nothing of ours on the machine. Header-only, like serve_fixture.h.
@@ -24,6 +24,7 @@
 
 #define S_NODES 3
 #define S_RUN "/run/korch-swarm"
+#define S_STOPPED_NODE 3 /* whose engine a test stops */
 
 static inline double s_mono_ms(void)
 {

@@ -4,7 +4,7 @@
  *  with `korch serve --launcher swarm` on the test swarm (tests/
  *  swarm_fixture.h; its lock is the runner's). korch reaches the kernels'
  *  overlay from the network namespace of an attachable "anchor" container
- *  on node 1, as swarm_launcher does (tests/test_swarm_cluster.c); the
+ *  on node 1, as swarm_launcher does (tests/test_swarm_launcher.c); the
  *  scripted model (tests/peers/llm_server.py, scenario "usercode") and the
  *  peer run there too. */
 #include "serve_fixture.h"

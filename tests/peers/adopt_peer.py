@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Clients of a korch serve that is killed and started again, for
-tests/test_server_adopt.c and tests/test_swarm_cluster.c.
+tests/test_server_adopt.c and tests/test_swarm_launcher.c.
 
     adopt_peer.py front GW_URL GW_TOKEN
         jupyter_server (Debian's 1.23) as a gateway client of korch serve,
