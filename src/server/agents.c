@@ -90,6 +90,18 @@ static void s_on_stream_gone(srv_req_t *req, void *arg)
     }
 }
 
+void srv_sa_turn_open(srv_agent_t *sa, srv_req_t *req, bool detach)
+{
+    srv_sa_touch(sa);
+    srv_sa_log_clear(sa);
+    sa->turn_open = true;
+    sa->next_id = 1;
+    sa->detach = detach;
+    sa->stream = req;
+    srv_stream_begin(req, "text/event-stream", s_on_stream_gone, sa);
+    sa->keepalive = korch_loop_timer(srv_parts(sa->srv)->loop, KEEPALIVE_MS, 0, srv_sa_on_keepalive, sa);
+}
+
 static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, json_t *body)
 {
     json_t *c = json_object_get(body, "content");
@@ -113,14 +125,7 @@ static void s_message(srv_agent_t *sa, srv_req_t *req, const srv_params_t *p, js
         return;
     srv_audit_code(srv_parts(sa->srv)->audit, &req->user, "session.message", "session", sa->id,
                    json_string_value(c), json_string_length(c));
-    srv_sa_touch(sa);
-    srv_sa_log_clear(sa);
-    sa->turn_open = true;
-    sa->next_id = 1;
-    sa->detach = json_is_true(detach);
-    sa->stream = req;
-    srv_stream_begin(req, "text/event-stream", s_on_stream_gone, sa);
-    sa->keepalive = korch_loop_timer(srv_parts(sa->srv)->loop, KEEPALIVE_MS, 0, srv_sa_on_keepalive, sa);
+    srv_sa_turn_open(sa, req, json_is_true(detach));
     if (queue) /* the agent's own notice follows once it is on the kernel */
         srv_sa_stream_eventj(sa, "notice", json_pack("{s:s}", "text",
                                                 "the server restarted: waiting for the session's kernel, which it is "
@@ -324,6 +329,7 @@ SESSION_ROUTE(srv_agent_interrupt, s_interrupt)
 SESSION_ROUTE(srv_agent_events, s_follow)
 SESSION_ROUTE(srv_agent_files, s_files)
 SESSION_ROUTE(srv_agent_figure, srv_sa_figure)
+SESSION_ROUTE(srv_agent_branch, srv_sa_branch)
 SESSION_ROUTE(srv_agent_verify, srv_sa_verify)
 #define FILE_ROUTE(handler, fn, action)                                                                         \
     void handler(korch_server_t *s, srv_req_t *req, const srv_params_t *p, json_t *body)                      \

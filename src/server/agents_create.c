@@ -103,7 +103,7 @@ static bool s_llm_usable(const char *spec, char *why, size_t why_len)
     return false;
 }
 
-static const char *s_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len)
+const char *srv_sa_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len)
 {
     json_t *j = json_object_get(body, "llm");
     const char *want = json_string_value(j);
@@ -140,7 +140,7 @@ static const char *s_base(korch_server_t *s)
     return b && *b ? b : "korch-sessions";
 }
 
-static srv_agent_t *s_new(korch_server_t *s, const char *id)
+srv_agent_t *srv_sa_new(korch_server_t *s, const char *id)
 {
     srv_agent_t *sa = calloc(1, sizeof *sa);
     if (!sa)
@@ -179,7 +179,7 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
         srv_respond_error(req, 403, "the agent session limit (%d) is reached", o->max_agent_sessions);
         return;
     }
-    const char *llm = s_llm_spec(s, body, why, sizeof why);
+    const char *llm = srv_sa_llm_spec(s, body, why, sizeof why);
     if (!llm) {
         srv_respond_error(req, 400, "%s", why);
         return;
@@ -220,7 +220,7 @@ void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body)
     }
     char id[37];
     korch_uuid(id);
-    srv_agent_t *sa = s_new(s, id);
+    srv_agent_t *sa = srv_sa_new(s, id);
     if (!sa) {
         json_decref(files);
         srv_respond_error(req, 500, "out of memory");
@@ -264,7 +264,7 @@ void srv_agents_load(srv_agents_t *a)
     while (d && (de = readdir(d))) {
         if (de->d_name[0] == '.' || strlen(de->d_name) != 36 || zhashx_lookup(srv_sa_all(s), de->d_name))
             continue;
-        srv_agent_t *sa = s_new(s, de->d_name);
+        srv_agent_t *sa = srv_sa_new(s, de->d_name);
         char path[PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/session.json", sa ? sa->cfg.dir : "");
         size_t jlen = 0; /* never blocking on a FIFO a local kernel made, never through a link */

@@ -7,6 +7,7 @@
  *  agents.c          the route handlers (one per route of routes.c, each
  *                    with the session its path names), turns (POST
  *                    .../messages, GET .../events), srv_agents_new/destroy.
+ *  agents_branch.c   a new session from a step of another (POST .../branch).
  *  agents_create.c   creating a session (POST /api/agent/sessions) and
  *                    loading the saved ones at start (srv_agents_load).
  *  agents_files.c    the session's files: uploads, downloads, listing, figures.
@@ -177,8 +178,18 @@ int srv_sa_begin(srv_agent_t *sa, const char *name, const char *kernel_id, char 
 bool srv_sa_claim(srv_agent_t *sa, srv_kernel_t *mk);
 void srv_sa_resume(srv_agent_t *sa, const char *question);
 
+/* agents.c: a turn's stream begins on req (its events go there; detach: it goes on when req's client leaves). */
+void srv_sa_turn_open(srv_agent_t *sa, srv_req_t *req, bool detach);
+
+/* agents_branch.c: POST .../branch on parent (the asker may use it) */
+void srv_sa_branch(srv_agent_t *parent, srv_req_t *req, const srv_params_t *p, json_t *body);
+
 /* agents_create.c */
 void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body);
+/* A session struct with the server's defaults, its dir named (not made), not listed yet; NULL without memory. */
+srv_agent_t *srv_sa_new(korch_server_t *s, const char *id);
+/* The model body's "llm" asks for (checked), else the server's; "" none; NULL + why when refused. */
+const char *srv_sa_llm_spec(korch_server_t *s, json_t *body, char *why, size_t why_len);
 
 /* agents_files.c */
 json_t *srv_sa_file_list(srv_agent_t *sa);

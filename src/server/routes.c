@@ -97,6 +97,8 @@ static const srv_route_t s_table[] = {
      "Delete an agent session (and its kernel, when the session started it)"},
     {"POST", "/api/agent/sessions/{session_id}/messages", srv_agent_message, TOKEN, JSON, false,
      "One turn of the conversation, streamed as server-sent events"},
+    {"POST", "/api/agent/sessions/{session_id}/branch", srv_agent_branch, TOKEN, JSON, false,
+     "A new session from one of this one's steps, with a question (and another model), streamed as a turn"},
     {"POST", "/api/agent/sessions/{session_id}/interrupt", srv_agent_interrupt, TOKEN, NONE, false,
      "Cancel the running step (the session and its kernel stay)"},
     {"GET", "/api/agent/sessions/{session_id}/notebook", srv_agent_notebook, TOKEN, NONE, false,

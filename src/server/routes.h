@@ -110,7 +110,7 @@ srv_handler_fn srv_mcp_post, srv_mcp_delete;
 /* agents.c */
 srv_handler_fn srv_agent_list, srv_agent_create, srv_agent_get, srv_agent_delete, srv_agent_message,
     srv_agent_interrupt, srv_agent_notebook, srv_agent_events, srv_agent_files, srv_agent_file_get,
-    srv_agent_file_put, srv_agent_file_delete, srv_agent_figure, srv_agent_verify;
+    srv_agent_file_put, srv_agent_file_delete, srv_agent_figure, srv_agent_branch, srv_agent_verify;
 /* hub_oauth.c: korch's page logs in through JupyterHub */
 srv_handler_fn srv_hub_login, srv_hub_callback;
 

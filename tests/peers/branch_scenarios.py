@@ -13,18 +13,19 @@ import llm_scenarios as ls
 
 
 def _results_since_question(provider, req):
-    """Tool results after the user's latest question, either API's shape."""
+    """Tool results after the message that holds the user's latest words
+    (Anthropic's API merges the question into the message of the tool
+    results before it: those are the earlier step's)."""
     msgs = ls.messages(provider, req)
     start = 0
     for i, m in enumerate(msgs):
         c = m.get("content")
-        if m.get("role") == "user" and (isinstance(c, str) or any(
-                isinstance(p, dict) and p.get("type") == "text" and not p.get("text", "").startswith("images from")
-                for p in c or [])) and not any(isinstance(p, dict) and p.get("type") == "tool_result"
-                                               for p in (c if isinstance(c, list) else [])):
+        texts = [c] if isinstance(c, str) else [p.get("text", "") for p in c or []
+                                                if isinstance(p, dict) and p.get("type") == "text"]
+        if m.get("role") == "user" and any(t and not t.startswith("images from") for t in texts):
             start = i
     out = []
-    for m in msgs[start:]:
+    for m in msgs[start + 1:]:
         c = m.get("content")
         if m.get("role") == "tool":
             out.append(ls._text_of(c))
