@@ -18,12 +18,25 @@ static int s_exec_tick(korch_loop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
-/* The kernel restarted (died, or was replaced): a markdown cell in the
-   notebook, recorded so a resumed notebook shows it too. */
+/* The kernel restarted (died, or was replaced): the packages the session
+   had installed go into the new one (a container's work dir, and with it
+   .korch-env, is new), and a markdown cell in the notebook says so,
+   recorded so a resumed notebook shows it too. */
 static void s_mark_restart(korch_agent_t *a, const char *why)
 {
-    char *md = agent_add_md(a, "*korch: the kernel restarted here (%s); the variables defined above are gone.*",
-                        why && *why ? why : "it died");
+    char pkmsg[1024], pkline[1100] = "";
+    int pk = agent_packages_install(a, a->k, json_object_get(json_object_get(json_object_get(korch_notebook_json(a->nb),
+                                                                                              "metadata"), "korch"),
+                                                             "packages"),
+                                    pkmsg, sizeof pkmsg);
+    if (pk > 0)
+        snprintf(pkline, sizeof pkline, " The %d package(s) the session had installed were installed again.", pk);
+    else if (pk < 0)
+        snprintf(pkline, sizeof pkline, " NOT restored: %s.", pkmsg);
+    if (pk)
+        agent_emit(a, KORCH_AGENT_NOTICE, pkline + 1, NULL);
+    char *md = agent_add_md(a, "*korch: the kernel restarted here (%s); the variables defined above are gone.%s*",
+                        why && *why ? why : "it died", pkline);
     if (md)
         agent_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "restarted", "content", md), NULL);
     free(md);

@@ -204,6 +204,8 @@ static korch_rc_t s_spawn(korch_forksrv_t *s, korch_err_t *err)
         json_array_append_new(mods, json_string(m));
     free(list);
     json_object_set_new(first, "imports", mods);
+    const char *reh = getenv("KORCH_FORK_REHEARSE"); /* 0: no rehearsal of a kernel's start (to measure it) */
+    json_object_set_new(first, "rehearse", json_boolean(!reh || strcmp(reh, "0") != 0));
     char *text = json_dumps(first, JSON_COMPACT);
     json_decref(first);
     ssize_t w = text ? send(s->ctrl, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL) : -1;
