@@ -224,3 +224,11 @@ TEST_T(server_agent_verify_counts_its_kernel, 180)
     s_run("local", "receipts", "verify_limit", 150);
     s_max_kernels = NULL;
 }
+/* Each step's CPU seconds and peak memory in korch serve (issue 23): the
+   agent on its thread reads the counters of the server's kernel (the
+   launcher's usage source: a container's cgroup on this host) into its
+   result events, the transcript and the notebook's ledger. */
+TEST_T(server_agent_ledger_per_step_in_docker, 240) { s_run("docker", "usage", "ledger", 200); }
+TEST_T(server_agent_ledger_per_step_in_the_sandbox, 180) { s_run("sandbox", "usage", "ledger", 150); }
+/* Local kernels have no counters: every step's usage is null (unknown), never zero. */
+TEST_T(server_agent_ledger_unknown_for_local_kernels, 180) { s_run("local", "usage", "ledger_unknown", 150); }

@@ -4,7 +4,8 @@
  *  made up, after a failed attempt. The tooltip a hover shows on each
  *  number is its receipt (or "not computed by the kernel"), a computed one
  *  links to its step, and "Clean notebook" downloads the notebook without
- *  the failed attempt. Screenshot: build/screenshots/webapp-receipts.png. */
+ *  the failed attempt. Screenshot: build/screenshots/webapp-receipts.png.
+ *  And the Verify button and the ledger (webapp_verify.js). */
 #include "llm_fixture.h"
 #include "serve_fixture.h"
 
@@ -12,7 +13,8 @@
 #include <libgen.h>
 #include <limits.h>
 
-TEST_T(trust_web_receipts_hover_and_clean_notebook_in_chromium, 240)
+/* korch serve (launcher, the scripted model's "receipts") judged by tests/npm/SCRIPT, at least min_checks. */
+static void s_web(const char *launcher, const char *script_name, int min_checks)
 {
     if (!serve_npm_ready())
         return;
@@ -23,18 +25,18 @@ TEST_T(trust_web_receipts_hover_and_clean_notebook_in_chromium, 240)
     llm_server_env(&llm, "receipts");
     snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
     snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
-    const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", NULL};
+    const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", "--launcher", launcher, NULL};
     serve_t s;
     if (serve_start_args(&s, extra)) {
         char script[700];
-        snprintf(script, sizeof script, "%s/tests/npm/webapp_receipts.js", korch_test_root());
+        snprintf(script, sizeof script, "%s/tests/npm/%s", korch_test_root(), script_name);
         const char *argv[] = {"node", script, s.line, shots, NULL};
         json_t *j = serve_peer_json(argv, 180);
         if (!CHECK(json_is_true(json_object_get(j, "ok"))))
             serve_log_tail(&s);
         else
             fprintf(stderr, "  %d checks\n", (int)json_integer_value(json_object_get(j, "checks")));
-        CHECK_GE((int)json_integer_value(json_object_get(j, "checks")), 10);
+        CHECK_GE((int)json_integer_value(json_object_get(j, "checks")), min_checks);
         json_decref(j);
         serve_stop(&s);
         unlink(s.log);
@@ -44,3 +46,10 @@ TEST_T(trust_web_receipts_hover_and_clean_notebook_in_chromium, 240)
 out:
     llm_server_stop(&llm);
 }
+
+TEST_T(trust_web_receipts_hover_and_clean_notebook_in_chromium, 240) { s_web("local", "webapp_receipts.js", 10); }
+/* Verify and the ledger on the page (tests/npm/webapp_verify.js): each
+   step's CPU seconds and peak memory (sandbox kernels: a cgroup) and the
+   turn's sums; the Verify button's result under the answer, after a reload
+   too, and in the notebook's metadata. Screenshot: webapp-verify.png. */
+TEST_T(trust_web_verify_button_and_ledger_in_chromium, 240) { s_web("sandbox", "webapp_verify.js", 10); }

@@ -64,6 +64,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         return NULL;
     }
     a->kernel_cpu_ns = a->kernel_mem_peak = -1; /* unknown until a step's cgroup says */
+    a->turn_cpu_ns = a->turn_mem_peak = -1;
     a->o = *opts;
     /* a session dir this call makes goes again when the agent cannot start */
     bool made_dir = access(opts->session_dir, F_OK) != 0;
@@ -458,6 +459,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     a->turn_t0 = korch_now_ms();
     a->turn_usage = (korch_usage_t){0};
     a->turn_cost = (korch_cost_t){0};
+    a->turn_cpu_ns = a->turn_mem_peak = -1;
     a->stopped_by[0] = 0;
     a->budget_told = a->fence_told = false;
     a->step = 0;

@@ -2,7 +2,8 @@
  *  a fresh kernel of the same launcher and kernelspec, in a work dir of its
  *  own holding only the session's input files (its "file" records), and the
  *  outputs the last answer relied on (its receipts' cells) compared with
- *  what they printed the first time. The result goes into the notebook's
+ *  what they printed the first time; the packages the session installed
+ *  (metadata.korch.packages) are installed there first. The result goes into the notebook's
  *  metadata (korch.verify), the transcript (a "verify" record) and a VERIFY
  *  event. The fresh kernel and its dir are gone afterwards. */
 #include "agent_int.h"
@@ -92,6 +93,18 @@ static json_t *s_run(korch_agent_t *a, json_t *clean, const korch_kernel_opts_t 
         return json_pack("{s:s, s:s}", "status", "failed", "message", err && err->msg[0] ? err->msg : "no kernel");
     }
     json_t *res = json_pack("{s:s, s:i, s:i, s:[]}", "status", "reproduced", "cells", 0, "compared", 0, "differences");
+    /* what the session installed, first (its %pip cells may have been dropped as failed attempts) */
+    char pkmsg[1024];
+    json_t *pkgs = json_object_get(json_object_get(json_object_get(clean, "metadata"), "korch"), "packages");
+    int pk = agent_packages_install(a, k, pkgs, pkmsg, sizeof pkmsg);
+    if (pk > 0)
+        json_object_set_new(res, "packages", json_integer(pk));
+    if (pk < 0) {
+        json_object_set_new(res, "status", json_string("failed"));
+        json_object_set_new(res, "message", json_string(pkmsg));
+        korch_kernel_destroy(&k);
+        return res;
+    }
     json_t *rerun = json_object(); /* execution_count of the first run -> what the re-run printed */
     size_t i;
     json_t *cell;

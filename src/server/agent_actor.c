@@ -216,6 +216,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             .max_cost = cfg->max_cost,
             .max_session_bytes = cfg->max_session_bytes,
             .prices = cfg->prices,
+            .usage_src = cfg->usage_src.version ? &cfg->usage_src : NULL,
             .workdir = cfg->workdir[0] ? cfg->workdir : NULL,
             .workdir_in_kernel = cfg->workdir_in_kernel,
             .resume_live = cfg->resume_live,

@@ -29,6 +29,7 @@ typedef struct {
     double max_cost;
     uint64_t max_session_bytes; /* the session's output budget on disk (0 = the agent's default) */
     const korch_prices_t *prices;   /* the server's price table (NULL = none); lives as long as the server */
+    korch_usage_src_t usage_src;    /* its kernel's cgroup counters (korch_proc_usage_src; version 0 = unknown) */
     atomic_int cancel;
 } srv_agent_cfg_t;
 zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);
