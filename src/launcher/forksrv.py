@@ -130,14 +130,16 @@ def serve():
     poll.register(LIFE_FD, select.POLLIN)
     while True:
         for fd, ev in poll.poll():
-            if fd == LIFE_FD or ev & (select.POLLHUP | select.POLLERR):
-                return 0  # korch is gone, or closed our socket: so are we
+            if fd == LIFE_FD:
+                return 0  # korch is gone: so are we
+            if not ev & select.POLLIN:
+                return 0  # our socket's end (POLLHUP, POLLERR) with nothing left to read
             try:
                 data, fds, _, _ = socket.recv_fds(ctrl, 65536, 16)
             except OSError:
                 return 1
             if not data:
-                return 0
+                return 0  # korch closed our socket (a successor serves): what it sent is forked
             if len(fds) >= 3:
                 fork_kernel(fds)
             else:
