@@ -217,6 +217,10 @@ TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
 TEST_T(server_agent_verify_reproduces_a_clean_session, 180) { s_run("local", "receipts", "verify", 150); }
 /* An answer quoting an unseeded random number: verify says it differed, and what the fresh kernel printed. */
 TEST_T(server_agent_verify_reports_what_differed, 180) { s_run("local", "drift", "verify_drift", 150); }
+/* The fresh kernel gets the session's uploads (the analysis reads sales.csv):
+   put from the session's copies by the launcher (a host dir; a container's volume). */
+TEST_T(server_agent_verify_puts_the_uploads, 240) { s_run("local", "analysis", "verify_inputs", 200); }
+TEST_T(server_agent_verify_puts_the_uploads_in_docker, 240) { s_run("docker", "analysis", "verify_inputs", 200); }
 /* The verification's kernel counts against --max-kernels (and the user's quota). */
 TEST_T(server_agent_verify_counts_its_kernel, 180)
 {
