@@ -14,6 +14,7 @@ PY=/usr/bin/python3
 USERS=${SOAK_USERS:-20}
 SESSIONS=${SOAK_SESSIONS:-3}
 SECONDS_=${SOAK_SECONDS:-300}
+# SOAK_CONTEXT_CHARS: korch serve --context-chars (each conversation in memory is cut to it)
 [ -x "$BUILD/korch" ] || { echo "soak-team: '$BUILD/korch' not built (run make)" >&2; exit 2; }
 export KORCH_RUNTIME_DIR="${KORCH_RUNTIME_DIR:-/tmp/korch-soak-$(id -u)}"
 mkdir -p -m 0700 "$KORCH_RUNTIME_DIR"
@@ -41,10 +42,12 @@ export OPENAI_BASE_URL="http://127.0.0.1:$LLM_PORT/s/owner/v1" OPENAI_API_KEY=sk
 unset KORCH_LLM || true
 "$BUILD/korch" serve --port 0 --launcher "${SOAK_LAUNCHER:-local}" --users "$DIR/users.json" \
     --audit "$DIR/audit.jsonl" --agent-dir "$DIR/sessions" --llm openai:gpt-4o-mini --no-access-log \
+    ${SOAK_CONTEXT_CHARS:+--context-chars "$SOAK_CONTEXT_CHARS"} \
     > "$DIR/serve.out" 2> "$DIR/serve.err" &
 SRV_PID=$!
-for _ in $(seq 1 40); do [ -s "$DIR/serve.out" ] && break; sleep 0.25; done
+for _ in $(seq 1 240); do [ -s "$DIR/serve.out" ] && break; sleep 0.25; done   # up to 60 s on a busy machine
 URL=$(head -1 "$DIR/serve.out")
+[ -n "$URL" ] || { echo "soak-team: korch serve printed no URL within 60 s:" >&2; tail -20 "$DIR/serve.err" >&2; exit 1; }
 echo "soak-team: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $USERS users x $SESSIONS sessions for $SECONDS_ s on $URL"
 $PY "$ROOT/tests/peers/team_check.py" --url "$URL" --tokens "$TOKENS" --sessions "$SESSIONS" \
     --seconds "$SECONDS_" --pid "$SRV_PID" soak | tee "$DIR/result.json"

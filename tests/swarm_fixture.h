@@ -269,7 +269,7 @@ static inline bool s_leftover(char *buf, size_t len)
  *  hands a broken cluster on. Every test still removes, and checks gone,
  *  what it made on the cluster. */
 static const char *const s_cluster_users[] = {"swarm_cluster", "swarm_launcher", "swarm_files_listing", "swarm_stack",
-                                              "swarm_kernel_uids", NULL};
+                                              "swarm_kernel_uids", "swarm_packages_refused", NULL};
 
 /* Whether the runner's next test (KORCH_TEST_NEXT) uses the cluster. */
 static inline bool s_next_uses_cluster(void)

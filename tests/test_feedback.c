@@ -124,3 +124,64 @@ TEST(notebook_validates_with_nbformat)
     json_decref(outs);
     korch_notebook_destroy(&nb);
 }
+
+/* Kept on disk (an agent session's notebook): each write moves the new
+   cells out of memory and copies the earlier ones from the file, and the
+   file is byte for byte what one dump of the whole document gives, after
+   every write; the whole document comes back from korch_notebook_doc; a
+   copy to another path and a file changed behind its back lose nothing. */
+TEST(notebook_on_disk_same_bytes_cells_out_of_memory)
+{
+    char dir[] = "/tmp/korch-nbdisk-XXXXXX";
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    char path[64], copy[64];
+    snprintf(path, sizeof path, "%s/notebook.ipynb", dir);
+    snprintf(copy, sizeof copy, "%s/copy.ipynb", dir);
+    korch_notebook_t *nb = korch_notebook_new("python3", "Python 3", "python");
+    korch_notebook_keep_on_disk(nb, path);
+    CHECK_EQ(korch_notebook_write(nb, path, NULL), KORCH_OK); /* no cells yet: "cells": [] */
+    for (int step = 0; step < 6; step++) {
+        char text[64];
+        snprintf(text, sizeof text, "**User:** question %d \"quoted\" \xc3\xa9", step);
+        korch_notebook_add_markdown(nb, text);
+        json_t *outs = json_pack("[{s:s, s:s, s:s}]", "output_type", "stream", "name", "stdout", "text", "a\nb\n");
+        korch_notebook_add_code_meta(nb, "print('a')\nprint('b')", step + 1, outs,
+                                     korch_notebook_cell_meta("ok", NULL, step + 1, 1));
+        json_decref(outs);
+        CHECK(korch_notebook_last_meta(nb) != NULL);
+        json_object_set_new(korch_notebook_meta(nb), "step", json_integer(step));
+        json_t *doc = korch_notebook_doc(nb);
+        CHECK_EQ(json_array_size(json_object_get(doc, "cells")), (size_t)(2 * step + 2));
+        CHECK_EQ(korch_notebook_write(nb, path, NULL), KORCH_OK);
+        CHECK(korch_notebook_last_meta(nb) == NULL); /* written: out of memory */
+        char *want = json_dumps(doc, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+        size_t len = 0;
+        char *got = korch_read_file(path, 1 << 20, &len, NULL);
+        CHECK_STREQ(got, want);
+        free(got);
+        free(want);
+        json_decref(doc);
+    }
+    /* another path: a whole copy; the session's file is still the one kept */
+    korch_notebook_add_markdown(nb, "East.");
+    CHECK_EQ(korch_notebook_write(nb, copy, NULL), KORCH_OK);
+    json_t *c = json_load_file(copy, 0, NULL);
+    CHECK_EQ(json_array_size(json_object_get(c, "cells")), 13);
+    json_decref(c);
+    CHECK(korch_notebook_last_meta(nb) != NULL); /* not moved out by a copy */
+    /* the file rewritten behind its back (same cells, other bytes): read, not copied blindly */
+    json_t *d = json_load_file(path, 0, NULL);
+    CHECK_EQ(json_dump_file(d, path, JSON_COMPACT), 0);
+    json_decref(d);
+    CHECK_EQ(korch_notebook_write(nb, path, NULL), KORCH_OK);
+    json_t *after = json_load_file(path, 0, NULL);
+    CHECK_EQ(json_array_size(json_object_get(after, "cells")), 13);
+    CHECK_STREQ(json_string_value(json_object_get(json_array_get(json_object_get(after, "cells"), 12), "source")),
+                "East.");
+    json_decref(after);
+    korch_notebook_destroy(&nb);
+    char rm[96];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    CHECK_EQ(system(rm), 0);
+}

@@ -4,7 +4,8 @@
  *  state (variables, files, /tmp, namespaces, uids, keys, random numbers);
  *  a kernel cannot reach the template it came from (pids, fds, memory,
  *  signals); a template made ahead (korch_launcher_warm) is the one used;
- *  a template killed is made again and its kernels live on.
+ *  a template killed is made again and its kernels live on; a template is
+ *  made again after N forks (a new layout), its old kernels living on.
  *  (The isolation bar itself runs on forked kernels as fork:isolation_*
  *  in test_isolation.c.)
  */
@@ -61,10 +62,12 @@ static korch_kernel_t *s_kernel(korch_loop_t *loop, korch_launcher_t *l, int64_t
     return k;
 }
 
-/* The template: the test's child whose argv says korch-template; 0 = none. */
-static pid_t s_template_pid(void)
+/* The templates: the test's children whose argv says korch-template; the
+   pid of one (0 = none), how many in *count. */
+static pid_t s_template_pids(int *count)
 {
     pid_t found = 0;
+    *count = 0;
     DIR *d = opendir("/proc");
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -82,12 +85,20 @@ static pid_t s_template_pid(void)
         }
         if (ppid != getpid())
             continue;
-        if (korch_test_cmdline(pid, buf, sizeof buf) && strstr(buf, "korch-template"))
+        if (korch_test_cmdline(pid, buf, sizeof buf) && strstr(buf, "korch-template")) {
             found = pid;
+            (*count)++;
+        }
     }
     if (d)
         closedir(d);
     return found;
+}
+
+static pid_t s_template_pid(void)
+{
+    int n;
+    return s_template_pids(&n);
 }
 
 /* What a kernel tells of itself: namespaces, uid, its key, random draws,
@@ -325,6 +336,66 @@ TEST_T(fork_dead_template_is_made_again, 120)
     CHECK_CONTAINS(s_out(a, "print(kept)"), "before\n");
     CHECK(!korch_proc_exited(korch_kernel_proc(a)));
 out:
+    korch_kernel_destroy(&b);
+    korch_kernel_destroy(&a);
+    korch_launcher_destroy(&l);
+}
+
+/* Rotation (KORCH_FORK_ROTATE=2): the second fork makes the template due; a
+   successor imports while it serves, then serves alone (the old one ends
+   once it has forked what it was sent). Kernels of one template share its
+   layout and hash seed; a kernel of the next has others; the old kernels
+   live on with their state. */
+TEST_T(fork_template_made_again_after_n_forks, 180)
+{
+    setenv("KORCH_FORK_ROTATE", "2", 1);
+    korch_launcher_t *l = s_fork_launcher();
+    korch_loop_t *loop = fx_loop();
+    korch_kernel_t *a = l ? s_kernel(loop, l, NULL) : NULL, *b = NULL, *c = NULL;
+    unsetenv("KORCH_FORK_ROTATE"); /* read when the template was made */
+    char *la = NULL, *lb = NULL, *lc = NULL;
+    pid_t tpl = s_template_pid(), now = tpl; /* the only one yet: b's fork makes it due */
+    b = a ? s_kernel(loop, l, NULL) : NULL;
+    if (!a || !b || !CHECK_GT(tpl, 0))
+        goto out;
+    s_out(a, "kept = 'a'");
+    int n = 0;
+    for (int i = 0; i < 6000 && ((now = s_template_pids(&n)) == tpl || n != 1 || kill(tpl, 0) == 0); i++)
+        korch_loop_run(loop, NULL, NULL, 20); /* the successor's imports, then the old one's end (reaped) */
+    CHECK_NE(now, tpl);
+    CHECK_EQ(n, 1);
+    CHECK_NE(kill(tpl, 0), 0); /* the old template has gone, and korch reaped it */
+    c = s_kernel(loop, l, NULL);
+    if (!c)
+        goto out;
+    const char *layout = "import sys\n"
+                         "libc = [m.split()[0] for m in open('/proc/self/maps') if 'libc.so' in m][0]\n"
+                         "print(hash('korch'), hex(id(sys)), libc)\n";
+    la = strdup(s_out(a, layout));
+    lb = strdup(s_out(b, layout));
+    lc = strdup(s_out(c, layout));
+    CHECK_STREQ(la, lb); /* one template, one layout and hash seed: what rotation bounds */
+    char ha[64] = "", hc[64] = "";
+    sscanf(la, "%63s", ha);
+    sscanf(lc, "%63s", hc);
+    CHECK_STRNE(ha, hc); /* a new interpreter, a new hash seed */
+    FILE *f = fopen("/proc/sys/kernel/randomize_va_space", "r");
+    int aslr = 0;
+    if (f) {
+        if (fscanf(f, "%d", &aslr) != 1)
+            aslr = 0;
+        fclose(f);
+    }
+    if (aslr) /* with ASLR the new template's libraries and heap are elsewhere */
+        CHECK_STRNE(strchr(la, ' '), strchr(lc, ' '));
+    CHECK_CONTAINS(s_out(c, "import sys; print('pandas' in sys.modules)"), "True\n");
+    CHECK_CONTAINS(s_out(a, "print(kept)"), "a\n"); /* the old template's kernels live on */
+    CHECK(!korch_proc_exited(korch_kernel_proc(b)));
+out:
+    free(la);
+    free(lb);
+    free(lc);
+    korch_kernel_destroy(&c);
     korch_kernel_destroy(&b);
     korch_kernel_destroy(&a);
     korch_launcher_destroy(&l);

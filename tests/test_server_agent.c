@@ -217,6 +217,10 @@ TEST_T(server_agent_provider_without_a_key_is_a_400, 90)
 TEST_T(server_agent_verify_reproduces_a_clean_session, 180) { s_run("local", "receipts", "verify", 150); }
 /* An answer quoting an unseeded random number: verify says it differed, and what the fresh kernel printed. */
 TEST_T(server_agent_verify_reports_what_differed, 180) { s_run("local", "drift", "verify_drift", 150); }
+/* The fresh kernel gets the session's uploads (the analysis reads sales.csv):
+   put from the session's copies by the launcher (a host dir; a container's volume). */
+TEST_T(server_agent_verify_puts_the_uploads, 240) { s_run("local", "analysis", "verify_inputs", 200); }
+TEST_T(server_agent_verify_puts_the_uploads_in_docker, 240) { s_run("docker", "analysis", "verify_inputs", 200); }
 /* The verification's kernel counts against --max-kernels (and the user's quota). */
 TEST_T(server_agent_verify_counts_its_kernel, 180)
 {
@@ -224,3 +228,11 @@ TEST_T(server_agent_verify_counts_its_kernel, 180)
     s_run("local", "receipts", "verify_limit", 150);
     s_max_kernels = NULL;
 }
+/* Each step's CPU seconds and peak memory in korch serve (issue 23): the
+   agent on its thread reads the counters of the server's kernel (the
+   launcher's usage source: a container's cgroup on this host) into its
+   result events, the transcript and the notebook's ledger. */
+TEST_T(server_agent_ledger_per_step_in_docker, 240) { s_run("docker", "usage", "ledger", 200); }
+TEST_T(server_agent_ledger_per_step_in_the_sandbox, 180) { s_run("sandbox", "usage", "ledger", 150); }
+/* Local kernels have no counters: every step's usage is null (unknown), never zero. */
+TEST_T(server_agent_ledger_unknown_for_local_kernels, 180) { s_run("local", "usage", "ledger_unknown", 150); }

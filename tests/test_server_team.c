@@ -133,6 +133,15 @@ TEST_T(server_team_two_users_rest_ws_agent_quotas_audit, 240)
     CHECK_EQ(s_count(lines, "alice", "session.create", sid), 1);
     CHECK_EQ(s_count(lines, "alice", "session.message", sid), 1);
     CHECK_GE(s_count(lines, "alice", "session.execute", sid), 1);
+    /* the admin's turn in alice's session: its execution is the admin's, with the admin's role */
+    CHECK_GE(s_count(lines, "root", "session.execute", sid), 1);
+    size_t k;
+    json_t *e;
+    json_array_foreach(lines, k, e) {
+        const char *who = json_string_value(json_object_get(e, "user"));
+        if (strcmp(json_string_value(json_object_get(e, "action")), "session.execute") == 0 && who)
+            CHECK_STREQ(json_string_value(json_object_get(e, "role")), strcmp(who, "root") == 0 ? "admin" : "user");
+    }
     CHECK_EQ(s_count(lines, "alice", "file.upload", sid), 1);
     CHECK_EQ(s_count(lines, "alice", "file.download", sid), 1);
     CHECK_EQ(s_count(lines, "alice", "session.delete", sid), 1);

@@ -317,9 +317,25 @@ TEST_T(team_cli_user_and_serve_users, 60)
     err = NULL;
     CHECK_INT_(korch_test_run(badq, NULL, NULL, &err, 20), ==, 1);
     CHECK_CONTAINS(err, "gpus");
-    const char *extra[] = {"--users", path, NULL};
+    const char *extra[] = {"--users", path, "--quota", "kernels=1", "--quota", "tokens_per_day=500", NULL};
     if (!CHECK(serve_start_args(&s, extra)))
         goto out;
+    /* korch serve --quota: every named user's default, the file's own over it */
+    char *me = NULL;
+    snprintf(url, sizeof url, "%sapi/me", s.url);
+    CHECK_INT_(s_get(url, ta, &me), ==, 200);
+    json_t *mj = me ? json_loads(me, 0, NULL) : NULL;
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(mj, "quota"), "kernels")), 1);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(mj, "quota"), "tokens_per_day")), 500);
+    json_decref(mj);
+    free(me);
+    me = NULL;
+    CHECK_INT_(s_get(url, tb, &me), ==, 200);
+    mj = me ? json_loads(me, 0, NULL) : NULL;
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(mj, "quota"), "kernels")), 3);
+    json_decref(mj);
+    free(me);
+    me = NULL;
     CHECK(s.token[0] == 0); /* no single token printed */
     snprintf(url, sizeof url, "%sapi/kernels", s.url);
     CHECK_INT_(s_get(url, NULL, NULL), ==, 403);
@@ -336,6 +352,17 @@ TEST_T(team_cli_user_and_serve_users, 60)
     for (int i = 0; i < 30 && (code = s_get(url, ta, NULL)) != 403; i++)
         usleep(100000);
     CHECK_INT_(code, ==, 403);
+    /* it says why: a korch token the file does not hold; another shape gets the generic refusal */
+    char *why = NULL;
+    CHECK_INT_(s_get(url, ta, &why), ==, 403);
+    CHECK_CONTAINS(why, "not in korch serve's users file");
+    CHECK_CONTAINS(why, "korch user add");
+    CHECK(why && !strstr(why, path)); /* the file's path is not told to whoever asks */
+    free(why);
+    why = NULL;
+    CHECK_INT_(s_get(url, "korch_0123", &why), ==, 403);
+    CHECK_CONTAINS(why, "missing or wrong token");
+    free(why);
     CHECK_INT_(s_get(url, tb, NULL), ==, 200);
 out:
     serve_stop(&s);

@@ -483,12 +483,13 @@ TEST_T(trust_verify_reproduced_differed_failed, 240)
     llm_server_stop(&llm);
 }
 
-/* CPU seconds and peak memory per step from the kernel's cgroup (sandbox),
-   in the result events and the transcript's execution records: a step
-   that burns 0.6 s of CPU (and finds its cgroup out of reach: the counters
-   are korch's, not the kernel's word), one that touches 200 MiB, a quiet
-   one whose peak is its own again (v1: reset per step). */
-TEST_T(trust_cpu_and_peak_memory_per_step_from_the_cgroup, 120)
+/* CPU seconds and peak memory per step from the kernel's cgroup (sandbox:
+   korch's; docker: the container's, read on the host), in the result events
+   and the transcript's execution records: a step that burns 0.6 s of CPU
+   (and finds its cgroup out of reach: the counters are korch's, not the
+   kernel's word), one that touches 200 MiB, a quiet one whose peak is its
+   own again (v1: reset per step). */
+static void s_usage_steps(const char *launcher)
 {
     llm_server_t llm = {0};
     char *dir = s_tmpdir(), session[400], *out = NULL, *err = NULL;
@@ -496,7 +497,7 @@ TEST_T(trust_cpu_and_peak_memory_per_step_from_the_cgroup, 120)
         goto out;
     llm_server_env(&llm, "usage");
     snprintf(session, sizeof session, "%s/s", dir);
-    const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", "sandbox", "--llm", "openai:gpt-4o-mini",
+    const char *argv[] = {korch_test_korch_bin(), "run", "--launcher", launcher, "--llm", "openai:gpt-4o-mini",
                           "--session", session, "--json", "measure it", NULL};
     int rc = korch_test_run(argv, NULL, &out, &err, 100);
     if (!CHECK_EQ(rc, 0))
@@ -557,3 +558,6 @@ out:
         s_rmrf(dir);
     free(dir);
 }
+TEST_T(trust_cpu_and_peak_memory_per_step_from_the_cgroup, 120) { s_usage_steps("sandbox"); }
+/* The same for a docker kernel: its container's cgroup, found on this host by its id (solo: docker). */
+TEST_T(trust_cpu_and_peak_memory_per_step_in_docker, 150) { s_usage_steps("docker"); }

@@ -283,6 +283,42 @@ TEST(wire_digest_history_is_bounded)
     korch_session_destroy(&s);
 }
 
+/* The history at scale: through its growth, wrap-around and evictions
+   (with the index's deletions) every digest among the last N is refused
+   and every older one passes again. */
+TEST(wire_digest_history_refuses_exactly_the_last_n)
+{
+    enum { N = 300, SENT = 1000 };
+    korch_session_t *s = korch_session_new("k", 1, "t", &(korch_session_limits_t){.digest_history = N}, NULL);
+    zmsg_t *copies[SENT];
+    korch_msg_t *msg = NULL;
+    for (int i = 0; i < SENT; i++) {
+        char text[32];
+        snprintf(text, sizeof text, "m%d", i);
+        zmsg_t *m = s_valid(s, text);
+        copies[i] = zmsg_dup(m);
+        CHECK_EQ(korch_session_deserialize(s, &m, &msg, NULL, NULL), KORCH_OK);
+        korch_msg_destroy(&msg);
+    }
+    int refused = 0, passed = 0;
+    for (int i = SENT - 1; i >= SENT - N; i--) { /* newest first: none of these evicts another of them */
+        korch_reject_t why = KORCH_REJ__COUNT;
+        if (korch_session_deserialize(s, &copies[i], &msg, &why, NULL) != KORCH_OK && why == KORCH_REJ_DUPLICATE)
+            refused++;
+        korch_msg_destroy(&msg);
+        zmsg_destroy(&copies[i]);
+    }
+    for (int i = 0; i < SENT - N; i++) { /* evicted long ago: good messages again */
+        if (korch_session_deserialize(s, &copies[i], &msg, NULL, NULL) == KORCH_OK)
+            passed++;
+        korch_msg_destroy(&msg);
+        zmsg_destroy(&copies[i]);
+    }
+    CHECK_EQ(refused, N);
+    CHECK_EQ(passed, SENT - N);
+    korch_session_destroy(&s);
+}
+
 /* Random mutations of valid messages: never a crash, never a tampered accept. */
 TEST(wire_mutations_never_crash)
 {

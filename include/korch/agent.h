@@ -117,6 +117,11 @@ typedef struct {
        together, across kernel restarts and resumes (default 256 MiB). Near
        it, outputs are not kept and the turn ends (agent_budget.c). */
     uint64_t max_session_bytes;
+    /* The counters of a kernel it attaches to (existing: korch serve's, read
+       with korch_usage_read from the agent's thread): each step's CPU seconds
+       and peak memory. NULL: unknown there (a kernel of its own is asked
+       through its launcher). Borrowed; outlives the agent. */
+    const korch_usage_src_t *usage_src;
     void (*on_event)(const korch_agent_event_t *ev, void *arg);
     /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */
     bool (*cancelled)(void *arg);

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "korch/error.h"
+#include "korch/launcher.h"
 
 typedef struct korch_cgroup korch_cgroup_t;
 
@@ -77,6 +78,16 @@ void korch_cgroup_usage(const korch_cgroup_t *cg, int64_t *cpu_ns, int64_t *mem_
 
 /* Start a new memory peak (v1); false where it cannot be reset (v2). */
 bool korch_cgroup_peak_reset(korch_cgroup_t *cg);
+/* Where cg's counters are (korch_proc_usage_src's, for any thread). */
+bool korch_cgroup_usage_src(const korch_cgroup_t *cg, korch_usage_src_t *src);
+
+/* A container's cgroup (a docker container with that full id), on this
+   host's cgroupfs mounted at root ("/sys/fs/cgroup"): v2 when root is a
+   cgroup2 mount (root/cgroup.controllers), else v1's memory and cpuacct
+   hierarchies (cpuacct alone, or cpu,cpuacct). Both drivers' layouts:
+   cgroupfs (docker/ID) and systemd (system.slice/docker-ID.scope). False
+   when none holds it (an engine on another host, another cgroup parent). */
+bool korch_cgroup_of_container(const char *root, const char *id, korch_usage_src_t *src);
 
 /* How many processes are in it now (-1 when it cannot be read). */
 int korch_cgroup_count(const korch_cgroup_t *cg);

@@ -56,6 +56,15 @@ korch_rc_t korch_fs_write_at(int dirfd, const char *name, const void *data, size
 /* The same for a path: its directory by path, the last component safe. */
 korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const korch_fs_opts_t *o, korch_err_t *err);
 
+/* The same, the bytes written by fill (to fd, a temp file; KORCH_OK or an
+   error with err) as they come: a big file written without its whole text
+   in memory. The file is renamed into place only when fill succeeded. */
+typedef korch_rc_t (*korch_fs_fill_fn)(int fd, void *arg, korch_err_t *err);
+korch_rc_t korch_fs_write_fill(const char *path, korch_fs_fill_fn fill, void *arg, const korch_fs_opts_t *o,
+                               korch_err_t *err);
+/* All len bytes to fd (EINTR retried); for fill functions. */
+korch_rc_t korch_fs_write_fd(int fd, const void *data, size_t len, korch_err_t *err);
+
 /* root/rel, rel a relative path walked without following symlinks; with
    mkparents the directories on the way are made (owned as o says). */
 korch_rc_t korch_fs_write_rel(const char *root, const char *rel, const void *data, size_t len, bool mkparents,

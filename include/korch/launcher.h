@@ -189,17 +189,32 @@ korch_op_t *korch_proc_put_file_fd(korch_proc_t *p, const char *name, int fd, si
 /* Read a file from the kernel's working directory, at most max bytes. */
 korch_op_t *korch_proc_get_file(korch_proc_t *p, const char *name, size_t max, korch_file_done_fn *done, void *arg,
                                 korch_err_t *err);
-/* What the kernel used, from its cgroup (sandbox): CPU time so far and the
-   peak of memory (since the last reset_peak where peak_reset says it could
-   be reset, else since the kernel started). False when the launcher cannot
-   say (local, docker and swarm do not yet). Never blocks for long (reads
-   of cgroupfs and /proc). */
+/* What the kernel used, from its cgroup (sandbox: korch's own; docker: the
+   container's, read on this host, when the engine runs here): CPU time so
+   far and the peak of memory (since the last reset_peak where peak_reset
+   says it could be reset, else since the kernel started). False when the
+   launcher cannot say (local and swarm: unknown). Never blocks for long
+   (reads of cgroupfs and /proc). */
 typedef struct {
     int64_t cpu_ns;             /* -1 unknown */
     int64_t mem_peak;           /* bytes, -1 unknown */
     bool peak_reset;            /* the peak was reset at the call with reset_peak */
 } korch_proc_usage_t;
 bool korch_proc_usage(korch_proc_t *p, bool reset_peak, korch_proc_usage_t *u);
+
+/* Where those counters are: plain paths, which any thread may read with
+   korch_usage_read, independent of the proc's life (an agent on its own
+   thread, korch serve's kernel on the loop's). After the kernel's end (a
+   restart into another cgroup) they answer unknown. */
+typedef struct {
+    int version;                /* the cgroup version: 1, 2; 0 = none (unknown) */
+    char mem[PATH_MAX];         /* its memory cgroup's dir (v2: its only one) */
+    char cpu[PATH_MAX];         /* v1: its cpuacct dir; "" = the utime+stime of mem's processes */
+} korch_usage_src_t;
+/* On the proc's thread. False (src->version 0) when the launcher cannot say. */
+bool korch_proc_usage_src(korch_proc_t *p, korch_usage_src_t *src);
+/* Any thread. False when nothing could be read (both -1). */
+bool korch_usage_read(const korch_usage_src_t *src, bool reset_peak, korch_proc_usage_t *u);
 
 /* Last lines the kernel printed outside the protocol (its stderr), or "".
    Never blocks: docker's is what the log stream delivered so far. */

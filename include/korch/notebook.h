@@ -47,10 +47,24 @@ json_t *korch_notebook_last_meta(korch_notebook_t *nb);
    kernelspec's display name, in the notebook's metadata. */
 void korch_notebook_set_language(korch_notebook_t *nb, json_t *language_info, const char *display_name);
 
-/* The document (borrowed). */
-json_t *korch_notebook_json(korch_notebook_t *nb);
+/* The notebook's metadata (borrowed; changes go into the next write). */
+json_t *korch_notebook_meta(korch_notebook_t *nb);
 
-/* Write to path atomically (temp file + rename). */
+/* The whole document (new): with korch_notebook_keep_on_disk, the cells
+   written so far are read back from the file. */
+json_t *korch_notebook_doc(korch_notebook_t *nb);
+
+/* Keep written cells on disk only: from now on, each write to path (an
+   agent session's notebook.ipynb) moves the cells added since the last one
+   out of memory, and the next write copies them from the file, so a long
+   session's notebook costs one step's cells in memory. Writes to another
+   path are whole copies that change nothing. NULL: all in memory again
+   (with no cells written). korch_notebook_last_meta sees only the cells
+   added since the last write. */
+void korch_notebook_keep_on_disk(korch_notebook_t *nb, const char *path);
+
+/* Write to path atomically (temp file + rename), the same bytes as
+   json_dumps(doc, JSON_INDENT(1) | JSON_ENSURE_ASCII). */
 korch_rc_t korch_notebook_write(korch_notebook_t *nb, const char *path, korch_err_t *err);
 
 #endif

@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <jansson.h>
 #include "korch/error.h"
 #include "korch/launcher.h"
 #include "korch/loop.h"
@@ -38,6 +39,9 @@ typedef struct {
     int port;                           /* 0 = any free port (see korch_server_port) */
     const char *token;                  /* NULL = generate one; "" = no authentication (with
                                            users_file: NULL = none, the users' tokens only) */
+    json_t *default_quota;              /* {KEY: N} every named user's quota under the users file's
+                                           (korch/users.h keys; borrowed), or NULL: a Hub user
+                                           without a users file has these */
     const char *users_file;             /* named users, roles, hashed tokens, quotas (korch/users.h;
                                            korch user add); NULL = the single token */
     const char *audit_file;             /* JSON lines of who did what (docs/team.md); NULL = none */
@@ -87,6 +91,8 @@ typedef struct {
     const char *agent_dir;              /* where sessions live (default ./korch-sessions) */
     int max_agent_sessions;             /* 0 = no limit */
     int agent_max_steps;                /* per turn (default 20) */
+    size_t agent_context_chars;         /* what a model request sends, roughly: each session's
+                                           conversation in memory is cut to it (default 120000) */
     /* Budgets per turn of every session, as korch run's (0 = none); a POST
        /api/agent/sessions {"budget": {tokens, seconds, cost}} may lower them
        for its session. A cost budget needs agent_prices. */

@@ -69,5 +69,7 @@ json_t *korch_users_quota(const korch_users_t *u, const char *name);
 
 /* 1-63 bytes of [A-Za-z0-9._@-], not starting with '.' or '-'. */
 bool korch_users_name_ok(const char *name);
+/* Is key a quota's name (kernels, sessions, memory_mb, cpus, tokens_per_day, cost_per_day)? */
+bool korch_users_quota_key(const char *key);
 
 #endif

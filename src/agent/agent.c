@@ -64,6 +64,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         return NULL;
     }
     a->kernel_cpu_ns = a->kernel_mem_peak = -1; /* unknown until a step's cgroup says */
+    a->turn_cpu_ns = a->turn_mem_peak = -1;
     a->o = *opts;
     /* a session dir this call makes goes again when the agent cannot start */
     bool made_dir = access(opts->session_dir, F_OK) != 0;
@@ -104,6 +105,7 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         goto fail;
     if (s_mkdir(a->files_dir, err) || s_mkdir(a->figures_dir, err))
         goto fail;
+    korch_notebook_keep_on_disk(a->nb, a->notebook_path); /* its cells out of memory once written */
     a->figures = s_count_figures(a->figures_dir);
     agent_budget_load(a);
     const char *wd = opts->workdir ? opts->workdir : a->existing ? NULL : a->files_dir;
@@ -124,8 +126,10 @@ korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err)
         agent_wd_save(a);
     }
     a->wd_in_kernel = a->wd_in_kernel && a->wd;
-    if (resuming)
+    if (resuming) {
         agent_load_transcript(a, replay);
+        agent_prune_messages(a);
+    }
     a->transcript = fopen(a->transcript_path, "a");
     if (!a->transcript) {
         korch_err_set(err, KORCH_E_IO, "cannot open '%s': %s", a->transcript_path, strerror(errno));
@@ -320,7 +324,9 @@ void korch_agent_cost(const korch_agent_t *a, korch_cost_t *turn, korch_cost_t *
 
 korch_rc_t korch_agent_save_clean_notebook(korch_agent_t *a, const char *path, korch_err_t *err)
 {
-    korch_notebook_t *nb = korch_notebook_from_json(korch_notebook_clean(korch_notebook_json(a->nb)));
+    json_t *doc = korch_notebook_doc(a->nb);
+    korch_notebook_t *nb = korch_notebook_from_json(doc ? korch_notebook_clean(doc) : NULL);
+    json_decref(doc);
     if (!nb)
         return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
     korch_rc_t rc = korch_notebook_write(nb, path, err);
@@ -453,6 +459,7 @@ korch_rc_t korch_agent_ask(korch_agent_t *a, const char *question, char **answer
     a->turn_t0 = korch_now_ms();
     a->turn_usage = (korch_usage_t){0};
     a->turn_cost = (korch_cost_t){0};
+    a->turn_cpu_ns = a->turn_mem_peak = -1;
     a->stopped_by[0] = 0;
     a->budget_told = a->fence_told = false;
     a->step = 0;

@@ -92,7 +92,7 @@ void agent_write_notebook(korch_agent_t *a)
 {
     korch_err_t err = {0};
     /* the ledger, in the notebook too: the session's tokens (null: unreported) and cost */
-    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    json_t *md = korch_notebook_meta(a->nb);
     json_t *k = json_object_get(md, "korch");
     if (json_is_object(k))
         json_object_set_new(

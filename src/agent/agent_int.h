@@ -103,6 +103,7 @@ struct korch_agent {
     uint64_t figure_bytes;      /* in figures/ (agent_budget.c) */
     int64_t kernel_cpu_ns;      /* the session's steps' CPU time, from the kernel's cgroup (-1: none known) */
     int64_t kernel_mem_peak;    /* the highest peak of memory of its steps (-1: none known) */
+    int64_t turn_cpu_ns, turn_mem_peak; /* the same for this turn's steps (done.kernel.turn) */
     uint64_t budget_pending;    /* a step's outputs not yet written to transcript and notebook */
     json_t *branch;             /* a branch whose kernel is not rebuilt yet: its transcript record (branch.c) */
 };
@@ -124,6 +125,15 @@ void agent_write_notebook(korch_agent_t *a);
    metadata.korch.packages; the same list (new) for the step's transcript
    record, NULL when the code installed nothing or the kernel did not say. */
 json_t *agent_note_packages(korch_agent_t *a, const char *code);
+/* metadata.korch.packages = list (borrowed; a resumed session's from its
+   transcript's latest "packages"). */
+void agent_packages_set(korch_agent_t *a, json_t *list);
+/* Install list ([{name, version}], borrowed) into kernel k (a->k or
+   verify's fresh one) with %pip, exact versions, no dependencies (the list
+   has them all), before anything else runs there. Returns how many were
+   asked for (0: none, or not a Python kernel), -1 when pip failed (*msg
+   says why, for people and the model). Blocks on k for up to 10 min. */
+int agent_packages_install(korch_agent_t *a, korch_kernel_t *k, json_t *list, char *msg, size_t len);
 
 /* agent_prompt.c */
 /* The tool the model calls (run_python / run_code), new reference. */
@@ -136,6 +146,9 @@ bool agent_foreign_fence(korch_agent_t *a, const char *text, char *lang, size_t 
 bool agent_tool_name_ok(korch_agent_t *a, const char *name);
 /* A reply that is only a printed tool call, as that call (new array), else NULL. */
 json_t *agent_text_tool_call(korch_agent_t *a, const char *text);
+/* a->messages cut for good to what a request can send (o.context_chars,
+   the two latest messages' images): the rest is in the transcript. */
+void agent_prune_messages(korch_agent_t *a);
 /* One model request over the conversation; usage recorded. */
 korch_rc_t agent_call_model(korch_agent_t *a, bool with_tools, korch_llm_reply_t *reply, korch_err_t *err);
 

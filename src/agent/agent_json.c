@@ -92,5 +92,15 @@ json_t *korch_agent_done_json(const korch_agent_t *a, korch_rc_t rc, const char 
         json_object_set_new(d, "message", json_string(message));
     if (d && a->stopped_by[0])
         json_object_set_new(d, "stopped_by", json_string(a->stopped_by));
+    /* the kernel's CPU seconds and highest peak of memory, this turn's steps and the session's (null: unknown) */
+    if (d)
+        json_object_set_new(d, "kernel",
+                            json_pack("{s:{s:o, s:o}, s:{s:o, s:o}}", "turn", "cpu_s",
+                                      a->turn_cpu_ns >= 0 ? json_real((double)a->turn_cpu_ns / 1e9) : json_null(),
+                                      "mem_peak_bytes", a->turn_mem_peak >= 0 ? json_integer(a->turn_mem_peak) : json_null(),
+                                      "session", "cpu_s",
+                                      a->kernel_cpu_ns >= 0 ? json_real((double)a->kernel_cpu_ns / 1e9) : json_null(),
+                                      "mem_peak_bytes",
+                                      a->kernel_mem_peak >= 0 ? json_integer(a->kernel_mem_peak) : json_null()));
     return d;
 }

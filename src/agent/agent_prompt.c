@@ -155,14 +155,17 @@ static size_t s_msg_chars(json_t *m)
     return n;
 }
 
-/* The messages to send: system prompt first; when over the budget, older
-   tool outputs and images are elided first, then the oldest turns go. In
-   fence mode tool calls and results become plain text turns. */
-static json_t *s_request_messages(korch_agent_t *a)
+/* Keep a->messages within what a request can send, for good: only the two
+   most recent messages with images keep them, then (over the context
+   budget) older tool outputs are cut to 600 characters, then the oldest
+   turns go. What goes was sent before and stays in the transcript on disk;
+   a later request would have dropped it again, so the conversation in
+   memory is bounded by o.context_chars (plus two messages' images) however
+   many turns the session runs. */
+void agent_prune_messages(korch_agent_t *a)
 {
-    json_t *msgs = json_deep_copy(a->messages);
+    json_t *msgs = a->messages;
     size_t n = json_array_size(msgs);
-    /* images: only the two most recent messages that have some keep them */
     int kept = 0;
     for (size_t i = n; i-- > 0;) {
         json_t *m = json_array_get(msgs, i);
@@ -202,6 +205,16 @@ static json_t *s_request_messages(korch_agent_t *a)
             json_array_remove(msgs, 0);
         }
     }
+}
+
+/* The messages to send: system prompt first, the conversation pruned to
+   the budget (agent_prune_messages). In fence mode tool calls and results
+   become plain text turns. New array; its messages may be shared with
+   a->messages (the providers only read them). */
+static json_t *s_request_messages(korch_agent_t *a)
+{
+    agent_prune_messages(a);
+    json_t *msgs = json_copy(a->messages);
     if (korch_llm_fence_mode(a->o.llm)) {
         json_t *plain = json_array();
         size_t i;

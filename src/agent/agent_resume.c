@@ -308,6 +308,12 @@ void agent_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
         free(note);
         return;
     }
+    /* the packages it had installed first: the snapshot's modules and the
+       cells may import them */
+    char pkmsg[1024];
+    int pk = agent_packages_install(a, a->k, json_object_get(json_object_get(korch_notebook_meta(a->nb), "korch"),
+                                                             "packages"),
+                                    pkmsg, sizeof pkmsg);
     json_t *snap = s_snapshot_load(a);
     int upto = snap ? (int)json_integer_value(json_object_get(snap, "executions")) : 0;
     /* names the snapshot could not keep (a function defined in a cell, a
@@ -340,6 +346,10 @@ void agent_rebuild(korch_agent_t *a, json_t *replay, korch_err_t *err)
         n += (size_t)snprintf(note + n, cap - n,
                               "The session was resumed in a fresh kernel without a snapshot of its variables%s. ",
                               a->python ? "" : " (snapshots are taken for Python kernels only)");
+    if (pk > 0)
+        n += (size_t)snprintf(note + n, cap - n, "The %d package(s) it had installed were installed again first. ", pk);
+    else if (pk < 0)
+        n += (size_t)snprintf(note + n, cap - n, "NOT restored: %s. ", pkmsg);
     if (rerun)
         n += (size_t)snprintf(note + n, cap - n,
                               "%d earlier successful code cell(s) %swere re-run to rebuild the rest (%d failed): their "
@@ -551,6 +561,8 @@ void agent_load_transcript(korch_agent_t *a, json_t *replay)
             if (step > 0)
                 json_object_set_new(where, "step", json_integer(step));
             korch_receipts_add_outputs(a->receipts, json_object_get(rec, "outputs"), where);
+            if (json_is_array(json_object_get(rec, "packages")))
+                agent_packages_set(a, json_object_get(rec, "packages")); /* the latest holds */
             a->executions++;
             char *printed = agent_outputs_text(json_object_get(rec, "outputs"), AGENT_PRINTED_MAX);
             json_array_append_new(replay, json_pack("{s:s, s:s, s:i, s:i, s:O, s:s}", "code", code ? code : "",

@@ -18,12 +18,24 @@ static int s_exec_tick(korch_loop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
-/* The kernel restarted (died, or was replaced): a markdown cell in the
-   notebook, recorded so a resumed notebook shows it too. */
+/* The kernel restarted (died, or was replaced): the packages the session
+   had installed go into the new one (a container's work dir, and with it
+   .korch-env, is new), and a markdown cell in the notebook says so,
+   recorded so a resumed notebook shows it too. */
 static void s_mark_restart(korch_agent_t *a, const char *why)
 {
-    char *md = agent_add_md(a, "*korch: the kernel restarted here (%s); the variables defined above are gone.*",
-                        why && *why ? why : "it died");
+    char pkmsg[1024], pkline[1100] = "";
+    int pk = agent_packages_install(a, a->k, json_object_get(json_object_get(korch_notebook_meta(a->nb), "korch"),
+                                                             "packages"),
+                                    pkmsg, sizeof pkmsg);
+    if (pk > 0)
+        snprintf(pkline, sizeof pkline, " The %d package(s) the session had installed were installed again.", pk);
+    else if (pk < 0)
+        snprintf(pkline, sizeof pkline, " NOT restored: %s.", pkmsg);
+    if (pk)
+        agent_emit(a, KORCH_AGENT_NOTICE, pkline + 1, NULL);
+    char *md = agent_add_md(a, "*korch: the kernel restarted here (%s); the variables defined above are gone.%s*",
+                        why && *why ? why : "it died", pkline);
     if (md)
         agent_record(a, json_pack("{s:s, s:s, s:s}", "type", "kernel", "event", "restarted", "content", md), NULL);
     free(md);
@@ -170,7 +182,8 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
        be reset): the step's CPU seconds and peak memory in its result */
     korch_proc_usage_t u0, u1;
     korch_proc_t *proc = korch_kernel_proc(a->k);
-    bool have_usage = proc && korch_proc_usage(proc, true, &u0);
+    const korch_usage_src_t *src = proc ? NULL : a->o.usage_src; /* attached: its owner's counters */
+    bool have_usage = proc ? korch_proc_usage(proc, true, &u0) : src && korch_usage_read(src, true, &u0);
     korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
     if (!ex) {
         /* the kernel is gone for good: say so and start a fresh one */
@@ -223,16 +236,20 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     /* a kernel that died or restarted took its counters along: unknown */
     json_t *usage = json_null();
     if (have_usage && r->status != KORCH_EXEC_DIED && !r->restarted && korch_kernel_proc(a->k) == proc &&
-        korch_proc_usage(proc, false, &u1))
+        (proc ? korch_proc_usage(proc, false, &u1) : korch_usage_read(src, false, &u1)))
         usage = json_pack("{s:o, s:o, s:s}", "cpu_s",
                           u0.cpu_ns >= 0 && u1.cpu_ns >= u0.cpu_ns ? json_real((double)(u1.cpu_ns - u0.cpu_ns) / 1e9)
                                                                   : json_null(),
                           "mem_peak_bytes", u1.mem_peak >= 0 ? json_integer(u1.mem_peak) : json_null(), "peak_of",
                           u0.peak_reset ? "step" : "kernel");
-    if (json_is_number(json_object_get(usage, "cpu_s")))
+    if (json_is_number(json_object_get(usage, "cpu_s"))) {
         a->kernel_cpu_ns = (a->kernel_cpu_ns > 0 ? a->kernel_cpu_ns : 0) + (u1.cpu_ns - u0.cpu_ns);
+        a->turn_cpu_ns = (a->turn_cpu_ns > 0 ? a->turn_cpu_ns : 0) + (u1.cpu_ns - u0.cpu_ns);
+    }
     if (json_is_integer(json_object_get(usage, "mem_peak_bytes")) && u1.mem_peak > a->kernel_mem_peak)
         a->kernel_mem_peak = u1.mem_peak;
+    if (json_is_integer(json_object_get(usage, "mem_peak_bytes")) && u1.mem_peak > a->turn_mem_peak)
+        a->turn_mem_peak = u1.mem_peak;
     json_t *info = json_pack("{s:s, s:o, s:I, s:O, s:O, s:o}", "status", korch_exec_status_name(r->status),
                              "execution_count", r->execution_count >= 0 ? json_integer(r->execution_count) : json_null(),
                              "elapsed_ms", (json_int_t)r->elapsed_ms, "saved", saved, "figures", figures, "usage",

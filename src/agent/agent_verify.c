@@ -2,7 +2,8 @@
  *  a fresh kernel of the same launcher and kernelspec, in a work dir of its
  *  own holding only the session's input files (its "file" records), and the
  *  outputs the last answer relied on (its receipts' cells) compared with
- *  what they printed the first time. The result goes into the notebook's
+ *  what they printed the first time; the packages the session installed
+ *  (metadata.korch.packages) are installed there first. The result goes into the notebook's
  *  metadata (korch.verify), the transcript (a "verify" record) and a VERIFY
  *  event. The fresh kernel and its dir are gone afterwards. */
 #include "agent_int.h"
@@ -92,6 +93,18 @@ static json_t *s_run(korch_agent_t *a, json_t *clean, const korch_kernel_opts_t 
         return json_pack("{s:s, s:s}", "status", "failed", "message", err && err->msg[0] ? err->msg : "no kernel");
     }
     json_t *res = json_pack("{s:s, s:i, s:i, s:[]}", "status", "reproduced", "cells", 0, "compared", 0, "differences");
+    /* what the session installed, first (its %pip cells may have been dropped as failed attempts) */
+    char pkmsg[1024];
+    json_t *pkgs = json_object_get(json_object_get(json_object_get(clean, "metadata"), "korch"), "packages");
+    int pk = agent_packages_install(a, k, pkgs, pkmsg, sizeof pkmsg);
+    if (pk > 0)
+        json_object_set_new(res, "packages", json_integer(pk));
+    if (pk < 0) {
+        json_object_set_new(res, "status", json_string("failed"));
+        json_object_set_new(res, "message", json_string(pkmsg));
+        korch_kernel_destroy(&k);
+        return res;
+    }
     json_t *rerun = json_object(); /* execution_count of the first run -> what the re-run printed */
     size_t i;
     json_t *cell;
@@ -169,7 +182,7 @@ static void s_record(korch_agent_t *a, json_t *res, int64_t t0)
     json_object_set_new(res, "seconds", json_real((double)(korch_now_ms() - t0) / 1e3));
     json_object_set_new(res, "turn_seconds", json_real((double)a->turn_ms / 1e3));
     json_object_set_new(res, "kernel", json_string(a->kernelspec));
-    json_t *md = json_object_get(korch_notebook_json(a->nb), "metadata");
+    json_t *md = korch_notebook_meta(a->nb);
     if (json_is_object(json_object_get(md, "korch")))
         json_object_set(json_object_get(md, "korch"), "verify", res);
     agent_record(a, json_pack("{s:s, s:O}", "type", "verify", "verify", res), NULL);
@@ -179,7 +192,9 @@ static void s_record(korch_agent_t *a, json_t *res, int64_t t0)
 
 static json_t *s_clean_run(korch_agent_t *a, const korch_kernel_opts_t *ko)
 {
-    json_t *clean = korch_notebook_clean(korch_notebook_json(a->nb));
+    json_t *doc = korch_notebook_doc(a->nb); /* its written cells are on disk */
+    json_t *clean = doc ? korch_notebook_clean(doc) : NULL;
+    json_decref(doc);
     korch_err_t e = {0};
     json_t *res = clean ? s_run(a, clean, ko, &e) : json_pack("{s:s, s:s}", "status", "failed", "message", "out of memory");
     json_decref(clean);

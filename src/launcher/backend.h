@@ -63,8 +63,8 @@ typedef struct {
     korch_rc_t (*get_file_now)(korch_proc_t *proc, const char *name, size_t max, char **data, size_t *len,
                                korch_err_t *err);
     const char *(*log_tail)(korch_proc_t *proc);
-    /* korch_proc_usage (may be NULL: unknown). */
-    bool (*usage)(korch_proc_t *proc, bool reset_peak, korch_proc_usage_t *u);
+    /* korch_proc_usage_src, which korch_proc_usage reads (may be NULL: unknown). */
+    bool (*usage_src)(korch_proc_t *proc, korch_usage_src_t *src);
     /* Release the proc; kill it first if it still runs. Never blocks. */
     void (*proc_free)(korch_proc_t *proc);
     /* Release the launcher (its jobs are finished already). */

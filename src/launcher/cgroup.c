@@ -32,6 +32,13 @@ struct korch_cgroup {
     int procs[S_DIRS + 1];          /* their cgroup.procs, open for writing, -1-terminated */
 };
 
+static bool s_exists_in(const char *dir, const char *file)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return access(path, F_OK) == 0;
+}
+
 static bool s_exists(const char *path)
 {
     struct stat st;
@@ -321,65 +328,34 @@ bool korch_cgroup_oom_killed(const korch_cgroup_t *cg)
     return s_read(cg->dirs[0], "memory.failcnt", text, sizeof text) && strtoll(text, NULL, 10) > 0;
 }
 
-static int s_pids(const char *dir, pid_t *pids, int max);
-
-/* utime + stime of pid (/proc/PID/stat fields 14 and 15, after the ')' that
-   ends its name, which may hold anything) in ns; -1 when it is gone. */
-static int64_t s_proc_cpu_ns(pid_t pid)
+bool korch_cgroup_usage_src(const korch_cgroup_t *cg, korch_usage_src_t *src)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long long ut = 0, st = 0;
-    /* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime" */
-    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    long hz = sysconf(_SC_CLK_TCK);
-    return (int64_t)((ut + st) * (1000000000ULL / (unsigned long long)(hz > 0 ? hz : 100)));
+    memset(src, 0, sizeof *src);
+    if (!cg || !cg->dirs[0][0])
+        return false;
+    src->version = cg->version;
+    snprintf(src->mem, sizeof src->mem, "%s", cg->dirs[0]);
+    /* v1: cpuacct.usage where cpuacct shares the cpu hierarchy, else the processes' own times */
+    if (cg->version == 1 && cg->ndirs > 2 && s_exists_in(cg->dirs[2], "cpuacct.usage"))
+        snprintf(src->cpu, sizeof src->cpu, "%s", cg->dirs[2]);
+    return true;
 }
 
 void korch_cgroup_usage(const korch_cgroup_t *cg, int64_t *cpu_ns, int64_t *mem_peak)
 {
-    char text[2048];
-    *cpu_ns = *mem_peak = -1;
-    if (!cg)
-        return;
-    if (cg->version == 2) {
-        long long us = s_read(cg->dirs[0], "cpu.stat", text, sizeof text) ? s_keyed(text, "usage_usec") : -1;
-        if (us >= 0)
-            *cpu_ns = (int64_t)us * 1000;
-        if (s_read(cg->dirs[0], "memory.peak", text, sizeof text))
-            *mem_peak = strtoll(text, NULL, 10);
-        return;
-    }
-    if (s_read(cg->dirs[0], "memory.max_usage_in_bytes", text, sizeof text))
-        *mem_peak = strtoll(text, NULL, 10);
-    if (cg->ndirs > 2 && s_read(cg->dirs[2], "cpuacct.usage", text, sizeof text)) {
-        *cpu_ns = strtoll(text, NULL, 10);
-        return;
-    }
-    pid_t pids[256];
-    int n = s_pids(cg->dirs[0], pids, 256);
-    if (n < 0)
-        return;
-    int64_t sum = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t c = s_proc_cpu_ns(pids[i]);
-        sum += c > 0 ? c : 0;
-    }
-    *cpu_ns = sum;
+    korch_usage_src_t src;
+    korch_proc_usage_t u = {.cpu_ns = -1, .mem_peak = -1};
+    if (korch_cgroup_usage_src(cg, &src))
+        korch_usage_read(&src, false, &u);
+    *cpu_ns = u.cpu_ns;
+    *mem_peak = u.mem_peak;
 }
 
 bool korch_cgroup_peak_reset(korch_cgroup_t *cg)
 {
-    return cg && cg->version == 1 && s_write(cg->dirs[0], "memory.max_usage_in_bytes", "0", NULL) == KORCH_OK;
+    korch_usage_src_t src;
+    korch_proc_usage_t u = {.cpu_ns = -1, .mem_peak = -1};
+    return korch_cgroup_usage_src(cg, &src) && korch_usage_read(&src, true, &u) && u.peak_reset;
 }
 
 /* The pids in dir/cgroup.procs into pids (at most max); count, or -1. */

@@ -17,6 +17,14 @@
  *  backend's: see forksrv.py's head and sandbox_fork.c. A template that
  *  dies is told to the watcher; the kernels it forked live on.
  *
+ *  Rotation: after N forks or T seconds (opts) the next request starts a
+ *  successor, which imports while the current one serves on; once it is
+ *  ready it serves, and the one it replaces is sent nothing more (it forks
+ *  what it was sent, sees its socket's end and goes). So the forks do not
+ *  share one address-space layout, stack canary and hash seed forever; it
+ *  costs one template's imports (CPU, a second or two) per rotation, and
+ *  the kernels of each generation share their own template's pages.
+ *
  *  One thread (the launcher's loop).
  */
 #ifndef KORCH_LAUNCHER_FORKSRV_H
@@ -40,6 +48,9 @@ typedef struct {
     const char *imports;        /* comma-separated modules to import; NULL = KORCH_FORK_IMPORTS, else the data stack */
     const char *mpl_dir;        /* MPLCONFIGDIR of the template (its font cache), korch's; NULL = none */
     const char *const *env;     /* more "NAME=value" for its environment (the kernelspec's), may be NULL */
+    unsigned rotate_forks;      /* made again after this many forks; 0 = KORCH_FORK_ROTATE, else 100 */
+    unsigned rotate_s;          /* or this many seconds after it was ready; 0 = KORCH_FORK_ROTATE_S, else 3600
+                                   (the environment's 0: never) */
 } korch_forksrv_opts_t;
 
 /* Called on the loop when the template's state changes (ready, dead). */
@@ -57,6 +68,8 @@ const char *korch_forksrv_key(const korch_forksrv_t *srv);
 pid_t korch_forksrv_pid(const korch_forksrv_t *srv);
 /* How many kernels it has forked. */
 unsigned korch_forksrv_forks(const korch_forksrv_t *srv);
+/* How many times it was made again for a fresh layout (rotations). */
+unsigned korch_forksrv_rotations(const korch_forksrv_t *srv);
 
 /* Send one fork request (req borrowed, fds borrowed: the template gets
    copies, close yours) to a ready template; never blocks (a full socket

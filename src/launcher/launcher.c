@@ -93,10 +93,20 @@ const char *korch_proc_log_tail(korch_proc_t *p)
     return t ? t : "";
 }
 
+bool korch_proc_usage_src(korch_proc_t *p, korch_usage_src_t *src)
+{
+    memset(src, 0, sizeof *src);
+    if (p && p->launcher->ops->usage_src && p->launcher->ops->usage_src(p, src))
+        return true;
+    src->version = 0;
+    return false;
+}
+
 bool korch_proc_usage(korch_proc_t *p, bool reset_peak, korch_proc_usage_t *u)
 {
+    korch_usage_src_t src;
     *u = (korch_proc_usage_t){.cpu_ns = -1, .mem_peak = -1};
-    return p && p->launcher->ops->usage && p->launcher->ops->usage(p, reset_peak, u);
+    return korch_proc_usage_src(p, &src) && korch_usage_read(&src, reset_peak, u);
 }
 
 /* ------------------------------------------------------------------ ops */

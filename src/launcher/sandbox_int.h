@@ -135,7 +135,7 @@ void korch_sandbox_proc_free(korch_proc_t *proc);
 korch_rc_t korch_sandbox_kill(korch_proc_t *proc, korch_op_t *op, korch_err_t *err);
 korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err);
 const char *korch_sandbox_log_tail(korch_proc_t *proc);
-bool korch_sandbox_usage(korch_proc_t *proc, bool reset_peak, korch_proc_usage_t *u);
+bool korch_sandbox_usage_src(korch_proc_t *proc, korch_usage_src_t *src);
 
 /* ---- sandbox_fork.c */
 

@@ -169,15 +169,10 @@ korch_rc_t korch_sandbox_signal(korch_proc_t *proc, int sig, korch_op_t *op, kor
 }
 
 /* From its cgroup (the kernel cannot write cgroupfs: no /sys in its view). */
-bool korch_sandbox_usage(korch_proc_t *proc, bool reset_peak, korch_proc_usage_t *u)
+bool korch_sandbox_usage_src(korch_proc_t *proc, korch_usage_src_t *src)
 {
     sandbox_proc_t *p = (sandbox_proc_t *)proc;
-    if (!p->cg)
-        return false;
-    if (reset_peak)
-        u->peak_reset = korch_cgroup_peak_reset(p->cg);
-    korch_cgroup_usage(p->cg, &u->cpu_ns, &u->mem_peak);
-    return u->cpu_ns >= 0 || u->mem_peak >= 0;
+    return p->cg && korch_cgroup_usage_src(p->cg, src);
 }
 
 const char *korch_sandbox_log_tail(korch_proc_t *proc)

@@ -23,11 +23,13 @@ typedef struct {
     bool workdir_in_kernel;     /* no work dir on this host (a container): list it from the kernel */
     bool resume_live;           /* the kernel is the session's own from before korch's restart (re-adopted) */
     int max_steps;
+    size_t context_chars;       /* what a model request sends, roughly (0 = the agent's default) */
     int64_t max_tokens;         /* per turn budgets (0 = none), as korch run's */
     int max_seconds;
     double max_cost;
     uint64_t max_session_bytes; /* the session's output budget on disk (0 = the agent's default) */
     const korch_prices_t *prices;   /* the server's price table (NULL = none); lives as long as the server */
+    korch_usage_src_t usage_src;    /* its kernel's cgroup counters (korch_proc_usage_src; version 0 = unknown) */
     atomic_int cancel;
 } srv_agent_cfg_t;
 zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);

@@ -94,6 +94,7 @@ void srv_sa_turn_open(srv_agent_t *sa, srv_req_t *req, bool detach)
 {
     srv_sa_touch(sa);
     srv_sa_log_clear(sa);
+    sa->turn_by = req->user; /* its executions' audit lines are the sender's */
     sa->turn_open = true;
     sa->next_id = 1;
     sa->detach = detach;

@@ -156,6 +156,7 @@ srv_agent_t *srv_sa_new(korch_server_t *s, const char *id)
     snprintf(sa->id, sizeof sa->id, "%s", id);
     snprintf(sa->cfg.id, sizeof sa->cfg.id, "%s", id);
     sa->cfg.max_steps = srv_sa_opts(s)->agent_max_steps;
+    sa->cfg.context_chars = srv_sa_opts(s)->agent_context_chars;
     sa->cfg.max_tokens = srv_sa_opts(s)->agent_max_tokens;
     sa->cfg.max_seconds = srv_sa_opts(s)->agent_max_seconds;
     sa->cfg.max_cost = srv_sa_opts(s)->agent_max_cost;

@@ -55,6 +55,7 @@ struct srv_agent {
     srv_agent_cfg_t cfg;        /* what its actor reads; cfg.cancel is set by main */
     char id[40];
     char owner[64];             /* the user whose session it is (ident.h); "" = nobody's (an admin's) */
+    srv_user_t turn_by;         /* who sent the running (or last) turn's message: its executions' audit lines */
     char kernel_id[40];         /* "" when stopped */
     char created[32], last_activity[32];
     bool owns_kernel;

@@ -239,8 +239,12 @@ int srv_sa_on_actor(korch_loop_t *loop, zsock_t *sock, void *arg)
         if (name && json && strcmp(name, "code") == 0 && srv_parts(sa->srv)->audit) { /* the agent's code runs */
             json_t *d = json_loads(json, 0, NULL);
             json_t *code = json_object_get(d, "code");
-            srv_user_t who = {.role = SRV_ROLE_USER};
-            snprintf(who.name, sizeof who.name, "%s", sa->owner);
+            /* as the turn's sender: the owner, or an admin acting on it, with their role */
+            srv_user_t who = sa->turn_by;
+            if (!who.name[0]) {
+                who.role = SRV_ROLE_USER;
+                snprintf(who.name, sizeof who.name, "%s", sa->owner);
+            }
             if (json_is_string(code))
                 srv_audit_code(srv_parts(sa->srv)->audit, &who, "session.execute", "session", sa->id,
                                json_string_value(code), json_string_length(code));

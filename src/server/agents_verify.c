@@ -22,11 +22,13 @@
 #include "korch/log.h"
 #include "korch/session.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct srv_sa_verify {
@@ -87,6 +89,36 @@ static void s_fail(srv_agent_t *sa, const char *fmt, ...)
     s_end(sa);
 }
 
+/* The session's copy of upload rel ({session}/files/rel, no component a
+   link, a regular file within the bound), opened for the launcher to put
+   (no read on the loop: put_file_fd maps or copies it on its worker). -1
+   when it is not there (any more). */
+static int s_open_input(srv_agent_t *sa, const char *rel, size_t *len)
+{
+    char files[PATH_MAX + 8], dir[PATH_MAX];
+    snprintf(files, sizeof files, "%s/files", sa->cfg.dir);
+    snprintf(dir, sizeof dir, "%s", rel);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    if (slash)
+        *slash = 0;
+    int top = korch_fs_open_dir(files, NULL);
+    int d = top >= 0 ? korch_fs_open_dir_at(top, slash ? dir : "", false, NULL, NULL) : -1;
+    int fd = d >= 0 && *base ? openat(d, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_VERIFY_INPUT)) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd >= 0)
+        *len = (size_t)st.st_size;
+    if (d >= 0)
+        close(d);
+    if (top >= 0)
+        close(top);
+    return fd;
+}
+
 static void s_put_next(srv_sa_verify_t *v);
 
 static void s_on_put(korch_rc_t rc, const korch_err_t *err, void *arg)
@@ -114,14 +146,12 @@ static void s_put_next(srv_sa_verify_t *v)
     korch_err_t err = {0};
     while (v->next < json_array_size(sa->files)) {
         const char *name = json_string_value(json_array_get(sa->files, v->next++));
-        char files[PATH_MAX + 8];
-        snprintf(files, sizeof files, "%s/files", sa->cfg.dir);
         size_t len = 0;
-        char *data = korch_fs_read_rel(files, name, MAX_VERIFY_INPUT, &len, NULL);
-        if (!data) /* removed by the code since: the re-run meets what the person receiving it would */
+        int fd = s_open_input(sa, name, &len);
+        if (fd < 0) /* removed by the code since: the re-run meets what the person receiving it would */
             continue;
-        v->op = korch_proc_put_file(proc, name, data, len, s_on_put, v, &err); /* data copied */
-        free(data);
+        v->op = korch_proc_put_file_fd(proc, name, fd, len, s_on_put, v, &err); /* fd borrowed: the op keeps a dup */
+        close(fd);
         if (!v->op)
             s_fail(sa, "cannot put '%s' into the verification's kernel: %s", name, err.msg);
         return;

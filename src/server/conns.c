@@ -394,6 +394,13 @@ bool srv_conns_headers_done(srv_conns_t *c, struct lws *wsi, bool authed, char *
     return true;
 }
 
+void srv_conns_unauthed(srv_conns_t *c, struct lws *wsi)
+{
+    s_conn_t *conn = c ? lws_get_opaque_user_data(wsi) : NULL;
+    if (conn && !conn->pending && !conn->unauth)
+        conn->unauth = zlistx_add_end(c->unauth, conn);
+}
+
 void srv_conns_closed(srv_conns_t *c, struct lws *wsi)
 {
     s_conn_t *conn = c ? lws_get_opaque_user_data(wsi) : NULL;

@@ -35,6 +35,9 @@ bool srv_conns_accept(srv_conns_t *c, struct lws *wsi, int fd);
    token (or the server has none). false: its client (known now behind a
    trusted proxy) is over max_per_peer; why[why_len] says so, for a 429. */
 bool srv_conns_headers_done(srv_conns_t *c, struct lws *wsi, bool authed, char *why, size_t why_len);
+/* Its identity lookup (PENDING, counted as authed meanwhile) refused it:
+   unauthenticated from now on. */
+void srv_conns_unauthed(srv_conns_t *c, struct lws *wsi);
 /* LWS_CALLBACK_WSI_DESTROY. */
 void srv_conns_closed(srv_conns_t *c, struct lws *wsi);
 /* The client's address for the log (behind a trusted proxy, once its

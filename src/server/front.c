@@ -561,7 +561,8 @@ int srv_front_http_begin(korch_server_t *s, srv_pss_t *pss, struct lws *wsi, con
     snprintf(req->path, sizeof req->path, "%.*s", req->path_too_long ? 64 : (int)ulen, uri ? uri : "");
     pss->req = req;
     srv_who_t who = s_who(s, wsi, req->path, false, &req->user, s_who_done, req);
-    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, who == SRV_WHO_OK, over, sizeof over);
+    bool held = who == SRV_WHO_OK || who == SRV_WHO_PENDING; /* a lookup under way is no stranger's */
+    bool admitted = srv_conns_headers_done(s->parts.conns, wsi, held, over, sizeof over);
     srv_touch(s);
     if (who == SRV_WHO_PENDING) {
         /* held, its body unread, until s_who_done (or its client leaves:
@@ -591,8 +592,8 @@ static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, 
                             const char *over)
 {
     bool authed = who == SRV_WHO_OK;
-    if (!authed)
-        req->user = (srv_user_t){.role = SRV_ROLE_NONE};
+    if (!authed) /* a stranger's, also after a lookup that held it */
+        req->user = (srv_user_t){.role = SRV_ROLE_NONE}, srv_conns_unauthed(s->parts.conns, wsi);
     size_t ulen = strlen(req->path);
     bool too_long = req->path_too_long;
     char cors[MAX_ORIGIN];
@@ -623,8 +624,7 @@ static void s_http_continue(korch_server_t *s, srv_req_t *req, struct lws *wsi, 
         srv_respond_error(req, st, "%s", refused);
         return;
     }
-    /* before the body: a request for no route is answered without reading it */
-    if (m != SRV_MATCH_OK) {
+    if (m != SRV_MATCH_OK) { /* before the body: no route, answered without reading it */
         s_unrouted(req, m);
         return;
     }

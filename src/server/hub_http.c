@@ -182,8 +182,18 @@ void srv_hubhttp_destroy(srv_hubhttp_t **ph)
     srv_hubhttp_t *h = ph ? *ph : NULL;
     if (!h)
         return;
-    while (h->reqs)
-        s_req_free(h->reqs);
+    /* what still waits (an OAuth callback's code exchange) is answered, so
+       its request and its caller's state are freed, not left behind */
+    korch_err_t err = {0};
+    korch_err_set(&err, KORCH_E_IO, "korch serve is shutting down");
+    while (h->reqs) {
+        srv_hubreq_t *r = h->reqs;
+        srv_hubhttp_done_fn *done = r->done;
+        void *arg = r->arg;
+        s_req_free(r);
+        if (done)
+            done(arg, NULL, &err);
+    }
     if (h->timer >= 0)
         korch_loop_timer_end(h->loop, h->timer);
     curl_multi_cleanup(h->multi);

@@ -32,7 +32,8 @@ typedef void srv_hubhttp_done_fn(void *arg, const srv_hubreply_t *r, const korch
 
 /* A client on loop (borrowed, outlives it). NULL without memory. */
 srv_hubhttp_t *srv_hubhttp_new(korch_loop_t *loop, long timeout_ms, size_t max_reply);
-/* Cancels every request still going (their done never runs). */
+/* Ends every request still going: each done runs with no reply and err
+   "korch serve is shutting down" (a done must not start requests then). */
 void srv_hubhttp_destroy(srv_hubhttp_t **ph);
 
 /* GET (form NULL) or POST an urlencoded form to url with the header

@@ -1,12 +1,18 @@
 /*  Quotas per user (quota.h). */
 #include "quota.h"
 #include "users.h"
+#include "korch/fsutil.h"
+#include "korch/launcher.h"
+#include "korch/log.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define DAYS_FILE ".quota-today.json"    /* in opts.agent_dir */
+#define MAX_DAYS_FILE (16u << 20)
 
 /* A user's use of the model today. */
 typedef struct {
@@ -15,8 +21,27 @@ typedef struct {
     double cost;
 } s_day_t;
 
+/* The days file's writer: at most one write at the launcher's worker at
+   a time; what changes meanwhile is written after it. It outlives the
+   quota when a write is still out at the end (orphan: its done writes the
+   last state, `last`, and frees it). */
+typedef struct {
+    srv_quota_t *q;                 /* NULL once the quota is gone */
+    korch_launcher_t *launcher;     /* borrowed (outlives the server) */
+    bool busy, dirty;
+    char *last;                     /* the final text, for an orphan */
+    char path[];
+} s_writer_t;
+
+typedef struct {
+    s_writer_t *w;
+    char *text;
+    char why[300];
+} s_job_t;
+
 struct srv_quota {
     zhashx_t *days;                 /* user name -> s_day_t (owned) */
+    s_writer_t *w;                  /* NULL: no agent dir, kept in memory */
 };
 
 static void s_free(void **p)
@@ -25,7 +50,117 @@ static void s_free(void **p)
     *p = NULL;
 }
 
-srv_quota_t *srv_quota_new(void)
+static long s_today(void) { return (long)(time(NULL) / 86400); }
+
+/* {"day": D, "users": {name: {"tokens", "cost"}}} of today's use (new text). */
+static char *s_days_text(srv_quota_t *q)
+{
+    json_t *users = json_object();
+    long today = s_today();
+    for (s_day_t *d = zhashx_first(q->days); d; d = zhashx_next(q->days))
+        if (d->day == today)
+            json_object_set_new(users, zhashx_cursor(q->days),
+                                json_pack("{s:I, s:f}", "tokens", (json_int_t)d->tokens, "cost", d->cost));
+    json_t *doc = json_pack("{s:i, s:o}", "day", (int)today, "users", users);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    return text;
+}
+
+static void s_write(const char *path, const char *text, char *why, size_t why_len)
+{
+    korch_err_t e = {0};
+    if (korch_fs_write(path, text, strlen(text), &(korch_fs_opts_t){.mode = 0600}, &e) != KORCH_OK)
+        snprintf(why, why_len, "%.280s", e.msg);
+}
+
+static void s_job_run(void *arg)
+{
+    s_job_t *j = arg;
+    s_write(j->w->path, j->text, j->why, sizeof j->why);
+}
+
+static void s_queue(s_writer_t *w);
+
+static void s_job_done(void *arg)
+{
+    s_job_t *j = arg;
+    s_writer_t *w = j->w;
+    if (j->why[0])
+        korch_warn("the day's model use per user is not kept for a restart: %s", j->why);
+    free(j->text);
+    free(j);
+    w->busy = false;
+    if (!w->q) { /* the quota went meanwhile: its last state, then the writer goes */
+        char why[300] = "";
+        if (w->last)
+            s_write(w->path, w->last, why, sizeof why);
+        free(w->last);
+        free(w);
+        return;
+    }
+    if (w->dirty)
+        s_queue(w);
+}
+
+/* Today's use to the file, off the loop. */
+static void s_queue(s_writer_t *w)
+{
+    w->dirty = true;
+    if (w->busy)
+        return;
+    s_job_t *j = calloc(1, sizeof *j);
+    if (!j || !(j->text = s_days_text(w->q))) {
+        free(j);
+        return;
+    }
+    j->w = w;
+    korch_err_t err = {0};
+    w->dirty = false;
+    w->busy = true;
+    if (korch_launcher_host_work(w->launcher, s_job_run, s_job_done, j, &err) != KORCH_OK) {
+        korch_warn("the day's model use per user is not kept for a restart: %s", err.msg);
+        w->busy = false;
+        free(j->text);
+        free(j);
+    }
+}
+
+/* Today's use as a previous korch serve left it (a blocking read, at start). */
+static void s_load(srv_quota_t *q)
+{
+    size_t len = 0;
+    korch_err_t e = {0};
+    char *text = korch_fs_read(q->w->path, MAX_DAYS_FILE, true, &len, &e);
+    if (!text)
+        return;
+    json_error_t je;
+    json_t *doc = json_loadb(text, len, 0, &je);
+    free(text);
+    json_t *users = json_object_get(doc, "users");
+    if (!json_is_object(users) || json_integer_value(json_object_get(doc, "day")) != s_today()) {
+        if (!doc)
+            korch_warn("'%s' is not JSON (%s): the day's model use starts at 0", q->w->path, je.text);
+        json_decref(doc);
+        return;
+    }
+    const char *name;
+    json_t *u;
+    json_object_foreach(users, name, u) {
+        json_t *t = json_object_get(u, "tokens"), *c = json_object_get(u, "cost");
+        s_day_t *d = calloc(1, sizeof *d);
+        if (!d || strlen(name) >= 64) {
+            free(d);
+            continue;
+        }
+        *d = (s_day_t){.day = s_today(), .tokens = json_is_integer(t) && json_integer_value(t) > 0 ? json_integer_value(t) : 0,
+                       .cost = json_is_number(c) && json_number_value(c) > 0 ? json_number_value(c) : 0};
+        zhashx_update(q->days, name, d);
+    }
+    json_decref(doc);
+}
+
+srv_quota_t *srv_quota_new(const korch_server_opts_t *o)
 {
     srv_quota_t *q = calloc(1, sizeof *q);
     if (!q || !(q->days = zhashx_new())) {
@@ -33,6 +168,15 @@ srv_quota_t *srv_quota_new(void)
         return NULL;
     }
     zhashx_set_destructor(q->days, s_free);
+    const char *dir = o && o->agent_dir && *o->agent_dir ? o->agent_dir : "korch-sessions";
+    size_t n = strlen(dir) + sizeof DAYS_FILE + 2;
+    if (o && o->launcher && (q->w = calloc(1, sizeof *q->w + n))) {
+        q->w->q = q;
+        q->w->launcher = o->launcher;
+        snprintf(q->w->path, n, "%s/%s", dir, DAYS_FILE);
+        korch_mkdirs(dir, 0700, NULL);
+        s_load(q);
+    }
     return q;
 }
 
@@ -41,12 +185,22 @@ void srv_quota_destroy(srv_quota_t **pq)
     srv_quota_t *q = pq ? *pq : NULL;
     if (!q)
         return;
+    s_writer_t *w = q->w;
+    if (w && w->busy) { /* its done writes what is now */
+        w->last = w->dirty ? s_days_text(q) : NULL;
+        w->q = NULL;
+    } else if (w) {
+        char why[300] = "";
+        char *text = w->dirty ? s_days_text(q) : NULL;
+        if (text)
+            s_write(w->path, text, why, sizeof why);
+        free(text);
+        free(w);
+    }
     zhashx_destroy(&q->days);
     free(q);
     *pq = NULL;
 }
-
-static long s_today(void) { return (long)(time(NULL) / 86400); }
 
 static s_day_t *s_day(srv_quota_t *q, const char *user, bool make)
 {
@@ -58,13 +212,21 @@ static s_day_t *s_day(srv_quota_t *q, const char *user, bool make)
     return d;
 }
 
-/* The limits of u (new; NULL: none, the single-token mode). */
+/* The limits of u (new; NULL: none, the single-token mode): korch serve
+   --quota's defaults, the users file's over them. A Hub user without a
+   users file has the defaults. */
 static json_t *s_limits(korch_server_t *s, const srv_user_t *u)
 {
-    srv_users_t *users = srv_parts(s)->users;
-    if (!users || !u || u->role == SRV_ROLE_NONE)
+    const srv_parts_t *p = srv_parts(s);
+    if ((!p->users && !p->hub) || !u || u->role == SRV_ROLE_NONE)
         return NULL;
-    return korch_users_quota(srv_users_current(users), u->name);
+    json_t *q = json_is_object(p->opts->default_quota) ? json_deep_copy(p->opts->default_quota) : json_object();
+    if (p->users) {
+        json_t *own = korch_users_quota(srv_users_current(p->users), u->name);
+        json_object_update(q, own);
+        json_decref(own);
+    }
+    return q;
 }
 
 /* What u uses now: kernels, today's model use. */
@@ -167,6 +329,9 @@ void srv_quota_charge(korch_server_t *s, const char *user, int64_t tokens, doubl
         return;
     d->tokens += tokens > 0 ? tokens : 0;
     d->cost += cost > 0 && isfinite(cost) ? cost : 0;
+    srv_quota_t *q = srv_parts(s)->quota;
+    if (q->w && (tokens > 0 || (cost > 0 && isfinite(cost))))
+        s_queue(q->w);
 }
 
 json_t *srv_quota_report(korch_server_t *s, const srv_user_t *u, int sessions, int running)

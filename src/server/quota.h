@@ -13,7 +13,8 @@
  *  {"message", "quota": KEY, "used", "limit"}; nothing is started. An
  *  admin has quotas too when the file gives them (a key missing = no
  *  limit). The single-token mode has none. The day's tokens and cost are
- *  counted in memory: a restart of korch serve starts the day afresh.
+ *  kept in a file beside the sessions, so a restart does not start the day
+ *  afresh (srv_quota_new).
  *
  *  Fair share: each user's kernels, sessions and turns are bounded on their
  *  own, so one user's runaway takes at most their quota of the pool, of
@@ -30,7 +31,12 @@
 
 typedef struct srv_quota srv_quota_t;
 
-srv_quota_t *srv_quota_new(void);
+/* The day's use as korch serve left it before a restart: read from
+   opts.agent_dir/.quota-today.json (0600; the day's only: another day's
+   is 0), written again after each charge on the launcher's worker (never
+   on the loop; one write at a time, the latest state after it), and at
+   destroy. Without a launcher, in memory only. */
+srv_quota_t *srv_quota_new(const korch_server_opts_t *o);
 void srv_quota_destroy(srv_quota_t **pq);
 
 /* May req's user start one more kernel (kernels, memory_mb, cpus)? Else

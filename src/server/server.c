@@ -357,7 +357,7 @@ korch_server_t *korch_server_new(korch_loop_t *loop, const korch_server_opts_t *
     if (*s->token ? srv_ident_add_token(s->parts.ident, s->token, err) != KORCH_OK
                   : !o.users_file && srv_ident_add_open(s->parts.ident, err) != KORCH_OK)
         goto fail;
-    if (!(s->parts.quota = srv_quota_new())) {
+    if (!(s->parts.quota = srv_quota_new(&s->opts))) {
         korch_err_set(err, KORCH_E_NOMEM, "out of memory");
         goto fail;
     }

@@ -42,6 +42,14 @@ struct korch_users {
 static const char *const s_quota_keys[] = {"kernels", "sessions", "memory_mb", "cpus", "tokens_per_day",
                                            "cost_per_day", NULL};
 
+bool korch_users_quota_key(const char *key)
+{
+    for (int i = 0; key && s_quota_keys[i]; i++)
+        if (strcmp(key, s_quota_keys[i]) == 0)
+            return true;
+    return false;
+}
+
 bool korch_users_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
@@ -466,4 +474,19 @@ static void s_destroy(void *self)
     srv_users_destroy(&r);
 }
 
-const srv_resolver_ops_t srv_users_resolver = {"users", s_resolve, NULL, s_destroy, NULL};
+/* A refused token that looks like one of korch's (korch_ + 48 hex digits)
+   was minted for a users file: this one does not hold it (any more). Other
+   tokens are not ours to explain (the Hub's, or a typo: the generic 403). */
+static int s_why(void *self, const srv_cred_t *c, char *msg, size_t len)
+{
+    (void)self; /* the file's path is not told: the asker is not known yet */
+    const char *t = c->token;
+    if (!t || strncmp(t, "korch_", 6) != 0 || strlen(t) != 6 + 48 || strspn(t + 6, "0123456789abcdef") != 48)
+        return 0;
+    snprintf(msg, len,
+             "this korch token is not in korch serve's users file (revoked, or minted for another server): ask the "
+             "operator for a new one (korch user add NAME mints one)");
+    return 403;
+}
+
+const srv_resolver_ops_t srv_users_resolver = {"users", s_resolve, NULL, s_destroy, s_why};

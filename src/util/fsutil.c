@@ -236,6 +236,40 @@ korch_rc_t korch_fs_write(const char *path, const void *data, size_t len, const 
     return s_write_in(s_parent(path, base, sizeof base, err), base, data, len, o, err);
 }
 
+korch_rc_t korch_fs_write_fill(const char *path, korch_fs_fill_fn fill, void *arg, const korch_fs_opts_t *o,
+                               korch_err_t *err)
+{
+    if (!o)
+        o = &s_default_opts;
+    char base[NAME_MAX + 1], tmp[NAME_MAX + 1];
+    int dfd = s_parent(path, base, sizeof base, err);
+    if (dfd < 0)
+        return err ? err->rc : KORCH_E_IO;
+    int fd = s_create_temp(dfd, base, tmp, err);
+    if (fd < 0) {
+        close(dfd);
+        return err ? err->rc : KORCH_E_IO;
+    }
+    korch_err_t fe = {0};
+    korch_rc_t frc = fill(fd, arg, &fe);
+    if (frc != KORCH_OK) {
+        close(fd);
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
+        return korch_err_set(err, frc, "cannot write '%s': %s", path, fe.msg[0] ? fe.msg : korch_strerror(frc));
+    }
+    korch_rc_t rc = s_commit(dfd, fd, tmp, base, o, true, err);
+    close(dfd);
+    return rc;
+}
+
+korch_rc_t korch_fs_write_fd(int fd, const void *data, size_t len, korch_err_t *err)
+{
+    if (s_write_all(fd, data, len) == KORCH_OK)
+        return KORCH_OK;
+    return korch_err_set(err, errno == ENOSPC || errno == EDQUOT ? KORCH_E_TOOBIG : KORCH_E_IO, "%s", strerror(errno));
+}
+
 /* The directory part of rel, opened below root, and its last component. */
 static int s_rel_parent(const char *root, const char *rel, bool create, const korch_fs_opts_t *o, const char **base,
                         korch_err_t *err)

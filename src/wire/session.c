@@ -29,9 +29,17 @@ struct korch_session {
     EVP_MAC *mac;
     EVP_MAC_CTX *mac_tmpl;          /* initialised with the key; duplicated per message */
     korch_session_limits_t lim;
-    zhashx_t *seen;                 /* hex digest -> (void*)1 */
-    char (*ring)[65];               /* FIFO of the digests in seen, for eviction */
-    size_t ring_head, ring_len;
+    /* The digests seen (replays refused), 16 bytes each (the first half of
+       the HMAC: a false match is a 2^-128 chance): a FIFO ring, grown by
+       doubling up to lim.digest_history entries, then the oldest goes; and
+       an open-addressing index of it (ring position + 1, 0 = empty; at most
+       half full), so memory follows what was seen: 24 bytes a digest, at
+       most 1.5 MiB at the default 65536, instead of a string and a hash
+       item each (~200 bytes). */
+    uint8_t (*ring)[16];
+    size_t ring_cap, ring_head, ring_len;
+    uint32_t *index;
+    size_t index_size;              /* a power of two */
     uint64_t counter;
     korch_session_stats_t stats;
 };
@@ -75,12 +83,8 @@ korch_session_t *korch_session_new(const void *key, size_t key_len, const char *
         if (limits->max_rich_content)
             self->lim.max_rich_content = limits->max_rich_content;
     }
-    self->seen = zhashx_new();
-    self->ring = calloc(self->lim.digest_history, sizeof *self->ring);
-    if (!self->seen || !self->ring) {
-        korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-        goto fail;
-    }
+    if (self->lim.digest_history > UINT32_MAX / 4)
+        self->lim.digest_history = UINT32_MAX / 4;
     if (key && key_len) {
         self->signed_ = true;
         self->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
@@ -103,8 +107,8 @@ void korch_session_destroy(korch_session_t **pself)
     if (!pself || !*pself)
         return;
     korch_session_t *self = *pself;
-    zhashx_destroy(&self->seen);
     free(self->ring);
+    free(self->index);
     EVP_MAC_CTX_free(self->mac_tmpl);
     EVP_MAC_free(self->mac);
     free(self);
@@ -222,19 +226,111 @@ static bool s_is_hex64(const unsigned char *p, size_t n)
     return true;
 }
 
-/* Remember a verified digest; forget the oldest when full. */
+/* The first 16 bytes of a digest in 64 hex digits (s_is_hex64). */
+static void s_digest16(const char *hex, uint8_t out[16])
+{
+    for (int i = 0; i < 16; i++) {
+        int hi = hex[2 * i] <= '9' ? hex[2 * i] - '0' : hex[2 * i] - 'a' + 10;
+        int lo = hex[2 * i + 1] <= '9' ? hex[2 * i + 1] - '0' : hex[2 * i + 1] - 'a' + 10;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+}
+
+static size_t s_home(const korch_session_t *self, const uint8_t d[16])
+{
+    uint64_t h;
+    memcpy(&h, d, sizeof h); /* an HMAC: already uniform */
+    return (size_t)h & (self->index_size - 1);
+}
+
+/* Is d in the index? Its index slot in *at (else the empty slot it would take). */
+static bool s_find(const korch_session_t *self, const uint8_t d[16], size_t *at)
+{
+    size_t mask = self->index_size - 1;
+    for (size_t i = s_home(self, d);; i = (i + 1) & mask) {
+        uint32_t v = self->index[i];
+        if (!v || memcmp(self->ring[v - 1], d, 16) == 0) {
+            *at = i;
+            return v != 0;
+        }
+    }
+}
+
+static bool s_seen(const korch_session_t *self, const char *hex)
+{
+    uint8_t d[16];
+    size_t at;
+    s_digest16(hex, d);
+    return self->index_size && s_find(self, d, &at);
+}
+
+/* Take the entry at index slot i out (backward-shift deletion: the entries
+   after it in its run move up, so no lookup stops early). */
+static void s_unindex(korch_session_t *self, size_t i)
+{
+    size_t mask = self->index_size - 1;
+    for (size_t j = (i + 1) & mask; self->index[j]; j = (j + 1) & mask) {
+        size_t home = s_home(self, self->ring[self->index[j] - 1]);
+        /* j's entry may fill i when its home is not in (i, j] (cyclically) */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            self->index[i] = self->index[j];
+            i = j;
+        }
+    }
+    self->index[i] = 0;
+}
+
+/* An index of size for the ring as it is; false without memory. */
+static bool s_reindex(korch_session_t *self, size_t size)
+{
+    uint32_t *index = calloc(size, sizeof *index);
+    if (!index)
+        return false;
+    free(self->index);
+    self->index = index;
+    self->index_size = size;
+    for (size_t k = 0; k < self->ring_len; k++) {
+        size_t pos = (self->ring_head + k) % self->ring_cap, at;
+        s_find(self, self->ring[pos], &at);
+        self->index[at] = (uint32_t)pos + 1;
+    }
+    return true;
+}
+
+/* Remember a verified digest; forget the oldest when full. Out of memory,
+   it is not remembered (a replay of it would pass: the message was good). */
 static void s_remember(korch_session_t *self, const char *hex)
 {
     size_t cap = self->lim.digest_history;
-    if (self->ring_len == cap) {
-        zhashx_delete(self->seen, self->ring[self->ring_head]);
-        self->ring_head = (self->ring_head + 1) % cap;
+    if (self->ring_len == self->ring_cap && self->ring_cap < cap) { /* grow (ring_head is 0 until full) */
+        size_t n = self->ring_cap ? self->ring_cap * 2 : 64;
+        if (n > cap)
+            n = cap;
+        void *r = realloc(self->ring, n * sizeof *self->ring);
+        if (!r)
+            return;
+        self->ring = r;
+        self->ring_cap = n;
+    }
+    if (self->index_size < 2 * self->ring_cap) {
+        size_t size = self->index_size ? self->index_size : 128;
+        while (size < 2 * self->ring_cap)
+            size *= 2;
+        if (!s_reindex(self, size))
+            return;
+    }
+    size_t at;
+    if (self->ring_len == self->ring_cap) { /* full: the oldest goes */
+        if (s_find(self, self->ring[self->ring_head], &at))
+            s_unindex(self, at);
+        self->ring_head = (self->ring_head + 1) % self->ring_cap;
         self->ring_len--;
     }
-    size_t slot = (self->ring_head + self->ring_len) % cap;
-    memcpy(self->ring[slot], hex, 65);
+    size_t pos = (self->ring_head + self->ring_len) % self->ring_cap;
+    s_digest16(hex, self->ring[pos]);
     self->ring_len++;
-    zhashx_insert(self->seen, self->ring[slot], (void *)1);
+    if (!s_find(self, self->ring[pos], &at))
+        self->index[at] = (uint32_t)pos + 1;
 }
 
 static json_t *s_parse_object(zframe_t *f)
@@ -418,7 +514,7 @@ korch_rc_t korch_session_deserialize_raw(korch_session_t *self, zmsg_t **pframes
         }
         memcpy(hex, sig, 64);
         hex[64] = 0;
-        if (zhashx_lookup(self->seen, hex)) {
+        if (s_seen(self, hex)) {
             rc = s_reject(self, KORCH_REJ_DUPLICATE, why, err, "duplicate signature (replayed message)");
             goto out;
         }

@@ -755,8 +755,8 @@ def sc_session_budget(x):
 
 
 SCENARIOS.update({f.__name__[3:]: f for f in (sc_live, sc_llm_keys, sc_receipts, sc_session_budget)})
-import agent_verify_scenarios  # noqa: E402 (POST .../verify, on this file's stream reader)
-SCENARIOS.update(agent_verify_scenarios.scenarios(Sse, _of))
+import agent_trust_scenarios  # noqa: E402 (verify and the ledger, issue 23, on this file's stream reader)
+SCENARIOS.update(agent_trust_scenarios.scenarios(Sse, _of))
 
 
 def main():

@@ -187,6 +187,8 @@ def main():
             check(st == status and says in json.dumps(e), "%r -> %d %s" % (body, status, says), [st, e])
         st, e = stream(base, toks["bob"], P, {"step": 1, "content": "q"})
         check(st == 404 and "no agent session" in json.dumps(e), "bob branching alice's session: 404", [st, e])
+        st, v = bob.req("POST", "api/agent/sessions/%s/verify" % pid)  # verify is hers alone too (agents_verify.c)
+        check(st == 404 and "no agent session" in json.dumps(v), "bob verifying alice's session: 404", [st, v])
         st, e = stream(base, toks["alice"], "/api/agent/sessions/00000000-0000-0000-0000-000000000000/branch",
                        {"step": 1, "content": "q"})
         check(st == 404, "a session that is not there: 404", [st, e])

@@ -24,6 +24,7 @@
  *    killer fired in the container; is_alive reports it with the limit.
  */
 #include "docker_int.h"
+#include "korch/cgroup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,13 @@ static void s_free(korch_launcher_t *self)
     free(l);
 }
 
+/* The container's cgroup on this host (an engine elsewhere: not found, unknown). */
+static bool s_usage_src(korch_proc_t *proc, korch_usage_src_t *src)
+{
+    docker_proc_t *p = (docker_proc_t *)proc;
+    return !p->dead && p->id[0] && korch_cgroup_of_container("/sys/fs/cgroup", p->id, src);
+}
+
 static const korch_launcher_ops_t s_ops = {
     .name = "docker",
     .caps = KORCH_LAUNCHER_CONFINED | KORCH_LAUNCHER_ADOPTS | KORCH_LAUNCHER_PACKAGES,
@@ -67,6 +75,7 @@ static const korch_launcher_ops_t s_ops = {
     .signal = dk_signal,
     .kill = dk_kill,
     .log_tail = dk_log_tail,
+    .usage_src = s_usage_src,
     .proc_free = dk_proc_free,
     .free = s_free,
     .adopt = dk_adopt,

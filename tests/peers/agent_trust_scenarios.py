@@ -1,12 +1,19 @@
-"""Scenarios of agent_api_client.py for POST /api/agent/sessions/{id}/verify
-(issue 23): the clean notebook re-run in a fresh kernel of korch serve, its
-events in the one schema (agent_api_client's reader checks each), the result
-in the notebook's metadata and the transcript, the fresh kernel gone after.
+"""Scenarios of agent_api_client.py for issue 23 in korch serve: POST
+/api/agent/sessions/{id}/verify (the clean notebook re-run in a fresh
+kernel, its events in the one schema - agent_api_client's reader checks
+each -, the result in the notebook's metadata and the transcript, the fresh
+kernel gone after) and the ledger (each step's CPU seconds and peak memory
+from the kernel's cgroup in the result events, the transcript and the
+notebook; unknown where the launcher cannot say).
 
 scenarios(Sse, _of) gives them, on agent_api_client's stream reader."""
 import http.client
+import os
 import time
 import urllib.parse
+
+SALES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                     "scripts", "demo", "sales.csv")
 
 
 def scenarios(Sse, _of):
@@ -119,6 +126,21 @@ def scenarios(Sse, _of):
         left = _kernels_settle(x, [m["kernel_id"]])
         x.check(left == [m["kernel_id"]], "kernels after the verification: %r" % left)
 
+    def sc_verify_inputs(x):
+        """The CSV analysis (its code reads the upload sales.csv): the fresh
+        kernel gets the session's uploads, so the clean notebook re-runs."""
+        csv = open(SALES).read()
+        m = x.session(files=[{"name": "sales.csv", "content": csv}])
+        _, turn_s = _turn(x, m, "Which region sells most?")
+        res, _ = _verify(x, m["id"])
+        x.details["turn_wall_s"] = round(turn_s, 2)
+        if not res:
+            return
+        x.details["verify"] = {k: res.get(k) for k in ("status", "cells", "compared", "message", "seconds", "turn_seconds")}
+        x.check(res["status"] == "reproduced" and res["compared"] >= 1, "the result: %r" % res)
+        left = _kernels_settle(x, [m["kernel_id"]])
+        x.check(left == [m["kernel_id"]], "kernels after the verification: %r" % left)
+
     def sc_verify_limit(x):
         """korch serve --max-kernels 1: the verification's fresh kernel counts, so it is refused (403)."""
         m = x.session()
@@ -129,5 +151,52 @@ def scenarios(Sse, _of):
         x.check(full.get("state") == "idle" and not [r for r in full.get("transcript", []) if r.get("type") == "verify"],
                 "the session after a refused verification: %r" % {k: full.get(k) for k in ("state",)})
 
-    return {"verify": sc_verify, "verify_drift": sc_verify_drift, "verify_limit": sc_verify_limit}
+    def _ledger(x, known):
+        """The `usage` LLM scenario: a step burning 0.6 s of CPU, one touching 200 MiB, a quiet one."""
+        m = x.session()
+        events = Sse(x, m["id"], "measure it").all()
+        use = [d.get("usage", "absent") for d in _of(events, "result")]
+        x.details["usage"] = use
+        st, full = x.http.req("GET", "api/agent/sessions/" + m["id"])
+        recs = [r.get("usage", "absent") for r in full.get("transcript", []) if r.get("type") == "execution"]
+        st, nb = x.http.req("GET", "api/agent/sessions/%s/notebook" % m["id"])
+        kl = nb.get("metadata", {}).get("korch", {}).get("ledger", {}).get("kernel") if st == 200 else None
+        x.details["ledger"] = kl
+        x.check(len(use) == 3 and recs == use, "the results' usage %r against the transcript's %r" % (use, recs))
+        done = _of(events, "done")
+        dk = done[-1].get("kernel") if done else None
+        x.details["done_kernel"] = dk
+        if len(use) != 3:
+            return
+        if not known:  # unknown is unknown: null, never zero
+            x.check(use == [None, None, None], "a launcher without counters: %r" % use)
+            x.check(dk == {"turn": {"cpu_s": None, "mem_peak_bytes": None}, "session": {"cpu_s": None, "mem_peak_bytes": None}},
+                    "done.kernel unknown: %r" % dk)
+            return
+        x.check(isinstance(dk, dict) and (dk["turn"]["cpu_s"] or 0) >= 0.5 and (dk["turn"]["mem_peak_bytes"] or 0) >= 200 << 20
+                and dk["session"] == dk["turn"], "done.kernel, the turn's sums: %r" % dk)
+        cpu = [u.get("cpu_s") if isinstance(u, dict) else None for u in use]
+        peak = [u.get("mem_peak_bytes") if isinstance(u, dict) else None for u in use]
+        x.check(all(isinstance(c, (int, float)) for c in cpu) and all(isinstance(p, int) for p in peak),
+                "every step measured: %r" % use)
+        if not all(isinstance(c, (int, float)) for c in cpu) or not all(isinstance(p, int) for p in peak):
+            return
+        x.check(0.5 <= cpu[0] < 5 and cpu[2] < 0.4 and cpu[0] > cpu[2], "CPU seconds: %r" % cpu)
+        x.check(peak[1] >= 200 << 20, "the 200 MiB step's peak: %r" % peak)
+        if use[1].get("peak_of") == "step":  # cgroup v1: each step's own peak
+            x.check(peak[2] < peak[1] - (150 << 20), "the quiet step's own peak: %r" % peak)
+        x.check(isinstance(kl, dict) and kl.get("cpu_s", 0) >= 0.5 and kl.get("mem_peak_bytes", 0) >= 200 << 20,
+                "the notebook's ledger: %r" % kl)
+
+    def sc_ledger(x):
+        """The ledger in korch serve, with a launcher whose kernels have a cgroup (docker, sandbox)."""
+        _ledger(x, True)
+
+    def sc_ledger_unknown(x):
+        """The same with local kernels: no counters, each step's usage null."""
+        _ledger(x, False)
+
+    return {"verify": sc_verify, "verify_drift": sc_verify_drift, "verify_limit": sc_verify_limit,
+            "verify_inputs": sc_verify_inputs,
+            "ledger": sc_ledger, "ledger_unknown": sc_ledger_unknown}
 
