@@ -71,38 +71,3 @@ out:
     korch_test_rmdir(dir);
 }
 
-/* The page: a step's "Branch from here" asks for the question (and a
-   model), the page moves to the new session, which answers with the state
-   of that step; the parent is still listed as it was. */
-TEST_T(branch_web_button_in_chromium, 240)
-{
-    if (!serve_npm_ready())
-        return;
-    char dir[] = "/tmp/korch-branchweb-XXXXXX", cmd[128], bin[PATH_MAX], shots[PATH_MAX + 16];
-    llm_server_t llm = {0};
-    if (!llm_server_start(&llm) || !CHECK(mkdtemp(dir) != NULL))
-        goto out;
-    llm_server_env(&llm, "branch");
-    snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
-    snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
-    const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", NULL};
-    serve_t s;
-    if (serve_start_args(&s, extra)) {
-        char script[700];
-        snprintf(script, sizeof script, "%s/tests/npm/webapp_branch.js", korch_test_root());
-        const char *argv[] = {"node", script, s.line, shots, NULL};
-        json_t *j = serve_peer_json(argv, 200);
-        if (!CHECK(json_is_true(json_object_get(j, "ok"))))
-            serve_log_tail(&s);
-        else
-            fprintf(stderr, "  %d checks\n", (int)json_integer_value(json_object_get(j, "checks")));
-        CHECK_GE((int)json_integer_value(json_object_get(j, "checks")), 7);
-        json_decref(j);
-        serve_stop(&s);
-        unlink(s.log);
-    }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
-out:
-    llm_server_stop(&llm);
-}
