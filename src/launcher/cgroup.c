@@ -3,6 +3,7 @@
  *  Everything here acts on cgroupfs, which only root writes and which no
  *  kernel can see (the sandbox mounts no /sys), so plain paths are safe.
  */
+#include "cgfile.h"
 #include "korch/cgroup.h"
 #include "korch/instance.h"
 #include "korch/log.h"
@@ -77,21 +78,10 @@ korch_rc_t korch_cgroup_scope(const char *runtime_base, char *buf, size_t len, k
     return korch_runtime_scope(runtime_base, buf, len, err);
 }
 
-/* Read a small cgroupfs file into buf (NUL-terminated); false when absent. */
+/* A small cgroupfs file into buf (NUL-terminated); false when absent. */
 static bool s_read(const char *dir, const char *file, char *buf, size_t len)
 {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < len && (r = read(fd, buf + n, len - 1 - n)) > 0)
-        n += (size_t)r;
-    close(fd);
-    buf[n] = 0;
-    return true;
+    return korch_cgfile_read(dir, file, buf, len) >= 0;
 }
 
 static korch_rc_t s_write(const char *dir, const char *file, const char *value, korch_err_t *err)
@@ -107,16 +97,6 @@ static korch_rc_t s_write(const char *dir, const char *file, const char *value, 
         return korch_err_set(err, KORCH_E_IO, "cannot set %s to '%s' in cgroup '%s': %s", file, value, dir,
                              strerror(e));
     return KORCH_OK;
-}
-
-/* The value after "key " on a line of a flat-keyed file, or -1. */
-static long long s_keyed(const char *text, const char *key)
-{
-    size_t kl = strlen(key);
-    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
-            return strtoll(p + kl + 1, NULL, 10);
-    return -1;
 }
 
 /* The cgroup korch is in for a v1 controller, from /proc/self/cgroup
@@ -322,9 +302,9 @@ bool korch_cgroup_oom_killed(const korch_cgroup_t *cg)
 {
     char text[2048];
     if (cg->version == 2)
-        return s_read(cg->dirs[0], "memory.events", text, sizeof text) && s_keyed(text, "oom_kill") > 0;
-    if (s_read(cg->dirs[0], "memory.oom_control", text, sizeof text) && s_keyed(text, "oom_kill") >= 0)
-        return s_keyed(text, "oom_kill") > 0;
+        return s_read(cg->dirs[0], "memory.events", text, sizeof text) && korch_cgfile_keyed(text, "oom_kill") > 0;
+    if (s_read(cg->dirs[0], "memory.oom_control", text, sizeof text) && korch_cgfile_keyed(text, "oom_kill") >= 0)
+        return korch_cgfile_keyed(text, "oom_kill") > 0;
     return s_read(cg->dirs[0], "memory.failcnt", text, sizeof text) && strtoll(text, NULL, 10) > 0;
 }
 

@@ -3,6 +3,7 @@
  *  sandbox's own (cgroup.c) or a container's found on this host
  *  (korch_cgroup_of_container, korch/cgroup.h). Plain reads of cgroupfs and
  *  /proc: any thread, never for long. */
+#include "cgfile.h"
 #include "korch/cgroup.h"
 #include "korch/launcher.h"
 
@@ -14,30 +15,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool s_read(const char *dir, const char *file, char *buf, size_t len)
+ssize_t korch_cgfile_read(const char *dir, const char *file, char *buf, size_t len)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return -1;
     size_t n = 0;
     ssize_t r;
     while (n + 1 < len && (r = read(fd, buf + n, len - 1 - n)) > 0)
         n += (size_t)r;
     close(fd);
     buf[n] = 0;
-    return n > 0;
+    return (ssize_t)n;
 }
 
-/* The number after "key " on a line of a flat-keyed file, or -1. */
-static long long s_keyed(const char *text, const char *key)
+long long korch_cgfile_keyed(const char *text, const char *key)
 {
     size_t kl = strlen(key);
     for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
         if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
             return strtoll(p + kl + 1, NULL, 10);
     return -1;
+}
+
+/* A counter file's text: false when absent or empty (unknown). */
+static bool s_read(const char *dir, const char *file, char *buf, size_t len)
+{
+    return korch_cgfile_read(dir, file, buf, len) > 0;
 }
 
 /* utime + stime of pid (/proc/PID/stat fields 14 and 15, after the ')' that
@@ -91,7 +97,7 @@ bool korch_usage_read(const korch_usage_src_t *src, bool reset_peak, korch_proc_
         return false;
     if (src->version == 2) {
         /* memory.peak cannot be reset for every reader: the kernel's peak since it started */
-        long long us = s_read(src->mem, "cpu.stat", text, sizeof text) ? s_keyed(text, "usage_usec") : -1;
+        long long us = s_read(src->mem, "cpu.stat", text, sizeof text) ? korch_cgfile_keyed(text, "usage_usec") : -1;
         if (us >= 0)
             u->cpu_ns = (int64_t)us * 1000;
         if (s_read(src->mem, "memory.peak", text, sizeof text))
