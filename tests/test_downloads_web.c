@@ -11,5 +11,5 @@
 
 TEST_T(downloads_kernel_svg_and_html_never_run_in_the_page_origin, 300)
 {
-    CHECK_GT(serve_web_peer("svgattack", "webapp_svg.js", NULL, 240), 30);
+    CHECK_GT(serve_web_peer("svgattack", NULL, "webapp_svg.js", NULL, 240), 30);
 }

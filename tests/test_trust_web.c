@@ -6,45 +6,20 @@
  *  links to its step, and "Clean notebook" downloads the notebook without
  *  the failed attempt. Screenshot: build/screenshots/webapp-receipts.png.
  *  And the Verify button and the ledger (webapp_verify.js). */
-#include "llm_fixture.h"
-#include "serve_fixture.h"
+#include "webpeer_fixture.h"
 
-#include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
 
-/* korch serve (launcher, the scripted model's "receipts") judged by tests/npm/SCRIPT, at least min_checks. */
+/* korch serve (launcher, the scripted model's "receipts") judged by
+   tests/npm/SCRIPT (screenshots into build/screenshots), at least min_checks. */
 static void s_web(const char *launcher, const char *script_name, int min_checks)
 {
-    if (!serve_npm_ready())
-        return;
-    char dir[] = "/tmp/korch-trustweb-XXXXXX", cmd[128], bin[PATH_MAX], shots[PATH_MAX + 16];
-    llm_server_t llm = {0};
-    if (!llm_server_start(&llm) || !CHECK(mkdtemp(dir) != NULL))
-        goto out;
-    llm_server_env(&llm, "receipts");
+    char bin[PATH_MAX], shots[PATH_MAX + 16];
     snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
     snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
-    const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", "--launcher", launcher, NULL};
-    serve_t s;
-    if (serve_start_args(&s, extra)) {
-        char script[700];
-        snprintf(script, sizeof script, "%s/tests/npm/%s", korch_test_root(), script_name);
-        const char *argv[] = {"node", script, s.line, shots, NULL};
-        json_t *j = serve_peer_json(argv, 180);
-        if (!CHECK(json_is_true(json_object_get(j, "ok"))))
-            serve_log_tail(&s);
-        else
-            fprintf(stderr, "  %d checks\n", (int)json_integer_value(json_object_get(j, "checks")));
-        CHECK_GE((int)json_integer_value(json_object_get(j, "checks")), min_checks);
-        json_decref(j);
-        serve_stop(&s);
-        unlink(s.log);
-    }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
-out:
-    llm_server_stop(&llm);
+    const char *args[] = {shots, NULL};
+    CHECK_GE(serve_web_peer("receipts", launcher, script_name, args, 180), min_checks);
 }
 
 TEST_T(trust_web_receipts_hover_and_clean_notebook_in_chromium, 240) { s_web("local", "webapp_receipts.js", 10); }

@@ -10,12 +10,13 @@
 
 #include <jansson.h>
 
-/* korch serve --agent-dir DIR --llm openai:gpt-4o-mini, the model on
-   scenario, then `node tests/npm/SCRIPT PAGE_URL ARGS...` (args: NULL or
-   NULL-terminated) for at most timeout_s: it must say ok. The number of
-   checks the script made ("checks" in its JSON line), -1 when it did not
-   say ok or could not run. */
-static inline int serve_web_peer(const char *scenario, const char *script, const char *const *args, int timeout_s)
+/* korch serve --agent-dir DIR --llm openai:gpt-4o-mini [--launcher L]
+   (launcher NULL: serve's default), the model on scenario, then `node
+   tests/npm/SCRIPT PAGE_URL ARGS...` (args: NULL or NULL-terminated) for
+   at most timeout_s: it must say ok. The number of checks the script made
+   ("checks" in its JSON line), -1 when it did not say ok or could not run. */
+static inline int serve_web_peer(const char *scenario, const char *launcher, const char *script,
+                                 const char *const *args, int timeout_s)
 {
     int checks = -1;
     if (!serve_npm_ready())
@@ -25,7 +26,8 @@ static inline int serve_web_peer(const char *scenario, const char *script, const
     if (!llm_server_start(&llm) || !CHECK(mkdtemp(dir) != NULL))
         goto out;
     llm_server_env(&llm, scenario);
-    const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", NULL};
+    const char *extra[] = {"--agent-dir", dir, "--llm", "openai:gpt-4o-mini", launcher ? "--launcher" : NULL,
+                           launcher, NULL};
     serve_t s;
     if (serve_start_args(&s, extra)) {
         char path[700];
