@@ -142,13 +142,4 @@ static inline void s_remove_label(korch_docker_t *d, const char *inst)
     json_decref(a);
 }
 
-/* korch serve's log holds needle. */
-static inline bool s_log_has(const serve_t *s, const char *needle)
-{
-    char *text = korch_read_file(s->log, 4 << 20, NULL, NULL);
-    bool has = text && strstr(text, needle);
-    free(text);
-    return has;
-}
-
 #endif
