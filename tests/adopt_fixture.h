@@ -1,6 +1,6 @@
 /*  Test fixture of the re-adoption tests (test_server_adopt.c,
  *  test_server_adopt_agent.c): the engine's containers by label, a container
- *  that looks like a kernel of an instance, and korch serve's log.
+ *  that looks like a kernel of an instance (korch serve's log: serve_log_has).
  *  Header-only: include it from one test file each. */
 #ifndef KORCH_ADOPT_FIXTURE_H
 #define KORCH_ADOPT_FIXTURE_H
