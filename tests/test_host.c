@@ -278,37 +278,10 @@ TEST_T(host_sandbox_sweep_removes_a_dead_korchs_deep_trees, 180)
 
 /* ---------------------------------------------------------------- uids */
 
-/* As uid:gid (a forked child), try each attack on the kernel of host pid
-   kpid; the child's exit code has a bit per attack that worked. */
-static int s_attack_as(uid_t uid, gid_t gid, pid_t kpid)
-{
-    pid_t c = fork();
-    if (c == 0) {
-        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
-            _exit(255);
-        int worked = 0;
-        char path[300];
-        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/confidential.csv", (int)kpid);
-        int fd = open(path, O_RDONLY);
-        if (fd >= 0)
-            worked |= 1, close(fd);
-        snprintf(path, sizeof path, "/proc/%d/root/tmp/korch-kernel.json", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 2, close(fd);
-        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/planted.txt", (int)kpid);
-        if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) >= 0)
-            worked |= 4, close(fd);
-        if (kill(kpid, 0) == 0)
-            worked |= 8;
-        snprintf(path, sizeof path, "/proc/%d/environ", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 16, close(fd);
-        _exit(worked);
-    }
-    int st = 0;
-    waitpid(c, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
-}
+/* korch_test_attack_as's files in a sandbox kernel: 1 another user's
+   data, 2 the key, 4 a planted file (and 8 a signal, 16 its environment). */
+static const char *const s_attack_files[3] = {"/home/korch/work/confidential.csv", "/tmp/korch-kernel.json",
+                                              "/home/korch/work/planted.txt"};
 
 static uid_t s_uid_of(fx_t *f)
 {
@@ -354,10 +327,10 @@ TEST_T(host_uids_no_account_one_per_kernel_files_back_to_the_user, 180)
     pid_t ka = korch_test_pid_of_uid(ua, "ipykernel"), kb = korch_test_pid_of_uid(ub, "ipykernel");
     if (!CHECK_GT(ka, 0) || !CHECK_GT(kb, 0))
         goto out;
-    CHECK_EQ(s_attack_as(other, other_gid, ka), 0); /* the second account: nothing works */
-    CHECK_EQ(s_attack_as(ub, ub, ka), 0);           /* kernel b's uid against kernel a */
-    CHECK_EQ(s_attack_as(ua, ua, kb) & 8, 0);       /* and a's against b: no signal */
-    CHECK(s_attack_as(ua, ua, ka) & 8);            /* the probe is live: the kernel's own uid can signal it */
+    CHECK_EQ(korch_test_attack_as(other, other_gid, ka, s_attack_files), 0); /* the second account: nothing works */
+    CHECK_EQ(korch_test_attack_as(ub, ub, ka, s_attack_files), 0);           /* kernel b's uid against kernel a */
+    CHECK_EQ(korch_test_attack_as(ua, ua, kb, s_attack_files) & 8, 0);       /* and a's against b: no signal */
+    CHECK(korch_test_attack_as(ua, ua, ka, s_attack_files) & 8);            /* the probe is live: the kernel's own uid can signal it */
     fx_stop(&a);
     fx_stop(&b);
     korch_launcher_destroy(&l);
