@@ -51,8 +51,11 @@ function pageRun(scenario, body) {
       };
       /* New session, then the question: the last turn (a locator) once its answer is in and the turn is over */
       const ask = async (page, question) => {
+        const was = await page.evaluate(() => location.hash);
         await page.getByRole('button', { name: 'Create a new agent session' }).click();
-        await page.waitForFunction(() => location.hash.length > 1 && document.querySelector('.k-chat-bar .k-state-idle'), null, { timeout: 90000 });
+        // the new one open (not the session that was open before) and idle
+        await page.waitForFunction((was) => location.hash.length > 1 && location.hash !== was &&
+          document.querySelector('.k-chat-bar .k-state-idle'), was, { timeout: 90000 });
         const box = page.getByRole('textbox', { name: 'Message' });
         await box.fill(question);
         await box.press('Enter');
