@@ -217,7 +217,7 @@ TEST_T(fork_kernels_share_no_state, 120)
                                 "print('env', 'A_ENV' in os.environ)\n"
                                 "ip = get_ipython()\n"
                                 "print('shell', getattr(ip, 'korch_template_shell', False), ip.kernel is not None,\n"
-                                "      any('secret_var' in c for c in In), ip.history_manager.hist_file)\n"
+                                "      any('secret_var' in c for c in In), ip.history_manager.hist_file, _dh == [os.getcwd()])\n"
                                 "print('sleep', [p for p in os.listdir('/proc') if p.isdigit() and "
                                 "b'sleep' in open('/proc/%s/cmdline' % p, 'rb').read()])\n");
     CHECK_CONTAINS(seen, "var False\n");
@@ -225,7 +225,7 @@ TEST_T(fork_kernels_share_no_state, 120)
     CHECK_CONTAINS(seen, "work []\n");
     CHECK_CONTAINS(seen, "env False\n");
     /* its IPython shell is the template's, made its own: a's cells are not in its history */
-    CHECK_CONTAINS(seen, "shell True True False :memory:\n");
+    CHECK_CONTAINS(seen, "shell True True False :memory: True\n");
     CHECK_CONTAINS(seen, "sleep []\n");
     /* and a chart comes back as a notebook's would */
     korch_exec_opts_t eo = {.timeout_ms = 60000};

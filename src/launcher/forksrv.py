@@ -251,6 +251,7 @@ def kernel_shell():
         if getattr(app, "ipython_dir", None):
             shell.ipython_dir = app.ipython_dir
         shell.home_dir = get_home_dir()
+        shell.user_ns["_dh"] = [os.getcwd()]  # not the template's private dir: the kernel's work dir
         shell.configurables.remove(shell.history_manager)
         shell.init_history()
         shell.init_environment()
