@@ -432,23 +432,22 @@ TEST_T(host_sandbox_write_flood_reaches_no_disk, 180)
     o.workdir_size = 64 << 20;
     o.tmp_size = 64 << 20;
     o.runtime_size = 64 << 20;
-    korch_launcher_t *l = s_sandbox(&o);
+    korch_launcher_t *l = fx_sandbox_new(&o);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     uid_t ku = s_uid_of(&f);
     CHECK_GT((long long)korch_test_pid_of_uid(ku, "ipykernel"), 0LL);
     long long b0 = s_io_of_uid(ku, "write_bytes"), c0 = s_io_of_uid(ku, "wchar");
-    const char *out = s_out(&f, "import os, time\n"
+    const char *out = fx_out(&f, "import os, time\n"
                                 "b = os.urandom(1 << 20) * 32\n"
                                 "n, t0 = 0, time.time()\n"
                                 "while n < (3 << 30) and time.time() - t0 < 60:\n"
                                 "    for p in ('flood.bin', '/run/korch/flood.bin', '/tmp/flood.bin'):\n"
                                 "        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n"
                                 "        os.write(fd, b); os.fsync(fd); os.close(fd); n += len(b)\n"
-                                "print('flooded', n >> 20, 'MiB in', round(time.time() - t0, 1), 's')\n");
+                                "print('flooded', n >> 20, 'MiB in', round(time.time() - t0, 1), 's')\n",
+                          120000);
     long long b1 = s_io_of_uid(ku, "write_bytes"), c1 = s_io_of_uid(ku, "wchar");
     fprintf(stderr, "  kernel: %s  wchar +%lld MiB, write_bytes +%lld KiB\n", out, (c1 - c0) >> 20, (b1 - b0) >> 10);
     CHECK_CONTAINS(out, "flooded");
