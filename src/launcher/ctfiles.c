@@ -1,6 +1,6 @@
 /*  A container's files through the engine that runs it (ctfiles.h): the
- *  docker launcher's (its engine) and the swarm launcher's (the engine of
- *  the node that runs the kernel's task). They go through the archive
+ *  docker launcher's, written for any container backend (an engine, a
+ *  container id, a work dir, the kernel's uid). They go through the archive
  *  endpoints, so they work however the work dir is mounted (a tmpfs, a
  *  volume, a host dir), with any kernel, and with a remote engine:
  *   PUT  /containers/{id}/archive?path=DIR  a tar, extracted into DIR

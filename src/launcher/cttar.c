@@ -1,6 +1,6 @@
 /*  The tar archives of the engine's archive endpoints (ustar with pax
  *  headers for long names), written and read by korch: a container
- *  backend's files (ctfiles.c), docker's and swarm's alike. */
+ *  backend's files (ctfiles.c). */
 #include "cttar.h"
 #include "korch/error.h"
 

@@ -1,5 +1,5 @@
 /*  The docker launcher's files: through its engine's archive endpoints
- *  (src/launcher/ctfiles.c, which the swarm launcher shares), so they work
+ *  (src/launcher/ctfiles.c, written for any container backend), so they work
  *  however the work dir is mounted (the tmpfs volume, a host dir) and with
  *  a remote engine. */
 #include "docker_int.h"
