@@ -141,6 +141,13 @@ TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
     json_decref(lines);
     free(out);
     free(err);
+    /* the snapshot after the last step is written once: snapshot.json is that step's snapshots/exec-3.json */
+    struct stat s_now, s_kept;
+    snprintf(path, sizeof path, "%s/snapshot.json", parent);
+    bool now_ok = stat(path, &s_now) == 0;
+    snprintf(path, sizeof path, "%s/snapshots/exec-3.json", parent);
+    if (CHECK(now_ok) && CHECK(stat(path, &s_kept) == 0))
+        CHECK(s_now.st_ino == s_kept.st_ino && s_now.st_dev == s_kept.st_dev);
     char *before = s_tree(parent);
 
     /* from step 2, another model */

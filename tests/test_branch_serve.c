@@ -4,8 +4,7 @@
  *  here" button in Debian's Chromium (tests/npm/webapp_branch.js). Real
  *  local kernels; the scripted model of tests/peers/branch_scenarios.py,
  *  whose replies depend on what korch sent. The CLI: tests/test_branch.c. */
-#include "llm_fixture.h"
-#include "serve_fixture.h"
+#include "webpeer_fixture.h"
 #include "korch/users.h"
 
 #include <jansson.h>
@@ -71,3 +70,17 @@ out:
     korch_test_rmdir(dir);
 }
 
+
+/* The page: a step's "Branch from here" asks what to do next (and a model);
+   the page moves to the new session, listed beside the parent, cut after
+   that step, which answers with the state of that step; the parent's
+   transcript and page are as they were (tests/npm/webapp_branch.js).
+   Screenshots: webapp-branch-form.png, webapp-branch.png. */
+TEST_T(branch_web_button_in_chromium, 240)
+{
+    char bin[PATH_MAX], shots[PATH_MAX + 16];
+    snprintf(bin, sizeof bin, "%s", korch_test_korch_bin());
+    snprintf(shots, sizeof shots, "%s/screenshots", dirname(bin));
+    const char *args[] = {shots, NULL};
+    CHECK_GE(serve_web_peer("branch", "local", "webapp_branch.js", args, 200), 12);
+}

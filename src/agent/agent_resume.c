@@ -81,16 +81,29 @@ static int s_cmp_int(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* The snapshot written once, as snapshots/exec-N.json, and snapshot.json
+   made the same file (a hard link put over it by rename: a resume reads
+   either the previous one or this one); where that cannot be, snapshot.json
+   is written as well. Both are only ever replaced, never written in place,
+   so the files that share one stay as they were. */
 static void s_keep_step(korch_agent_t *a, const char *text)
 {
-    char dir[PATH_MAX + 16], path[PATH_MAX + 64];
+    char dir[PATH_MAX + 16], path[PATH_MAX + 64], tmp[PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/snapshots", a->dir);
     snprintf(path, sizeof path, "%s/exec-%d.json", dir, a->executions);
+    snprintf(tmp, sizeof tmp, "%s.link", a->snapshot_path);
     korch_err_t err = {0};
-    if (korch_mkdirs(dir, 0755, &err) != KORCH_OK || korch_write_file(path, text, strlen(text), &err) != KORCH_OK) {
+    bool kept = korch_mkdirs(dir, 0755, &err) == KORCH_OK && korch_write_file(path, text, strlen(text), &err) == KORCH_OK;
+    if (!kept)
         korch_debug("cannot keep the snapshot after step %d: %s", a->step, err.msg);
-        return;
+    unlink(tmp);
+    if (!kept || link(path, tmp) != 0 || rename(tmp, a->snapshot_path) != 0) {
+        unlink(tmp);
+        if (korch_write_file(a->snapshot_path, text, strlen(text), &err) != KORCH_OK)
+            korch_warn("cannot keep the kernel's variables: %s", err.msg);
     }
+    if (!kept)
+        return;
     long ids[SNAP_KEEP * 4], sizes[SNAP_KEEP * 4];
     size_t n = 0;
     long total = 0;
@@ -118,9 +131,10 @@ static void s_keep_step(korch_agent_t *a, const char *text)
     }
 }
 
-/* After a step: keep the kernel's variables in snapshot.json (written
-   atomically by korch, in the session dir). A snapshot that fails leaves the
-   previous one, and the cells after it are re-run on resume. */
+/* After a step: keep the kernel's variables in snapshot.json (replaced
+   atomically by korch, in the session dir; the same file as that step's
+   snapshots/exec-N.json). A snapshot that fails leaves the previous one, and
+   the cells after it are re-run on resume. */
 void agent_snapshot(korch_agent_t *a)
 {
     if (!a->python || a->o.snapshot_bytes < 0 || !a->k)
@@ -146,11 +160,10 @@ void agent_snapshot(korch_agent_t *a)
     json_object_set_new(snap, "time", json_string(date));
     char *text = json_dumps(snap, JSON_COMPACT);
     json_decref(snap);
-    korch_err_t err = {0};
-    if (!text || korch_write_file(a->snapshot_path, text, strlen(text), &err) != KORCH_OK)
-        korch_warn("cannot keep the kernel's variables: %s", text ? err.msg : "out of memory");
-    else
+    if (text)
         s_keep_step(a, text);
+    else
+        korch_warn("cannot keep the kernel's variables: out of memory");
     free(text);
 }
 

@@ -140,12 +140,16 @@ static void s_copy_inputs(json_t *recs, size_t cut, const char *from, const char
 }
 
 /* The snapshot kept after execution execs (snapshots/exec-N.json) as the
-   branch's snapshot.json: true when there was one. */
+   branch's snapshot.json: a hard link (snapshots are replaced, never
+   written in place: the parent's stays as it is), else a copy. True when
+   there was one. */
 static bool s_copy_snapshot(const char *parent, int execs, const char *dir)
 {
     char from[PATH_MAX + 64], to[PATH_MAX + 24];
     snprintf(from, sizeof from, "%s/snapshots/exec-%d.json", parent, execs);
     snprintf(to, sizeof to, "%s/snapshot.json", dir);
+    if (link(from, to) == 0)
+        return true;
     size_t len = 0;
     char *text = korch_fs_read(from, (size_t)64 << 20, true, &len, NULL);
     bool ok = text && korch_write_file(to, text, len, NULL) == KORCH_OK;

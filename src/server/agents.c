@@ -375,9 +375,11 @@ static bool s_turn_running(srv_kernel_t *mk, void *arg)
 srv_agents_t *srv_agents_new(korch_server_t *s)
 {
     srv_agents_t *a = calloc(1, sizeof *a);
-    if (!a || !(a->all = zhashx_new()) || !(a->doomed = zlistx_new())) {
-        if (a)
+    if (!a || !(a->all = zhashx_new()) || !(a->doomed = zlistx_new()) || !(a->branching = zlistx_new())) {
+        if (a) {
             zhashx_destroy(&a->all);
+            zlistx_destroy(&a->doomed);
+        }
         free(a);
         return NULL;
     }
@@ -393,6 +395,7 @@ void srv_agents_destroy(srv_agents_t **pa)
     srv_agents_t *a = *pa;
     if (!a)
         return;
+    srv_sa_branches_cancel(a);
     srv_agent_t *sa;
     while ((sa = zhashx_first(a->all))) {
         zhashx_delete(a->all, sa->id);
@@ -407,6 +410,7 @@ void srv_agents_destroy(srv_agents_t **pa)
         srv_relay_hold_taint(srv_parts(a->srv)->relay, NULL, NULL);
     zhashx_destroy(&a->all);
     zlistx_destroy(&a->doomed);
+    zlistx_destroy(&a->branching);
     free(a);
     *pa = NULL;
 }

@@ -105,6 +105,7 @@ struct srv_agents {
     korch_server_t *srv;
     zhashx_t *all;              /* agent session id -> srv_agent_t (owned) */
     zlistx_t *doomed;           /* srv_agent_t* deleted, waiting for their threads to end (owned) */
+    zlistx_t *branching;        /* branches whose dirs are being made (agents_branch.c) */
 };
 
 /* A PUT or GET of a file in the kernel's work dir, under way. */
@@ -184,6 +185,8 @@ void srv_sa_turn_open(srv_agent_t *sa, srv_req_t *req, bool detach);
 
 /* agents_branch.c: POST .../branch on parent (the asker may use it) */
 void srv_sa_branch(srv_agent_t *parent, srv_req_t *req, const srv_params_t *p, json_t *body);
+/* The server goes: the branches being made are cut loose (their dirs removed when the worker is done). */
+void srv_sa_branches_cancel(srv_agents_t *a);
 
 /* agents_create.c */
 void srv_sa_create(korch_server_t *s, srv_req_t *req, json_t *body);

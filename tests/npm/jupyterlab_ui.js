@@ -242,6 +242,30 @@ async function main() {
       await shot(page, 'agent-answer');
     });
 
+    // A1. Verify in the panel: the session's clean notebook re-run in a fresh
+    //     kernel of the same kernelspec (POST .../verify through the server
+    //     extension). Its cells read the DataFrame the user made by hand, which
+    //     no agent cell defines: the result says it did not re-run and why, as
+    //     the person given the notebook would meet it. No cell is added (and
+    //     the notebook's kernel still has the DataFrame: step D prints it).
+    await step('agent_verify', async () => {
+      const before = (await agentCells()).length;
+      const btn = page.locator(`${P} .k-verify-btn`);
+      await page.waitForFunction(p => { const b = document.querySelector(p + ' .k-verify-btn'); return b && !b.disabled; }, P, { timeout: 20000 });
+      const t = Date.now();
+      await btn.click();
+      const box = page.locator(`${P} .k-turn .k-verify:not([data-status=running])`);
+      await box.waitFor({ timeout: 120000 });
+      details.panel_verify_s = (Date.now() - t) / 1000;
+      details.panel_verify = { status: await box.getAttribute('data-status'), text: (await box.innerText()).trim() };
+      check(details.panel_verify.status === 'failed' && /^Did not re-run: .*NameError.*'df'/s.test(details.panel_verify.text),
+        `the panel's Verify: ${JSON.stringify(details.panel_verify)}`);
+      await idle();
+      const after = await agentCells();
+      check(after.length === before, `Verify added cells to the notebook: ${before} -> ${after.length}`);
+      await shot(page, 'agent-verify');
+    });
+
     // A2. a second notebook opened beside the first: the panel follows the
     //     active one (its own session in its own kernel: the same question is
     //     answered from that notebook's DataFrame, the agent's cells land in
@@ -397,6 +421,8 @@ async function main() {
       await page.waitForFunction(p => document.querySelectorAll(p + ' .k-final').length >= 2, P, { timeout: 20000 });
       const hist = await page.locator(`${P} .k-log`).innerText();
       check(/How many units/.test(hist) && /4242/.test(hist) && /HOSTILE done/.test(hist), `the panel after the reload: ${JSON.stringify(hist.slice(0, 300))}`);
+      const verified = await page.locator(`${P} .k-turn >> nth=0`).locator('.k-verify[data-status=failed]').count();
+      check(verified === 1, `the first turn's Verify result after the reload: ${verified}`);
       const steps = await page.locator(`${P} .k-step`).count();
       check(steps >= 3, `${steps} steps in the rebuilt history`);
       check((await page.evaluate(() => window.__xss)) === undefined, 'a payload ran after the reload');

@@ -12,85 +12,51 @@
 //
 //   node webapp_verify.js 'http://127.0.0.1:PORT/?token=T' SCREENSHOT_DIR
 'use strict';
-const fs = require('fs');
-const path = require('path');
-const { result } = require('./common');
-const { launch } = require('./browser');
+const { pageRun, download } = require('./webpage');
 
-const line = process.argv[2];
-const shots = process.argv[3];
-const checks = [];
-const failures = [];
-const details = {};
-const check = (ok, what, detail) => { checks.push({ ok: !!ok, what }); if (!ok) failures.push(what + (detail !== undefined ? `: ${JSON.stringify(detail).slice(0, 400)}` : '')); return !!ok; };
+pageRun('webapp_verify', async ({ check, details, open, ask, shot }) => {
+  const page = await open();
+  const verifyBtn = page.getByRole('button', { name: /Verify the answer/ });
+  check(await verifyBtn.isDisabled(), 'Verify is disabled before a session has answered');
+  const last = await ask(page, 'What is the total?');
 
-async function main() {
-  const { context, close } = await launch();
-  try {
-    const page = await context.newPage();
-    page.setDefaultTimeout(60000);
-    await page.goto(line.trim());
-    await page.waitForSelector('body[data-ready="1"]');
-    const verifyBtn = page.getByRole('button', { name: /Verify the answer/ });
-    check(await verifyBtn.isDisabled(), 'Verify is disabled before a session has answered');
-    await page.getByRole('button', { name: 'Create a new agent session' }).click();
-    await page.waitForFunction(() => location.hash.length > 1 && document.querySelector('.k-chat-bar .k-state-idle'), null, { timeout: 90000 });
-    const box = page.getByRole('textbox', { name: 'Message' });
-    await box.fill('What is the total?');
-    await box.press('Enter');
-    const last = page.locator('.k-turn').last();
-    await last.locator('.k-final').waitFor({ timeout: 120000 });
-    await page.waitForFunction(() => document.querySelector('.k-turn:last-of-type')?.dataset.status === 'ok');
+  // ---- the ledger: per step, per turn
+  const steps = await last.locator('.k-step-usage').allInnerTexts();
+  details.steps = steps;
+  const shown = steps.filter((t) => t.trim());
+  check(shown.length === 3 && shown.every((t) => /^\d+\.\d\d s CPU · peak \d+ MiB$/.test(t.trim())),
+    'each step shows its CPU seconds and peak memory', steps);
+  const foot = await last.locator('.k-turn-foot').innerText();
+  details.foot = foot;
+  check(/kernel CPU \d+\.\d\d s · peak \d+ MiB/.test(foot), "the turn's foot sums the steps' CPU and peak", foot);
 
-    // ---- the ledger: per step, per turn
-    const steps = await last.locator('.k-step-usage').allInnerTexts();
-    details.steps = steps;
-    const shown = steps.filter((t) => t.trim());
-    check(shown.length === 3 && shown.every((t) => /^\d+\.\d\d s CPU · peak \d+ MiB$/.test(t.trim())),
-      'each step shows its CPU seconds and peak memory', steps);
-    const foot = await last.locator('.k-turn-foot').innerText();
-    details.foot = foot;
-    check(/kernel CPU \d+\.\d\d s · peak \d+ MiB/.test(foot), "the turn's foot sums the steps' CPU and peak", foot);
-
-    // ---- Verify: the clean notebook in a fresh kernel, the result under the answer
-    await page.waitForFunction(() => !document.querySelector('.k-verify-btn')?.disabled, null, { timeout: 10000 });
-    const t0 = Date.now();
-    await verifyBtn.click();
-    const running = await page.waitForFunction(() => document.querySelector('.k-verify[data-status=running]'), null, { timeout: 5000 }).then(() => true, () => false);
-    check(running, 'the page says it is verifying');
-    const res = last.locator('.k-verify[data-status=reproduced]');
-    await res.waitFor({ timeout: 90000 }).catch(() => {});
-    details.verify_ms = Date.now() - t0;
-    const text = await last.locator('.k-verify').last().innerText().catch(() => '');
-    details.verify = text;
-    check(/^Reproduced in a fresh python3 kernel \(2 code cells, 5 numbers compared\) in \d+\.\d s/.test(text),
-      'the answer is shown reproduced, with what was compared', text);
-    check(!(await verifyBtn.isDisabled()), 'Verify can be asked again once done');
-    if (shots) {
-      fs.mkdirSync(shots, { recursive: true });
-      await page.screenshot({ path: path.join(shots, 'webapp-verify.png'), fullPage: true });
-    }
-    // ---- after a reload: from the transcript
-    await page.reload();
-    await page.waitForSelector('body[data-ready="1"]');
-    const again = await page.locator('.k-turn').last().locator('.k-verify[data-status=reproduced]').innerText({ timeout: 30000 }).catch(() => '');
-    check(/^Reproduced in a fresh python3 kernel/.test(again), 'the result is there after a reload', again);
-    const steps2 = (await page.locator('.k-turn').last().locator('.k-step-usage').allInnerTexts()).filter((t) => t.trim());
-    check(steps2.length === 3 && steps2.every((t) => /s CPU · peak \d+ MiB/.test(t)), 'and the steps\' ledger too', steps2);
-    // ---- the notebook has it in its metadata
-    const [nbDl] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: /Jupyter notebook/ }).click()]);
-    const nb = JSON.parse(fs.readFileSync(await nbDl.path(), 'utf8'));
-    const v = nb.metadata && nb.metadata.korch && nb.metadata.korch.verify;
-    details.metadata = v;
-    check(v && v.status === 'reproduced' && v.compared === 5, "the notebook's metadata.korch.verify", v);
-    const kl = nb.metadata && nb.metadata.korch && nb.metadata.korch.ledger && nb.metadata.korch.ledger.kernel;
-    check(kl && kl.cpu_s > 0 && kl.mem_peak_bytes > 0, "the notebook's kernel ledger", kl);
-  } finally {
-    await close();
-  }
-}
-
-main().catch((e) => failures.push(`${e.name}: ${e.message}`)).finally(() => {
-  result(JSON.stringify({ scenario: 'webapp_verify', ok: failures.length === 0, checks: checks.length, failures, details }));
-  process.exit(failures.length ? 1 : 0);
+  // ---- Verify: the clean notebook in a fresh kernel, the result under the answer
+  await page.waitForFunction(() => !document.querySelector('.k-verify-btn')?.disabled, null, { timeout: 10000 });
+  const t0 = Date.now();
+  await verifyBtn.click();
+  const running = await page.waitForFunction(() => document.querySelector('.k-verify[data-status=running]'), null, { timeout: 5000 }).then(() => true, () => false);
+  check(running, 'the page says it is verifying');
+  const res = last.locator('.k-verify[data-status=reproduced]');
+  await res.waitFor({ timeout: 90000 }).catch(() => {});
+  details.verify_ms = Date.now() - t0;
+  const text = await last.locator('.k-verify').last().innerText().catch(() => '');
+  details.verify = text;
+  check(/^Reproduced in a fresh python3 kernel \(2 code cells, 5 numbers compared\) in \d+\.\d s/.test(text),
+    'the answer is shown reproduced, with what was compared', text);
+  check(!(await verifyBtn.isDisabled()), 'Verify can be asked again once done');
+  await shot(page, 'webapp-verify');
+  // ---- after a reload: from the transcript
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  const again = await page.locator('.k-turn').last().locator('.k-verify[data-status=reproduced]').innerText({ timeout: 30000 }).catch(() => '');
+  check(/^Reproduced in a fresh python3 kernel/.test(again), 'the result is there after a reload', again);
+  const steps2 = (await page.locator('.k-turn').last().locator('.k-step-usage').allInnerTexts()).filter((t) => t.trim());
+  check(steps2.length === 3 && steps2.every((t) => /s CPU · peak \d+ MiB/.test(t)), 'and the steps\' ledger too', steps2);
+  // ---- the notebook has it in its metadata
+  const nb = await download(page, page.getByRole('button', { name: /Jupyter notebook/ }));
+  const v = nb.metadata && nb.metadata.korch && nb.metadata.korch.verify;
+  details.metadata = v;
+  check(v && v.status === 'reproduced' && v.compared === 5, "the notebook's metadata.korch.verify", v);
+  const kl = nb.metadata && nb.metadata.korch && nb.metadata.korch.ledger && nb.metadata.korch.ledger.kernel;
+  check(kl && kl.cpu_s > 0 && kl.mem_peak_bytes > 0, "the notebook's kernel ledger", kl);
 });

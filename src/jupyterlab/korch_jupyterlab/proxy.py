@@ -61,6 +61,7 @@ ROUTES = (
     (("GET", "DELETE"), ("sessions", _ID), None),
     (("POST",), ("sessions", _ID, "messages"), ("execute", "kernels")),
     (("POST",), ("sessions", _ID, "interrupt"), None),
+    (("POST",), ("sessions", _ID, "verify"), ("execute", "kernels")),  # a fresh kernel re-runs the session's code
     (("GET",), ("sessions", _ID, "notebook"), None),
     (("GET",), ("sessions", _ID, "events"), None),
     (("GET",), ("sessions", _ID, "files"), None),

@@ -5,8 +5,9 @@
 // The panel is korch's own chat component (src/web, bundled into ../chat by
 // `node ../web/build.mjs --lib chat`): the narration and answer (markdown
 // through DOMPurify), code as it is written, the status line, files, the
-// turn's tokens, Stop, and the history rebuilt from the session's transcript
-// after a reload. What differs from korch's page are its options: the code
+// turn's tokens, Stop, Verify (the session's clean notebook re-run in a fresh
+// kernel: the result under the answer) and the history rebuilt from the
+// session's transcript after a reload. What differs from korch's page are its options: the code
 // steps go to the notebook (CellSink below) as new cells below the active
 // one, marked in their metadata {"korch": {"agent": true, "session", "turn",
 // "step", "call"}}, their outputs rendered by JupyterLab itself; the session is made
@@ -138,7 +139,10 @@ class AgentPanel extends Widget {
       fetch: ((input: RequestInfo | URL, init?: RequestInit) =>
         ServerConnection.makeRequest(String(input), init ?? {}, settings)) as typeof fetch,
       files: false,
+      // no notebook downloads (the notebook is open here), no branches (a branch runs in a kernel
+      // of its own, not this notebook's), but Verify: the agent's cells re-run in a fresh kernel
       notebookButton: false,
+      verifyButton: true,
       cells: this.cells,
       onTurn: (_q, n) => { markUntrusted(this.target); this.cells.turn(n); },
       title: () => 'korch agent',

@@ -6,6 +6,7 @@ import { Api, ApiError, ApiOptions, SseEvent, saveBlob } from './api';
 import { FilesPanel } from './files';
 import { CellSink, Tokens, TurnView, callTokens, doneTokens, el, tokensText } from './turn';
 import { verifyRunning, verifyView } from './ledger';
+import { branchNote } from './branch';
 
 export interface ChatOptions extends ApiOptions {
   /** the session to open at once */
@@ -24,8 +25,15 @@ export interface ChatOptions extends ApiOptions {
   title?: (session: any | null) => string;
   /** the work dir's files beside the chat (default true) */
   files?: boolean;
-  /** the "Download notebook" button (default true) */
+  /** the "Download notebook" and "Clean notebook" buttons (default true) */
   notebookButton?: boolean;
+  /** the "Verify" button (default: as notebookButton) */
+  verifyButton?: boolean;
+  /** each step's "Branch from here" (default: true unless the host shows the cells itself:
+   *  a branch runs in a kernel of its own, not the host's) */
+  branchButton?: boolean;
+  /** a branch was made (its session, {id}): the host shows it (default: the chat opens it) */
+  onBranch?: (session: any) => void | Promise<void>;
 }
 
 export interface ChatHandle {
@@ -73,7 +81,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
   verifyBtn.type = 'button';
   verifyBtn.title = 'Re-run the clean notebook in a fresh kernel and check the answer\'s numbers come out again';
   verifyBtn.setAttribute('aria-label', 'Verify the answer: re-run the clean notebook in a fresh kernel');
-  if (opts.notebookButton !== false) bar.append(nbBtn, cleanBtn, verifyBtn);
+  if (opts.notebookButton !== false) bar.append(nbBtn, cleanBtn);
+  if (opts.verifyButton ?? opts.notebookButton !== false) bar.append(verifyBtn);
 
   const log = el('div', 'k-log');
   log.setAttribute('role', 'log');
@@ -137,7 +146,28 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     onFiles: (fs: any[]) => panel.changed(fs),
     download: (url: string, name: string) => void download(url, name),
     blob: (url: string) => api.blob(url),
+    branch: (opts.branchButton ?? !opts.cells) ? (turn: number, step: number, content: string, llm: string) => branch(turn, step, content, llm) : null,
   };
+  let branched: { id: string; question: string } | null = null; // the branch just made: its question, for its first turn
+
+  /** POST .../branch (detached: the branch's turn goes on without this stream), up to its
+   *  `branch` event naming the new session; then that session is shown. */
+  async function branch(turn: number, step: number, content: string, llm: string): Promise<void> {
+    if (!sid) throw new Error('no session is open');
+    const body: Record<string, unknown> = { turn, step, content, detach: true };
+    if (llm) body.llm = llm;
+    let id: string | null = null;
+    for await (const e of api.stream('POST', `${sessionPath(sid)}/branch`, body)) {
+      stats.events.push({ id: e.id, event: e.event, at: e.at });
+      if (e.event === 'branch' && typeof e.data?.session === 'string') { id = e.data.session; break; }
+      if (e.event === 'error') throw new Error(String(e.data?.message ?? 'error'));
+      if (e.event === 'done') break;
+    }
+    if (!id) throw new Error('korch did not say which session the branch is');
+    branched = { id, question: content };
+    if (opts.onBranch) await opts.onBranch({ id });
+    else await open(id);
+  }
 
   async function download(url: string, name: string): Promise<void> {
     try { saveBlob(await api.blob(url), name); } catch (e) { notice(`cannot download ${name}: ${(e as Error).message}`); }
@@ -192,7 +222,8 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     stats.events.push({ id: e.id, event: e.event, at: e.at });
     if (!turn) return;
     if (e.id !== null) turn.lastId = e.id;
-    turn.onEvent(e.event, e.data);
+    // a branch's first event says where it came from: the transcript's branch record shown already says so
+    if (!(e.event === 'branch' && !e.data?.state && log.querySelector('.k-branch-note[data-branch=from]'))) turn.onEvent(e.event, e.data);
     if (e.event === 'done') {
       setBusy(false);
       const t = turn, hasTokens = e.data?.tokens && typeof e.data.tokens === 'object';
@@ -231,7 +262,10 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     let n = 0;
     const byCall = new Map<string, [number, number]>();
     let lastUser = -1;
-    records.forEach((r, i) => { if (r.type === 'user' && !r.korch) lastUser = i; });
+    let lastBranch = -1;
+    records.forEach((r, i) => { if (r.type === 'user' && !r.korch) lastUser = i; if (r.type === 'branch') lastBranch = i; });
+    // a branch starting its first turn: the parent's turns are all complete, its question not yet recorded
+    if (running && lastBranch > lastUser) lastUser = -1;
     const upto = running && lastUser >= 0 ? lastUser : records.length;
     for (const r of records.slice(0, upto)) {
       switch (r.type) {
@@ -277,6 +311,11 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
         case 'usage': if (t) { const c = callTokens(r); t.tokens.input += c.input; t.tokens.output += c.output; t.tokens.calls++; t.tokens.unreported += c.unreported; } break;
         case 'final': t?.final(String(r.content ?? ''), undefined, r.receipts); break;
         case 'verify': t?.verify(r.verify); break;
+        case 'branch':
+          // the parent's turn was cut here (after a step, before its answer): over, not stopped
+          if (t && !t.finalEl && t.status === 'running') t.end('ok');
+          log.appendChild(branchNote(r));
+          break;
         case 'notice':
           if (t && r.content === 'interrupted by the user') t.status = 'interrupted';
           t?.notice(String(r.content ?? ''));
@@ -286,7 +325,7 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
       }
     }
     if (t) t.end(t.finalEl ? 'ok' : t.status === 'running' ? 'interrupted' : t.status);
-    return running && lastUser >= 0 ? String(records[lastUser].content ?? '') : null;
+    return running && lastUser >= 0 ? String(records[lastUser].content ?? '') : running ? '' : null;
   }
 
   /** Follow the running turn (GET .../events) from event `after`. */
@@ -335,7 +374,9 @@ export function mountChat(host: HTMLElement, opts: ChatOptions = {}): ChatHandle
     const running = m.state === 'running' || m.state === 'starting';
     const q = rebuild(Array.isArray(m.transcript) ? m.transcript : [], running);
     log.scrollTop = log.scrollHeight;
-    if (running) void followTurn(q ?? '(a turn started elsewhere)');
+    const asked = branched && branched.id === id ? branched.question : null;
+    branched = null;
+    if (running) void followTurn(q || asked || '(a turn started elsewhere)');
   }
 
   async function ask(text: string): Promise<void> {

@@ -61,7 +61,12 @@ function start(): void {
   let armed: string | null = null;
   let armTimer = 0;
   // a file dropped before any session exists makes one (the same as New session, and the one being made if it was clicked)
-  const chat = mountChat(chatHost, { baseUrl, token, createSession: () => create(), onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } } });
+  const chat = mountChat(chatHost, {
+    baseUrl, token, createSession: () => create(),
+    onChange: (m) => { if (m) { const i = sessions.findIndex((s) => s.id === m.id); if (i >= 0) { sessions[i] = { ...sessions[i], ...m }; draw(); } } },
+    // a step's "Branch from here" made a session: listed, and opened (its turn followed)
+    onBranch: async (m) => { await load(); await select(m.id); },
+  });
 
   function draw(): void {
     list.replaceChildren();

@@ -4,6 +4,7 @@
 // event at a time (onEvent), or from the transcript's records (chat.ts).
 import { highlightInto, markdown, renderOutput, savedFigure, setMarkdown, updateStream, RenderHooks } from './render';
 import { stepUsageText, turnUsageText, verifyView } from './ledger';
+import { BranchFn, branchButton, branchNote } from './branch';
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, textContent?: string): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
@@ -38,6 +39,8 @@ export interface TurnHooks extends RenderHooks {
   download(url: string, name: string): void;
   /** a session file's bytes (fetched with the token) */
   blob(url: string): Promise<Blob>;
+  /** branch the session from a step (its "Branch from here" button); none: no button */
+  branch?: BranchFn | null;
 }
 
 /** One tool call of a step: its code (as it is written, then complete) and its outputs. */
@@ -139,6 +142,9 @@ class StepView {
   phase = el('span', 'k-step-phase');
   clock = el('span', 'k-step-clock');
   usageEl = el('span', 'k-step-usage');
+  /** [turn, step] of the session as its execution records say (what POST .../branch takes) */
+  at: [number, number] | null = null;
+  private branchBtn: HTMLButtonElement | null = null;
   /** its executions' kernel usage (a result's `usage`, null = unknown) */
   usages: any[] = [];
   textEl: HTMLElement | null = null;
@@ -217,6 +223,12 @@ class StepView {
     this.usages.push(d.usage ?? null);
     this.usageEl.textContent = this.usages.map(stepUsageText).join(' | ');
     this.usageEl.title = 'The kernel\'s CPU time and peak memory in this step, from its cgroup';
+    // the step ran code: its state after it can be branched from (a record says its turn, an event only its step)
+    this.at = [typeof d.turn === 'number' ? d.turn : this.turnNo(), typeof d.step === 'number' && d.step > 0 ? d.step : this.n];
+    if (this.hooks.branch && !this.branchBtn) {
+      this.branchBtn = branchButton(`step ${this.n}`, () => this.at!, this.head, this.hooks.branch);
+      this.head.appendChild(this.branchBtn);
+    }
   }
 
   status(d: any): void {
@@ -447,6 +459,7 @@ export class TurnView {
       case 'files': this.files(st, Array.isArray(d.files) ? d.files : []); break;
       case 'notice': this.notice(String(d.text ?? ''), st); break;
       case 'final': this.final(String(d.text ?? ''), st, d.receipts); break;
+      case 'branch': this.root.insertBefore(branchNote(d), this.finalEl ?? this.foot); break;
       case 'error': this.notice(String(d.message ?? 'error'), st, 'k-notice k-error'); break;
       case 'done': {
         this.end(String(d.status ?? 'ok'), doneTokens(d.tokens?.turn), d.message, d.cost?.turn ?? null);
