@@ -1,6 +1,6 @@
 /*  Test fixture of the re-adoption tests (test_server_adopt.c,
  *  test_server_adopt_agent.c): the engine's containers by label, a container
- *  that looks like a kernel of an instance, and korch serve's log.
+ *  that looks like a kernel of an instance (korch serve's log: serve_log_has).
  *  Header-only: include it from one test file each. */
 #ifndef KORCH_ADOPT_FIXTURE_H
 #define KORCH_ADOPT_FIXTURE_H
@@ -140,15 +140,6 @@ static inline void s_remove_label(korch_docker_t *d, const char *inst)
         korch_docker_reply_clear(&r);
     }
     json_decref(a);
-}
-
-/* korch serve's log holds needle. */
-static inline bool s_log_has(const serve_t *s, const char *needle)
-{
-    char *text = korch_read_file(s->log, 4 << 20, NULL, NULL);
-    bool has = text && strstr(text, needle);
-    free(text);
-    return has;
 }
 
 #endif

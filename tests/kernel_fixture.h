@@ -143,4 +143,53 @@ static inline const char *fx_stream(korch_exec_t *ex, const char *name)
     return buf; /* leaked on purpose: tests are short-lived forked children */
 }
 
+/* A sandbox launcher on the test's loop (o NULL: its defaults); NULL, the
+   test failed with the reason, when it cannot be made. */
+static inline korch_launcher_t *fx_sandbox_new(const korch_sandbox_opts_t *o)
+{
+    korch_err_t err = {0};
+    korch_launcher_t *l = korch_launcher_sandbox_new(fx_loop(), o, &err);
+    if (!CHECK(l))
+        fprintf(stderr, "  %s\n", err.msg);
+    return l;
+}
+
+/* fx_start on launcher *l (which stays the caller's): false when there is
+   no launcher or the kernel did not start, and then *l is destroyed. */
+static inline bool fx_start_on(fx_t *f, korch_launcher_t **l)
+{
+    if (*l && fx_start(f, &(korch_kernel_opts_t){.launcher = *l}))
+        return true;
+    korch_launcher_destroy(l);
+    return false;
+}
+
+/* Run code (timeout_ms 0 = none): its stdout; the test fails, with the
+   detail and outputs, unless it ended ok. */
+static inline const char *fx_out(fx_t *f, const char *code, int timeout_ms)
+{
+    korch_exec_t *ex = fx_run(f, code, timeout_ms);
+    if (!CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_OK))
+        fprintf(stderr, "  detail: %s\n  outputs: %s\n", korch_exec_result(ex)->detail,
+                json_dumps(korch_exec_result(ex)->outputs, JSON_COMPACT));
+    const char *out = fx_stream(ex, "stdout");
+    korch_exec_destroy(&ex);
+    return out;
+}
+
+/* The kernel allocates until its memory limit kills it: it died, saying so
+   with its limit (limit: "160 MiB"), restarted, and runs code again. */
+static inline void fx_oom_then_fresh(fx_t *f, const char *limit)
+{
+    char want[128];
+    snprintf(want, sizeof want, "kernel died: out of memory (limit %s)", limit);
+    korch_exec_t *ex = fx_run(f, "blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", 0);
+    CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_DIED);
+    CHECK_CONTAINS(korch_exec_result(ex)->detail, want);
+    korch_exec_destroy(&ex);
+    korch_err_t err = {0};
+    CHECK_EQ(korch_kernel_wait_ready(f->k, &err), KORCH_OK);
+    CHECK_STREQ(fx_out(f, "print('fresh')", 60000), "fresh\n");
+}
+
 #endif

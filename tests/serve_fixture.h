@@ -10,6 +10,7 @@
 #define KORCH_SERVE_FIXTURE_H
 
 #include "test.h"
+#include "korch/fsutil.h"
 
 #include <jansson.h>
 
@@ -48,6 +49,30 @@ static inline void serve_log_tail(const serve_t *s)
     buf[got] = 0;
     fclose(f);
     fprintf(stderr, "  --- korch serve stderr (tail) ---\n%s\n  ---\n", buf);
+}
+
+/* korch serve's log so far (new string, "" when there is none yet); *len
+   its length (may be NULL). */
+static inline char *serve_log_read(const serve_t *s, size_t *len)
+{
+    size_t n = 0;
+    char *text = korch_read_file(s->log, 64u << 20, &n, NULL);
+    if (!text) {
+        text = strdup("");
+        n = 0;
+    }
+    if (len)
+        *len = n;
+    return text;
+}
+
+/* Does korch serve's log hold needle (which may span lines: "\nINJECTED")? */
+static inline bool serve_log_has(const serve_t *s, const char *needle)
+{
+    char *text = serve_log_read(s, NULL);
+    bool has = strstr(text, needle) != NULL;
+    free(text);
+    return has;
 }
 
 static inline void serve_stop(serve_t *s)

@@ -52,6 +52,11 @@ bool korch_test_cmdline(pid_t pid, char *buf, size_t len);
 /* The first process of uid whose command line holds needle ("ipykernel"),
    0 when there is none. */
 pid_t korch_test_pid_of_uid(uid_t uid, const char *needle);
+/* As uid:gid (a forked child), attack the kernel of host pid kpid through
+   /proc/KPID/root: read files[0] (1), read files[1] (2), create files[2]
+   (4), signal it (8), read its environ (16). The exit code: a bit per
+   attack that worked, 255 when the child could not become uid:gid. */
+int korch_test_attack_as(uid_t uid, gid_t gid, pid_t kpid, const char *const files[3]);
 
 /* How many checks of the running test have failed so far. */
 int korch_test_failures(void);

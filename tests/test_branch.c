@@ -5,40 +5,13 @@
  *  b at step 3; a branch's model asks the kernel which exist and what r is.
  *  The API and the page: tests/test_branch_serve.c. */
 #include "llm_fixture.h"
+#include "run_fixture.h"
 #include "korch/fsutil.h"
 #include "korch/loop.h"
 
 #include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static char *s_tmpdir(void)
-{
-    char *d = strdup("/tmp/korch-branch-XXXXXX");
-    if (!mkdtemp(d)) {
-        free(d);
-        return NULL;
-    }
-    return d;
-}
-
-static void s_rmrf(const char *d)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    CHECK_EQ(system(cmd), 0);
-}
-
-/* korch run --launcher local ARGS...; the exit status, out/err new strings. */
-static int s_run(const char *const *args, char **out, char **err)
-{
-    const char *argv[40] = {korch_test_korch_bin(), "run", "--launcher", "local"};
-    int n = 4;
-    for (int i = 0; args[i] && n < 39; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    return korch_test_run(argv, NULL, out, err, 170);
-}
 
 /* Every file below dir with its bytes' digest, mode and size (new string):
    equal before and after means untouched, byte for byte. */
@@ -53,51 +26,6 @@ static char *s_tree(const char *dir)
     return out;
 }
 
-static json_t *s_lines(const char *out)
-{
-    json_t *a = json_array();
-    for (const char *p = out; p && *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        json_t *j = json_loadb(p, n, 0, NULL);
-        if (j)
-            json_array_append_new(a, j);
-        p += n + (nl != NULL);
-    }
-    return a;
-}
-
-static json_t *s_event(json_t *lines, const char *name)
-{
-    json_t *found = NULL;
-    size_t i;
-    json_t *e;
-    json_array_foreach(lines, i, e) if (strcmp(json_string_value(json_object_get(e, "event")) ?: "", name) == 0)
-        found = e;
-    return found;
-}
-
-/* events_schema.py WHAT FILE passes. */
-static void s_schema(const char *what, const char *path)
-{
-    char script[600];
-    snprintf(script, sizeof script, "%s/tests/peers/events_schema.py", korch_test_root());
-    const char *argv[] = {"/usr/bin/python3", script, what, path, NULL};
-    char *out = NULL;
-    if (!CHECK_EQ(korch_test_run(argv, NULL, &out, NULL, 60), 0))
-        fprintf(stderr, "%s %s: %s\n", what, path, out ? out : "(nothing)");
-    free(out);
-}
-
-static void s_spit(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (CHECK(f != NULL)) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* The transcript's records (new array). */
 static json_t *s_records(const char *session)
 {
@@ -105,7 +33,7 @@ static json_t *s_records(const char *session)
     snprintf(path, sizeof path, "%s/transcript.jsonl", session);
     size_t len = 0;
     char *text = korch_read_file(path, 64u << 20, &len, NULL);
-    json_t *r = s_lines(text);
+    json_t *r = run_lines(text);
     free(text);
     return r;
 }
@@ -123,21 +51,21 @@ TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
         return;
     llm_server_env(&llm, "branch");
     unsetenv("KORCH_PRICES");
-    char *dir = s_tmpdir(), parent[300], br[300], path[400], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-branch-XXXXXX"), parent[300], br[300], path[400], *out = NULL, *err = NULL;
     snprintf(parent, sizeof parent, "%s/parent", dir);
     int64_t t0 = korch_now_ms();
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", parent, "Build it", NULL},
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", parent, "Build it", NULL},
                    &out, &err),
              0);
     int64_t parent_ms = korch_now_ms() - t0;
-    json_t *lines = s_lines(out);
-    const char *answer = json_string_value(json_object_get(s_event(lines, "final"), "text"));
+    json_t *lines = run_lines(out);
+    const char *answer = json_string_value(json_object_get(run_event(lines, "final"), "text"));
     char r_parent[32] = "";
     const char *rp = answer ? strstr(answer, " R=") : NULL;
     if (CHECK(rp != NULL))
         sscanf(rp + 3, "%31[0-9]", r_parent);
     CHECK_GT(strlen(r_parent), 8);
-    json_int_t parent_turn_ms = json_integer_value(json_object_get(s_event(lines, "done"), "elapsed_ms"));
+    json_int_t parent_turn_ms = json_integer_value(json_object_get(run_event(lines, "done"), "elapsed_ms"));
     json_decref(lines);
     free(out);
     free(err);
@@ -153,19 +81,19 @@ TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
     /* from step 2, another model */
     snprintf(br, sizeof br, "%s/b2", dir);
     t0 = korch_now_ms();
-    CHECK_EQ(s_run((const char *[]){"--branch", parent, "--from-step", "2", "--llm", "openai:gpt-4.1-mini", "--json",
+    CHECK_EQ(run_korch((const char *[]){"--branch", parent, "--from-step", "2", "--llm", "openai:gpt-4.1-mini", "--json",
                                     "--session", br, "BRANCHQ which names are there?", NULL},
                    &out, &err),
              0);
     int64_t branch_ms = korch_now_ms() - t0;
     snprintf(path, sizeof path, "%s/events-b2.jsonl", dir);
-    s_spit(path, out ? out : "");
-    s_schema("cli", path);
-    lines = s_lines(out);
+    run_spit(path, out ? out : "");
+    json_decref(run_schema("cli", path));
+    lines = run_lines(out);
     char want[160];
     snprintf(want, sizeof want, "model=gpt-4.1-mini have=a,r r=%s", r_parent);
-    CHECK_STREQ(json_string_value(json_object_get(s_event(lines, "final"), "text")), want);
-    json_t *ev = s_event(lines, "branch");
+    CHECK_STREQ(json_string_value(json_object_get(run_event(lines, "final"), "text")), want);
+    json_t *ev = run_event(lines, "branch");
     json_t *state = json_object_get(ev, "state");
     CHECK_STREQ(json_string_value(json_object_get(ev, "llm")), "openai:gpt-4.1-mini");
     CHECK_STREQ(json_string_value(json_object_get(json_object_get(ev, "parent"), "session")), "parent");
@@ -199,17 +127,17 @@ TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
     CHECK_EQ(branch_recs, 2); /* made, then rebuilt (with its state) */
     json_decref(recs);
     snprintf(path, sizeof path, "%s/transcript.jsonl", br);
-    s_schema("transcript", path);
+    json_decref(run_schema("transcript", path));
 
     /* from step 1, the parent's model: a alone, reproduced */
     snprintf(br, sizeof br, "%s/b1", dir);
-    CHECK_EQ(s_run((const char *[]){"--branch", parent, "--from-step", "1", "--json", "--session", br,
+    CHECK_EQ(run_korch((const char *[]){"--branch", parent, "--from-step", "1", "--json", "--session", br,
                                     "BRANCHQ which names are there?", NULL},
                    &out, &err),
              0);
-    lines = s_lines(out);
-    CHECK_STREQ(json_string_value(json_object_get(s_event(lines, "final"), "text")), "model=gpt-4o-mini have=a r=None");
-    CHECK_STREQ(json_string_value(json_object_get(json_object_get(s_event(lines, "branch"), "state"), "status")),
+    lines = run_lines(out);
+    CHECK_STREQ(json_string_value(json_object_get(run_event(lines, "final"), "text")), "model=gpt-4o-mini have=a r=None");
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(run_event(lines, "branch"), "state"), "status")),
                 "reproduced");
     json_decref(lines);
     free(out);
@@ -217,7 +145,7 @@ TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
 
     /* and step 2 of turn 1 asked for by turn, as the page does: the stderr words */
     snprintf(br, sizeof br, "%s/bt", dir);
-    CHECK_EQ(s_run((const char *[]){"--branch", parent, "--turn", "1", "--from-step", "3", "--session", br,
+    CHECK_EQ(run_korch((const char *[]){"--branch", parent, "--turn", "1", "--from-step", "3", "--session", br,
                                     "BRANCHQ which names are there?", NULL},
                    &out, &err),
              0);
@@ -235,8 +163,7 @@ TEST_T(branch_cli_state_from_step_n_with_another_model, 240)
             "branch cost (local launcher, scripted model): parent run %.2f s (its turn %.2f s), branch run %.2f s, "
             "of which the rebuild (2 cells re-run, snapshot restored) %.3f s\n",
             (double)parent_ms / 1e3, (double)parent_turn_ms / 1e3, (double)branch_ms / 1e3, rebuild_s);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -250,10 +177,10 @@ TEST_T(branch_cli_bad_inputs, 120)
     if (!llm_server_start(&llm))
         return;
     llm_server_env(&llm, "branch");
-    char *dir = s_tmpdir(), parent[300], br[300], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-branch-XXXXXX"), parent[300], br[300], *out = NULL, *err = NULL;
     snprintf(parent, sizeof parent, "%s/parent", dir);
     snprintf(br, sizeof br, "%s/br", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", parent, "Build it", NULL}, &out, &err),
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", parent, "Build it", NULL}, &out, &err),
              0);
     free(out);
     free(err);
@@ -275,7 +202,7 @@ TEST_T(branch_cli_bad_inputs, 120)
         {{"--branch", parent, "--session", br, "q", NULL}, "--branch DIR needs --from-step N"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        CHECK_EQ(s_run(cases[i].args, &out, &err), 2);
+        CHECK_EQ(run_korch(cases[i].args, &out, &err), 2);
         if (!CHECK_CONTAINS(err, cases[i].says))
             fprintf(stderr, "case %zu\n", i);
         CHECK(access(br, F_OK) != 0);
@@ -286,7 +213,6 @@ TEST_T(branch_cli_bad_inputs, 120)
     CHECK_STREQ(after, before);
     free(before);
     free(after);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }

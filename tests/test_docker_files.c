@@ -53,10 +53,8 @@ TEST_T(docker_files_csv_in_png_out, 120)
 {
     korch_launcher_t *l = s_docker(NULL, NULL);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     korch_proc_t *p = korch_kernel_proc(f.k);
     korch_err_t err = {0};
     char *data = NULL;

@@ -1,7 +1,8 @@
 /*  Kernels forked from a kernel template (the sandbox launcher's fork
  *  option, src/launcher/sandbox_fork.c, docs/fastkernel.md), with real
  *  ipykernel, numpy, pandas and matplotlib: two forked kernels share no
- *  state (variables, files, /tmp, namespaces, uids, keys, random numbers);
+ *  state (variables, files, /tmp, namespaces, uids, keys, random numbers,
+ *  the IPython shell each adopts from the template: its history, its In);
  *  a kernel cannot reach the template it came from (pids, fds, memory,
  *  signals); a template made ahead (korch_launcher_warm) is the one used;
  *  a template killed is made again and its kernels live on; a template is
@@ -214,12 +215,17 @@ TEST_T(fork_kernels_share_no_state, 120)
                                 "print('tmp', os.path.exists('/tmp/a-was-here'), 'korch-kernel.json' in os.listdir('/tmp'))\n"
                                 "print('work', os.listdir('.'))\n"
                                 "print('env', 'A_ENV' in os.environ)\n"
+                                "ip = get_ipython()\n"
+                                "print('shell', getattr(ip, 'korch_template_shell', False), ip.kernel is not None,\n"
+                                "      any('secret_var' in c for c in In), ip.history_manager.hist_file, _dh == [os.getcwd()])\n"
                                 "print('sleep', [p for p in os.listdir('/proc') if p.isdigit() and "
                                 "b'sleep' in open('/proc/%s/cmdline' % p, 'rb').read()])\n");
     CHECK_CONTAINS(seen, "var False\n");
     CHECK_CONTAINS(seen, "tmp False True\n"); /* its own /tmp, with its own connection file */
     CHECK_CONTAINS(seen, "work []\n");
     CHECK_CONTAINS(seen, "env False\n");
+    /* its IPython shell is the template's, made its own: a's cells are not in its history */
+    CHECK_CONTAINS(seen, "shell True True False :memory: True\n");
     CHECK_CONTAINS(seen, "sleep []\n");
     /* and a chart comes back as a notebook's would */
     korch_exec_opts_t eo = {.timeout_ms = 60000};

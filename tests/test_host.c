@@ -23,27 +23,6 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-static korch_launcher_t *s_sandbox(const korch_sandbox_opts_t *o)
-{
-    korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_sandbox_new(fx_loop(), o, &err);
-    if (!CHECK(l))
-        fprintf(stderr, "  %s\n", err.msg);
-    return l;
-}
-
-/* Run code, its stdout (the test fails on an error). */
-static const char *s_out(fx_t *f, const char *code)
-{
-    korch_exec_t *ex = fx_run(f, code, 120000);
-    if (!CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_OK))
-        fprintf(stderr, "  detail: %s\n  outputs: %s\n", korch_exec_result(ex)->detail,
-                json_dumps(korch_exec_result(ex)->outputs, JSON_COMPACT));
-    const char *out = fx_stream(ex, "stdout");
-    korch_exec_destroy(&ex);
-    return out;
-}
-
 /* The calls the filter refuses, tried by the kernel itself (ctypes, the raw
    syscall numbers of x86_64), each printing its errno name. */
 static const char s_probe_code[] =
@@ -77,13 +56,11 @@ static const char s_probe_code[] =
    families ipykernel uses kept; pandas and a matplotlib PNG still work. */
 TEST_T(host_sandbox_seccomp_refuses_and_analysis_works, 120)
 {
-    korch_launcher_t *l = s_sandbox(NULL);
+    korch_launcher_t *l = fx_sandbox_new(NULL);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
-    const char *out = s_out(&f, s_probe_code);
+    const char *out = fx_out(&f, s_probe_code, 120000);
     CHECK_CONTAINS(out, "2 seccomp\n");
     CHECK_CONTAINS(out, "io_uring_setup EPERM\n");
     CHECK_CONTAINS(out, "userfaultfd EPERM\n");
@@ -154,36 +131,34 @@ TEST_T(host_sandbox_fills_stop_at_their_bounds, 180)
     o.runtime_size = 1 << 20;
     o.workdir_size = 24 << 20;
     o.tmp_size = 8 << 20;
-    korch_launcher_t *l = s_sandbox(&o);
+    korch_launcher_t *l = fx_sandbox_new(&o);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     korch_proc_t *p = korch_kernel_proc(f.k);
     char rt[PATH_MAX];
     snprintf(rt, sizeof rt, "%s", korch_proc_runtime_dir(p));
     s_host_bounded(rt, 25 << 20);
-    const char *out = s_out(&f, "import errno, os\n" S_FILL("'big.bin'"));
+    const char *out = fx_out(&f, "import errno, os\n" S_FILL("'big.bin'"), 120000);
     fprintf(stderr, "  work dir: %s", out);
     CHECK_CONTAINS(out, "ENOSPC");
     CHECK(atoi(strchr(out, ' ') + 1) <= 25);
     CHECK(atoi(strchr(out, ' ') + 1) >= 20);
-    out = s_out(&f, "import errno, os\nos.remove('big.bin')\n" S_FILL("'/run/korch/big.bin'"));
+    out = fx_out(&f, "import errno, os\nos.remove('big.bin')\n" S_FILL("'/run/korch/big.bin'"), 120000);
     fprintf(stderr, "  runtime dir: %s", out);
     CHECK_CONTAINS(out, "ENOSPC");
     CHECK(atoi(strchr(out, ' ') + 1) <= 25);
-    out = s_out(&f, "import errno, os\nos.remove('/run/korch/big.bin')\n" S_FILL("'/tmp/big.bin'") "os.remove('/tmp/big.bin')\n");
+    out = fx_out(&f, "import errno, os\nos.remove('/run/korch/big.bin')\n" S_FILL("'/tmp/big.bin'") "os.remove('/tmp/big.bin')\n", 120000);
     fprintf(stderr, "  /tmp: %s", out);
     CHECK_CONTAINS(out, "ENOSPC");
     CHECK(atoi(strchr(out, ' ') + 1) <= 8);
     /* 64 MiB to fd 2, then a marker: korch keeps the tail, no file grows */
     /* fd 2 as the process got it (ipykernel moves its own pipe onto fd 2 and
        keeps the original aside) */
-    out = s_out(&f, "import os, sys\nb = b'e' * 1048576\n"
+    out = fx_out(&f, "import os, sys\nb = b'e' * 1048576\n"
                     "fd = getattr(sys.stderr, '_original_stdstream_copy', None) or 2\n"
                     "for _ in range(64): os.write(fd, b)\n"
-                    "os.write(fd, b'\\nlast-words\\n'); open('keep.txt', 'w').write('kept'); print('wrote')\n");
+                    "os.write(fd, b'\\nlast-words\\n'); open('keep.txt', 'w').write('kept'); print('wrote')\n", 120000);
     if (!CHECK_CONTAINS(out, "wrote"))
         fprintf(stderr, "  tail: %.300s\n", korch_proc_log_tail(p));
     const char *tail = korch_proc_log_tail(p);
@@ -197,7 +172,7 @@ TEST_T(host_sandbox_fills_stop_at_their_bounds, 180)
     korch_err_t err = {0};
     CHECK_EQ(korch_kernel_restart(f.k, &err), KORCH_OK);
     CHECK_EQ(korch_kernel_wait_ready(f.k, &err), KORCH_OK);
-    CHECK_CONTAINS(s_out(&f, "print(open('keep.txt').read())"), "kept");
+    CHECK_CONTAINS(fx_out(&f, "print(open('keep.txt').read())", 120000), "kept");
     fx_stop(&f);
     korch_launcher_destroy(&l);
     CHECK(access(rt, F_OK) != 0);
@@ -253,18 +228,16 @@ TEST_T(host_sandbox_deep_trees_gone_after_the_kernel, 180)
         o.instance = "host-deep";
         if (!bounded)
             o.runtime_size = 0;
-        korch_launcher_t *l = s_sandbox(&o);
+        korch_launcher_t *l = fx_sandbox_new(&o);
         fx_t f;
-        if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-            korch_launcher_destroy(&l);
+        if (!fx_start_on(&f, &l))
             return;
-        }
         char rt[PATH_MAX];
         snprintf(rt, sizeof rt, "%s", korch_proc_runtime_dir(korch_kernel_proc(f.k)));
         CHECK_EQ(s_mounts_of("host-deep", NULL, 0), bounded);
         /* on the disk (no tmpfs) korch_fs_rm_tree walks it all: 1000 levels
            here, 5000 in test_fsrm.c */
-        CHECK_CONTAINS(s_out(&f, bounded ? S_DEEP(5000) : S_DEEP(1000)), bounded ? "deep 5000" : "deep 1000");
+        CHECK_CONTAINS(fx_out(&f, bounded ? S_DEEP(5000) : S_DEEP(1000), 120000), bounded ? "deep 5000" : "deep 1000");
         fx_stop(&f);
         korch_launcher_destroy(&l);
         CHECK(access(rt, F_OK) != 0);
@@ -305,41 +278,14 @@ TEST_T(host_sandbox_sweep_removes_a_dead_korchs_deep_trees, 180)
 
 /* ---------------------------------------------------------------- uids */
 
-/* As uid:gid (a forked child), try each attack on the kernel of host pid
-   kpid; the child's exit code has a bit per attack that worked. */
-static int s_attack_as(uid_t uid, gid_t gid, pid_t kpid)
-{
-    pid_t c = fork();
-    if (c == 0) {
-        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
-            _exit(255);
-        int worked = 0;
-        char path[300];
-        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/confidential.csv", (int)kpid);
-        int fd = open(path, O_RDONLY);
-        if (fd >= 0)
-            worked |= 1, close(fd);
-        snprintf(path, sizeof path, "/proc/%d/root/tmp/korch-kernel.json", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 2, close(fd);
-        snprintf(path, sizeof path, "/proc/%d/root/home/korch/work/planted.txt", (int)kpid);
-        if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) >= 0)
-            worked |= 4, close(fd);
-        if (kill(kpid, 0) == 0)
-            worked |= 8;
-        snprintf(path, sizeof path, "/proc/%d/environ", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 16, close(fd);
-        _exit(worked);
-    }
-    int st = 0;
-    waitpid(c, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
-}
+/* korch_test_attack_as's files in a sandbox kernel: 1 another user's
+   data, 2 the key, 4 a planted file (and 8 a signal, 16 its environment). */
+static const char *const s_attack_files[3] = {"/home/korch/work/confidential.csv", "/tmp/korch-kernel.json",
+                                              "/home/korch/work/planted.txt"};
 
 static uid_t s_uid_of(fx_t *f)
 {
-    return (uid_t)atol(s_out(f, "import os; print(os.getuid())"));
+    return (uid_t)atol(fx_out(f, "import os; print(os.getuid())", 120000));
 }
 
 /* Kernels run as uids no account has, one each: a second local account
@@ -368,7 +314,7 @@ TEST_T(host_uids_no_account_one_per_kernel_files_back_to_the_user, 180)
     CHECK_EQ(chown(work, other, other_gid), 0);
     korch_sandbox_opts_t o;
     korch_sandbox_opts_init(&o);
-    l = s_sandbox(NULL);
+    l = fx_sandbox_new(NULL);
     if (!l || !fx_start(&a, &(korch_kernel_opts_t){.launcher = l}) || !fx_start(&b, &(korch_kernel_opts_t){.launcher = l}))
         goto out;
     uid_t ua = s_uid_of(&a), ub = s_uid_of(&b);
@@ -381,21 +327,21 @@ TEST_T(host_uids_no_account_one_per_kernel_files_back_to_the_user, 180)
     pid_t ka = korch_test_pid_of_uid(ua, "ipykernel"), kb = korch_test_pid_of_uid(ub, "ipykernel");
     if (!CHECK_GT(ka, 0) || !CHECK_GT(kb, 0))
         goto out;
-    CHECK_EQ(s_attack_as(other, other_gid, ka), 0); /* the second account: nothing works */
-    CHECK_EQ(s_attack_as(ub, ub, ka), 0);           /* kernel b's uid against kernel a */
-    CHECK_EQ(s_attack_as(ua, ua, kb) & 8, 0);       /* and a's against b: no signal */
-    CHECK(s_attack_as(ua, ua, ka) & 8);            /* the probe is live: the kernel's own uid can signal it */
+    CHECK_EQ(korch_test_attack_as(other, other_gid, ka, s_attack_files), 0); /* the second account: nothing works */
+    CHECK_EQ(korch_test_attack_as(ub, ub, ka, s_attack_files), 0);           /* kernel b's uid against kernel a */
+    CHECK_EQ(korch_test_attack_as(ua, ua, kb, s_attack_files) & 8, 0);       /* and a's against b: no signal */
+    CHECK(korch_test_attack_as(ua, ua, ka, s_attack_files) & 8);            /* the probe is live: the kernel's own uid can signal it */
     fx_stop(&a);
     fx_stop(&b);
     korch_launcher_destroy(&l);
     /* a host work dir handed to a kernel comes back to its owner */
     o.workdir = work;
     o.workdir_give = true;
-    l = s_sandbox(&o);
+    l = fx_sandbox_new(&o);
     if (!l || !fx_start(&a, &(korch_kernel_opts_t){.launcher = l}))
         goto out;
-    CHECK_CONTAINS(s_out(&a, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/result.txt', 'w').write('42')\n"
-                             "print(os.stat('out/result.txt').st_uid == os.getuid())\n"),
+    CHECK_CONTAINS(fx_out(&a, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/result.txt', 'w').write('42')\n"
+                             "print(os.stat('out/result.txt').st_uid == os.getuid())\n", 120000),
                    "True");
     fx_stop(&a);
     korch_launcher_destroy(&l); /* finishes the hand-back on its worker */

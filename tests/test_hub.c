@@ -113,16 +113,9 @@ TEST_T(hub_two_users_notebook_gateway, 150)
         fprintf(stderr, "  --- hub_check.py stderr (tail) ---\n%s\n", len > 3000 ? err + len - 3000 : err);
     }
     /* korch named who asked, from the Hub's answers */
-    FILE *lf = fopen(s.log, "r");
-    char buf[512];
-    bool alice = false, bob = false, down = false;
-    while (lf && fgets(buf, sizeof buf, lf)) {
-        alice = alice || strstr(buf, "JupyterHub: user 'alice' (user)") != NULL;
-        bob = bob || strstr(buf, "JupyterHub: user 'bob' (user)") != NULL;
-        down = down || strstr(buf, "cannot reach JupyterHub") != NULL;
-    }
-    if (lf)
-        fclose(lf);
+    bool alice = serve_log_has(&s, "JupyterHub: user 'alice' (user)");
+    bool bob = serve_log_has(&s, "JupyterHub: user 'bob' (user)");
+    bool down = serve_log_has(&s, "cannot reach JupyterHub");
     CHECK(alice);
     CHECK(bob);
     CHECK(down);

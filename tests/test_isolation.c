@@ -103,10 +103,8 @@ TEST_ISO(isolation_network, 90)
 
     korch_launcher_t *l = s_docker();
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     char code[2048];
     snprintf(code, sizeof code,
              "import socket, errno, os\n"
@@ -250,10 +248,8 @@ TEST_ISO(isolation_fork_bomb_contained, 120)
 {
     korch_launcher_t *l = s_docker();
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     s_run(&f, "kept = 'state'", KORCH_EXEC_OK);
     korch_exec_t *ex = fx_run(&f,
                               "import os, time, signal, errno\n"
@@ -338,10 +334,8 @@ TEST_ISO(isolation_other_kernels_invisible, 120)
 {
     korch_launcher_t *l = s_docker();
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     korch_err_t err = {0};
     korch_kernel_t *b = korch_kernel_new(f.loop, &(korch_kernel_opts_t){.launcher = l}, &err);
     if (!CHECK(b) || !CHECK_EQ(korch_kernel_wait_ready(b, &err), KORCH_OK)) {

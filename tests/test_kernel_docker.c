@@ -20,10 +20,8 @@ TEST(docker_kernel_state_outputs_and_isolation)
 {
     korch_launcher_t *l = s_docker(0);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     CHECK_STREQ(korch_kernel_conn(f.k)->transport, "ipc");
     korch_exec_destroy((korch_exec_t *[]){fx_run(&f, "x = 41", 0)});
     korch_exec_t *ex = fx_run(&f, "x += 1; print(x)", 0);
@@ -58,10 +56,8 @@ TEST(docker_kernel_timeout_interrupts_and_keeps_state)
 {
     korch_launcher_t *l = s_docker(0);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     korch_exec_destroy((korch_exec_t *[]){fx_run(&f, "kept = 'yes'", 0)});
     korch_exec_t *ex = fx_run(&f, "while True:\n    pass", 1000);
     CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_TIMEOUT);
@@ -79,20 +75,9 @@ TEST_T(docker_kernel_oom_is_reported_and_next_kernel_works, 120)
 {
     korch_launcher_t *l = s_docker(160 << 20);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
-    korch_exec_t *ex = fx_run(&f, "blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", 0);
-    CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_DIED);
-    CHECK_CONTAINS(korch_exec_result(ex)->detail, "kernel died: out of memory (limit 160 MiB)");
-    korch_exec_destroy(&ex);
-    /* auto-restart gives a fresh container */
-    korch_err_t err = {0};
-    CHECK_EQ(korch_kernel_wait_ready(f.k, &err), KORCH_OK);
-    ex = fx_run(&f, "print('fresh')", 0);
-    CHECK_STREQ(fx_stream(ex, "stdout"), "fresh\n");
-    korch_exec_destroy(&ex);
+    fx_oom_then_fresh(&f, "160 MiB"); /* auto-restart gives a fresh container */
     fx_stop(&f);
     korch_launcher_destroy(&l);
 }

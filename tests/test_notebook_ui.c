@@ -64,16 +64,9 @@ static void s_ui_cull(const char *ui, const char *label, const char *root, const
         fprintf(stderr, "  --- %s_ui.js stderr (tail) ---\n%s\n", ui, len > 4000 ? err + len - 4000 : err);
     }
     /* the dead-kernel dialog came from korch's culler, not from a crash */
-    FILE *lf = fopen(s.log, "r");
-    char buf[512];
-    bool culled = false, died = false, pooled = false;
-    while (lf && fgets(buf, sizeof buf, lf)) {
-        pooled = pooled || strstr(buf, "handed out from the warm pool") != NULL;
-        culled = culled || strstr(buf, "korch: culling idle kernel") != NULL;
-        died = died || strstr(buf, " dead: ") != NULL;
-    }
-    if (lf)
-        fclose(lf);
+    bool pooled = serve_log_has(&s, "handed out from the warm pool");
+    bool culled = serve_log_has(&s, "korch: culling idle kernel");
+    bool died = serve_log_has(&s, " dead: ");
     if (!CHECK(culled) || !CHECK(!died) || !CHECK(pooled == pool))
         fprintf(stderr, "  %s_ui %s: korch's log: culled %d, a kernel died %d, from the pool %d\n", ui, label,
                 culled, died, pooled);

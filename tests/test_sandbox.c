@@ -18,26 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static korch_launcher_t *s_sandbox(const korch_sandbox_opts_t *o)
-{
-    korch_err_t err = {0};
-    korch_launcher_t *l = korch_launcher_sandbox_new(fx_loop(), o, &err);
-    if (!CHECK(l))
-        fprintf(stderr, "  %s\n", err.msg);
-    return l;
-}
-
-static const char *s_out(fx_t *f, const char *code)
-{
-    korch_exec_t *ex = fx_run(f, code, 60000);
-    if (!CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_OK))
-        fprintf(stderr, "  detail: %s\n  outputs: %s\n", korch_exec_result(ex)->detail,
-                json_dumps(korch_exec_result(ex)->outputs, JSON_COMPACT));
-    const char *out = fx_stream(ex, "stdout");
-    korch_exec_destroy(&ex);
-    return out;
-}
-
 /* The cgroup scope of a runtime base (NULL: this process's), "" when it
    cannot be resolved. */
 static void s_scope(const char *base, char *buf, size_t len)
@@ -103,12 +83,10 @@ TEST_T(sandbox_cgroup_limits_seen_from_host_and_kernel, 120)
     o.memory = 300LL << 20;
     o.nano_cpus = 500000000LL;
     o.pids_limit = 100;
-    korch_launcher_t *l = s_sandbox(&o);
+    korch_launcher_t *l = fx_sandbox_new(&o);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     char mem[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX], v[256];
     s_cg_dir("memory", "sbx-limits", mem, sizeof mem);
     s_cg_dir("pids", "sbx-limits", pids, sizeof pids);
@@ -124,11 +102,11 @@ TEST_T(sandbox_cgroup_limits_seen_from_host_and_kernel, 120)
     s_cg_read(pids, "pids.current", v, sizeof v);
     CHECK_GT(atoi(v), 2); /* bwrap, its pid 1, the kernel and its threads */
     /* Half a CPU: 1.5 s of spinning gets about 0.75 s of CPU. */
-    const char *out = s_out(&f,
+    const char *out = fx_out(&f,
                             "import time\n"
                             "t0, c0 = time.monotonic(), time.process_time()\n"
                             "while time.monotonic() - t0 < 1.5: pass\n"
-                            "print('ratio %.2f' % ((time.process_time() - c0) / (time.monotonic() - t0)))\n");
+                            "print('ratio %.2f' % ((time.process_time() - c0) / (time.monotonic() - t0)))\n", 60000);
     double ratio = strstr(out, "ratio ") ? strtod(strstr(out, "ratio ") + 6, NULL) : 1;
     printf("  cpu used with --cpus 0.5: %.2f of the wall time\n", ratio);
     CHECK(ratio < 0.65); /* a busy machine gives less, never more */
@@ -144,19 +122,11 @@ TEST_T(sandbox_oom_is_reported_and_next_kernel_works, 120)
     korch_sandbox_opts_t o;
     korch_sandbox_opts_init(&o);
     o.memory = 160LL << 20;
-    korch_launcher_t *l = s_sandbox(&o);
+    korch_launcher_t *l = fx_sandbox_new(&o);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
-    korch_exec_t *ex = fx_run(&f, "blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", 0);
-    CHECK_EQ(korch_exec_result(ex)->status, KORCH_EXEC_DIED);
-    CHECK_CONTAINS(korch_exec_result(ex)->detail, "kernel died: out of memory (limit 160 MiB)");
-    korch_exec_destroy(&ex);
-    korch_err_t err = {0};
-    CHECK_EQ(korch_kernel_wait_ready(f.k, &err), KORCH_OK);
-    CHECK_STREQ(s_out(&f, "print('fresh')"), "fresh\n");
+    fx_oom_then_fresh(&f, "160 MiB");
     fx_stop(&f);
     korch_launcher_destroy(&l);
 }
@@ -165,16 +135,14 @@ TEST_T(sandbox_oom_is_reported_and_next_kernel_works, 120)
    write: korch (root) follows none of the links it plants. */
 TEST_T(sandbox_work_dir_files_and_planted_links, 90)
 {
-    korch_launcher_t *l = s_sandbox(NULL);
+    korch_launcher_t *l = fx_sandbox_new(NULL);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     korch_proc_t *p = korch_kernel_proc(f.k);
     korch_err_t err = {0};
     CHECK_EQ(korch_proc_put_file_wait(p, "in/data.csv", "a,b\n1,2\n", 8, &err), KORCH_OK);
-    const char *out = s_out(&f,
+    const char *out = fx_out(&f,
                             "import os\n"
                             "u = os.getuid()\n"
                             "print(open('in/data.csv').read().splitlines()[1], os.stat('in/data.csv').st_uid == u,\n"
@@ -184,7 +152,7 @@ TEST_T(sandbox_work_dir_files_and_planted_links, 90)
                             "os.symlink('/etc/shadow', 'shadow-link')\n"
                             "os.symlink('/etc', 'etc-dir')\n"
                             "os.mkfifo('fifo')\n"
-                            "print('planted')\n");
+                            "print('planted')\n", 60000);
     CHECK_CONTAINS(out, "1,2 True True True True\n"); /* given to the kernel's own uid (kuid.h) */
     CHECK_CONTAINS(out, "planted\n");
     char *data = NULL;
@@ -209,14 +177,14 @@ TEST_T(sandbox_work_dir_files_and_planted_links, 90)
     CHECK_CONTAINS(err.msg, "not a plain file");
     /* The work dir is also {runtime dir}/work, which the kernel can rename
        and replace with a link: korch keeps using the dir it opened. */
-    out = s_out(&f,
+    out = fx_out(&f,
                 "os.rename('/run/korch/work', '/run/korch/work-moved'); os.symlink('/etc', '/run/korch/work')\n"
-                "print('swapped', os.path.islink('/run/korch/work'))\n");
+                "print('swapped', os.path.islink('/run/korch/work'))\n", 60000);
     CHECK_CONTAINS(out, "swapped True\n");
     err = (korch_err_t){0};
     CHECK_EQ(korch_proc_put_file_wait(p, "korch-probe-etc", "x", 1, &err), KORCH_OK);
     CHECK(access("/etc/korch-probe-etc", F_OK) != 0);
-    CHECK_CONTAINS(s_out(&f, "print(open('korch-probe-etc').read(), os.path.exists('/run/korch/work-moved/korch-probe-etc'))"),
+    CHECK_CONTAINS(fx_out(&f, "print(open('korch-probe-etc').read(), os.path.exists('/run/korch/work-moved/korch-probe-etc'))", 60000),
                    "x True\n");
     err = (korch_err_t){0};
     CHECK_EQ(korch_proc_get_file_wait(p, "out/result.txt", 3, &data, &len, &err), KORCH_E_TOOBIG);

@@ -281,10 +281,8 @@ TEST_T(secfiles_docker_runtime_dir_fill_is_bounded, 120)
 {
     korch_launcher_t *l = s_docker(NULL, NULL, false);
     fx_t f;
-    if (!l || !fx_start(&f, &(korch_kernel_opts_t){.launcher = l})) {
-        korch_launcher_destroy(&l);
+    if (!fx_start_on(&f, &l))
         return;
-    }
     const char *out = s_ok(&f, "import errno\nn = 0\ntry:\n"
                                "    with open('/run/korch/fill', 'wb') as fh:\n"
                                "        for i in range(256):\n            fh.write(b'x' * (1 << 20)); n += 1\n"

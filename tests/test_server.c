@@ -118,19 +118,6 @@ static bool s_judge(const char *what, const char *out, int rc, pids_t *pids, int
     return ok;
 }
 
-/* Does the server's log say needle? */
-static bool s_log_has(const serve_t *s, const char *needle)
-{
-    FILE *f = fopen(s->log, "r");
-    char line[2048];
-    bool found = false;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return found;
-}
-
 static bool s_log_starts(const serve_t *s, const char *prefix)
 {
     FILE *f = fopen(s->log, "r");
@@ -178,12 +165,12 @@ static void s_scenario_opts(const char *protocol, const char *scenario, int peer
                 what, left);
     serve_stop(&s);
     s_pids_gone(&pids, what);
-    if (log_needle && !CHECK(s_log_has(&s, log_needle))) {
+    if (log_needle && !CHECK(serve_log_has(&s, log_needle))) {
         fprintf(stderr, "  %s: korch serve never logged '%s'\n", what, log_needle);
         ok = false;
     }
     /* what a client sent never starts a line of the log (no forged log lines) */
-    if (!CHECK(!s_log_has(&s, "\nINJECTED") && !s_log_starts(&s, "INJECTED"))) {
+    if (!CHECK(!serve_log_has(&s, "\nINJECTED") && !s_log_starts(&s, "INJECTED"))) {
         fprintf(stderr, "  %s: a client forged a line of korch serve's log\n", what);
         ok = false;
     }

@@ -221,9 +221,9 @@ TEST_T(server_adopt_docker_kill9, 600)
         goto out;
     long st = s_http_get(&s, "api/status", 2000);
     double status_ms = s_ms() - t0;
-    bool adopted_before = s_log_has(&s, "re-adopted: its state is kept");
+    bool adopted_before = serve_log_has(&s, "re-adopted: its state is kept");
     CHECK_EQ(st, 200);
-    CHECK(s_log_has(&s, "being re-adopted"));
+    CHECK(serve_log_has(&s, "being re-adopted"));
     fprintf(stderr, "server-adopt: /api/status answered %.0f ms after the restart began (%s)\n", status_ms,
             adopted_before ? "adoption was done" : "while the kernels were being re-adopted");
     /* at once, one kernel_info_request (no retry): held while it is adopted */
@@ -248,24 +248,24 @@ TEST_T(server_adopt_docker_kill9, 600)
     json_decref(j);
     j = NULL;
     CHECK(!s_exists(d, c1));
-    CHECK(s_log_has(&s, "not re-adopted: it ended while korch was down"));
+    CHECK(serve_log_has(&s, "not re-adopted: it ended while korch was down"));
     /* what could not be adopted: a notice each, removed, nothing else lost */
     for (int i = 0; i < 3; i++)
         CHECK(!s_exists(d, cbad[i]));
-    CHECK(s_log_has(&s, "does not mount its runtime dir"));
-    CHECK(s_log_has(&s, "is not a kernel id of korch serve"));
-    CHECK(s_log_has(&s, bad_dir));
+    CHECK(serve_log_has(&s, "does not mount its runtime dir"));
+    CHECK(serve_log_has(&s, "is not a kernel id of korch serve"));
+    CHECK(serve_log_has(&s, bad_dir));
     struct stat sb;
     CHECK(lstat(bad_dir, &sb) != 0); /* its (empty) runtime dir went with it */
     CHECK(s_exists(d, c0));
     CHECK(s_exists(d, cforeign));
     CHECK(s_exists(d, clegacy));
     snprintf(want, sizeof want, "left 1 container(s) of korch instance '%s' alone: their korch.scope label is not", inst);
-    CHECK(s_log_has(&s, want));
+    CHECK(serve_log_has(&s, want));
     snprintf(want, sizeof want, "left 1 container(s) of korch instance '%s' alone: they carry no korch.scope label",
              inst);
-    CHECK(s_log_has(&s, want));
-    CHECK(!s_log_has(&s, u3) && !s_log_has(&s, u4)); /* not even tried */
+    CHECK(serve_log_has(&s, want));
+    CHECK(!serve_log_has(&s, u3) && !serve_log_has(&s, u4)); /* not even tried */
 
     /* another instance's korch serve leaves X's kernels alone */
     const char *a3[] = {"--launcher", "docker", "--instance", other, NULL};

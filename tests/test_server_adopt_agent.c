@@ -170,7 +170,7 @@ TEST_T(server_adopt_agent_session_back_on_its_kernel, 600)
     s_listed(j, kid[0], NULL);
     json_decref(j);
     CHECK(!s_exists(d, cid[1]));
-    CHECK(s_log_has(&s, "resuming in a fresh kernel instead"));
+    CHECK(serve_log_has(&s, "resuming in a fresh kernel instead"));
     /* the one stopped goes without touching the kernel */
     j = s_rpeer(&s, "delete", lose, NULL);
     CHECK(json_is_true(json_object_get(j, "ok")));

@@ -103,10 +103,7 @@ static void s_run_in(const char *dir, const char *launcher, const char *llm_scen
         free(out);
         free(err);
         if (pool) { /* the session's kernel came from the pool */
-            size_t len = 0;
-            char *log = korch_read_file(s.log, 1 << 24, &len, NULL);
-            CHECK_CONTAINS(log, "handed out from the warm pool");
-            free(log);
+            CHECK(serve_log_has(&s, "handed out from the warm pool"));
         }
         CHECK_EQ(serve_kernel_count(&s), kernels_left);
         serve_stop(&s);

@@ -723,13 +723,7 @@ TEST_T(server_http_client_bytes_are_escaped_in_the_log, 60)
     free(r);
     usleep(200000);
     size_t len = 0;
-    FILE *fp = fopen(f.s.log, "r");
-    char *log = calloc(1, 1 << 20);
-    if (fp) {
-        len = fread(log, 1, (1 << 20) - 1, fp);
-        fclose(fp);
-    }
-    log[len] = 0;
+    char *log = serve_log_read(&f.s, &len);
     CHECK_CONTAINS(log, "403 GET /x\\x1b[31mred\\x08\\x08 ");
     CHECK_CONTAINS(log, "blocking a cross-origin request to '/y\\x1b[2J'");
     CHECK_CONTAINS(log, "403 GET /z\\x1b[1m\\x7f ");

@@ -113,38 +113,10 @@ static pid_t su_kernel_pid(uid_t uid)
     return 0;
 }
 
-/* As uid:gid (a forked child), each attack on the kernel of host pid kpid;
-   the exit code has a bit per attack that worked: 1 the key (the kernel's
-   copy of its connection file), 2 the swarm secret, 4 a planted file, 8 a
-   signal, 16 its environment. */
-static int su_attack_as(uid_t uid, gid_t gid, pid_t kpid)
-{
-    pid_t c = fork();
-    if (c == 0) {
-        if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
-            _exit(255);
-        int worked = 0, fd;
-        char path[300];
-        snprintf(path, sizeof path, "/proc/%d/root/tmp/kernel.json", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 1, close(fd);
-        snprintf(path, sizeof path, "/proc/%d/root/run/secrets/kernel.json", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 2, close(fd);
-        snprintf(path, sizeof path, "/proc/%d/root/tmp/planted.txt", (int)kpid);
-        if ((fd = open(path, O_WRONLY | O_CREAT, 0644)) >= 0)
-            worked |= 4, close(fd);
-        if (kill(kpid, 0) == 0)
-            worked |= 8;
-        snprintf(path, sizeof path, "/proc/%d/environ", (int)kpid);
-        if ((fd = open(path, O_RDONLY)) >= 0)
-            worked |= 16, close(fd);
-        _exit(worked);
-    }
-    int st = 0;
-    waitpid(c, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
-}
+/* korch_test_attack_as's files in a swarm kernel: 1 the key (the kernel's
+   copy of its connection file), 2 the swarm secret, 4 a planted file (and
+   8 a signal, 16 its environment). */
+static const char *const su_attack_files[3] = {"/tmp/kernel.json", "/run/secrets/kernel.json", "/tmp/planted.txt"};
 
 static bool su_wait_services(korch_docker_t *d, const char *inst, size_t want, int timeout_ms)
 {
@@ -269,10 +241,10 @@ TEST_T(swarm_kernel_uids, 600)
         struct passwd *pw = getpwuid(1000);
         uid_t person = 1000;
         gid_t person_gid = pw ? pw->pw_gid : 1000;
-        CHECK_EQ(su_attack_as(person, person_gid, ka), 0);
-        CHECK_EQ(su_attack_as(ub, (gid_t)ub, ka), 0);
-        CHECK_EQ(su_attack_as(ua, (gid_t)ua, kb) & 8, 0);
-        CHECK(su_attack_as(ua, (gid_t)ua, ka) & 8); /* the probe is live: a's own uid signals it */
+        CHECK_EQ(korch_test_attack_as(person, person_gid, ka, su_attack_files), 0);
+        CHECK_EQ(korch_test_attack_as(ub, (gid_t)ub, ka, su_attack_files), 0);
+        CHECK_EQ(korch_test_attack_as(ua, (gid_t)ua, kb, su_attack_files) & 8, 0);
+        CHECK(korch_test_attack_as(ua, (gid_t)ua, ka, su_attack_files) & 8); /* the probe is live: a's own uid signals it */
     }
 
     /* The claim: held by the korch that runs it, gone with a kill -9, taken

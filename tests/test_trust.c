@@ -5,6 +5,7 @@
  *  receipts, an honest ledger, a notebook that re-runs under Debian's
  *  nbconvert, and the rough edges. */
 #include "llm_fixture.h"
+#include "run_fixture.h"
 #include "korch/fsutil.h"
 #include "korch/loop.h"
 
@@ -12,34 +13,6 @@
 
 #include <jansson.h>
 #include <sys/stat.h>
-
-static char *s_tmpdir(void)
-{
-    char *d = strdup("/tmp/korch-trust-XXXXXX");
-    if (!mkdtemp(d)) {
-        free(d);
-        return NULL;
-    }
-    return d;
-}
-
-static void s_rmrf(const char *d)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    CHECK_EQ(system(cmd), 0);
-}
-
-/* korch run --launcher local ARGS...; the exit status, out/err new strings. */
-static int s_run(const char *const *args, char **out, char **err)
-{
-    const char *argv[40] = {korch_test_korch_bin(), "run", "--launcher", "local"};
-    int n = 4;
-    for (int i = 0; args[i] && n < 39; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    return korch_test_run(argv, NULL, out, err, 170);
-}
 
 /* python3 -c CODE: its stdout (new), or NULL when it failed. */
 static char *s_py(const char *code)
@@ -57,55 +30,6 @@ static char *s_py(const char *code)
     return out;
 }
 
-/* events_schema.py WHAT FILE: the summary it prints (new), checked to pass. */
-static json_t *s_schema_check(const char *what, const char *path)
-{
-    char script[600];
-    snprintf(script, sizeof script, "%s/tests/peers/events_schema.py", korch_test_root());
-    const char *argv[] = {"/usr/bin/python3", script, what, path, NULL};
-    char *out = NULL;
-    int rc = korch_test_run(argv, NULL, &out, NULL, 60);
-    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
-    if (!CHECK_EQ(rc, 0))
-        fprintf(stderr, "%s %s: %s\n", what, path, out ? out : "(nothing)");
-    free(out);
-    return j;
-}
-
-static void s_spit(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (CHECK(f != NULL)) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
-/* The last line of --json output that is a `done` (borrowed from lines). */
-static json_t *s_last_event(json_t *lines, const char *name)
-{
-    json_t *found = NULL;
-    size_t i;
-    json_t *e;
-    json_array_foreach(lines, i, e) if (strcmp(json_string_value(json_object_get(e, "event")) ?: "", name) == 0)
-        found = e;
-    return found;
-}
-
-static json_t *s_lines(const char *out)
-{
-    json_t *a = json_array();
-    for (const char *p = out; p && *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        json_t *j = json_loadb(p, n, 0, NULL);
-        if (j)
-            json_array_append_new(a, j);
-        p += n + (nl != NULL);
-    }
-    return a;
-}
-
 /* The scripted model quotes printed numbers exactly, rounded, as a percent
    of a printed ratio, without their sign, and one it made up: every event
    of the run matches the schema and ends in done, the final event's
@@ -118,23 +42,23 @@ TEST_T(trust_run_json_events_schema_and_receipts, 180)
         return;
     llm_server_env(&llm, "receipts");
     unsetenv("KORCH_PRICES");
-    char *dir = s_tmpdir(), session[300], path[400], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[300], path[400], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
-    int rc = s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", session, "What is the total?",
+    int rc = run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--session", session, "What is the total?",
                                     NULL},
                    &out, &err);
     CHECK_EQ(rc, 0);
     snprintf(path, sizeof path, "%s/events.jsonl", dir);
-    s_spit(path, out ? out : "");
-    json_t *sum = s_schema_check("cli", path);
+    run_spit(path, out ? out : "");
+    json_t *sum = run_schema("cli", path);
     CHECK_STREQ(json_string_value(json_object_get(sum, "last")), "done");
     CHECK_EQ(json_integer_value(json_object_get(json_object_get(sum, "kinds"), "final")), 1);
     CHECK_GT(json_integer_value(json_object_get(json_object_get(sum, "kinds"), "usage")), 2);
     json_decref(sum);
     snprintf(path, sizeof path, "%s/transcript.jsonl", session);
-    json_decref(s_schema_check("transcript", path));
-    json_t *lines = s_lines(out);
-    json_t *final = s_last_event(lines, "final");
+    json_decref(run_schema("transcript", path));
+    json_t *lines = run_lines(out);
+    json_t *final = run_event(lines, "final");
     json_t *rec = json_object_get(final, "receipts");
     /* total exact, total rounded, the percent, the delta, its magnitude, 17.3 made up */
     const char *forms[] = {"exact", "rounded", "percent", "exact", "magnitude", NULL};
@@ -150,7 +74,7 @@ TEST_T(trust_run_json_events_schema_and_receipts, 180)
                 CHECK_STREQ(json_string_value(json_object_get(r, "note")), "not computed by the kernel");
             }
         }
-    json_t *done = s_last_event(lines, "done");
+    json_t *done = run_event(lines, "done");
     CHECK_STREQ(json_string_value(json_object_get(done, "status")), "ok");
     CHECK_GT(json_integer_value(json_object_get(json_object_get(json_object_get(done, "tokens"), "turn"), "input")), 0);
     json_decref(lines);
@@ -168,7 +92,7 @@ TEST_T(trust_run_json_events_schema_and_receipts, 180)
     free(v);
     /* the CLI says it under the answer */
     snprintf(session, sizeof session, "%s/s2", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "What is the total?", NULL},
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "What is the total?", NULL},
                    &out, &err),
              0);
     CHECK_CONTAINS(err, "numbers: 6 in the answer, 1 not computed by the kernel");
@@ -176,8 +100,7 @@ TEST_T(trust_run_json_events_schema_and_receipts, 180)
     CHECK_CONTAINS(err, "percent of '0.");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -191,9 +114,9 @@ TEST_T(trust_notebook_reruns_under_nbconvert, 240)
         return;
     llm_server_env(&llm, "receipts");
     unsetenv("KORCH_PRICES");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--clean-notebook", "--session", session,
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--clean-notebook", "--session", session,
                                     "What is the total?", NULL},
                    &out, &err),
              0);
@@ -225,8 +148,7 @@ TEST_T(trust_notebook_reruns_under_nbconvert, 240)
     char *v = s_py(code);
     CHECK_STREQ(v, "3 [[], ['raises-exception'], []] 2 1 0 0 True\n");
     free(v);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -234,27 +156,27 @@ TEST_T(trust_notebook_reruns_under_nbconvert, 240)
    never 0 or -1; a token budget says it cannot be applied. */
 TEST_T(trust_unknown_usage_is_unknown, 180)
 {
-    char *dir = s_tmpdir(), session[300], spec[700], csv[600], path[400], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[300], spec[700], csv[600], path[400], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
     snprintf(spec, sizeof spec, "replay:%s/scripts/demo/replay.json", korch_test_root());
     snprintf(csv, sizeof csv, "%s/scripts/demo/sales.csv", korch_test_root());
     unsetenv("KORCH_PRICES");
-    CHECK_EQ(s_run((const char *[]){"--llm", spec, "--json", "--max-tokens", "100000", "--file", csv, "--session",
+    CHECK_EQ(run_korch((const char *[]){"--llm", spec, "--json", "--max-tokens", "100000", "--file", csv, "--session",
                                     session, "Which region brings the most revenue?", NULL},
                    &out, &err),
              0);
-    json_t *lines = s_lines(out);
-    json_t *turn = json_object_get(json_object_get(s_last_event(lines, "done"), "tokens"), "turn");
+    json_t *lines = run_lines(out);
+    json_t *turn = json_object_get(json_object_get(run_event(lines, "done"), "tokens"), "turn");
     CHECK(json_is_null(json_object_get(turn, "input")));
     CHECK(json_is_null(json_object_get(turn, "output")));
     CHECK_EQ(json_integer_value(json_object_get(turn, "calls")), 5);
-    json_t *notice = s_last_event(lines, "notice");
+    json_t *notice = run_event(lines, "notice");
     CHECK_CONTAINS(json_string_value(json_object_get(notice, "text")),
                    "the token budget cannot be applied: the model's API does not report its token usage");
     json_decref(lines);
     snprintf(path, sizeof path, "%s/events.jsonl", dir);
-    s_spit(path, out ? out : "");
-    json_decref(s_schema_check("cli", path));
+    run_spit(path, out ? out : "");
+    json_decref(run_schema("cli", path));
     free(out);
     free(err);
     snprintf(path, sizeof path, "%s/transcript.jsonl", session);
@@ -272,15 +194,14 @@ TEST_T(trust_unknown_usage_is_unknown, 180)
     free(v);
     /* the CLI's line: unknown, not "0 in" */
     snprintf(session, sizeof session, "%s/s2", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", spec, "--file", csv, "--session", session, "Which region?", NULL}, &out,
+    CHECK_EQ(run_korch((const char *[]){"--llm", spec, "--file", csv, "--session", session, "Which region?", NULL}, &out,
                    &err),
              0);
     CHECK_CONTAINS(err, "tokens: unknown (the model's API did not report usage)");
     CHECK(!strstr(err, "0 in + 0 out"));
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
 }
 
 /* A price table turns the reported tokens into cost, per call and per
@@ -292,17 +213,17 @@ TEST_T(trust_price_table_and_cost_budget, 180)
         return;
     llm_server_env(&llm, "receipts");
     unsetenv("KORCH_PRICES");
-    char *dir = s_tmpdir(), session[300], prices[400], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[300], prices[400], *out = NULL, *err = NULL;
     snprintf(prices, sizeof prices, "%s/prices.json", dir);
-    s_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": 2.5, "
+    run_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": 2.5, "
                    "\"output_per_mtok\": 10}}}\n");
     snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--prices", prices, "--session", session,
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--prices", prices, "--session", session,
                                     "What is the total?", NULL},
                    &out, &err),
              0);
-    json_t *lines = s_lines(out);
-    json_t *done = s_last_event(lines, "done");
+    json_t *lines = run_lines(out);
+    json_t *done = run_event(lines, "done");
     json_t *turn = json_object_get(json_object_get(done, "tokens"), "turn");
     json_t *cost = json_object_get(json_object_get(done, "cost"), "turn");
     double want = ((double)json_integer_value(json_object_get(turn, "input")) * 2.5 +
@@ -315,28 +236,27 @@ TEST_T(trust_price_table_and_cost_budget, 180)
     free(err);
     /* a budget smaller than one call: the turn stops after its first step */
     snprintf(session, sizeof session, "%s/s2", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--prices", prices, "--max-cost",
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--prices", prices, "--max-cost",
                                     "0.0000001", "--session", session, "What is the total?", NULL},
                    &out, &err),
              0);
-    lines = s_lines(out);
-    done = s_last_event(lines, "done");
+    lines = run_lines(out);
+    done = run_event(lines, "done");
     CHECK_STREQ(json_string_value(json_object_get(done, "stopped_by")), "cost");
-    CHECK_CONTAINS(json_string_value(json_object_get(s_last_event(lines, "notice"), "text")),
+    CHECK_CONTAINS(json_string_value(json_object_get(run_event(lines, "notice"), "text")),
                    "the cost budget for this question is used up after 1 step");
     json_decref(lines);
     free(out);
     free(err);
     /* a broken table is a clear error before anything starts */
-    s_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": -1}}}\n");
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--prices", prices, "--session", session, "q", NULL},
+    run_spit(prices, "{\"currency\": \"EUR\", \"models\": {\"openai:*\": {\"input_per_mtok\": -1}}}\n");
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--prices", prices, "--session", session, "q", NULL},
                    &out, &err),
              2);
     CHECK_CONTAINS(err, "needs non-negative numbers input_per_mtok and output_per_mtok");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -349,17 +269,16 @@ TEST_T(trust_foreign_fence_asks_for_the_kernels_language, 180)
         return;
     llm_server_env(&llm, "jsfence");
     unsetenv("KORCH_PRICES");
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "sum 1 2 3", NULL}, &out,
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "sum 1 2 3", NULL}, &out,
                    &err),
              0);
     CHECK_STREQ(out, "The sum is 6.\n");
     CHECK_CONTAINS(err, "the model wrote javascript code, which this python kernel cannot run: asked for python");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -367,12 +286,12 @@ TEST_T(trust_foreign_fence_asks_for_the_kernels_language, 180)
    session dir is left behind. */
 TEST_T(trust_bad_endpoint_is_found_first_and_leaves_nothing, 60)
 {
-    char *dir = s_tmpdir(), session[300], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[300], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/s", dir);
     setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", 1);
     setenv("OPENAI_API_KEY", "sk-test", 1);
     int64_t t0 = korch_now_ms();
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "q", NULL}, &out, &err), 2);
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--session", session, "q", NULL}, &out, &err), 2);
     CHECK_LT(korch_now_ms() - t0, 5000);
     CHECK_CONTAINS(err, "cannot reach the model 'openai:gpt-4o-mini' at 'http://127.0.0.1:9/v1'");
     CHECK_CONTAINS(err, "check OPENAI_BASE_URL");
@@ -381,8 +300,7 @@ TEST_T(trust_bad_endpoint_is_found_first_and_leaves_nothing, 60)
     CHECK(stat(session, &st) != 0);
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
 }
 
 /* --fence: each code block shown once on stderr; stdout and stderr to one
@@ -394,7 +312,7 @@ TEST_T(trust_fence_code_and_answer_shown_once, 180)
         return;
     llm_server_env(&llm, "fence");
     unsetenv("KORCH_PRICES");
-    char *dir = s_tmpdir(), cmd[1600], log[400];
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), cmd[1600], log[400];
     snprintf(log, sizeof log, "%s/both.log", dir);
     snprintf(cmd, sizeof cmd,
              "'%s' run --launcher local --llm ollama:llama3.1 --fence --session '%s/s' compute > '%s' 2>&1",
@@ -412,8 +330,7 @@ TEST_T(trust_fence_code_and_answer_shown_once, 180)
     if (codes != 1 || answers != 1)
         fprintf(stderr, "%s\n", text);
     free(text);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -428,19 +345,19 @@ static void s_verify(llm_server_t *llm, const char *dir, const char *scenario, c
     unsetenv("KORCH_PRICES");
     char session[400], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/%s", dir, scenario);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--verify", "--session", session, "q", NULL},
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--json", "--verify", "--session", session, "q", NULL},
                    &out, &err),
              0);
-    json_t *lines = s_lines(out);
-    json_t *v = json_object_get(s_last_event(lines, "verify"), "verify");
+    json_t *lines = run_lines(out);
+    json_t *v = json_object_get(run_event(lines, "verify"), "verify");
     CHECK_STREQ(json_string_value(json_object_get(v, "status")), want);
     CHECK_STREQ(json_string_value(json_object_get(json_array_get(lines, json_array_size(lines) - 1), "event")), "done");
     fprintf(stderr, "  %s: verify %s in %.2f s, the turn took %.2f s\n", scenario, want,
             json_number_value(json_object_get(v, "seconds")), json_number_value(json_object_get(v, "turn_seconds")));
     char path[500];
     snprintf(path, sizeof path, "%s/events.jsonl", session);
-    s_spit(path, out ? out : "");
-    json_decref(s_schema_check("cli", path));
+    run_spit(path, out ? out : "");
+    json_decref(run_schema("cli", path));
     if (strcmp(want, "differed") == 0)
         CHECK_EQ(json_array_size(json_object_get(v, "differences")), 1);
     if (strcmp(want, "failed") == 0)
@@ -464,7 +381,7 @@ TEST_T(trust_verify_reproduced_differed_failed, 240)
     llm_server_t llm = {0};
     if (!llm_server_start(&llm))
         return;
-    char *dir = s_tmpdir();
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX");
     s_verify(&llm, dir, "receipts", "reproduced");
     s_verify(&llm, dir, "drift", "differed");
     s_verify(&llm, dir, "deadend", "failed");
@@ -472,14 +389,13 @@ TEST_T(trust_verify_reproduced_differed_failed, 240)
     llm_server_env(&llm, "receipts");
     char session[400], *out = NULL, *err = NULL;
     snprintf(session, sizeof session, "%s/text", dir);
-    CHECK_EQ(s_run((const char *[]){"--llm", "openai:gpt-4o-mini", "--verify", "--session", session, "q", NULL}, &out,
+    CHECK_EQ(run_korch((const char *[]){"--llm", "openai:gpt-4o-mini", "--verify", "--session", session, "q", NULL}, &out,
                    &err),
              0);
     CHECK_CONTAINS(err, "verify: reproduced in a fresh python3 kernel (2 code cells, 5 numbers compared)");
     free(out);
     free(err);
-    s_rmrf(dir);
-    free(dir);
+    korch_test_rmdir(dir);
     llm_server_stop(&llm);
 }
 
@@ -492,7 +408,7 @@ TEST_T(trust_verify_reproduced_differed_failed, 240)
 static void s_usage_steps(const char *launcher)
 {
     llm_server_t llm = {0};
-    char *dir = s_tmpdir(), session[400], *out = NULL, *err = NULL;
+    char *dir = korch_test_mkdir("/tmp/korch-trust-XXXXXX"), session[400], *out = NULL, *err = NULL;
     if (!CHECK(dir) || !llm_server_start(&llm))
         goto out;
     llm_server_env(&llm, "usage");
@@ -545,18 +461,17 @@ static void s_usage_steps(const char *launcher)
     char *t = korch_read_file(path, 1 << 24, NULL, NULL);
     CHECK_CONTAINS(t, "\"usage\":{\"cpu_s\":");
     free(t);
-    json_decref(s_schema_check("transcript", path));
+    json_decref(run_schema("transcript", path));
     char cli[500];
     snprintf(cli, sizeof cli, "%s/run.jsonl", dir);
-    s_spit(cli, out ? out : "");
-    json_decref(s_schema_check("cli", cli));
+    run_spit(cli, out ? out : "");
+    json_decref(run_schema("cli", cli));
 out:
     free(out);
     free(err);
     llm_server_stop(&llm);
     if (dir)
-        s_rmrf(dir);
-    free(dir);
+        korch_test_rmdir(dir);
 }
 TEST_T(trust_cpu_and_peak_memory_per_step_from_the_cgroup, 120) { s_usage_steps("sandbox"); }
 /* The same for a docker kernel: its container's cgroup, found on this host by its id (solo: docker). */

@@ -13,16 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *s_dir(void)
-{
-    char *d = strdup("/tmp/korch-wd-XXXXXX");
-    if (!mkdtemp(d)) {
-        free(d);
-        return NULL;
-    }
-    return d;
-}
-
 static void s_put(const char *dir, const char *rel, const char *text)
 {
     char path[600];
@@ -32,13 +22,6 @@ static void s_put(const char *dir, const char *rel, const char *text)
         fputs(text, f);
         fclose(f);
     }
-}
-
-static void s_rm(const char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
 }
 
 /* "change path" for each entry, joined with ", " */
@@ -54,7 +37,7 @@ static void s_changes(json_t *scan, char *buf, size_t len)
 
 TEST(workdir_created_modified_deleted_and_symlinks_never_followed)
 {
-    char *d = s_dir(), buf[2000], sub[600];
+    char *d = korch_test_mkdir("/tmp/korch-wd-XXXXXX"), buf[2000], sub[600];
     if (!CHECK(d))
         return;
     korch_workdir_t *w = korch_workdir_new(d, NULL);
@@ -128,13 +111,12 @@ TEST(workdir_created_modified_deleted_and_symlinks_never_followed)
     CHECK_STREQ(korch_mime_for("noext"), "application/octet-stream");
     korch_workdir_destroy(&w);
     CHECK(w == NULL);
-    s_rm(d);
-    free(d);
+    korch_test_rmdir(d);
 }
 
 TEST(workdir_limits_cut_the_walk_and_say_so)
 {
-    char *d = s_dir(), path[600];
+    char *d = korch_test_mkdir("/tmp/korch-wd-XXXXXX"), path[600];
     if (!CHECK(d))
         return;
     for (int i = 0; i < 10; i++) {
@@ -161,13 +143,12 @@ TEST(workdir_limits_cut_the_walk_and_say_so)
     CHECK_EQ(json_integer_value(json_object_get(scan, "files")), 10);
     json_decref(scan);
     korch_workdir_destroy(&w);
-    s_rm(d);
-    free(d);
+    korch_test_rmdir(d);
 }
 
 TEST(mkdirs_makes_parents_and_names_what_is_in_the_way)
 {
-    char *d = s_dir(), path[600];
+    char *d = korch_test_mkdir("/tmp/korch-wd-XXXXXX"), path[600];
     if (!CHECK(d))
         return;
     snprintf(path, sizeof path, "%s/a/b//c/", d);
@@ -181,8 +162,7 @@ TEST(mkdirs_makes_parents_and_names_what_is_in_the_way)
     korch_err_t err = {0};
     CHECK_EQ(korch_mkdirs(path, 0755, &err), KORCH_E_IO);
     CHECK_CONTAINS(err.msg, "file': it exists and is not a directory");
-    s_rm(d);
-    free(d);
+    korch_test_rmdir(d);
 }
 
 /* A listing from inside a container: what the kernel claims is only data. */

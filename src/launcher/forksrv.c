@@ -336,6 +336,8 @@ static korch_rc_t s_spawn_proc(korch_forksrv_t *s, s_proc_t *p, korch_err_t *err
     json_object_set_new(first, "imports", mods);
     const char *reh = getenv("KORCH_FORK_REHEARSE"); /* 0: no rehearsal of a kernel's start (to measure it) */
     json_object_set_new(first, "rehearse", json_boolean(!reh || strcmp(reh, "0") != 0));
+    const char *kshell = getenv("KORCH_FORK_KEEP_SHELL"); /* 0: each fork makes its own IPython shell (to measure) */
+    json_object_set_new(first, "keep_shell", json_boolean(!kshell || strcmp(kshell, "0") != 0));
     char *text = json_dumps(first, JSON_COMPACT);
     json_decref(first);
     ssize_t w = text ? send(p->ctrl, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL) : -1;

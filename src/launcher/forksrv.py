@@ -115,7 +115,7 @@ def serve():
     msg = json.loads(ctrl.recv(65536) or b"{}")
     done = imports(msg.get("imports", []))
     if "ipykernel.kernelapp" in done and msg.get("rehearse", True):
-        rehearse()
+        rehearse(msg.get("keep_shell", True))
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # the Bs whose A ended are ours, reaped by SIG_IGN
     import gc
     gc.collect()
@@ -147,13 +147,22 @@ def serve():
                     os.close(fd)
 
 
-def rehearse():
-    """What every kernel's start runs first, run once here and thrown away:
-    ipykernel's command line parsed, an IPython shell made (its magics, its
-    traitlets). The forks then run code already specialised and find the
-    caches full (less CPU each, fewer pages copied). Nothing is read from a
-    config file (a private empty dir is the ipython dir and the cwd); what
-    the shell changes in the process (sys, the environment) is put back."""
+# What the template keeps for its forks (keep_shell): an IPython shell made
+# here, with no kernel's data, for each fork's kernel to adopt (kernel_shell).
+KEPT = None
+
+
+def rehearse(keep):
+    """What every kernel's start runs first, run once here: ipykernel's
+    command line parsed, an IPython shell made (its magics, its traitlets).
+    The forks then run code already specialised and find the caches full.
+    With keep, the shell itself is kept (KEPT) and each fork's kernel adopts
+    it instead of making its own: its objects then stay shared pages of the
+    template's, not a copy per kernel (about 8 MiB each). Nothing is read
+    from a config file (a private empty dir is the ipython dir and the cwd);
+    what the shell changed in the process (sys, the environment) is put
+    back here and made again in the fork (kernel_shell)."""
+    global KEPT
     import atexit
     import shutil
     import tempfile
@@ -161,6 +170,7 @@ def rehearse():
     env, cwd, names = dict(os.environ), os.getcwd(), set(vars(builtins))
     saved = (sys.stdin, sys.stdout, sys.stderr, sys.displayhook, sys.excepthook, sys.modules.get("__main__"))
     d = tempfile.mkdtemp(prefix="korch-template-")
+    argv = ["-f", "/tmp/korch-kernel.json", "--HistoryManager.hist_file=:memory:"]
     try:
         os.chdir(d)
         from ipykernel.kernelapp import IPKernelApp
@@ -169,20 +179,22 @@ def rehearse():
         from IPython.core.profiledir import ProfileDir
         app = IPKernelApp.instance()
         try:
-            app.parse_command_line(["-f", "/tmp/korch-kernel.json", "--HistoryManager.hist_file=:memory:"])
+            app.parse_command_line(argv)
             cfg = app.config
         finally:
             IPKernelApp.clear_instance()
         prof = ProfileDir.create_profile_dir(os.path.join(d, "profile_default"))
         shell = ZMQInteractiveShell.instance(config=cfg, ipython_dir=d, profile_dir=prof,
                                              compiler_class=XCachingCompiler)
-        try:
-            atexit.unregister(shell.atexit_operations)
-            shell.history_manager.db.close()
-        finally:
+        atexit.unregister(shell.atexit_operations)
+        shell.history_manager.db.close()  # no sqlite handle crosses the fork: each kernel makes its own
+        if keep:
+            KEPT = {"shell": shell, "config": shell_config(cfg), "hooks": (sys.displayhook, sys.excepthook)}
+        else:
             ZMQInteractiveShell.clear_instance()
     except Exception as e:  # noqa: BLE001 - only a lost speed-up
         sys.stderr.write("korch-template: the rehearsal of a kernel's start failed: %r\n" % e)
+        KEPT = None
     finally:
         sys.stdin, sys.stdout, sys.stderr, sys.displayhook, sys.excepthook, main = saved
         if main is not None:
@@ -191,8 +203,64 @@ def rehearse():
         shutil.rmtree(d, ignore_errors=True)
         os.environ.clear()
         os.environ.update(env)
-        for name in set(vars(builtins)) - names:  # display, __IPYTHON__: each kernel's shell adds its own
-            delattr(builtins, name)
+        if KEPT is None:
+            for name in set(vars(builtins)) - names:  # display, __IPYTHON__: each kernel's shell adds its own
+                delattr(builtins, name)
+
+
+# The config sections of ipykernel's application itself (its connection
+# file, its exec_lines, its session): they do not make the shell, so a
+# kernel whose argv differs only there adopts the template's shell.
+APP_SECTIONS = ("IPKernelApp", "InteractiveShellApp", "BaseIPythonApplication", "Application",
+                "ConnectionFileMixin", "Session")
+
+
+def shell_config(cfg):
+    return {k: v for k, v in cfg.items() if k not in APP_SECTIONS}
+
+
+def kernel_shell():
+    """In the fork (C), before ipykernel starts: its IPythonKernel gets the
+    template's shell (ZMQInteractiveShell.instance returns the singleton)
+    when its config is the one the shell was made with; it is then made the
+    kernel's (parent, kernel, profile and ipython dirs, history, sys hooks,
+    __main__, environment, atexit). A kernel whose config for the shell differs
+    (an ipython_kernel_config.py in its profile, a --colors in its argv) gets a
+    shell of its own, as before."""
+    from ipykernel.zmqshell import ZMQInteractiveShell
+    kept = KEPT
+    if kept is None:
+        ZMQInteractiveShell.clear_instance()
+        return
+    orig = ZMQInteractiveShell.instance.__func__
+
+    def instance(cls, *args, **kw):
+        ZMQInteractiveShell.instance = classmethod(orig)  # once
+        parent, shell = kw.get("parent"), kept["shell"]
+        if (args or parent is None or kw.get("user_module") is not None or kw.get("user_ns") is not None
+                or shell_config(parent.config) != kept["config"]):
+            ZMQInteractiveShell.clear_instance()
+            return orig(cls, *args, **kw)
+        import atexit
+        from IPython.utils.path import get_home_dir
+        shell.parent = parent
+        shell.kernel = kw.get("kernel", parent)
+        if kw.get("profile_dir") is not None:
+            shell.profile_dir = kw["profile_dir"]
+        app = getattr(parent, "parent", None)
+        if getattr(app, "ipython_dir", None):
+            shell.ipython_dir = app.ipython_dir
+        shell.home_dir = get_home_dir()
+        shell.user_ns["_dh"] = [os.getcwd()]  # not the template's private dir: the kernel's work dir
+        shell.configurables.remove(shell.history_manager)
+        shell.init_history()
+        shell.init_environment()
+        shell.init_sys_modules()
+        sys.displayhook, sys.excepthook = kept["hooks"]
+        atexit.register(shell.atexit_operations)
+        shell.korch_template_shell = True  # for tests/test_fork.c: this kernel's shell is the template's
+        return shell
+    ZMQInteractiveShell.instance = classmethod(instance)
 
 
 def fork_kernel(fds):
@@ -434,6 +502,7 @@ def kernel(req, log):
         sys.argv = list(req["argv"])
         if sys.path and sys.path[0] in ("", os.getcwd()):
             del sys.path[0]
+        kernel_shell()
         from ipykernel import kernelapp
         kernelapp.launch_new_instance()
         code = 0

@@ -3,7 +3,10 @@
 
 usage: fastkernel.py KORCH      (scripts/bench-fastkernel.sh runs it; prints a table)
 
-Three `korch serve --launcher sandbox` in the same run: plain, --pool 1, --fork.
+Four `korch serve --launcher sandbox` in the same run: plain, --pool 1, --fork,
+and --fork with KORCH_FORK_KEEP_SHELL=0 ("fork0": each fork makes its own IPython
+shell, as before the template kept one: the before of the same run).
+BENCH_PARTS (default ready,memory,burst,run) picks what is measured.
 
   ready    POST /api/kernels -> kernel_info over the websocket (usable) -> an
            execute of `import numpy, pandas, matplotlib.pyplot` done (a ready
@@ -41,6 +44,7 @@ RSS_KERNELS = int(os.environ.get("BENCH_RSS_KERNELS", "10"))
 BURST = int(os.environ.get("BENCH_BURST", "50"))
 BURST_PLAIN = int(os.environ.get("BENCH_BURST_PLAIN", "10"))
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+PARTS = os.environ.get("BENCH_PARTS", "ready,memory,burst,run").split(",")
 DATA = "import numpy, pandas, matplotlib.pyplot"
 
 
@@ -175,52 +179,79 @@ def run_first_step(fork):
     return first, total
 
 
+def start_fork0():
+    os.environ["KORCH_FORK_KEEP_SHELL"] = "0"
+    try:
+        return sb.start_korch("--launcher", "sandbox", "--fork")
+    finally:
+        del os.environ["KORCH_FORK_KEEP_SHELL"]
+
+
 def main():
     servers = {}
+    R, M, B = {}, {}, {}
     try:
         servers["plain"] = sb.start_korch("--launcher", "sandbox")
         servers["pool"] = sb.start_korch("--launcher", "sandbox", "--pool", "1")
         servers["fork"] = sb.start_korch("--launcher", "sandbox", "--fork")
+        servers["fork0"] = start_fork0()
         servers["pool"].wait_pool(1)
-        log("ready data kernel, %d each (rotating) ..." % STARTS)
-        R = bench_ready(servers)
-        log("memory of %d idle data kernels ..." % RSS_KERNELS)
-        M = {k: bench_memory(servers[k], k == "fork") for k in ("plain", "fork")}
-        log("burst of %d (fork) and %d (plain) ..." % (BURST, BURST_PLAIN))
-        B = {"fork": bench_burst(servers["fork"], BURST), "plain": bench_burst(servers["plain"], BURST_PLAIN)}
+        if "ready" in PARTS:
+            log("ready data kernel, %d each (rotating) ..." % STARTS)
+            R = bench_ready(servers)
+        if "memory" in PARTS:
+            log("memory of %d idle data kernels ..." % RSS_KERNELS)
+            M = {k: bench_memory(servers[k], k.startswith("fork")) for k in ("plain", "fork", "fork0")}
+        if "burst" in PARTS:
+            log("burst of %d (fork) and %d (plain) ..." % (BURST, BURST_PLAIN))
+            B = {"fork": bench_burst(servers["fork"], BURST), "plain": bench_burst(servers["plain"], BURST_PLAIN)}
     finally:
         for srv in servers.values():
             srv.stop()
-    log("korch run to its first step, %d each ..." % RUNS)
     runs = {False: [], True: []}
-    for i in range(RUNS):
-        for fork in ((False, True) if i % 2 == 0 else (True, False)):
-            runs[fork].append(run_first_step(fork))
+    if "run" in PARTS:
+        log("korch run to its first step, %d each ..." % RUNS)
+        for i in range(RUNS):
+            for fork in ((False, True) if i % 2 == 0 else (True, False)):
+                runs[fork].append(run_first_step(fork))
+    report(R, M, B, runs)
 
-    plain_u, plain_d = p50(R["plain"][0]), p50(R["plain"][1])
-    print("%-46s %9s %9s %9s" % ("", "plain", "pool", "fork"))
-    print("%-46s %9.0f %9.0f %9.0f" % (("POST -> kernel_info p50 (ms)",) + tuple(p50(R[k][0]) for k in R)))
-    print("%-46s %9.0f %9.0f %9.0f   goal: fork <= 150" % (("POST -> data stack imported p50 (ms)",) +
-                                                           tuple(p50(R[k][1]) for k in R)))
-    print("%-46s %9.2f %9.2f %9.2f" % (("ratio to plain, kernel_info",) + tuple(p50(R[k][0]) / plain_u for k in R)))
-    print("%-46s %9.2f %9.2f %9.2f" % (("ratio to plain, data kernel",) + tuple(p50(R[k][1]) / plain_d for k in R)))
-    print("%-46s %9.2f %9s %9.2f" % ("PSS per idle data kernel (MiB)", M["plain"]["per_kernel_mib"], "(plain)",
-                                    M["fork"]["per_kernel_mib"]) + "   goal: fork <= 15")
-    print("%-46s %9.1f %9s %9.1f" % ("own (private) memory per idle data kernel (MiB)", M["plain"]["own_mib"], "",
-                                     M["fork"]["own_mib"]))
-    print("%-46s %9s %9s %9.1f" % ("the template's own PSS (MiB, once per kernelspec)", "", "",
-                                   M["fork"]["template_mib"]))
-    for k in ("plain", "fork"):
+
+def report(R, M, B, runs):
+    cols = ("plain", "pool", "fork", "fork0")
+    print("%-50s %9s %9s %9s %9s" % (("", ) + cols))
+    if R:
+        plain_u, plain_d = p50(R["plain"][0]), p50(R["plain"][1])
+        print("%-50s %9.0f %9.0f %9.0f %9.0f" % (("POST -> kernel_info p50 (ms)",) + tuple(p50(R[k][0]) for k in cols)))
+        print("%-50s %9.0f %9.0f %9.0f %9.0f   goal: fork <= 150" % (("POST -> data stack imported p50 (ms)",) +
+                                                                     tuple(p50(R[k][1]) for k in cols)))
+        print("%-50s %9.2f %9.2f %9.2f %9.2f" % (("ratio to plain, kernel_info",) +
+                                                 tuple(p50(R[k][0]) / plain_u for k in cols)))
+        print("%-50s %9.2f %9.2f %9.2f %9.2f" % (("ratio to plain, data kernel",) +
+                                                 tuple(p50(R[k][1]) / plain_d for k in cols)))
+    if M:
+        print("%-50s %9.1f %9s %9.1f %9.1f   goal: fork <= 15" % (
+            "PSS per idle data kernel (MiB)", M["plain"]["per_kernel_mib"], "(plain)", M["fork"]["per_kernel_mib"],
+            M["fork0"]["per_kernel_mib"]))
+        print("%-50s %9.1f %9s %9.1f %9.1f" % ("own (private) memory per idle data kernel (MiB)",
+                                               M["plain"]["own_mib"], "", M["fork"]["own_mib"],
+                                               M["fork0"]["own_mib"]))
+        print("%-50s %9s %9s %9.1f %9.1f" % ("the template's own PSS (MiB, once per kernelspec)", "", "",
+                                             M["fork"]["template_mib"], M["fork0"]["template_mib"]))
+    for k in B:
         b = B[k]
-        print("%-46s %9.0f ms for all, p50 %.0f ms%s" % ("burst of %d (%s): %d ready in" % (b["n"], k, b["ok"]),
+        print("%-50s %9.0f ms for all, p50 %.0f ms%s" % ("burst of %d (%s): %d ready in" % (b["n"], k, b["ok"]),
                                                          b["all_ms"], b["p50_ms"],
                                                          "   goal: 50 in <= 5000" if k == "fork" else ""))
         if b["errors"]:
             print("    errors: %s" % "; ".join(b["errors"]))
-    rp, rf = p50([r[0] for r in runs[False]]), p50([r[0] for r in runs[True]])
-    print("%-46s %9.0f %9s %9.0f   ratio %.2f" % ("korch run: exec -> first step done p50 (ms)", rp, "", rf, rf / rp))
-    print("%-46s %9.0f %9s %9.0f" % ("korch run: whole replayed session p50 (ms)", p50([r[1] for r in runs[False]]),
-                                     "", p50([r[1] for r in runs[True]])))
+    if runs[False]:
+        rp, rf = p50([r[0] for r in runs[False]]), p50([r[0] for r in runs[True]])
+        print("%-50s %9.0f %9s %9.0f   ratio %.2f" % ("korch run: exec -> first step done p50 (ms)", rp, "", rf,
+                                                       rf / rp))
+        print("%-50s %9.0f %9s %9.0f" % ("korch run: whole replayed session p50 (ms)",
+                                         p50([r[1] for r in runs[False]]), "", p50([r[1] for r in runs[True]])))
+    print("load after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
 if __name__ == "__main__":

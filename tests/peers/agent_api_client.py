@@ -26,6 +26,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ws_client  # noqa: E402
 import events_schema  # noqa: E402
+import sse  # noqa: E402
 
 SCHEMA_ERRORS = []      # events that did not match docs/events.schema.json (every scenario fails on one)
 
@@ -54,34 +55,18 @@ class Sse:
 
     def next(self):
         """(event, data) or None at the end of the stream."""
-        name, data, eid = None, [], None
-        while True:
-            line = self.resp.readline()
-            if not line:
-                if self.events and self.events[-1][0] != "done":
-                    SCHEMA_ERRORS.append("a stream ended with %r, not done" % self.events[-1][0])
-                return None
-            line = line.decode().rstrip("\r\n")
-            if line.startswith(":"):
-                continue
-            if line == "":
-                if name is None:
-                    continue
-                ev = (name, json.loads("\n".join(data)))
-                bad = events_schema.check_event(*ev)
-                if bad:
-                    SCHEMA_ERRORS.append(bad)
-                self.events.append(ev)
-                self.ids.append(eid)
-                return ev
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                name = value
-            elif field == "id":
-                eid = int(value)
-            elif field == "data":
-                data.append(value)
+        got = sse.read_event(self.resp)
+        if got is None:
+            if self.events and self.events[-1][0] != "done":
+                SCHEMA_ERRORS.append("a stream ended with %r, not done" % self.events[-1][0])
+            return None
+        ev, eid = got[:2], got[2]
+        bad = events_schema.check_event(*ev)
+        if bad:
+            SCHEMA_ERRORS.append(bad)
+        self.events.append(ev)
+        self.ids.append(eid)
+        return ev
 
     def all(self):
         while self.next():

@@ -26,6 +26,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import events_schema  # noqa: E402
+import sse  # noqa: E402
 import ws_client  # noqa: E402
 
 FAIL = []
@@ -53,31 +54,18 @@ def stream(base, token, path, body):
             return resp.status, json.loads(text)
         except ValueError:
             return resp.status, text
-    events, name, data = [], None, []
+    events = []
     while True:
-        line = resp.readline()
-        if not line:
+        got = sse.read_event(resp)
+        if got is None:
             break
-        line = line.decode().rstrip("\r\n")
-        if line.startswith(":"):
-            continue
-        if line == "":
-            if name is not None:
-                ev = (name, json.loads("\n".join(data)))
-                bad = events_schema.check_event(*ev)
-                if bad:
-                    SCHEMA.append(bad)
-                events.append(ev)
-                if name == "done":
-                    break
-            name, data = None, []
-            continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "event":
-            name = value
-        elif field == "data":
-            data.append(value)
+        ev = got[:2]
+        bad = events_schema.check_event(*ev)
+        if bad:
+            SCHEMA.append(bad)
+        events.append(ev)
+        if ev[0] == "done":
+            break
     conn.close()
     if events and events[-1][0] != "done":
         SCHEMA.append("a stream ended with %r, not done" % events[-1][0])

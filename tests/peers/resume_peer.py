@@ -15,6 +15,8 @@ import sys
 import time
 import urllib.parse
 
+import sse
+
 
 def main():
     url, token, mode = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -43,25 +45,9 @@ def main():
         c.request("POST", "/api/agent/sessions/%s/messages" % sid, body=json.dumps({"content": question}).encode(),
                   headers=headers)
         r = c.getresponse()
-        events, name, data = [], None, []
-        while True:
-            line = r.readline()
-            if not line:
-                break
-            line = line.decode().rstrip("\r\n")
-            if line.startswith(":"):
-                continue
-            if line == "":
-                if name is not None:
-                    events.append((name, json.loads("\n".join(data))))
-                name, data = None, []
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
+        events = []
+        while (got := sse.read_event(r)) is not None:
+            events.append(got[:2])
         c.close()
         finals = [d["text"] for n, d in events if n == "final"]
         done = [d for n, d in events if n == "done"]

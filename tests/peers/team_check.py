@@ -285,14 +285,17 @@ def soak(args, users):
     return fail, details
 
 
-def main():
+def run_main(scenarios, options):
+    """The command line team_check.py and team_soak.py share: --url,
+    --tokens name=token,..., options ((flag, type, default), ...) and a
+    scenario name of scenarios ({name: fn(args, users) -> (failures,
+    details)}); prints the one JSON line, returns the exit status."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
     ap.add_argument("--tokens", required=True, help="name=token,...")
-    ap.add_argument("--sessions", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=300)
-    ap.add_argument("--pid", type=int, default=0)
-    ap.add_argument("scenario", choices=["two-users", "soak"])
+    for flag, kind, default in options:
+        ap.add_argument(flag, type=kind, default=default)
+    ap.add_argument("scenario", choices=list(scenarios))
     args = ap.parse_args()
     users = {}
     for kv in args.tokens.split(","):
@@ -300,7 +303,7 @@ def main():
         users[name] = User(args.url, name, tok)
     t0 = time.monotonic()
     try:
-        fail, details = (two_users if args.scenario == "two-users" else soak)(args, users)
+        fail, details = scenarios[args.scenario](args, users)
     except Exception as e:  # noqa: BLE001
         import traceback
         fail, details = ["raised %r: %s" % (e, traceback.format_exc()[-1500:])], {}
@@ -308,6 +311,10 @@ def main():
                       "seconds": round(time.monotonic() - t0, 1)}))
     return 0 if not fail else 1
 
+
+def main():
+    return run_main({"two-users": two_users, "soak": soak},
+                    (("--sessions", int, 3), ("--seconds", int, 300), ("--pid", int, 0)))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,6 @@ the user's GET /api/me; prints the statuses and what /api/me said.
 
 Prints one JSON line {"scenario", "ok", "failures", "details"}; exit 0 when it held.
 """
-import argparse
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from team_check import User, X, Sse, _done  # noqa: E402
+from team_check import X, Sse, _done, run_main  # noqa: E402
 
 
 def _rss_kb(pid):
@@ -123,29 +122,8 @@ def turn(args, users):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--tokens", required=True, help="name=token,...")
-    ap.add_argument("--pid", type=int, default=0)
-    ap.add_argument("--sessions", type=int, default=2)
-    ap.add_argument("--warm", type=int, default=30)
-    ap.add_argument("--turns", type=int, default=80)
-    ap.add_argument("scenario", choices=["flat", "turn"])
-    args = ap.parse_args()
-    users = {}
-    for kv in args.tokens.split(","):
-        name, tok = kv.split("=", 1)
-        users[name] = User(args.url, name, tok)
-    t0 = time.monotonic()
-    try:
-        fail, details = (flat if args.scenario == "flat" else turn)(args, users)
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        fail, details = ["raised %r: %s" % (e, traceback.format_exc()[-1500:])], {}
-    print(json.dumps({"scenario": args.scenario, "ok": not fail, "failures": fail, "details": details,
-                      "seconds": round(time.monotonic() - t0, 1)}))
-    return 0 if not fail else 1
-
+    return run_main({"flat": flat, "turn": turn},
+                    (("--pid", int, 0), ("--sessions", int, 2), ("--warm", int, 30), ("--turns", int, 80)))
 
 if __name__ == "__main__":
     sys.exit(main())
