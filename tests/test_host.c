@@ -361,3 +361,98 @@ out:
     const char *del[] = {"userdel", name, NULL};
     CHECK_EQ(korch_test_run(del, NULL, NULL, NULL, 30), 0);
 }
+
+/* Bytes a process has caused to be written to storage (/proc/PID/io's
+   write_bytes: counted as its pages of a real filesystem are dirtied; a
+   tmpfs has no storage behind it) and the bytes it passed to write()
+   (wchar). -1 when unreadable. */
+static long long s_io_field(pid_t pid, const char *field)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    FILE *fp = fopen(path, "r");
+    long long v = -1;
+    size_t n = strlen(field);
+    while (fp && fgets(line, sizeof line, fp))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            v = atoll(line + n + 1);
+    if (fp)
+        fclose(fp);
+    return v;
+}
+
+/* The same summed over every process of uid (the kernel's: bwrap, its
+   pid 1 and the kernel process). */
+static long long s_io_of_uid(uid_t uid, const char *field)
+{
+    long long sum = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char path[300];
+        struct stat st;
+        pid_t pid = atoi(de->d_name);
+        snprintf(path, sizeof path, "/proc/%s", de->d_name);
+        long long v;
+        if (pid > 0 && stat(path, &st) == 0 && st.st_uid == uid && (v = s_io_field(pid, field)) > 0)
+            sum += v;
+    }
+    if (d)
+        closedir(d);
+    return sum;
+}
+
+/* The kernel as the attacker of the host's disk (issue 22, the write
+   rate): it rewrites 32 MiB files in its work dir, /run/korch and /tmp,
+   fsyncing each, GBs in all. Everything it can write is a tmpfs, so none
+   of it reaches storage: the write_bytes of its uid's processes stay ~0
+   while their wchar counts the GBs. The measure is checked first on this machine: 16 MiB the test
+   itself writes to the real disk do show in its own write_bytes. */
+TEST_T(host_sandbox_write_flood_reaches_no_disk, 180)
+{
+    char path[] = "/var/tmp/korch-t22-flood-XXXXXX";
+    int fd = mkstemp(path);
+    if (!CHECK_GE(fd, 0))
+        return;
+    long long w0 = s_io_field(getpid(), "write_bytes");
+    char *buf = calloc(1, 1 << 20);
+    for (int i = 0; buf && i < 16; i++)
+        CHECK_EQ((long long)write(fd, buf, 1 << 20), (long long)(1 << 20));
+    CHECK_EQ(fsync(fd), 0);
+    long long w1 = s_io_field(getpid(), "write_bytes");
+    free(buf);
+    close(fd);
+    unlink(path);
+    fprintf(stderr, "  control: the test's own 16 MiB to disk: write_bytes +%lld KiB\n", (w1 - w0) >> 10);
+    if (!CHECK_GE(w1 - w0, 16LL << 20)) /* no task I/O accounting here: the measure would prove nothing */
+        return;
+
+    korch_sandbox_opts_t o;
+    korch_sandbox_opts_init(&o);
+    o.workdir_size = 64 << 20;
+    o.tmp_size = 64 << 20;
+    o.runtime_size = 64 << 20;
+    korch_launcher_t *l = fx_sandbox_new(&o);
+    fx_t f;
+    if (!fx_start_on(&f, &l))
+        return;
+    uid_t ku = s_uid_of(&f);
+    CHECK_GT((long long)korch_test_pid_of_uid(ku, "ipykernel"), 0LL);
+    long long b0 = s_io_of_uid(ku, "write_bytes"), c0 = s_io_of_uid(ku, "wchar");
+    const char *out = fx_out(&f, "import os, time\n"
+                                "b = os.urandom(1 << 20) * 32\n"
+                                "n, t0 = 0, time.time()\n"
+                                "while n < (3 << 30) and time.time() - t0 < 60:\n"
+                                "    for p in ('flood.bin', '/run/korch/flood.bin', '/tmp/flood.bin'):\n"
+                                "        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n"
+                                "        os.write(fd, b); os.fsync(fd); os.close(fd); n += len(b)\n"
+                                "print('flooded', n >> 20, 'MiB in', round(time.time() - t0, 1), 's')\n",
+                          120000);
+    long long b1 = s_io_of_uid(ku, "write_bytes"), c1 = s_io_of_uid(ku, "wchar");
+    fprintf(stderr, "  kernel: %s  wchar +%lld MiB, write_bytes +%lld KiB\n", out, (c1 - c0) >> 20, (b1 - b0) >> 10);
+    CHECK_CONTAINS(out, "flooded");
+    CHECK_GE(c1 - c0, 1LL << 30);       /* GBs went through write() */
+    CHECK_LE(b1 - b0, 256LL << 10);     /* and none of it to storage */
+    fx_stop(&f);
+    korch_launcher_destroy(&l);
+}

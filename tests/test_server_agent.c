@@ -187,13 +187,13 @@ TEST_T(server_agent_streams_code_deltas_status_and_tokens, 180)
 TEST_T(server_agent_receipts_clean_notebook_and_budget, 180) { s_run("local", "receipts", "receipts", 150); }
 /* korch serve --session-mb: the model floods 11 MB a step and kills its
    kernel each time; the session stays within 4 MiB over its steps, the
-   restarts and two turns (issue 22, point 4). The agent's own connection
-   to the server's kernel sees each restart by the new process's session
-   (kernel_io.c): before, a step sent as the kernel died waited 300 s.
-   Solo: with another test beside it the step still hung to the limit in
-   two -j2 runs of 2026-12-02 (never alone, 6 of 6): a known race of the
-   attached kernel's restart detection under load, open in issue 22. */
-TEST_SOLO_T(server_agent_session_output_budget_across_restarts_and_turns, 180)
+   restarts and two turns (issue 22, point 4). The server's kernel
+   manager tells the agent's own connection to its kernel of each restart
+   (KERNEL_GONE, korch_kernel_gone): before, a step sent as the kernel
+   died waited 300 s, and under load the guesses from header.session and
+   heartbeat gaps missed a kernel that died again while it restarted (the
+   step hung to the limit; solo from 0ff5bfd until that was fixed). */
+TEST_T(server_agent_session_output_budget_across_restarts_and_turns, 180)
 {
     s_session_mb = "4";
     s_run("local", "restart_flood", "session_budget", 150);

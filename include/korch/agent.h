@@ -81,8 +81,9 @@ typedef struct {
     korch_launcher_t *launcher;     /* borrowed; NULL = local */
     const char *kernelspec;         /* default python3 */
     /* Attach to this kernel (a connection file) instead of starting one: its
-       owner (korch serve) starts, restarts and shuts it down; the agent only
-       runs code in it, in the kernel's own working directory. */
+       owner (korch serve) starts, restarts and shuts it down, and tells the
+       agent each time its process goes (korch_agent_kernel_gone); the agent
+       only runs code in it, in the kernel's own working directory. */
     const char *existing;
     /* With existing, resuming (the session dir has a transcript): that kernel
        is the one the session ran in before and it kept running (korch serve
@@ -157,6 +158,12 @@ korch_rc_t korch_agent_ask(korch_agent_t *agent, const char *question, char **an
 /* Stop the running step (interrupt the kernel, abandon the model call); the
    session stays. Safe from a signal-driven loop handler. */
 void korch_agent_interrupt(korch_agent_t *agent);
+/* From the owner of the kernel it attached to (opts.existing), on the
+   agent's loop: that kernel's process went at died_ms (korch_now_ms) and
+   comes back on the same connection (restarted) or not. A step sent to the
+   process that went ends then, told the kernel restarted, instead of
+   waiting for its timeout (korch_kernel_gone). */
+void korch_agent_kernel_gone(korch_agent_t *agent, bool restarted, int64_t died_ms, const char *why);
 
 const char *korch_agent_session_dir(const korch_agent_t *agent);
 /* Token usage so far (whole session). */

@@ -47,6 +47,8 @@ typedef struct {
     const char *kernelspec;     /* name, default "python3" */
     korch_launcher_t *launcher; /* borrowed; NULL = a local launcher owned by the kernel */
     const char *existing;       /* attach to this connection file instead of launching */
+    bool owner_notifies;        /* existing: its owner says when its process goes (korch_kernel_gone),
+                                   so korch does not guess it from header.session and heartbeat gaps */
     const char *cwd;            /* kernel's working directory (local: default inherit) */
     const char *const *env;     /* extra "NAME=value", NULL-terminated */
     const char *transport;      /* "tcp" or "ipc"; default: what the launcher wants */
@@ -176,6 +178,16 @@ korch_rc_t korch_kernel_interrupt(korch_kernel_t *k, korch_err_t *err);
    korch_kernel_wait_ready waits for it. Pending executions end as DIED. */
 korch_rc_t korch_kernel_restart(korch_kernel_t *k, korch_err_t *err);
 
+/* An attached kernel's owner (korch serve's kernel manager) says its
+   process went at died_ms (korch_now_ms): it starts another on the same
+   connection (restarted), or the kernel is dead for good. Restarted: what
+   this side had read from the old process is handled first, then every
+   execution sent at or before died_ms ends as DIED with result.restarted
+   (it is lost; one sent later is queued for the new process and runs
+   there). Dead: every pending execution ends and the kernel is DEAD. why
+   is the owner's (e.g. "kernel died: exited 9"). Not for a kernel korch
+   launched (it sees its own process go): nothing happens. */
+void korch_kernel_gone(korch_kernel_t *k, bool restarted, int64_t died_ms, const char *why);
 /* Shut the kernel down and run the loop until it is gone (killed when it
    does not go within its grace period): it is gone on return. */
 void korch_kernel_shutdown(korch_kernel_t *k);

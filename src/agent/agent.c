@@ -341,6 +341,12 @@ korch_rc_t korch_agent_save_notebook(korch_agent_t *a, const char *path, korch_e
 
 void korch_agent_files_changed(korch_agent_t *a) { a->files_dirty = true; }
 
+void korch_agent_kernel_gone(korch_agent_t *a, bool restarted, int64_t died_ms, const char *why)
+{
+    if (a->existing && a->k)
+        korch_kernel_gone(a->k, restarted, died_ms, why);
+}
+
 void korch_agent_interrupt(korch_agent_t *a)
 {
     a->interrupted = 1;

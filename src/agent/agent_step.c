@@ -181,11 +181,14 @@ bool agent_run_call(korch_agent_t *a, json_t *call, korch_err_t *err)
     /* the kernel's cgroup before the step (a new memory peak where it can
        be reset): the step's CPU seconds and peak memory in its result */
     korch_proc_usage_t u0, u1;
-    korch_proc_t *proc = korch_kernel_proc(a->k);
+    korch_proc_t *proc = a->k ? korch_kernel_proc(a->k) : NULL;
     const korch_usage_src_t *src = proc ? NULL : a->o.usage_src; /* attached: its owner's counters */
     bool have_usage = proc ? korch_proc_usage(proc, true, &u0) : src && korch_usage_read(src, true, &u0);
-    korch_exec_t *ex = korch_kernel_execute(a->k, code, &eo, &cb, err);
+    /* no kernel: an earlier step's reconnect failed (the kernel was still restarting) */
+    korch_exec_t *ex = a->k ? korch_kernel_execute(a->k, code, &eo, &cb, err) : NULL;
     if (!ex) {
+        if (!a->k)
+            korch_err_set(err, KORCH_E_DIED, "the kernel is gone");
         /* the kernel is gone for good: say so and start a fresh one */
         char msg[1200];
         snprintf(msg, sizeof msg, a->existing ? "[%s; reconnecting to the kernel: its variables may be lost]"

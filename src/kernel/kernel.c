@@ -53,6 +53,11 @@ void kn_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail
 {
     if (k->state == st)
         return;
+    kn_set_state_again(k, st, detail);
+}
+
+void kn_set_state_again(korch_kernel_t *k, korch_kernel_state_t st, const char *detail)
+{
     k->state = st;
     korch_debug("kernel %.8s: %s%s%s", k->id, korch_kernel_state_name(st), detail ? ": " : "", detail ? detail : "");
     if (k->cb.on_state)

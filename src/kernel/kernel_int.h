@@ -100,6 +100,10 @@ typedef struct {
 
 /* kernel.c: states */
 void kn_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail);
+/* The same, heard even when it is the state already: a kernel that dies
+   while it restarts (before it was ready again) restarts once more, and
+   on_state hears RESTARTING for each death. */
+void kn_set_state_again(korch_kernel_t *k, korch_kernel_state_t st, const char *detail);
 
 /* kernel_exec.c: executions */
 void kn_exec_stop_timer(korch_exec_t *ex);

@@ -71,12 +71,19 @@ void kn_check_ready(korch_kernel_t *k)
    waited for its 300 s timeout). Each process of a kernel signs as a
    session of its own (header.session), so the first message of another
    session says the process changed: the executions sent before it are
-   gone, all but the one this message answers. */
+   gone, all but the one this message answers. These are guesses, for an
+   owner that says nothing (korch exec --existing on someone's kernel): a
+   late message of the old process read after the new one's undoes them,
+   and a restart within a beat is missed. An owner that tells
+   (opts.owner_notifies: korch serve's, korch_kernel_gone) is believed
+   instead. */
+static bool s_guesses(const korch_kernel_t *k) { return !k->launched && !k->opts.owner_notifies; }
+
 static void s_check_process(korch_kernel_t *k, korch_msg_t *msg)
 {
     k->last_heard = korch_now_ms();
     const char *sess = json_string_value(json_object_get(msg->header, "session"));
-    if (k->launched || !sess || !*sess || strlen(sess) >= sizeof k->kernel_session ||
+    if (!s_guesses(k) || !sess || !*sess || strlen(sess) >= sizeof k->kernel_session ||
         !strcmp(sess, k->kernel_session))
         return;
     bool first = !k->kernel_session[0];
@@ -363,7 +370,7 @@ static int s_on_hb_reply(korch_loop_t *z, zsock_t *sock, void *arg)
        pending: its owner may have restarted it, and the new process may
        have said nothing to us yet (our IOPub subscription can miss its
        first status). Asked, its reply's session tells (s_check_process). */
-    if (k->hb_missed > 0 && !k->launched && zlistx_size(k->pending))
+    if (k->hb_missed > 0 && s_guesses(k) && zlistx_size(k->pending))
         kn_send_kernel_info(k);
     k->hb_missed = 0;
     return korch_loop_rc(k->loop);
@@ -378,7 +385,9 @@ int kn_on_hb_timer(korch_loop_t *z, int timer_id, void *arg)
         k->hb_missed++;
         /* A REQ that got no reply cannot send again: rebuild it. */
         kn_close(k, KORCH_CH_HB);
-        if (k->hb_missed >= k->opts.hb_max_missed) {
+        /* an owner that tells (opts.owner_notifies) says when it is dead:
+           missed beats are its restart under way, not a death */
+        if (k->hb_missed >= k->opts.hb_max_missed && !k->opts.owner_notifies) {
             char why[128];
             snprintf(why, sizeof why, "heartbeat lost (%d beats of %d ms unanswered)", k->hb_missed,
                      k->opts.hb_interval_ms);
@@ -394,7 +403,7 @@ int kn_on_hb_timer(korch_loop_t *z, int timer_id, void *arg)
     /* ... and an attached kernel silent for 5 s with executions pending:
        asked too (a long computation answers after it, from the same session) */
     int64_t now = korch_now_ms();
-    if (!k->launched && zlistx_size(k->pending) && now - k->last_heard > 5000 && now - k->last_info_sent > 5000)
+    if (s_guesses(k) && zlistx_size(k->pending) && now - k->last_heard > 5000 && now - k->last_info_sent > 5000)
         kn_send_kernel_info(k);
     zstr_send(k->sock[KORCH_CH_HB], "ping");
     k->hb_waiting = true;

@@ -280,12 +280,44 @@ void kn_on_death(korch_kernel_t *k, const char *why)
     kn_fail_pending(k, detail, restart);
     if (restart) {
         k->restarts++;
-        kn_set_state(k, KORCH_KERNEL_RESTARTING, detail);
+        /* again when it died restarting: the process that went may have
+           been sent work already (an agent's next step, queued for it while
+           it started), and whoever sent it must hear it is lost */
+        kn_set_state_again(k, KORCH_KERNEL_RESTARTING, detail);
         kn_launch(k);
     } else {
         korch_err_set(&k->start_err, KORCH_E_DIED, "%s", detail);
         kn_set_state(k, KORCH_KERNEL_DEAD, detail);
     }
+}
+
+void korch_kernel_gone(korch_kernel_t *k, bool restarted, int64_t died_ms, const char *why)
+{
+    if (!k || k->launched || k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
+        return;
+    char detail[512];
+    if (!restarted) {
+        snprintf(detail, sizeof detail, "%s", why && *why ? why : "kernel died");
+        kn_on_death(k, detail);
+        return;
+    }
+    /* what the old process said before it went belongs to its executions */
+    for (int ch = 0; ch < KORCH_CH_HB; ch++)
+        kn_drain(k, (korch_channel_t)ch, 100000, -1);
+    snprintf(detail, sizeof detail, "%s", why && *why ? why : "its process went");
+    korch_exec_t *ex;
+    for (bool again = true; again;) {
+        again = false;
+        for (ex = zlistx_first(k->pending); ex; ex = zlistx_next(k->pending))
+            if (ex->sent && ex->t0 <= died_ms) {
+                korch_info("kernel %.8s: its owner restarted it; execution %.8s is lost", k->id, ex->msg_id);
+                ex->result.restarted = true;
+                kn_exec_fail(ex, detail);
+                again = true; /* the list changed: from the start */
+                break;
+            }
+    }
+    k->kernel_session[0] = 0;
 }
 
 static int s_on_stop_timer(korch_loop_t *z, int timer_id, void *arg)

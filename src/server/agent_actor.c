@@ -4,7 +4,8 @@
  *  talks to it over the actor's pipe:
  *
  *    main -> actor   ASK question | INTERRUPT | FILES | REMOVE path |
- *                    VERIFY conn_path started_ms | $TERM
+ *                    VERIFY conn_path started_ms |
+ *                    KERNEL_GONE restarted|dead died_ms why | $TERM
  *    actor -> main   ready | failed message | event NAME JSON | done JSON |
  *                    verified JSON | removed path rc message | bye
  *
@@ -18,6 +19,9 @@
  *  re-run in the fresh kernel conn_path names (korch_agent_verify_in; its
  *  `verify` event came before), with the stream's `done` (steps 0, no
  *  tokens: no model call). main shuts that kernel down.
+ *  "KERNEL_GONE": the kernel manager saw the session's kernel's process go
+ *  (it restarts it, or it died for good): the step sent to it ends now
+ *  (korch_agent_kernel_gone), during a turn too.
  *  A model call cannot see the pipe (it is inside libcurl): interrupting it
  *  goes through cfg->cancel, which the llm polls.
  */
@@ -125,6 +129,12 @@ static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
         char *t = zmsg_popstr(m);
         ac->verify_started = t ? strtoll(t, NULL, 10) : 0;
         free(t);
+    } else if (strcmp(cmd, "KERNEL_GONE") == 0 && ac->agent) {
+        char *how = zmsg_popstr(m), *t = zmsg_popstr(m), *why = zmsg_popstr(m);
+        korch_agent_kernel_gone(ac->agent, how && strcmp(how, "restarted") == 0, t ? strtoll(t, NULL, 10) : 0, why);
+        free(how);
+        free(t);
+        free(why);
     } else if (strcmp(cmd, "FILES") == 0 && ac->agent)
         korch_agent_files_changed(ac->agent);
     else if (strcmp(cmd, "REMOVE") == 0) { /* done from the actor's own loop, not inside this handler */

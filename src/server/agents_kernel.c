@@ -143,10 +143,18 @@ void srv_sa_on_kernel(srv_kernel_t *mk, srv_kev_t ev, const char *detail, void *
     }
     if (ev == SRV_KEV_RESTARTING || ev == SRV_KEV_DEAD) {
         /* its process is replaced or gone, and with it the ops on it (the
-           launcher cancels them): answer what waited on them */
+           launcher cancels them): answer what waited on them, and tell the
+           agent, whose step sent to that process is lost (its connection
+           to the kernel cannot see a restart on the same ports for sure) */
+        char t[24];
+        snprintf(t, sizeof t, "%lld", (long long)korch_now_ms());
         for (srv_agent_t *sa = zhashx_first(a->all); sa; sa = zhashx_next(a->all))
-            if (strcmp(sa->kernel_id, mk->id) == 0)
+            if (strcmp(sa->kernel_id, mk->id) == 0) {
                 srv_sa_fileops_cancel(sa, 503, "the session's kernel restarted or died meanwhile");
+                if (sa->actor)
+                    zstr_sendx(sa->actor, "KERNEL_GONE", ev == SRV_KEV_DEAD ? "dead" : "restarted", t,
+                               detail ? detail : "", NULL);
+            }
         zlistx_t *list = zhashx_values(a->all);
         for (srv_agent_t *sa = list ? zlistx_first(list) : NULL; sa; sa = zlistx_next(list))
             if (strcmp(sa->kernel_id, mk->id) == 0 && sa->start_op) {

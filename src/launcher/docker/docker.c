@@ -1,7 +1,8 @@
 /*  The Docker launcher: one hardened container per kernel, created and
  *  watched through the Engine API (docker_api.c); no docker CLI. This file:
  *  its ops table and constructor; the parts by concern beside it (create.c,
- *  start.c, hostdirs.c, end.c, adopt.c, list.c, files.c, tar.c).
+ *  start.c, hostdirs.c, end.c, adopt.c, list.c, files.c), and what it
+ *  shares with swarm in src/launcher (container.c, ctfiles.c, cttar.c).
  *
  *  Why these choices:
  *  - ipc over a bind mount, NetworkMode none: the kernel binds its five zmq

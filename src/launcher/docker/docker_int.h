@@ -31,10 +31,6 @@
 #define DK_MIB (1024LL * 1024)
 #define DK_CONN_FILE "kernel.json"
 #define DK_TAIL_MAX 4096
-#define DK_TAR_BLOCK 512
-#define DK_GO_MODE_DIR (1ULL << 31)      /* Go os.ModeDir */
-#define DK_GO_MODE_SYMLINK (1ULL << 27)  /* Go os.ModeSymlink */
-#define DK_TAR_SIZE_MAX 077777777777ULL  /* 11 octal digits */
 
 typedef struct {
     korch_launcher_t base;
@@ -138,14 +134,7 @@ korch_rc_t dk_remove_mine(korch_launcher_t *self, const char *id, korch_err_t *e
 /* adopt.c */
 korch_rc_t dk_adopt(korch_launcher_t *self, const char *kernel_id, korch_op_t *op, korch_err_t *err);
 
-/* tar.c: the archive PUT /archive extracts (into b, empty), and the one
-   regular file of a tar from GET /archive, at most max bytes. */
-bool dk_tar_archive(korch_buf_t *b, const docker_proc_t *p, const char *name, size_t missing, const void *data,
-                    size_t len);
-korch_rc_t dk_tar_first_file(const char *name, const unsigned char *t, size_t len, size_t max, char **data,
-                             size_t *out_len, korch_err_t *err);
-
-/* files.c */
+/* files.c: through the engine (../ctfiles.h) */
 korch_rc_t dk_put_file(korch_proc_t *proc, const char *name, const void *data, size_t len, korch_op_t *op,
                        korch_err_t *err);
 korch_rc_t dk_get_file(korch_proc_t *proc, const char *name, size_t max, korch_op_t *op, korch_err_t *err);

@@ -2,6 +2,7 @@
  *  inspect that says why, its last log lines), signals and kill, and its
  *  removal in the background. */
 #include "docker_int.h"
+#include "../ctfiles.h"
 #include "../container.h"
 
 #include <signal.h>
@@ -156,53 +157,12 @@ static void s_unwatch(docker_proc_t *p)
 
 /* --------------------------------------------------------------- signals */
 
-typedef struct {
-    docker_proc_t *p;
-    korch_op_t *op;                 /* the launcher's */
-    korch_op_t *req;
-    int sig;
-} s_signal_t;
-
-static void s_signal_cancel(korch_op_t *op, void *arg)
-{
-    s_signal_t *sg = arg;
-    korch_op_cancel(&sg->req);
-    free(sg);
-}
-
-static void s_on_signalled(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)
-{
-    s_signal_t *sg = arg;
-    korch_err_t e = {0};
-    if (rc == KORCH_OK && (r->status == 409 || r->status == 404))
-        rc = korch_err_set(&e, KORCH_E_DIED, "kernel container %.12s is not running", sg->p->id);
-    else if (rc == KORCH_OK && r->status != 204)
-        rc = korch_err_set(&e, KORCH_E_DOCKER, "cannot signal kernel container %.12s: %s", sg->p->id,
-                           korch_docker_reply_message(r));
-    else if (rc)
-        e = *err;
-    korch_op_finish(sg->op, rc, &e);
-    free(sg);
-}
-
 korch_rc_t dk_signal(korch_proc_t *proc, int sig, korch_op_t *op, korch_err_t *err)
 {
     docker_proc_t *p = (docker_proc_t *)proc;
     if (p->dead)
         return korch_err_set(err, KORCH_E_DIED, "kernel container %.12s is gone (%s)", p->id, p->why);
-    s_signal_t *sg = calloc(1, sizeof *sg);
-    if (!sg)
-        return korch_err_set(err, KORCH_E_NOMEM, "out of memory");
-    *sg = (s_signal_t){.p = p, .op = op, .sig = sig};
-    char path[160];
-    snprintf(path, sizeof path, "/containers/%s/kill?signal=%d", p->id, sig);
-    sg->req = korch_docker_request_async(p->l->api, "POST", path, NULL, NULL, s_on_signalled, sg, err);
-    if (!sg->req) {
-        free(sg);
-        return err && err->rc ? err->rc : KORCH_E_DOCKER;
-    }
-    korch_op_on_cancel(op, s_signal_cancel, sg);
-    return KORCH_OK;
+    return korch_ct_signal(p->l->api, p->id, sig, op, err);
 }
 
 static void s_on_killed(korch_rc_t rc, const korch_err_t *err, korch_docker_reply_t *r, void *arg)

@@ -1,6 +1,8 @@
-/*  The docker launcher: the tar archives of the engine's archive endpoints
- *  (ustar with pax headers for long names), written and read by korch. */
-#include "docker_int.h"
+/*  The tar archives of the engine's archive endpoints (ustar with pax
+ *  headers for long names), written and read by korch: a container
+ *  backend's files (ctfiles.c), docker's and swarm's alike. */
+#include "cttar.h"
+#include "korch/error.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -8,12 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-static const unsigned char s_tar_zeros[2 * DK_TAR_BLOCK]; /* padding; two of them end an archive */
+static const unsigned char s_tar_zeros[2 * KORCH_TAR_BLOCK]; /* padding; two of them end an archive */
 
 /* Append data padded with zeros to a whole number of blocks. */
 static bool s_tar_data(korch_buf_t *b, const void *data, size_t len)
 {
-    size_t pad = (DK_TAR_BLOCK - len % DK_TAR_BLOCK) % DK_TAR_BLOCK;
+    size_t pad = (KORCH_TAR_BLOCK - len % KORCH_TAR_BLOCK) % KORCH_TAR_BLOCK;
     return korch_buf_add(b, data, len, "archive", NULL) == KORCH_OK &&
            korch_buf_add(b, s_tar_zeros, pad, "archive", NULL) == KORCH_OK;
 }
@@ -41,7 +43,7 @@ static void s_tar_id(unsigned char *f, unsigned id)
 static bool s_tar_header(korch_buf_t *b, const char *name, size_t name_len, char type, unsigned mode,
                          unsigned uid, unsigned gid, unsigned long long size)
 {
-    unsigned char h[DK_TAR_BLOCK];
+    unsigned char h[KORCH_TAR_BLOCK];
     memset(h, 0, sizeof h);
     memcpy(h, name, name_len < 100 ? name_len : 99);
     snprintf((char *)h + 100, 8, "%07o", mode & 07777);
@@ -88,20 +90,20 @@ static bool s_tar_entry(korch_buf_t *b, const char *name, size_t name_len, char 
    allocated once: each entry takes at most five blocks besides its data (a
    pax header and its record of up to 1200 bytes, its own header), the
    file's data one more of padding. */
-bool dk_tar_archive(korch_buf_t *b, const docker_proc_t *p, const char *name, size_t missing,
-                          const void *data, size_t len)
+bool korch_tar_archive(korch_buf_t *b, unsigned uid, unsigned gid, const char *name, size_t missing,
+                       const void *data, size_t len)
 {
     size_t entries = 1;
     for (const char *s = strchr(name, '/'); s; s = strchr(s + 1, '/'))
         entries++;
     korch_buf_init(b, SIZE_MAX - 1, NULL);
     bool ok = len < SIZE_MAX / 2 &&
-              korch_buf_reserve(b, len + (5 * entries + 3) * DK_TAR_BLOCK, "archive", NULL) == KORCH_OK;
+              korch_buf_reserve(b, len + (5 * entries + 3) * KORCH_TAR_BLOCK, "archive", NULL) == KORCH_OK;
     for (const char *s = strchr(name, '/'); ok && s; s = strchr(s + 1, '/'))
         if ((size_t)(s - name) >= missing)
-            ok = s_tar_entry(b, name, (size_t)(s - name) + 1, '5', 0755, p->uid, p->gid, NULL, 0);
-    return ok && s_tar_entry(b, name, strlen(name), '0', 0644, p->uid, p->gid, data, len) &&
-           korch_buf_add(b, s_tar_zeros, 2 * DK_TAR_BLOCK, "archive", NULL) == KORCH_OK;
+            ok = s_tar_entry(b, name, (size_t)(s - name) + 1, '5', 0755, uid, gid, NULL, 0);
+    return ok && s_tar_entry(b, name, strlen(name), '0', 0644, uid, gid, data, len) &&
+           korch_buf_add(b, s_tar_zeros, 2 * KORCH_TAR_BLOCK, "archive", NULL) == KORCH_OK;
 }
 
 /* A tar number: octal text, or base-256 when the high bit of the first byte
@@ -129,27 +131,27 @@ static bool s_tar_num(const unsigned char *f, size_t w, unsigned long long *v)
 }
 
 /* The one regular file of a tar from GET /archive, at most max bytes. */
-korch_rc_t dk_tar_first_file(const char *name, const unsigned char *t, size_t len, size_t max, char **data,
-                                   size_t *out_len, korch_err_t *err)
+korch_rc_t korch_tar_first_file(const char *name, const unsigned char *t, size_t len, size_t max, char **data,
+                                size_t *out_len, korch_err_t *err)
 {
-    static const unsigned char zero[DK_TAR_BLOCK];
+    static const unsigned char zero[KORCH_TAR_BLOCK];
     size_t pos = 0;
-    while (len >= DK_TAR_BLOCK && pos <= len - DK_TAR_BLOCK) {
+    while (len >= KORCH_TAR_BLOCK && pos <= len - KORCH_TAR_BLOCK) {
         const unsigned char *h = t + pos;
-        if (memcmp(h, zero, DK_TAR_BLOCK) == 0)
+        if (memcmp(h, zero, KORCH_TAR_BLOCK) == 0)
             break;
         unsigned long long sum = 0, want = 0, size = 0;
-        for (size_t i = 0; i < DK_TAR_BLOCK; i++)
+        for (size_t i = 0; i < KORCH_TAR_BLOCK; i++)
             sum += (i >= 148 && i < 156) ? ' ' : h[i];
         if (memcmp(h + 257, "ustar", 5) != 0 || !s_tar_num(h + 148, 8, &want) || sum != want ||
             !s_tar_num(h + 124, 12, &size))
-            return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent a malformed archive for '%s'", name);
-        size_t at = pos + DK_TAR_BLOCK;
+            return korch_err_set(err, KORCH_E_PROTOCOL, "the engine sent a malformed archive for '%s'", name);
+        size_t at = pos + KORCH_TAR_BLOCK;
         if (size > len - at)
-            return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent a truncated archive for '%s'", name);
+            return korch_err_set(err, KORCH_E_PROTOCOL, "the engine sent a truncated archive for '%s'", name);
         char type = (char)h[156];
         if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
-            pos = at + (size_t)((size + DK_TAR_BLOCK - 1) / DK_TAR_BLOCK * DK_TAR_BLOCK);
+            pos = at + (size_t)((size + KORCH_TAR_BLOCK - 1) / KORCH_TAR_BLOCK * KORCH_TAR_BLOCK);
             continue;
         }
         if (type == '2' || type == '1')
@@ -168,6 +170,6 @@ korch_rc_t dk_tar_first_file(const char *name, const unsigned char *t, size_t le
         *out_len = (size_t)size;
         return KORCH_OK;
     }
-    return korch_err_set(err, KORCH_E_PROTOCOL, "docker sent an empty archive for '%s'", name);
+    return korch_err_set(err, KORCH_E_PROTOCOL, "the engine sent an empty archive for '%s'", name);
 }
 
