@@ -6,11 +6,15 @@
  *
  *  -jN (or KORCH_TEST_JOBS=N) runs up to N tests at once, each in a runtime
  *  dir of its lane (KORCH_RUNTIME_DIR/jK), its output held until it ends and
- *  then printed whole with its line. A "solo" test runs with nothing beside
- *  it, after the others, in the order registered: the docker and swarm
- *  ones (one engine, one swarm, instance-wide sweeps), those named by
- *  TEST_SOLO_T, and the browser ones (JupyterLab, Notebook, Chromium: each
- *  takes a core of its own and has timeouts sized for that).
+ *  then printed whole with its line. The "solo" tests run after the others:
+ *  the docker and swarm ones (one engine, one swarm, instance-wide sweeps),
+ *  those named by TEST_SOLO_T, the files that count host-wide things, and
+ *  the browser ones (JupyterLab, Notebook, Chromium: each takes a core of
+ *  its own and has timeouts sized for that). Each holds what it needs alone
+ *  (s_holds): the engine, the swarm, a browser's core, or the whole machine.
+ *  Two solo tests run side by side only when they hold nothing in common
+ *  and their pair is one of s_beside (KORCH_TEST_BESIDE=none runs them one
+ *  at a time, as before); each kind keeps its registered order.
  *
  *  KORCH_TEST_CHECKS=FILE: each test that ends appends "NAME CHECKS FAILED"
  *  to FILE, the checks it made (so a reshaped test can be shown to check
@@ -357,20 +361,82 @@ static void s_swarm_lock(void)
     }
 }
 
-/* Is t one to run alone (see the top)? */
-static bool s_solo(const test_t *t)
+/* What a test holds while it runs (see the top); 0: it shares the machine. */
+#define S_HOLD_DOCKER 1u  /* the host's engine: one image, engine-wide sweeps */
+#define S_HOLD_SWARM 2u   /* the test swarm (tests/swarm_fixture.h) */
+#define S_HOLD_BROWSER 4u /* a core for Chromium, JupyterLab or Notebook */
+#define S_HOLD_ALL 7u     /* the machine: host-wide counts, time bounds */
+
+static unsigned s_holds(const test_t *t)
 {
-    static const char *const alone[] = {"docker", "swarm", "chromium", "jupyterlab", "notebook_", "browser", "web_"};
+    static const char *const browsers[] = {"chromium", "jupyterlab", "notebook_", "browser", "web_"};
     /* files whose tests count the host's sandbox mounts, cgroups or kernels, kill the fork template or take free ports by binding and releasing them (the Hub) */
     static const char *const files[] = {"tests/test_host.c", "tests/test_sandbox.c", "tests/test_isolation.c",
                                         "tests/test_fork.c", "tests/test_hub.c"};
-    if (t->solo || (t->launcher && !strcmp(t->launcher, "docker")))
-        return true;
+    if (t->solo)
+        return S_HOLD_ALL;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         if (!strcmp(t->file, files[i]))
-            return true;
-    for (size_t i = 0; i < sizeof alone / sizeof *alone; i++)
-        if (strstr(t->name, alone[i]))
+            return S_HOLD_ALL;
+    unsigned h = 0;
+    if ((t->launcher && !strcmp(t->launcher, "docker")) || strstr(t->name, "docker"))
+        h |= S_HOLD_DOCKER; /* swarm_stack_file_under_docker_compose: the host's engine, not the swarm */
+    else if (strstr(t->name, "swarm"))
+        h |= S_HOLD_SWARM;
+    for (size_t i = 0; i < sizeof browsers / sizeof *browsers; i++)
+        if (strstr(t->name, browsers[i]))
+            h |= S_HOLD_BROWSER;
+    return h;
+}
+
+/* Is t one to run in the solo phase (see the top)? */
+static bool s_solo(const test_t *t)
+{
+    return s_holds(t) != 0;
+}
+
+/* What --list prints for what a test holds. */
+static const char *s_holds_name(unsigned h)
+{
+    static const char *const names[] = {"", " (solo: docker)", " (solo: swarm)", " (solo: docker+swarm)",
+                                        " (solo: browser)", " (solo: docker+browser)", " (solo: swarm+browser)",
+                                        " (solo: alone)"};
+    return names[h & S_HOLD_ALL];
+}
+
+/* The pairs of solo tests that may run side by side (the union of what
+   the two hold is one of these): KORCH_TEST_BESIDE="docker+browser,..."
+   or "none"; by default the list below, measured in docs/testing.md. */
+#define S_BESIDE_DEFAULT "docker+browser" /* swarm+browser timed out at load 30 (session 8) */
+static unsigned s_beside[8];
+static int s_nbeside;
+
+static void s_beside_parse(void)
+{
+    const char *v = getenv("KORCH_TEST_BESIDE");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v && *v ? v : S_BESIDE_DEFAULT);
+    char *save = NULL;
+    for (char *pair = strtok_r(buf, ",", &save); pair && s_nbeside < 8; pair = strtok_r(NULL, ",", &save)) {
+        unsigned m = 0;
+        char *save2 = NULL;
+        for (char *w = strtok_r(pair, "+", &save2); w; w = strtok_r(NULL, "+", &save2))
+            m |= !strcmp(w, "docker") ? S_HOLD_DOCKER : !strcmp(w, "swarm") ? S_HOLD_SWARM
+               : !strcmp(w, "browser") ? S_HOLD_BROWSER : 0;
+        if (m && m != S_HOLD_ALL)
+            s_beside[s_nbeside++] = m;
+    }
+}
+
+/* May a solo test holding h start while the running ones hold held? */
+static bool s_fits(unsigned h, unsigned held)
+{
+    if (!held)
+        return true;
+    if (h & held)
+        return false;
+    for (int i = 0; i < s_nbeside; i++)
+        if ((h | held) == ((h | held) & s_beside[i]))
             return true;
     return false;
 }
@@ -379,6 +445,7 @@ typedef struct {
     int test;               /* index in s_tests, -1 = a free lane */
     pid_t pid;
     struct timespec t0;
+    unsigned holds;         /* s_holds of the test (0: a shared one) */
     FILE *out;              /* the test's stdout and stderr while it runs (lanes > 1) */
 } s_lane_t;
 
@@ -483,7 +550,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--list") == 0) { /* korch-test --list [FILTER...]: the names, one a line */
         for (int i = 0; i < s_ntests; i++)
             if (s_selected(s_tests[i].name, argc - 1, argv + 1))
-                printf("%s%s%s\n", s_tests[i].name, s_tests[i].unit ? " (unit)" : "", s_solo(&s_tests[i]) ? " (solo)" : "");
+                printf("%s%s%s\n", s_tests[i].name, s_tests[i].unit ? " (unit)" : "", s_holds_name(s_holds(&s_tests[i])));
         return 0;
     }
     korch_init();
@@ -495,41 +562,69 @@ int main(int argc, char **argv)
             break;
         }
     /* The order run: the selected tests, those that share the machine
-       first (lanes > 1), then the solo ones; each keeps its registered order. */
+       first (lanes > 1), then the solo ones, those that hold the whole
+       machine first; each keeps its registered order. */
     static int order[MAX_TESTS];
+    static bool started[MAX_TESTS];
     int n = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < s_ntests; i++) {
             test_t *t = &s_tests[i];
             if (!s_selected(t->name, argc, argv) || (unit_only && !t->unit))
                 continue;
-            if (jobs == 1 ? pass == 0 : (pass == 1) == s_solo(t))
+            int want = jobs == 1 ? 0 : !s_solo(t) ? 0 : s_holds(t) == S_HOLD_ALL ? 1 : 2;
+            if (want == pass)
                 order[n++] = i;
         }
+    s_beside_parse();
     const char *rt = jobs > 1 ? getenv("KORCH_RUNTIME_DIR") : NULL;
     s_lane_t lanes[16];
     for (int l = 0; l < jobs; l++)
         lanes[l] = (s_lane_t){.test = -1};
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    int next = 0, running = 0;
-    while (next < n || running) {
-        bool solo = next < n && jobs > 1 && s_solo(&s_tests[order[next]]);
-        int room = solo ? (running ? 0 : 1) : jobs - running;
-        for (int l = 0; l < jobs && room > 0 && next < n; l++) {
+    int first = 0, running = 0, shared_running = 0;
+    unsigned held = 0; /* what the running solo tests hold */
+    while (first < n || running) {
+        for (int l = 0; l < jobs && first < n; l++) {
             if (lanes[l].test >= 0)
                 continue;
-            if (next < n && jobs > 1 && s_solo(&s_tests[order[next]]) != solo)
-                break; /* the solo ones start when the others are done */
-            /* The next test this run will run: a test may leave a shared
-               setup (the swarm cluster) for it instead of tearing it down. */
-            const char *after = next + 1 < n ? s_tests[order[next + 1]].name : "";
-            lanes[l].out = jobs > 1 ? tmpfile() : NULL;
-            s_start(&lanes[l], l, order[next++], after, solo ? NULL : rt);
-            running++;
-            room--;
-            if (solo)
+            /* the first test not yet started that fits: the shared ones
+               while any is left, then a solo one beside what runs */
+            int k = -1;
+            for (int j = first; j < n && k < 0; j++) {
+                if (started[j])
+                    continue;
+                const test_t *t = &s_tests[order[j]];
+                bool solo = jobs > 1 && s_solo(t);
+                if (!solo)
+                    k = j;
+                else if (shared_running)
+                    break; /* the solo ones start when the others are done */
+                else if (s_fits(s_holds(t), held))
+                    k = j;
+            }
+            if (k < 0)
                 break;
+            /* The next test this run will run that holds what this one
+               does: a test may leave a shared setup (the swarm cluster) up
+               for it instead of tearing it down. */
+            unsigned h = jobs > 1 ? s_holds(&s_tests[order[k]]) : S_HOLD_ALL;
+            const char *after = "";
+            for (int j = k + 1; j < n && !*after; j++)
+                if (!started[j] && (!h || (s_holds(&s_tests[order[j]]) & h)))
+                    after = s_tests[order[j]].name;
+            started[k] = true;
+            while (first < n && started[first])
+                first++;
+            lanes[l].out = jobs > 1 ? tmpfile() : NULL;
+            lanes[l].holds = h;
+            s_start(&lanes[l], l, order[k], after, h == S_HOLD_ALL ? NULL : rt);
+            running++;
+            if (h)
+                held |= h;
+            else
+                shared_running++;
         }
         int status = 0;
         pid_t pid = waitpid(-1, &status, 0);
@@ -540,6 +635,10 @@ int main(int argc, char **argv)
         }
         for (int l = 0; l < jobs; l++)
             if (lanes[l].test >= 0 && lanes[l].pid == pid) {
+                if (lanes[l].holds)
+                    held &= ~lanes[l].holds;
+                else
+                    shared_running--;
                 if (s_finish(&lanes[l], status))
                     passed++;
                 else

@@ -189,8 +189,9 @@ static inline bool serve_start_args(serve_t *s, const char *const *extra)
             break;
         } else
             with_users |= strcmp(extra[i], "--users") == 0;
-    if (users_only && CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0)) {
-        snprintf(s->url, sizeof s->url, "%s", s->line);
+    if (users_only && CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0) &&
+        CHECK_LT(strlen(s->line), sizeof s->url)) {
+        memcpy(s->url, s->line, strlen(s->line) + 1);
         return true;
     }
     bool ok = CHECK(strncmp(s->line, "http://127.0.0.1:", 17) == 0) && CHECK(q != NULL) && CHECK(q && q[8]);
