@@ -16,6 +16,14 @@
  *
  *  team_hub_oauth_callback_waiting_at_shutdown_is_freed: korch serve
  *  under valgrind stopped while an /oauth_callback waits on the Hub.
+ *
+ *  team_model_rate_limit_shared_fairly: the model's key allows 4 requests
+ *  a second (scenario "ratelimited": 429 with retry-after-ms beyond); ann
+ *  runs 10 sessions turning back to back, ben one session 6 turns in a
+ *  row. ben's turns all complete and fast (each waits for at most one of
+ *  ann's calls at the key's gate); ann's are slowed, not failed; nothing
+ *  reaches the wrong owner. The old korch sent every session's calls
+ *  straight on and gave up after 2 retries: turns failed with HTTP 429.
  */
 #include "serve_fixture.h"
 #include "llm_fixture.h"
@@ -120,6 +128,61 @@ TEST_SOLO_T(team_soak_memory_flat_over_turns, 600)
     CHECK_EQ(json_integer_value(json_object_get(d, "turns")), 6 * 80);
     CHECK(json_is_integer(json_object_get(d, "growth_per_turn_bytes")));
     CHECK_LT(per, 6144);
+out:
+    serve_stop(&s);
+    llm_server_stop(&llm);
+    json_decref(res);
+    korch_test_rmdir(dir);
+}
+
+TEST_T(team_model_rate_limit_shared_fairly, 400)
+{
+    char *dir = korch_test_mkdir("/tmp/korch-teamfair-XXXXXX");
+    char users[300], agents[300], toks[2048];
+    snprintf(users, sizeof users, "%s/users.json", dir);
+    snprintf(agents, sizeof agents, "%s/sessions", dir);
+    llm_server_t llm = {0};
+    serve_t s = {0};
+    json_t *res = NULL;
+    const char *names[] = {"ann", "ben", NULL};
+    if (!s_users(users, names, NULL, NULL, toks, sizeof toks) || !llm_server_start(&llm))
+        goto out;
+    llm_server_env(&llm, "ratelimited");
+    const char *extra[] = {"--users", users, "--agent-dir", agents, "--llm", "openai:gpt-4o-mini", "--no-access-log",
+                           NULL};
+    if (!CHECK(serve_start_args(&s, extra)))
+        goto out;
+    const char *more[] = {"--sessions", "10", "--turns", "6", "fair", NULL};
+    res = s_soak(&s, toks, more, 380);
+    json_t *d = json_object_get(res, "details"), *ann = json_object_get(d, "ann"), *ben = json_object_get(d, "ben");
+    json_t *ag = json_object_get(ann, "gate"), *bg = json_object_get(ben, "gate");
+    double load[1] = {0};
+    getloadavg(load, 1);
+    fprintf(stderr, "  ben: %lld turns in %.1f s (p50 %.2f s, max %.2f s; %g calls, %g answered 429, %.1f s waited)\n"
+                    "  ann: %lld turns meanwhile over 10 sessions (p50 %.2f s, max %.2f s; %g calls, %g answered 429, "
+                    "%.1f s waited); load %.1f\n",
+            (long long)json_integer_value(json_object_get(ben, "turns")),
+            json_number_value(json_object_get(d, "light_seconds")), json_number_value(json_object_get(ben, "p50_s")),
+            json_number_value(json_object_get(ben, "max_s")), json_number_value(json_object_get(bg, "calls_total")),
+            json_number_value(json_object_get(bg, "rate_limited_total")),
+            json_number_value(json_object_get(bg, "wait_seconds_total")),
+            (long long)json_integer_value(json_object_get(ann, "turns")), json_number_value(json_object_get(ann, "p50_s")),
+            json_number_value(json_object_get(ann, "max_s")), json_number_value(json_object_get(ag, "calls_total")),
+            json_number_value(json_object_get(ag, "rate_limited_total")),
+            json_number_value(json_object_get(ag, "wait_seconds_total")), load[0]);
+    CHECK_EQ(json_integer_value(json_object_get(ben, "turns")), 6);
+    CHECK_EQ(json_integer_value(json_object_get(ben, "failed")), 0);
+    CHECK_EQ(json_integer_value(json_object_get(ann, "failed")), 0);
+    CHECK_GE(json_integer_value(json_object_get(ann, "turns")), 10);
+    /* the key was contended: the provider said 429 to somebody */
+    CHECK_GT(json_number_value(json_object_get(ag, "rate_limited_total")) +
+                 json_number_value(json_object_get(bg, "rate_limited_total")), 0.5);
+    /* ben's turn is 2 model calls, each behind at most one of ann's at 4 a
+       second, plus his kernel's run: seconds, where ann's 10 sessions wait
+       their turns at the key for far longer */
+    double ben_ms = 1000 * json_number_value(json_object_get(ben, "p50_s"));
+    CHECK_LT(ben_ms, 8000);
+    CHECK_LT(ben_ms, 1000 * json_number_value(json_object_get(ann, "p50_s")));
 out:
     serve_stop(&s);
     llm_server_stop(&llm);

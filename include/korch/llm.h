@@ -37,6 +37,7 @@
 #include "korch/error.h"
 
 typedef struct korch_llm korch_llm_t;
+typedef struct korch_llm_gates korch_llm_gates_t;      /* korch/llm_gate.h */
 
 typedef struct {
     json_t *messages;           /* neutral messages, borrowed */
@@ -94,6 +95,8 @@ typedef struct {
     int max_retries;            /* 0 = the default (2); negative = no retries */
     int num_ctx;                /* ollama options.num_ctx, default 16384 */
     size_t max_reply_bytes;     /* bound on what one reply may hold, default 16 MiB */
+    korch_llm_gates_t *gates;   /* share the key's rate limit fairly (korch/llm_gate.h); borrowed, NULL = no gate */
+    const char *party;          /* whose calls these are at the gate (a user name; NULL = "") */
 } korch_llm_opts_t;
 
 /* "openai:gpt-4o-mini" / "anthropic:claude-..." / "ollama:llama3.1" /

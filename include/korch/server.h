@@ -100,6 +100,8 @@ typedef struct {
     int agent_max_seconds;
     double agent_max_cost;
     const struct korch_prices *agent_prices;   /* borrowed, outlives the server; NULL = no price table */
+    struct korch_llm_gates *llm_gates;  /* the agents' model calls share each key's rate limit fairly between
+                                           users (korch/llm_gate.h); borrowed, outlives the server; NULL = none */
     uint64_t agent_session_bytes;       /* each session's output budget on disk (transcript, notebook,
                                            figures) across turns, resumes and restarts; 0 = 128 MiB */
     /* Warm pool: kernels started ahead, handed out on POST /api/kernels

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "korch/instance.h"
 #include "korch/ledger.h"
+#include "korch/llm_gate.h"
 #include "korch/log.h"
 #include "korch/netaddr.h"
 #include "korch/server.h"
@@ -40,7 +41,7 @@ enum { OPT_MAX_UPLOAD = 500, OPT_MAX_BODY_TOTAL, OPT_MAX_UPLOAD_TOTAL, OPT_INSTA
 /* long-only options of connections */
 enum { OPT_TRUSTED_PROXY = 600, OPT_MAX_CONN_PER_CLIENT };
 /* long-only options of a team's korch (docs/team.md) */
-enum { OPT_USERS = 700, OPT_AUDIT, OPT_AUDIT_CODE, OPT_QUOTA, OPT_CONTEXT_CHARS };
+enum { OPT_USERS = 700, OPT_AUDIT, OPT_AUDIT_CODE, OPT_QUOTA, OPT_CONTEXT_CHARS, OPT_LLM_IN_FLIGHT };
 /* long-only options of korch as a JupyterHub service (docs/team.md) */
 enum { OPT_HUB = 750, OPT_HUB_API_URL, OPT_HUB_ADMIN_GROUP, OPT_HUB_CACHE, OPT_HUB_LOGIN_URL };
 
@@ -106,6 +107,8 @@ static void s_help(FILE *f)
             "                           (default ./korch-sessions)\n"
             "      --max-agent-sessions N  refuse more than N agent sessions (default: no limit)\n"
             "      --max-steps N        model calls per agent turn (default 20)\n"
+            "      --llm-in-flight N    model calls in flight per API key at most (default 8); beyond it, and\n"
+            "                           after the provider's 429s, users take turns (docs/team.md)\n"
             "      --context-chars N    what an agent's model request sends, roughly (default 120000): the\n"
             "                           older turns go (from memory too; the transcript keeps them)\n"
             "      --max-tokens N, --max-seconds N, --max-cost X   budgets per agent turn, as korch run's\n"
@@ -156,6 +159,8 @@ int korch_cmd_serve(int argc, char **argv)
     double max_cost = 0, session_mb = 0;
     const char *prices_path = getenv("KORCH_PRICES");
     korch_prices_t *prices = NULL;
+    korch_llm_gates_t *gates = NULL;
+    int llm_in_flight = 8;
     const char *ip = "127.0.0.1", *token = NULL, *kernel = "python3", *users = NULL, *audit = NULL;
     bool audit_code = false;
     json_t *quotas = NULL;
@@ -187,6 +192,7 @@ int korch_cmd_serve(int argc, char **argv)
         {"max-agent-sessions", required_argument, 0, OPT_MAX_AGENT_SESSIONS},
         {"max-steps", required_argument, 0, OPT_MAX_STEPS},
         {"context-chars", required_argument, 0, OPT_CONTEXT_CHARS},
+        {"llm-in-flight", required_argument, 0, OPT_LLM_IN_FLIGHT},
         {"prices", required_argument, 0, OPT_PRICES},
         {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
         {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
@@ -234,6 +240,9 @@ int korch_cmd_serve(int argc, char **argv)
         case 't': token = optarg; break;
         case OPT_USERS: users = optarg; break;
         case OPT_AUDIT: audit = optarg; break;
+        case OPT_LLM_IN_FLIGHT:
+            llm_in_flight = (int)korch_cli_num("llm-in-flight", optarg, 1, 10000, true, "calls");
+            break;
         case OPT_CONTEXT_CHARS:
             context_chars = (size_t)korch_cli_num("context-chars", optarg, 1000, 1e10, true, "characters");
             break;
@@ -372,6 +381,7 @@ int korch_cmd_serve(int argc, char **argv)
     korch_loop_t *loop = NULL;
     korch_launcher_t *launcher = NULL;
     korch_server_t *srv = NULL;
+    gates = korch_llm_gates_new(llm_in_flight);
     if (prices_path && *prices_path && !(prices = korch_prices_load(prices_path, &err))) {
         fprintf(stderr, "korch serve: --prices: %s\n", err.msg);
         return 2;
@@ -437,8 +447,13 @@ int korch_cmd_serve(int argc, char **argv)
                               .agent_max_steps = max_steps,
                               .agent_context_chars = context_chars, .agent_max_tokens = max_tokens,
                               .agent_max_seconds = max_seconds, .agent_max_cost = max_cost, .agent_prices = prices,
+                              .llm_gates = gates,
                               .agent_session_bytes = (uint64_t)(session_mb * 1024 * 1024),
                               .trusted_proxies = proxies, .max_connections_per_peer = max_per_client};
+    if (!gates) {
+        fprintf(stderr, "korch serve: out of memory\n");
+        goto out;
+    }
     srv = korch_server_new(loop, &so, &err);
     if (!srv) {
         fprintf(stderr, "korch serve: %s\n", err.msg);
@@ -462,6 +477,7 @@ out:
     korch_loop_destroy(&loop);
     korch_instance_destroy(&inst);
     korch_prices_destroy(&prices);
+    korch_llm_gates_destroy(&gates);
     json_decref(quotas);
     return rc;
 }

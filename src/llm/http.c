@@ -9,6 +9,10 @@
  *
  *  A response that has begun streaming (2xx) is never retried: its text has
  *  reached the user already.
+ *
+ *  Behind a fair gate (korch/llm_gate.h) each attempt waits for the gate
+ *  first, and a 429 / 529 is retried until the request's timeout: the gate
+ *  holds the call, in its party's place, until the provider's retry-after.
  */
 #include "provider.h"
 #include "korch/log.h"
@@ -277,6 +281,8 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
 
     CURL *c = llm->curl;
     int max_retries = llm->opts.max_retries;
+    unsigned long long ticket = 0;  /* the call's place at the gate */
+    time_t started = time(NULL);
     for (int attempt = 0;; attempt++) {
         x.status = 0;
         x.should_retry = -1;
@@ -304,8 +310,19 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
         curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
         /* the body is ours to decode: ask for it uncompressed-or-gzip */
         curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+        if (llm->gate && !korch_llm_gate_enter(llm->gate, llm->party, &ticket, cb)) {
+            rc = korch_err_set(err, KORCH_E_INTERRUPTED, "the %s request was interrupted", llm->prov->name);
+            goto out;
+        }
         CURLcode cc = curl_easy_perform(c);
         (*attempts)++;
+        bool limited = x.status == 429 || x.status == 529;
+        double said = limited ? korch_llm_retry_after_s(x.retry_ms, x.retry, time(NULL)) : -1;
+        if (llm->gate)
+            korch_llm_gate_leave(llm->gate, llm->party, x.status, said > 0 ? said : korch_llm_backoff_s(attempt));
+        /* behind a gate a rate-limited call waits its turn until the request's timeout */
+        bool gated = llm->gate && limited && x.should_retry != 0 &&
+                     difftime(time(NULL), started) * 1000 < (double)llm->opts.timeout_ms;
         if (x.cancelled) {
             rc = korch_err_set(err, KORCH_E_INTERRUPTED, "the %s request was interrupted", llm->prov->name);
             goto out;
@@ -323,7 +340,7 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
                                x.body_bytes, errbuf[0] ? errbuf : curl_easy_strerror(cc));
             goto out;
         }
-        bool can_retry = attempt < max_retries;
+        bool can_retry = attempt < max_retries || gated;
         double wait = -1;
         if (cc != CURLE_OK && x.status == 0) {
             if (!can_retry || !s_retryable_curl(cc)) {
@@ -363,7 +380,7 @@ korch_rc_t korch_llm_http_post(korch_llm_t *llm, const korch_llm_post_t *post, c
                                    .wait_ms = (long)(wait * 1000 + 0.5), .why = why};
             cb->on_retry(&r, cb->arg);
         }
-        if (!s_wait(wait, cb)) {
+        if (!gated && !s_wait(wait, cb)) {
             rc = korch_err_set(err, KORCH_E_INTERRUPTED, "the %s request was interrupted", llm->prov->name);
             goto out;
         }

@@ -174,6 +174,16 @@ korch_llm_t *korch_llm_new(const korch_llm_opts_t *opts, korch_err_t *err)
         o->base_url = NULL;
         o->api_key = NULL;
     }
+    if (opts->gates && prov->url_env) {
+        self->gate = korch_llm_gate_of(opts->gates, prov->name, self->base_url, self->api_key);
+        self->party = strdup(opts->party ? opts->party : "");
+        if (!self->gate || !self->party) {
+            rc = korch_err_set(err, KORCH_E_NOMEM, "out of memory");
+            goto out;
+        }
+    }
+    o->gates = NULL;
+    o->party = self->party;
     if (prov->init)
         rc = prov->init(self, err);
 out:
@@ -194,6 +204,7 @@ void korch_llm_destroy(korch_llm_t **pself)
     free(self->provider);
     free(self->model);
     free(self->base_url);
+    free(self->party);
     if (self->api_key) {
         /* keep the key out of freed memory */
         OPENSSL_cleanse(self->api_key, strlen(self->api_key));

@@ -11,6 +11,7 @@
 
 #include "korch/buf.h"
 #include "korch/llm.h"
+#include "korch/llm_gate.h"
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 
 typedef struct korch_llm_stream korch_llm_stream_t;
+typedef struct korch_llm_gate korch_llm_gate_t;
 
 /* Where and how a streaming provider's request goes: filled in by its
    request(); secret holds what a header carries of the key (cleansed by
@@ -66,12 +68,29 @@ struct korch_llm {
     CURL *curl;                 /* kept between calls for connection reuse */
     unsigned long call_seq;     /* for ids the API does not give (ollama) */
     void *priv;                 /* provider state */
+    korch_llm_gate_t *gate;     /* the fair gate of its key (gate.c), owned by opts.gates; NULL = none */
+    char *party;                /* who it calls for at the gate (opts.party, owned) */
 };
 
 extern const korch_llm_provider_t korch_llm_openai;
 extern const korch_llm_provider_t korch_llm_anthropic;
 extern const korch_llm_provider_t korch_llm_ollama;
 extern const korch_llm_provider_t korch_llm_replay;
+
+/* ---- the fair gate of a provider key (gate.c, include/korch/llm_gate.h) ---- */
+
+/* The gate of (provider, base_url, key) in the registry (made when new;
+   owned by the registry); NULL when out of memory. */
+korch_llm_gate_t *korch_llm_gate_of(korch_llm_gates_t *gates, const char *provider, const char *base_url,
+                                    const char *key);
+/* Wait until the gate admits party's call; *ticket (0 on a call's first
+   attempt) keeps its place in the queue across its retries. false: cb's
+   cancelled said so while it waited. */
+bool korch_llm_gate_enter(korch_llm_gate_t *g, const char *party, unsigned long long *ticket,
+                          const korch_llm_cb_t *cb);
+/* The admitted call is over with HTTP status (0: no answer); wait_s is the
+   provider's retry-after when it gave one (else the back-off), for a 429. */
+void korch_llm_gate_leave(korch_llm_gate_t *g, const char *party, long status, double wait_s);
 
 /* ---- HTTP POST with the SDKs' retry policy ---- */
 

@@ -210,8 +210,11 @@ static void s_actor(zsock_t *pipe, void *arg)
     korch_llm_t *llm = NULL;
     if (!loop)
         korch_err_set(&err, KORCH_E_NOMEM, "out of memory");
-    else if (korch_llm_parse_spec(cfg->llm, &lo, &err) == KORCH_OK)
+    else if (korch_llm_parse_spec(cfg->llm, &lo, &err) == KORCH_OK) {
+        lo.gates = cfg->gates;
+        lo.party = cfg->party;
         llm = korch_llm_new(&lo, &err);
+    }
     if (llm) {
         korch_agent_opts_t ao = {
             .llm = llm,

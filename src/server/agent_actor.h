@@ -30,6 +30,8 @@ typedef struct {
     uint64_t max_session_bytes; /* the session's output budget on disk (0 = the agent's default) */
     const korch_prices_t *prices;   /* the server's price table (NULL = none); lives as long as the server */
     korch_usage_src_t usage_src;    /* its kernel's cgroup counters (korch_proc_usage_src; version 0 = unknown) */
+    struct korch_llm_gates *gates;  /* the server's fair gates of the model keys (NULL = none); outlive the session */
+    char party[64];             /* whose calls they are at the gate: the session's owner */
     atomic_int cancel;
 } srv_agent_cfg_t;
 zactor_t *srv_agent_actor_new(srv_agent_cfg_t *cfg);

@@ -162,6 +162,7 @@ srv_agent_t *srv_sa_new(korch_server_t *s, const char *id)
     sa->cfg.max_cost = srv_sa_opts(s)->agent_max_cost;
     sa->cfg.max_session_bytes = srv_sa_opts(s)->agent_session_bytes;
     sa->cfg.prices = srv_sa_opts(s)->agent_prices;
+    sa->cfg.gates = srv_sa_opts(s)->llm_gates;
     snprintf(sa->cfg.dir, sizeof sa->cfg.dir, "%s/%s", s_base(s), id);
     snprintf(sa->cfg.conn_path, sizeof sa->cfg.conn_path, "%s/kernel.json", sa->cfg.dir);
     sa->journal = srv_fjournal_new(sa->cfg.dir);

@@ -39,6 +39,7 @@ static void s_start_actor(srv_agent_t *sa, srv_kernel_t *mk)
     snprintf(why, sizeof why, "agent session %.40s is attached to it", sa->id);
     srv_kernel_taint(mk, why);
     korch_proc_usage_src(korch_kernel_proc(mk->k), &sa->cfg.usage_src); /* each step's CPU and memory, from the actor */
+    snprintf(sa->cfg.party, sizeof sa->cfg.party, "%s", sa->owner);
     sa->actor = srv_agent_actor_new(&sa->cfg);
     if (!sa->actor) {
         srv_sa_fail(sa, 500, "cannot start the agent's thread");

@@ -21,6 +21,7 @@
 #include "quota.h"
 #include "users.h"
 #include "korch/buf.h"
+#include "korch/llm_gate.h"
 #include "korch/session.h"
 
 #include <stdarg.h>
@@ -254,6 +255,59 @@ static void s_users(korch_server_t *s, s_text_t *t, const srv_user_t *who)
     json_decref(list);
 }
 
+/* The fair gates of the model keys (korch/llm_gate.h): each user's calls
+   admitted, answered 429 and time waited, summed over the keys; who's own
+   for a user, every user's for an admin (a session made before --users has
+   the party ""). */
+static void s_llm_gates(korch_server_t *s, s_text_t *t, const srv_user_t *who)
+{
+    if (!srv_parts(s)->opts->llm_gates)
+        return;
+    json_t *gates = korch_llm_gates_stats(srv_parts(s)->opts->llm_gates), *g, *sum = json_object();
+    static const char *const keys[] = {"admitted", "rate_limited", "waited_ms"};
+    static const char *const names[] = {"korch_user_model_calls_total", "korch_user_model_rate_limited_total",
+                                        "korch_user_model_wait_seconds_total"};
+    static const char *const helps[] = {"Model call attempts of each user's agents let through to the provider.",
+                                        "Model call attempts of each user's agents the provider answered 429 / 529.",
+                                        "Time each user's model calls waited for their turn at the key's gate."};
+    size_t i;
+    json_array_foreach(gates, i, g) {
+        const char *name;
+        json_t *p;
+        json_object_foreach(json_object_get(g, "parties"), name, p) {
+            if (who->role != SRV_ROLE_ADMIN && strcmp(name, who->name) != 0)
+                continue;
+            json_t *acc = json_object_get(sum, name);
+            if (!acc)
+                json_object_set_new(sum, name, acc = json_pack("{s:I, s:I, s:I}", "admitted", 0, "rate_limited", 0,
+                                                               "waited_ms", 0));
+            for (int k = 0; k < 3 && acc; k++)
+                json_object_set_new(acc, keys[k],
+                                    json_integer(json_integer_value(json_object_get(acc, keys[k])) +
+                                                 json_integer_value(json_object_get(p, keys[k]))));
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        s_head(t, names[k], "counter", helps[k]);
+        const char *name;
+        json_t *acc;
+        json_object_foreach(sum, name, acc) {
+            double v = (double)json_integer_value(json_object_get(acc, keys[k]));
+            s_printf(t, "%s{user=\"%s\"} %g\n", names[k], name, k == 2 ? v / 1000.0 : v);
+        }
+    }
+    if (who->role == SRV_ROLE_ADMIN) {
+        s_head(t, "korch_model_in_flight_limit", "gauge",
+               "Model calls a key lets through at once now (halved on a 429, grown back after successes).");
+        json_array_foreach(gates, i, g)
+            s_printf(t, "korch_model_in_flight_limit{provider=\"%s\",key=\"%zu\"} %lld\n", /* no URL: it may hold a secret */
+                     json_string_value(json_object_get(g, "provider")), i,
+                     (long long)json_integer_value(json_object_get(g, "limit")));
+    }
+    json_decref(sum);
+    json_decref(gates);
+}
+
 void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
 {
     if (strcmp(req->method, "GET") != 0) {
@@ -264,6 +318,7 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
     s_text_t t = {.buf = KORCH_BUF_INIT(MAX_TEXT)};
     if (req->user.role != SRV_ROLE_ADMIN) { /* a user: their own figures only */
         s_users(s, &t, &req->user);
+        s_llm_gates(s, &t, &req->user);
         goto out;
     }
     s_kernels_by_state(s, &t);
@@ -288,6 +343,7 @@ void srv_metrics_respond(korch_server_t *s, srv_req_t *req)
     s_counter(&t, "korch_audit_failed_total", "Audit log lines that could not be written (--audit FILE).",
               srv_audit_failed(srv_parts(s)->audit));
     s_users(s, &t, &req->user);
+    s_llm_gates(s, &t, &req->user);
 out:
     if (t.oom) {
         korch_buf_free(&t.buf);
