@@ -126,7 +126,10 @@ TEST(receipts_evidence_is_bounded)
         korch_receipts_add(r, line, (size_t)n, NULL);
     }
     json_t *rec = korch_receipts_match(r, "100000.5 and 154999.5");
-    CHECK(!json_is_true(json_object_get(json_array_get(rec, 0), "found"))); /* the oldest went */
+    json_t *old = json_array_get(rec, 0);
+    CHECK(!json_is_true(json_object_get(old, "found"))); /* the oldest went, and its note says why it may be */
+    CHECK_CONTAINS(json_string_value(json_object_get(old, "note")), "50000 are kept per session");
+    CHECK_EQ(json_integer_value(json_object_get(old, "evidence_dropped")), KORCH_RECEIPTS_MAX / 10);
     CHECK(json_is_true(json_object_get(json_array_get(rec, 1), "found")));
     json_decref(rec);
     korch_receipts_destroy(&r);

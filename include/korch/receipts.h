@@ -19,8 +19,11 @@
  *  x2, float64) are not numbers. The best form wins (for "30%", a printed
  *  percentage or ratio before a bare 30), then the latest output.
  *
- *  Bounded: at most KORCH_RECEIPTS_MAX numbers are kept (the oldest go), and
- *  each text is read up to 1 MiB. Not thread-safe.
+ *  Bounded: at most KORCH_RECEIPTS_MAX numbers are kept (the oldest tenth
+ *  goes when it is reached), and each text is read up to 1 MiB. Once some
+ *  were dropped, a number that matches none says so (its note names the cap
+ *  and evidence_dropped counts them) instead of "not computed by the
+ *  kernel". Not thread-safe.
  */
 #ifndef KORCH_RECEIPTS_H
 #define KORCH_RECEIPTS_H
@@ -55,7 +58,8 @@ void korch_receipts_given_clear(korch_receipts_t *r);
    {text, start, end (code points in answer), value, found, form?
    ("exact" | "rounded" | "percent" | "magnitude" | "given"), printed?
    (the printed text it matches), ...where} or, not found, found: false and
-   note "not computed by the kernel". */
+   note "not computed by the kernel" (or, once the cap dropped evidence,
+   a note saying so and evidence_dropped: N). */
 json_t *korch_receipts_match(const korch_receipts_t *r, const char *answer);
 
 /* Counts of a receipts array: how many numbers, how many not found. */

@@ -30,6 +30,7 @@ typedef struct {
 struct korch_receipts {
     s_ev_t *ev;
     size_t n, cap;
+    size_t dropped;             /* numbers forgotten at the cap: an unmatched number then says so */
     s_num_t given[MAX_GIVEN];
     size_t ngiven;
 };
@@ -237,6 +238,7 @@ static void s_push(korch_receipts_t *r, const s_num_t *num, const char *text, js
             json_decref(r->ev[i].where);
         memmove(r->ev, r->ev + drop, (r->n - drop) * sizeof *r->ev);
         r->n -= drop;
+        r->dropped += drop;
     }
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 256;
@@ -396,8 +398,17 @@ json_t *korch_receipts_match(const korch_receipts_t *r, const char *answer)
                 json_object_update_missing(rec, from->where);
         } else if (given)
             json_object_set_new(rec, "form", json_string("given"));
-        else
+        else if (!r->dropped)
             json_object_set_new(rec, "note", json_string("not computed by the kernel"));
+        else { /* it may be among what the cap forgot: say so, never a plain "not computed" */
+            char note[200];
+            snprintf(note, sizeof note,
+                     "not among the last %zu numbers the kernel printed (%d are kept per session; %zu older ones "
+                     "were dropped)",
+                     r->n, KORCH_RECEIPTS_MAX, r->dropped);
+            json_object_set_new(rec, "note", json_string(note));
+            json_object_set_new(rec, "evidence_dropped", json_integer((json_int_t)r->dropped));
+        }
         json_array_append_new(out, rec);
     }
     return out;
