@@ -126,7 +126,12 @@ typedef struct {
     void (*on_event)(const korch_agent_event_t *ev, void *arg);
     /* Polled during model calls: true abandons the call (e.g. Ctrl-C seen). */
     bool (*cancelled)(void *arg);
-    void *arg;                      /* for on_event and cancelled */
+    /* existing: the agent is being ended (korch serve stops or deletes the
+       session; its kernel may be shut down under it without a word): the
+       kernel counts as gone for good once this is true, so no wait on it
+       outlasts a second. May be NULL. */
+    bool (*ended)(void *arg);
+    void *arg;                      /* for on_event, cancelled and ended */
 } korch_agent_opts_t;
 
 korch_agent_t *korch_agent_new(const korch_agent_opts_t *opts, korch_err_t *err);

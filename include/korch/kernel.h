@@ -49,6 +49,11 @@ typedef struct {
     const char *existing;       /* attach to this connection file instead of launching */
     bool owner_notifies;        /* existing: its owner says when its process goes (korch_kernel_gone),
                                    so korch does not guess it from header.session and heartbeat gaps */
+    bool (*owner_ended)(void *arg); /* owner_notifies: polled at each start and heartbeat tick (at most
+                                   1 s apart); once true the kernel is dead for good, so every wait on it
+                                   ends (korch serve's session thread told to end, whose kernel may have
+                                   been shut down under it without a word) */
+    void *owner_arg;
     const char *cwd;            /* kernel's working directory (local: default inherit) */
     const char *const *env;     /* extra "NAME=value", NULL-terminated */
     const char *transport;      /* "tcp" or "ipc"; default: what the launcher wants */

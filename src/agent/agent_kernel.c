@@ -253,7 +253,8 @@ korch_rc_t agent_start_kernel(korch_agent_t *a, korch_err_t *err)
 {
     korch_kernel_opts_t ko = {.kernelspec = a->kernelspec, .launcher = a->o.launcher, .cwd = a->files_dir};
     if (a->existing)
-        ko = (korch_kernel_opts_t){.existing = a->existing, .owner_notifies = true};
+        ko = (korch_kernel_opts_t){.existing = a->existing, .owner_notifies = true, .owner_ended = a->o.ended,
+                                   .owner_arg = a->o.arg};
     a->k = korch_kernel_new(a->o.loop, &ko, err);
     if (!a->k)
         return err ? err->rc : KORCH_E_LAUNCH;

@@ -105,6 +105,9 @@ void kn_set_state(korch_kernel_t *k, korch_kernel_state_t st, const char *detail
    on_state hears RESTARTING for each death. */
 void kn_set_state_again(korch_kernel_t *k, korch_kernel_state_t st, const char *detail);
 
+/* kernel_life.c: opts.owner_ended said so? Then the kernel is dead (true). */
+bool kn_owner_ended(korch_kernel_t *k);
+
 /* kernel_exec.c: executions */
 void kn_exec_stop_timer(korch_exec_t *ex);
 void kn_exec_maybe_done(korch_exec_t *ex);

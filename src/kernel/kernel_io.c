@@ -381,6 +381,8 @@ int kn_on_hb_timer(korch_loop_t *z, int timer_id, void *arg)
     korch_kernel_t *k = arg;
     if (k->state == KORCH_KERNEL_DEAD || k->state == KORCH_KERNEL_STOPPED)
         return 0;
+    if (kn_owner_ended(k))
+        return korch_loop_rc(k->loop);
     if (k->hb_waiting) {
         k->hb_missed++;
         /* A REQ that got no reply cannot send again: rebuild it. */

@@ -94,6 +94,8 @@ static void s_start_failed(korch_kernel_t *k, const char *why)
 int kn_on_ready_timer(korch_loop_t *z, int timer_id, void *arg)
 {
     korch_kernel_t *k = arg;
+    if (kn_owner_ended(k))
+        return korch_loop_rc(k->loop);
     int64_t now = korch_now_ms();
     if (now - k->start_began > k->opts.start_timeout_ms) {
         k->ready_timer = -1;
@@ -289,6 +291,16 @@ void kn_on_death(korch_kernel_t *k, const char *why)
         korch_err_set(&k->start_err, KORCH_E_DIED, "%s", detail);
         kn_set_state(k, KORCH_KERNEL_DEAD, detail);
     }
+}
+
+bool kn_owner_ended(korch_kernel_t *k)
+{
+    if (!k->opts.owner_notifies || !k->opts.owner_ended || !k->opts.owner_ended(k->opts.owner_arg))
+        return false;
+    if (!k->ever_ready)
+        korch_err_set(&k->start_err, KORCH_E_INTERRUPTED, "its owner ended the session before the kernel answered");
+    kn_on_death(k, "its owner ended the session");
+    return true;
 }
 
 void korch_kernel_gone(korch_kernel_t *k, bool restarted, int64_t died_ms, const char *why)

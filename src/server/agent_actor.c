@@ -108,6 +108,9 @@ static bool s_cancelled(void *arg)
     return atomic_load(&ac->cfg->cancel) != 0;
 }
 
+/* $TERM came (the pipe is heard during korch_agent_new too) */
+static bool s_ended(void *arg) { return ((s_actor_t *)arg)->term; }
+
 static int s_on_pipe(korch_loop_t *loop, zsock_t *pipe, void *arg)
 {
     s_actor_t *ac = arg;
@@ -215,6 +218,10 @@ static void s_actor(zsock_t *pipe, void *arg)
         lo.party = cfg->party;
         llm = korch_llm_new(&lo, &err);
     }
+    /* the pipe is heard from the start: a $TERM while the agent attaches
+       or replays (its kernel may never answer) ends those waits (s_ended) */
+    if (loop)
+        korch_loop_reader(loop, pipe, s_on_pipe, &ac);
     if (llm) {
         korch_agent_opts_t ao = {
             .llm = llm,
@@ -235,6 +242,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             .resume_live = cfg->resume_live,
             .on_event = s_on_agent_event,
             .cancelled = s_cancelled,
+            .ended = s_ended,
             .arg = &ac,
         };
         ac.agent = korch_agent_new(&ao, &err);
@@ -243,8 +251,6 @@ static void s_actor(zsock_t *pipe, void *arg)
         zstr_send(pipe, "ready");
     else
         zstr_sendx(pipe, "failed", err.msg[0] ? err.msg : korch_strerror(err.rc), NULL);
-    if (loop)
-        korch_loop_reader(loop, pipe, s_on_pipe, &ac);
     while (loop && !ac.term) {
         korch_loop_run(loop, s_actor_has_work, &ac, -1);
         if (!ac.term)

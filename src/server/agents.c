@@ -414,3 +414,5 @@ void srv_agents_destroy(srv_agents_t **pa)
     free(a);
     *pa = NULL;
 }
+
+size_t srv_agents_closing(const srv_agents_t *a) { return a ? zlistx_size(a->doomed) : 0; }

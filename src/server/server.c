@@ -37,6 +37,7 @@
 #include "quota.h"
 #include "audit.h"
 #include "hub.h"
+#include "korch/closeguard.h"
 #include "korch/path.h"
 #include "korch/fsutil.h"
 #include "korch/log.h"
@@ -489,8 +490,11 @@ void korch_server_destroy(korch_server_t **ps)
         srv_kmgr_delete_all(s->parts.kmgr); /* the relay and api hear of it */
     struct lws_context *ctx = s->ctx;
     s->ctx = NULL;
+    /* lws 4.1 closes its cancel pipe twice: its closes held (korch/closeguard.h) */
+    korch_close_hold();
     if (ctx)
         lws_context_destroy(ctx);
+    korch_close_second();
     if (s->uv_fd >= 0)
         korch_loop_poller_end(s->loop, s->uv_fd);
     if (s->uv_timer >= 0)
@@ -508,6 +512,7 @@ void korch_server_destroy(korch_server_t **ps)
         if (uv_loop_close(&s->uv) != 0)
             korch_debug("libuv loop still had handles at exit");
     }
+    korch_close_release();
     srv_conns_destroy(&s->parts.conns); /* after lws: its connections are gone */
     if (s->spool_fd >= 0)
         close(s->spool_fd);

@@ -142,6 +142,9 @@ void srv_api_destroy(srv_api_t **a);
 srv_agents_t *srv_agents_new(korch_server_t *s);
 /* Stop every session's agent (joins their threads) and free them. */
 void srv_agents_destroy(srv_agents_t **a);
+/* Deleted sessions whose threads have not ended yet (each ends with its
+   "bye", on the loop). */
+size_t srv_agents_closing(const srv_agents_t *a);
 /* Before an upload's body is read (req: PUT /api/agent/sessions/{session_id}/files/{path*}):
    false when it would be refused anyway (no such session, no kernel
    running), and then it is answered. */

@@ -493,6 +493,9 @@ static void s_request_id(const char *method, const char *path, const char *body,
 
 static bool s_true(void *arg) { return true; }
 
+/* The deleted agent sessions' threads have ended. */
+static bool s_agents_closed(void *arg) { return srv_agents_closing(srv_parts(s_srv)->agents) == 0; }
+
 /* Back to the state every input starts from: the fixed kernel (idle) and
    the fixed session on it, and nothing else. */
 /* GET list_path, DELETE item_prefix{id} for every id in it (the array
@@ -544,6 +547,10 @@ static void s_reset(void)
     /* agent sessions (an input may name a provider that needs no key) and
        sessions: through the API, which ends their threads */
     s_delete_all("/api/agent/sessions", "/api/agent/sessions/", NULL, NULL);
+    /* ... and waits for those threads: one still attaching to its kernel
+       when the next input runs (or libFuzzer exits) is another input's */
+    korch_loop_run(s_loop, s_agents_closed, NULL, 10000);
+    REQUIRE(srv_agents_closing(srv_parts(s_srv)->agents) == 0);
     s_delete_all("/api/sessions", "/api/sessions/", NULL, s_sid);
     srv_kmgr_t *m = srv_parts(s_srv)->kmgr;
     zlistx_t *others = zlistx_new();
